@@ -1,0 +1,107 @@
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "core/accounting.h"
+#include "core/burst.h"
+#include "core/drop_reason.h"
+#include "core/flow.h"
+#include "core/net.h"
+
+using namespace vecflow;
+
+TEST(DropReason, NamesRoundTripAndAreUnique) {
+  std::set<std::string_view> names;
+  for (size_t i = 0; i < kDropReasonCount; ++i) {
+    auto r = static_cast<DropReason>(i);
+    auto name = drop_reason_name(r);
+    EXPECT_TRUE(names.insert(name).second) << "duplicate name " << name;
+    EXPECT_EQ(drop_reason_from_name(name), r);
+    EXPECT_FALSE(drop_reason_text(r).empty());
+  }
+  EXPECT_EQ(drop_reason_name(DropReason::IPV4_BAD_IHL), "ipv4_bad_ihl");
+  EXPECT_FALSE(drop_reason_from_name("no_such_reason"));
+}
+
+FlowKey v4_key(uint32_t src, uint32_t dst, uint16_t sp, uint16_t dp) {
+  FlowKey k{};
+  k.src[0] = src;
+  k.dst[0] = dst;
+  k.src_port = sp;
+  k.dst_port = dp;
+  k.l4_proto = 17;
+  k.ip_version = 4;
+  return k;
+}
+
+TEST(FlowHash, SymmetricHashIgnoresDirection) {
+  auto fwd = v4_key(0x0a000001, 0x0a000002, 1234, 80);
+  auto rev = v4_key(0x0a000002, 0x0a000001, 80, 1234);
+  EXPECT_EQ(flow_hash(fwd, true), flow_hash(rev, true));
+  EXPECT_NE(flow_hash(fwd, false), flow_hash(rev, false));
+}
+
+TEST(FlowHash, SpreadsFlowsEvenly) {
+  // 64k flows into 16 buckets: each bucket within 10% of the mean.
+  constexpr int kBuckets = 16;
+  int counts[kBuckets] = {};
+  for (uint32_t i = 0; i < 65536; ++i) {
+    auto k =
+        v4_key(0x0a000000 + (i >> 8), 0xc0000201, static_cast<uint16_t>(1024 + (i & 0xff)), 53);
+    uint32_t h = flow_hash(k, false);
+    EXPECT_NE(h, 0u);
+    ++counts[h % kBuckets];
+  }
+  for (int c : counts)
+    EXPECT_NEAR(c, 65536 / kBuckets, 65536 / kBuckets / 10);
+}
+
+TEST(Net, ParsesPrefixesAndRejectsHostBits) {
+  auto p = parse_ip_prefix("192.0.2.0/24");
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(p->contains(*parse_ip_address("192.0.2.77")));
+  EXPECT_FALSE(p->contains(*parse_ip_address("192.0.3.1")));
+  EXPECT_FALSE(p->contains(*parse_ip_address("::1")));
+  std::string why;
+  EXPECT_FALSE(parse_ip_prefix("192.0.2.1/24", &why));
+  EXPECT_NE(why.find("192.0.2.0/24"), std::string::npos);
+  auto host = parse_ip_prefix("2001:db8::1");
+  ASSERT_TRUE(host);
+  EXPECT_EQ(host->length, 128);
+  EXPECT_TRUE(parse_ip_prefix("0.0.0.0/0")->contains(*parse_ip_address("8.8.8.8")));
+  EXPECT_FALSE(parse_ip_prefix("10.0.0.0/33"));
+  EXPECT_FALSE(parse_ip_prefix("10.0.0.0/"));
+  auto mac = parse_mac_address("02:00:5e:10:00:ff");
+  ASSERT_TRUE(mac);
+  EXPECT_EQ(mac->to_string(), "02:00:5e:10:00:ff");
+  EXPECT_FALSE(parse_mac_address("02:00:5e:10:00"));
+  EXPECT_FALSE(parse_mac_address("02:00:5e:10:00:zz"));
+}
+
+TEST(Accounting, SnapshotBalancesPerPortAndInTotal) {
+  OutcomeTable table(2, 3);
+  PortId p0{0}, p1{1};
+  table.at(0, p0).rx_packets.add(10);
+  table.at(0, p0).tx_packets.add(6);
+  table.at(1, p0).kernel_packets.add(1);
+  table.at(1, p0).drops.add(DropReason::NO_ROUTE, 3);
+  table.at(1, p1).rx_packets.add(5);
+  table.at(0, p1).tx_packets.add(4);
+  auto s0 = table.port_snapshot(p0);
+  EXPECT_EQ(s0.unaccounted(), 0) << s0.to_string();
+  auto s1 = table.port_snapshot(p1);
+  EXPECT_EQ(s1.unaccounted(), 1) << s1.to_string();
+  auto total = table.total_snapshot();
+  EXPECT_EQ(total.rx, 15u);
+  EXPECT_EQ(total.drops[static_cast<size_t>(DropReason::NO_ROUTE)], 3u);
+  EXPECT_EQ(s0.to_string(), "rx=10 tx=6 to_kernel=1 drops={no_route:3}");
+}
+
+TEST(Burst, IsPlainDataWithFixedCapacity) {
+  Burst b;
+  b.clear();
+  for (uint16_t i = 0; i < kMaxBurst; ++i)
+    b.push(reinterpret_cast<rte_mbuf*>(uintptr_t{i} + 1));
+  EXPECT_TRUE(b.full());
+  EXPECT_EQ(b.span().size(), kMaxBurst);
+}

@@ -1,0 +1,65 @@
+# BPF object -> skeleton -> linkable target, in one function.
+#
+#   vecflow_bpf_object(<name> <source.bpf.c> [INCLUDES dir...] [DEPENDS file...])
+#
+# compiles <source> with clang for the BPF target into <name>.bpf.o, generates <name>.skel.h
+# with `bpftool gen skeleton`, and defines the INTERFACE target `bpf_<name>` whose include
+# directory holds the skeleton. User space links that target and opens the program through
+# the skeleton, so the object it loads is always the one built with it. The path of the object
+# is exported as the property BPF_OBJECT of the target, for consumers that need the file
+# itself (DPDK's net_af_xdp takes `xdp_prog=PATH`).
+
+find_program(VECFLOW_BPF_CLANG NAMES clang clang-14)
+if(NOT VECFLOW_BPF_CLANG)
+  message(FATAL_ERROR "clang not found (needed to compile BPF programs): apt-get install clang")
+endif()
+find_program(VECFLOW_BPFTOOL NAMES bpftool PATHS /usr/sbin /sbin)
+if(NOT VECFLOW_BPFTOOL)
+  message(FATAL_ERROR "bpftool not found (needed for BPF skeletons): apt-get install bpftool")
+endif()
+
+# Debian keeps <asm/types.h> under the multiarch directory; clang -target bpf does not look
+# there by itself.
+execute_process(COMMAND ${CMAKE_C_COMPILER} -print-multiarch
+                OUTPUT_VARIABLE VECFLOW_MULTIARCH OUTPUT_STRIP_TRAILING_WHITESPACE
+                ERROR_QUIET)
+if(NOT VECFLOW_MULTIARCH)
+  set(VECFLOW_MULTIARCH x86_64-linux-gnu)
+endif()
+
+function(vecflow_bpf_object name source)
+  cmake_parse_arguments(ARG "" "" "INCLUDES;DEPENDS" ${ARGN})
+  get_filename_component(src ${source} ABSOLUTE)
+  set(obj ${CMAKE_CURRENT_BINARY_DIR}/${name}.bpf.o)
+  set(skel_dir ${CMAKE_CURRENT_BINARY_DIR}/skel)
+  set(skel ${skel_dir}/${name}.skel.h)
+  set(incs "")
+  foreach(dir ${ARG_INCLUDES})
+    get_filename_component(abs ${dir} ABSOLUTE)
+    list(APPEND incs -I${abs})
+  endforeach()
+
+  add_custom_command(
+    OUTPUT ${obj}
+    COMMAND ${VECFLOW_BPF_CLANG} -target bpf -O2 -g -Wall -Werror
+            -D__TARGET_ARCH_x86 -I/usr/include/${VECFLOW_MULTIARCH} ${incs}
+            -c ${src} -o ${obj}
+    DEPENDS ${src} ${ARG_DEPENDS}
+    IMPLICIT_DEPENDS C ${src}
+    COMMENT "BPF ${name}.bpf.o"
+    VERBATIM)
+  add_custom_command(
+    OUTPUT ${skel}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${skel_dir}
+    COMMAND ${VECFLOW_BPFTOOL} gen skeleton ${obj} name ${name}_bpf > ${skel}
+    DEPENDS ${obj}
+    COMMENT "BPF skeleton ${name}.skel.h"
+    VERBATIM)
+  add_custom_target(bpf_${name}_gen DEPENDS ${skel})
+
+  add_library(bpf_${name} INTERFACE)
+  add_dependencies(bpf_${name} bpf_${name}_gen)
+  target_include_directories(bpf_${name} INTERFACE ${skel_dir})
+  target_link_libraries(bpf_${name} INTERFACE PkgConfig::LIBBPF)
+  set_target_properties(bpf_${name} PROPERTIES BPF_OBJECT ${obj})
+endfunction()

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh Debian 12 machine: installs what is missing, configures,
+# builds and runs every test (unit, BPF, integration), then the same unit and integration
+# tests again in an ASan+UBSan build.
+#
+#   tools/test.sh              everything
+#   tools/test.sh --fast       skip the sanitizer build
+#   tools/test.sh -- -R steer  extra arguments after -- go to ctest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sanitize=1
+ctest_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --fast) sanitize=0 ;;
+    --) shift; ctest_args=("$@"); break ;;
+    *) echo "usage: $0 [--fast] [-- ctest args]" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+tools/setup.sh
+jobs=$(nproc)
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$jobs"
+(cd build && ctest --output-on-failure --timeout 600 "${ctest_args[@]}")
+
+if [ "$sanitize" = 1 ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DVECFLOW_SANITIZE=ON >/dev/null
+  cmake --build build-asan -j "$jobs"
+  # Benchmarks measure speed, which a sanitizer build does not represent.
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+     ctest --output-on-failure --timeout 900 -LE bench "${ctest_args[@]}")
+fi
+echo "test.sh: all tests passed"

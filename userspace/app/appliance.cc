@@ -1,0 +1,61 @@
+#include "app/appliance.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+
+namespace vecflow {
+
+RuntimeOptions runtime_options(const config::ApplianceConfig& cfg) {
+  RuntimeOptions o;
+  o.eal.control_lcore = cfg.cpu.control;
+  o.eal.worker_lcores = cfg.cpu.workers;
+  o.eal.memory_mb = cfg.dpdk.memory_mb;
+  switch (cfg.dpdk.hugepages) {
+    case config::HugePages::Auto:
+      o.eal.hugepages = HugePagePolicy::Auto;
+      break;
+    case config::HugePages::On:
+      o.eal.hugepages = HugePagePolicy::On;
+      break;
+    case config::HugePages::Off:
+      o.eal.hugepages = HugePagePolicy::Off;
+      break;
+  }
+  o.eal.file_prefix = cfg.dpdk.file_prefix;
+  o.eal.extra_args = cfg.dpdk.eal_args;
+  o.eal.pci = std::any_of(cfg.ports.begin(), cfg.ports.end(), [](const config::PortConfig& p) {
+    auto* d = std::get_if<config::DpdkPort>(&p.kind);
+    return d && d->is_pci;
+  });
+  o.backoff.idle_sleep_max_us = cfg.cpu.idle_sleep_max_us;
+  o.backoff.interrupt_after_ms = cfg.cpu.interrupt_after_ms;
+  return o;
+}
+
+Result<std::unique_ptr<Appliance>> Appliance::create(config::ApplianceConfig cfg) {
+  auto app = std::unique_ptr<Appliance>(new Appliance(std::move(cfg)));
+  auto rt = Runtime::create(runtime_options(app->cfg_));
+  if (!rt) return std::unexpected(rt.error());
+  app->runtime_ = std::move(*rt);
+  return app;
+}
+
+Appliance::~Appliance() = default;
+
+Result<void> Appliance::run() {
+  auto log = log::get("app");
+  if (auto r = runtime_->launch(); !r) return r;
+  log->info("appliance '{}' running from {} (config {}), {} port(s) declared", cfg_.appliance.name,
+            cfg_.source, cfg_.hash, cfg_.ports.size());
+  runtime_->run_control();
+  log->info("stopping");
+  runtime_->join();
+  return {};
+}
+
+void Appliance::request_stop() noexcept {
+  if (runtime_) runtime_->request_stop();
+}
+
+}  // namespace vecflow

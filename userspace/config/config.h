@@ -1,0 +1,323 @@
+// The appliance file as plain, validated structs.
+//
+// load_config() is the one place the YAML is read and checked. It returns either a complete
+// ApplianceConfig whose every cross-reference holds (port names, interfaces, lcores, schedule
+// types the backend supports), or every error it found, each located at file:line:col with
+// the key path. The parts of the engine never see YAML; the app hands each its slice.
+// configs/reference.yaml documents every key.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/net.h"
+
+namespace vecflow::config {
+
+// Where a value came from, 1-based as editors count.
+struct Location {
+  std::string file;
+  int line = 0;
+  int column = 0;
+};
+
+struct ConfigError {
+  Location where;
+  std::string path;  // "ports[1].devargs"
+  std::string message;
+  // "file:line:col: ports[1].devargs: expected a string"
+  std::string to_string() const;
+};
+
+// ---- appliance, cpu, dpdk, logging ----------------------------------------------------------
+
+struct ApplianceSection {
+  std::string name = "vecflow";
+};
+
+struct CpuSection {
+  unsigned control = 0;
+  // Lcores that run data-plane services. May include the control lcore (one-core boxes): then
+  // the control server and the data path share that lcore's service loop.
+  std::vector<unsigned> workers;
+  // Idle back-off: after `idle_spin_rounds` rounds without work an lcore naps, doubling from
+  // 1 us up to `idle_sleep_max_us`; 0 keeps it busy-polling for lowest latency.
+  uint32_t idle_sleep_max_us = 200;
+  // After this long without work, an lcore whose services can all be woken by a file
+  // descriptor (AF_XDP socket, DPDK rx interrupt) sleeps on them instead of napping.
+  uint32_t interrupt_after_ms = 100;
+};
+
+enum class HugePages { Auto, On, Off };
+
+struct DpdkSection {
+  uint32_t memory_mb = 512;
+  HugePages hugepages = HugePages::Auto;
+  std::string file_prefix = "vecflow";
+  std::vector<std::string> eal_args;
+  uint32_t mbufs = 16384;  // packet buffers in the shared pool
+  uint32_t mbuf_cache = 256;
+};
+
+enum class LogLevel { Trace, Debug, Info, Warn, Error };
+
+struct LoggingSection {
+  LogLevel level = LogLevel::Info;
+};
+
+// ---- ports ------------------------------------------------------------------------------------
+
+enum class XskMode { Auto, Copy, ZeroCopy };
+enum class XdpAttachMode { Auto, Native, Generic };
+enum class QueueOwner { Vecflow, Dpdk };
+
+// A run of rx queues of an interface and who reads them: vecflow's own AF_XDP sockets, or
+// DPDK's net_af_xdp PMD. Either way vecflow's steering program decides what is lifted.
+struct QueueRange {
+  uint16_t first = 0;
+  uint16_t count = 1;
+  QueueOwner owner = QueueOwner::Vecflow;
+};
+
+struct BusyPoll {
+  bool enabled = false;
+  uint32_t budget = 64;
+  uint32_t timeout_us = 20;
+};
+
+struct AfXdpPort {
+  std::string interface;
+  std::vector<QueueRange> queues;  // never empty after loading
+  XskMode mode = XskMode::Auto;
+  XdpAttachMode xdp_mode = XdpAttachMode::Auto;
+  BusyPoll busy_poll;
+  uint32_t ring_size = 2048;
+  uint32_t frame_size = 2048;
+};
+
+struct DpdkPort {
+  std::string devargs;  // "net_af_packet0,iface=eth2" or a PCI address "0000:03:00.0"
+  bool is_pci = false;
+  uint16_t queues = 1;
+  uint16_t rx_descriptors = 1024;
+  uint16_t tx_descriptors = 1024;
+  std::string interface;  // the kernel interface named by `iface=` in the devargs, if any
+};
+
+struct PortConfig {
+  std::string name;
+  Location where;
+  std::optional<unsigned> lcore;  // lcore that polls this port; default: spread over workers
+  std::variant<AfXdpPort, DpdkPort> kind;
+
+  bool is_afxdp() const { return std::holds_alternative<AfXdpPort>(kind); }
+  // The kernel interface behind the port, if it has one.
+  const std::string* kernel_interface() const;
+};
+
+// ---- steering ---------------------------------------------------------------------------------
+
+enum class SteerActionKind { Pass, Drop, Userspace, Tx, Redirect };
+
+struct SteerAction {
+  SteerActionKind kind = SteerActionKind::Userspace;
+  std::string redirect_port;  // for Redirect
+  bool operator==(const SteerAction&) const = default;
+};
+
+struct PortRange {
+  uint16_t low = 0;
+  uint16_t high = 0;
+  bool operator==(const PortRange&) const = default;
+};
+
+enum class L3Proto { Ipv4, Ipv6, Arp };
+
+struct SteerMatch {
+  std::optional<std::string> port;  // ingress port name
+  std::optional<uint16_t> vlan;
+  std::optional<L3Proto> l3;
+  std::optional<IpPrefix> src;
+  std::optional<IpPrefix> dst;
+  std::optional<uint8_t> l4_proto;
+  std::optional<PortRange> src_port;
+  std::optional<PortRange> dst_port;
+};
+
+struct SteerRule {
+  std::string name;       // defaults to "rule<N>"
+  uint32_t priority = 0;  // higher wins; equal priorities: earlier rule wins
+  SteerMatch match;
+  SteerAction action;
+  Location where;
+};
+
+struct SteeringSection {
+  SteerAction default_action{SteerActionKind::Userspace, {}};
+  SteerAction malformed{SteerActionKind::Drop, {}};  // frames the parser rejects
+  SteerAction no_socket{SteerActionKind::Pass, {}};  // `userspace` with no AF_XDP socket bound
+  bool symmetric_hash = true;
+  std::vector<SteerRule> rules;
+};
+
+// ---- scheduler --------------------------------------------------------------------------------
+
+enum class SchedBackend { Builtin, Eventdev };
+enum class FlowIdSource { Auto, Xdp, Rss, Software };
+
+struct SchedulerSection {
+  SchedBackend backend = SchedBackend::Builtin;
+  std::string device;             // eventdev: "event_dsw0", "event_sw0" (vdev) or a device name
+  std::string devargs;            // extra vdev arguments
+  std::vector<unsigned> workers;  // lcores that run pipeline workers; default: cpu.workers
+  uint16_t vector_size = 64;      // 1 = plain per-packet events
+  uint32_t vector_timeout_us = 50;
+  uint32_t queue_depth = 4096;
+  FlowIdSource flow_id = FlowIdSource::Auto;
+};
+
+// ---- pipeline ---------------------------------------------------------------------------------
+
+enum class SchedType { Atomic, Ordered, Parallel };
+
+struct NextHop {
+  std::optional<IpAddress> via;  // absent: directly connected, the destination is the next hop
+  std::string port;
+};
+
+enum class RouteAction { Forward, Kernel, Drop };
+
+struct Route {
+  IpPrefix prefix;
+  RouteAction action = RouteAction::Forward;
+  std::vector<NextHop> nexthops;  // more than one: ECMP by flow hash
+  Location where;
+};
+
+struct RouteStage {
+  std::vector<Route> routes;
+  bool from_kernel = false;  // also import the kernel's routing table over netlink
+  bool icmp_time_exceeded = false;
+};
+
+enum class Unresolved { Kernel, Drop };
+
+struct StaticNeighbour {
+  IpAddress ip;
+  MacAddress mac;
+  std::string port;
+};
+
+struct NeighbourStage {
+  std::vector<StaticNeighbour> entries;
+  bool from_kernel = true;  // learn from the kernel's neighbour table over netlink
+  Unresolved unresolved = Unresolved::Kernel;
+};
+
+enum class AclAction { Permit, Deny };
+
+struct FiveTupleMatch {
+  std::optional<IpPrefix> src;
+  std::optional<IpPrefix> dst;
+  std::optional<uint8_t> l4_proto;
+  std::optional<PortRange> src_port;
+  std::optional<PortRange> dst_port;
+};
+
+struct AclRule {
+  std::string name;
+  AclAction action = AclAction::Deny;
+  FiveTupleMatch match;
+  Location where;
+};
+
+struct AclStage {
+  AclAction default_action = AclAction::Permit;
+  std::vector<AclRule> rules;
+};
+
+struct L2PortRewrite {
+  std::string port;
+  std::optional<MacAddress> src_mac;  // default: the port's own MAC
+  std::optional<MacAddress> dst_mac;
+  std::optional<uint16_t> vlan_push;
+  bool vlan_pop = false;
+};
+
+struct L2Stage {
+  std::vector<L2PortRewrite> ports;
+};
+
+struct MirrorStage {
+  FiveTupleMatch match;
+  std::string pcapng;  // file to write, or
+  std::string port;    // port to copy to
+  uint32_t snaplen = 65535;
+};
+
+enum class CountBy { Flow, Rule };
+
+struct CountStage {
+  CountBy by = CountBy::Flow;
+  uint32_t max_flows = 65536;
+};
+
+struct StageConfig {
+  std::string type;  // "route", "acl", ...
+  std::string name;  // defaults to the type, "-2" suffixed when repeated
+  SchedType sched = SchedType::Atomic;
+  bool fuse = false;  // run to completion with the previous stage on the same worker
+  Location where;
+  std::variant<RouteStage, NeighbourStage, AclStage, L2Stage, MirrorStage, CountStage> params;
+};
+
+// ---- control ----------------------------------------------------------------------------------
+
+struct ControlSection {
+  std::string socket = "/run/vecflow/control.sock";
+  uint32_t socket_mode = 0660;
+  std::string group = "vecflow";
+  std::string metrics;  // "127.0.0.1:9469"; empty: no metrics endpoint
+  std::string capture_dir = "/var/lib/vecflow/capture";
+  uint32_t max_request_bytes = 65536;
+  uint32_t read_timeout_ms = 5000;
+};
+
+// ---- the whole file ---------------------------------------------------------------------------
+
+struct ApplianceConfig {
+  std::string source;  // file path, or "<embedded demo>"
+  std::string hash;    // FNV-1a 64 of the file's bytes, hex; identifies what is running
+  ApplianceSection appliance;
+  CpuSection cpu;
+  DpdkSection dpdk;
+  LoggingSection logging;
+  std::vector<PortConfig> ports;
+  SteeringSection steering;
+  SchedulerSection scheduler;
+  std::vector<StageConfig> pipeline;
+  ControlSection control;
+
+  const PortConfig* find_port(std::string_view name) const;
+  std::optional<uint16_t> port_index(std::string_view name) const;
+};
+
+using LoadResult = std::expected<ApplianceConfig, std::vector<ConfigError>>;
+
+// Reads and validates an appliance file.
+LoadResult load_config(const std::string& path);
+// The same from text already in memory; `source` names it in error locations.
+LoadResult load_config_text(std::string_view text, const std::string& source);
+
+// Names used in messages and the control protocol.
+std::string_view to_string(SteerActionKind k);
+std::string_view to_string(SchedType t);
+std::string_view to_string(SchedBackend b);
+std::string_view to_string(QueueOwner o);
+std::string_view to_string(XskMode m);
+
+}  // namespace vecflow::config

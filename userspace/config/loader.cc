@@ -1,0 +1,789 @@
+// YAML -> ApplianceConfig. Section readers fill the structs and record located errors; the
+// cross-checks between sections live in validate.cc.
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "config/config.h"
+#include "config/reader.h"
+#include "config/validate.h"
+
+namespace vecflow::config {
+
+using detail::Ctx;
+using detail::MapReader;
+using detail::read_string;
+using detail::read_uint;
+
+std::string ConfigError::to_string() const {
+  std::string loc =
+      where.line > 0 ? fmt::format("{}:{}:{}", where.file, where.line, where.column) : where.file;
+  return path.empty() ? fmt::format("{}: {}", loc, message)
+                      : fmt::format("{}: {}: {}", loc, path, message);
+}
+
+const std::string* PortConfig::kernel_interface() const {
+  if (auto* a = std::get_if<AfXdpPort>(&kind)) return &a->interface;
+  const auto& d = std::get<DpdkPort>(kind);
+  return d.interface.empty() ? nullptr : &d.interface;
+}
+
+const PortConfig* ApplianceConfig::find_port(std::string_view name) const {
+  for (const auto& p : ports) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+std::optional<uint16_t> ApplianceConfig::port_index(std::string_view name) const {
+  for (size_t i = 0; i < ports.size(); ++i) {
+    if (ports[i].name == name) return static_cast<uint16_t>(i);
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(SteerActionKind k) {
+  switch (k) {
+    case SteerActionKind::Pass:
+      return "pass";
+    case SteerActionKind::Drop:
+      return "drop";
+    case SteerActionKind::Userspace:
+      return "userspace";
+    case SteerActionKind::Tx:
+      return "tx";
+    case SteerActionKind::Redirect:
+      return "redirect";
+  }
+  return "?";
+}
+
+std::string_view to_string(SchedType t) {
+  switch (t) {
+    case SchedType::Atomic:
+      return "atomic";
+    case SchedType::Ordered:
+      return "ordered";
+    case SchedType::Parallel:
+      return "parallel";
+  }
+  return "?";
+}
+
+std::string_view to_string(SchedBackend b) {
+  return b == SchedBackend::Builtin ? "builtin" : "eventdev";
+}
+
+std::string_view to_string(QueueOwner o) {
+  return o == QueueOwner::Vecflow ? "vecflow" : "dpdk";
+}
+
+std::string_view to_string(XskMode m) {
+  switch (m) {
+    case XskMode::Auto:
+      return "auto";
+    case XskMode::Copy:
+      return "copy";
+    case XskMode::ZeroCopy:
+      return "zerocopy";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string index_path(const std::string& path, size_t i) {
+  return fmt::format("{}[{}]", path, i);
+}
+
+// Walks a list, calling fn(element, "path[i]") for each; records an error if not a list.
+template <typename Fn>
+void for_each_item(Ctx& ctx, const YAML::Node& list, const std::string& path, Fn fn) {
+  if (!list.IsDefined() || list.IsNull()) return;
+  if (!ctx.spend(list)) return;
+  if (!list.IsSequence()) {
+    ctx.error(list, path, "expected a list");
+    return;
+  }
+  for (size_t i = 0; i < list.size(); ++i)
+    fn(list[i], index_path(path, i));
+}
+
+void read_appliance(Ctx& ctx, const YAML::Node& n, ApplianceSection& out) {
+  MapReader m(ctx, n, "appliance", {"name"});
+  if (m.get("name", out.name) && out.name.empty()) {
+    ctx.error(m.child("name"), "appliance.name", "must not be empty");
+  }
+}
+
+void read_cpu(Ctx& ctx, const YAML::Node& n, CpuSection& out) {
+  MapReader m(ctx, n, "cpu", {"control", "workers", "idle_sleep_max_us", "interrupt_after_ms"});
+  m.get_lcore("control", out.control);
+  if (m.get_lcores("workers", out.workers) && out.workers.empty()) {
+    ctx.error(m.child("workers"), "cpu.workers", "needs at least one lcore");
+  }
+  m.get("idle_sleep_max_us", out.idle_sleep_max_us, 0, 1'000'000);
+  m.get("interrupt_after_ms", out.interrupt_after_ms, 0, 3'600'000);
+}
+
+void read_dpdk(Ctx& ctx, const YAML::Node& n, DpdkSection& out) {
+  MapReader m(ctx, n, "dpdk",
+              {"memory_mb", "hugepages", "file_prefix", "eal_args", "mbufs", "mbuf_cache"});
+  m.get("memory_mb", out.memory_mb, 64, 1 << 20);
+  m.get_enum<HugePages>(
+      "hugepages", out.hugepages,
+      {{"auto", HugePages::Auto}, {"on", HugePages::On}, {"off", HugePages::Off}});
+  if (m.get("file_prefix", out.file_prefix)) {
+    bool ok = !out.file_prefix.empty();
+    for (char c : out.file_prefix) {
+      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
+    }
+    if (!ok) {
+      ctx.error(m.child("file_prefix"), "dpdk.file_prefix",
+                "must be letters, digits, '-' or '_' (it names files under /run/dpdk)");
+    }
+  }
+  m.get_strings("eal_args", out.eal_args);
+  m.get("mbufs", out.mbufs, 1024, 16u << 20);
+  m.get("mbuf_cache", out.mbuf_cache, 0, 512);  // RTE_MEMPOOL_CACHE_MAX_SIZE
+}
+
+void read_logging(Ctx& ctx, const YAML::Node& n, LoggingSection& out) {
+  MapReader m(ctx, n, "logging", {"level"});
+  m.get_enum<LogLevel>("level", out.level,
+                       {{"trace", LogLevel::Trace},
+                        {"debug", LogLevel::Debug},
+                        {"info", LogLevel::Info},
+                        {"warn", LogLevel::Warn},
+                        {"error", LogLevel::Error}});
+}
+
+// `queues: 2` (queues 0..1, read by vecflow) or a list of ranges with owners:
+//   queues: [{queues: 0-1, owner: vecflow}, {queues: 2-3, owner: dpdk}]
+void read_queue_ranges(Ctx& ctx, const YAML::Node& n, const std::string& path,
+                       std::vector<QueueRange>& out) {
+  if (n.IsScalar()) {
+    auto count = read_uint(ctx, n, path, 1, 256);
+    if (count) out = {QueueRange{0, static_cast<uint16_t>(*count), QueueOwner::Vecflow}};
+    return;
+  }
+  std::vector<QueueRange> ranges;
+  for_each_item(ctx, n, path, [&](const YAML::Node& item, const std::string& ip) {
+    MapReader m(ctx, item, ip, {"queues", "owner"});
+    if (!m.ok()) return;
+    QueueRange r;
+    m.get_enum<QueueOwner>("owner", r.owner,
+                           {{"vecflow", QueueOwner::Vecflow}, {"dpdk", QueueOwner::Dpdk}});
+    std::optional<PortRange> span;
+    if (m.require("queues") && m.get_port_range("queues", span)) {
+      if (span->high > 255) {
+        ctx.error(m.child("queues"), m.key_path("queues"), "queue ids are 0..255");
+        return;
+      }
+      r.first = span->low;
+      r.count = static_cast<uint16_t>(span->high - span->low + 1);
+      ranges.push_back(r);
+    }
+  });
+  if (n.IsSequence() && n.size() == 0) ctx.error(n, path, "needs at least one queue range");
+  out = std::move(ranges);
+}
+
+std::string devargs_iface(const std::string& devargs) {
+  // "net_af_packet0,iface=eth2,qpairs=1" -> "eth2"
+  size_t pos = 0;
+  while ((pos = devargs.find("iface=", pos)) != std::string::npos) {
+    if (pos > 0 && devargs[pos - 1] == ',') {
+      size_t end = devargs.find(',', pos);
+      return devargs.substr(pos + 6, end == std::string::npos ? std::string::npos : end - pos - 6);
+    }
+    pos += 6;
+  }
+  return {};
+}
+
+bool looks_like_pci(const std::string& s) {
+  // 0000:03:00.0 or 03:00.0
+  unsigned a, b, c, d;
+  char tail;
+  return std::sscanf(s.c_str(), "%x:%x:%x.%x%c", &a, &b, &c, &d, &tail) == 4 ||
+         std::sscanf(s.c_str(), "%x:%x.%x%c", &b, &c, &d, &tail) == 3;
+}
+
+void read_port(Ctx& ctx, const YAML::Node& n, const std::string& path,
+               std::vector<PortConfig>& out) {
+  MapReader m(ctx, n, path,
+              {"name", "type", "lcore", "interface", "queues", "mode", "xdp_mode", "busy_poll",
+               "ring_size", "frame_size", "devargs", "pci", "rx_descriptors", "tx_descriptors"});
+  if (!m.ok()) return;
+  PortConfig p;
+  p.where = ctx.at(n);
+  if (m.require("name") && m.get("name", p.name)) {
+    bool ok = !p.name.empty() && p.name.size() <= 32;
+    for (char c : p.name) {
+      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
+    }
+    if (!ok) {
+      ctx.error(m.child("name"), m.key_path("name"),
+                "port names are 1..32 letters, digits, '-' or '_'");
+    }
+  }
+  if (m.has("lcore")) {
+    unsigned l = 0;
+    if (m.get_lcore("lcore", l)) p.lcore = l;
+  }
+  enum class Type { AfXdp, Dpdk } type = Type::AfXdp;
+  if (!m.require("type") ||
+      !m.get_enum<Type>("type", type, {{"afxdp", Type::AfXdp}, {"dpdk", Type::Dpdk}})) {
+    return;
+  }
+  auto only_for = [&](std::initializer_list<std::string_view> keys, std::string_view kind) {
+    for (auto k : keys) {
+      if (m.has(k)) {
+        ctx.error(m.child(k), m.key_path(k), fmt::format("'{}' applies to {} ports only", k, kind));
+      }
+    }
+  };
+  if (type == Type::AfXdp) {
+    AfXdpPort a;
+    only_for({"devargs", "pci", "rx_descriptors", "tx_descriptors"}, "dpdk");
+    if (m.require("interface") && m.get("interface", a.interface)) {
+      if (a.interface.empty() || a.interface.size() >= 16) {
+        ctx.error(m.child("interface"), m.key_path("interface"),
+                  "interface names are 1..15 characters");
+      }
+    }
+    a.queues = {QueueRange{}};
+    if (m.has("queues")) read_queue_ranges(ctx, m.child("queues"), m.key_path("queues"), a.queues);
+    m.get_enum<XskMode>(
+        "mode", a.mode,
+        {{"auto", XskMode::Auto}, {"copy", XskMode::Copy}, {"zerocopy", XskMode::ZeroCopy}});
+    m.get_enum<XdpAttachMode>("xdp_mode", a.xdp_mode,
+                              {{"auto", XdpAttachMode::Auto},
+                               {"native", XdpAttachMode::Native},
+                               {"generic", XdpAttachMode::Generic}});
+    YAML::Node bp = m.child("busy_poll");
+    if (bp.IsDefined()) {
+      if (bp.IsScalar()) {
+        m.get("busy_poll", a.busy_poll.enabled);
+      } else {
+        MapReader b(ctx, bp, m.key_path("busy_poll"), {"enabled", "budget", "timeout_us"});
+        a.busy_poll.enabled = true;
+        b.get("enabled", a.busy_poll.enabled);
+        b.get("budget", a.busy_poll.budget, 1, 1024);
+        b.get("timeout_us", a.busy_poll.timeout_us, 1, 1'000'000);
+      }
+    }
+    for (auto key : {"ring_size", "frame_size"}) {
+      uint32_t& v = std::string_view(key) == "ring_size" ? a.ring_size : a.frame_size;
+      uint64_t lo = std::string_view(key) == "ring_size" ? 64 : 2048;
+      uint64_t hi = std::string_view(key) == "ring_size" ? 32768 : 4096;
+      if (m.get(key, v, lo, hi) && (v & (v - 1)) != 0) {
+        ctx.error(m.child(key), m.key_path(key), fmt::format("{} must be a power of two", v));
+      }
+    }
+    p.kind = std::move(a);
+  } else {
+    DpdkPort d;
+    only_for({"interface", "mode", "xdp_mode", "busy_poll", "ring_size", "frame_size"}, "afxdp");
+    bool has_devargs = m.has("devargs");
+    bool has_pci = m.has("pci");
+    if (has_devargs == has_pci) {
+      ctx.error(n, path, "a dpdk port needs exactly one of 'devargs' (a vdev) or 'pci'");
+    } else if (has_devargs && m.get("devargs", d.devargs)) {
+      if (d.devargs.empty() || d.devargs.find(' ') != std::string::npos) {
+        ctx.error(m.child("devargs"), m.key_path("devargs"),
+                  "expected a DPDK device string like 'net_af_packet0,iface=eth2'");
+      }
+      d.interface = devargs_iface(d.devargs);
+    } else if (has_pci && m.get("pci", d.devargs)) {
+      d.is_pci = true;
+      if (!looks_like_pci(d.devargs)) {
+        ctx.error(m.child("pci"), m.key_path("pci"),
+                  fmt::format("'{}' is not a PCI address like 0000:03:00.0", d.devargs));
+      }
+    }
+    m.get("queues", d.queues, 1, 256);
+    for (auto key : {"rx_descriptors", "tx_descriptors"}) {
+      uint16_t& v = std::string_view(key) == "rx_descriptors" ? d.rx_descriptors : d.tx_descriptors;
+      if (m.get(key, v, 64, 32768) && (v & (v - 1)) != 0) {
+        ctx.error(m.child(key), m.key_path(key), fmt::format("{} must be a power of two", v));
+      }
+    }
+    p.kind = std::move(d);
+  }
+  out.push_back(std::move(p));
+}
+
+bool read_steer_action(Ctx& ctx, const YAML::Node& n, const std::string& path, SteerAction& out) {
+  if (!ctx.spend(n)) return false;
+  if (n.IsMap()) {
+    MapReader m(ctx, n, path, {"redirect"});
+    std::string port;
+    if (m.ok() && m.require("redirect") && m.get("redirect", port)) {
+      out = SteerAction{SteerActionKind::Redirect, port};
+      return true;
+    }
+    return false;
+  }
+  auto s = read_string(ctx, n, path);
+  if (!s) return false;
+  static constexpr std::pair<std::string_view, SteerActionKind> kNames[] = {
+      {"pass", SteerActionKind::Pass},
+      {"drop", SteerActionKind::Drop},
+      {"userspace", SteerActionKind::Userspace},
+      {"tx", SteerActionKind::Tx}};
+  for (auto [name, kind] : kNames) {
+    if (*s == name) {
+      out = SteerAction{kind, {}};
+      return true;
+    }
+  }
+  std::vector<std::string_view> names{"pass", "drop", "userspace", "tx"};
+  std::string hint = detail::suggest(*s, names);
+  ctx.error(n, path,
+            fmt::format("unknown action '{}': expected {} or {{redirect: <port>}}{}", *s,
+                        detail::join_names(names),
+                        hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
+  return false;
+}
+
+void read_five_tuple(MapReader& m, FiveTupleMatch& out) {
+  m.get_prefix("src", out.src);
+  m.get_prefix("dst", out.dst);
+  m.get_l4_proto("proto", out.l4_proto);
+  m.get_port_range("src_port", out.src_port);
+  m.get_port_range("dst_port", out.dst_port);
+}
+
+void read_steering(Ctx& ctx, const YAML::Node& n, SteeringSection& out) {
+  MapReader m(ctx, n, "steering", {"default", "malformed", "no_socket", "symmetric_hash", "rules"});
+  if (!m.ok()) return;
+  if (m.has("default"))
+    read_steer_action(ctx, m.child("default"), "steering.default", out.default_action);
+  if (m.has("malformed"))
+    read_steer_action(ctx, m.child("malformed"), "steering.malformed", out.malformed);
+  if (m.has("no_socket"))
+    read_steer_action(ctx, m.child("no_socket"), "steering.no_socket", out.no_socket);
+  m.get("symmetric_hash", out.symmetric_hash);
+  for_each_item(
+      ctx, m.child("rules"), "steering.rules", [&](const YAML::Node& item, const std::string& ip) {
+        MapReader r(ctx, item, ip, {"name", "priority", "match", "action"});
+        if (!r.ok()) return;
+        SteerRule rule;
+        rule.where = ctx.at(item);
+        rule.name = fmt::format("rule{}", out.rules.size());
+        r.get("name", rule.name);
+        r.get("priority", rule.priority, 0, 65535);
+        if (r.has("match")) {
+          MapReader mm(ctx, r.child("match"), r.key_path("match"),
+                       {"port", "vlan", "l3", "src", "dst", "proto", "src_port", "dst_port"});
+          std::string port;
+          if (mm.get("port", port)) rule.match.port = port;
+          uint16_t vlan = 0;
+          if (mm.get("vlan", vlan, 0, 4095)) rule.match.vlan = vlan;
+          L3Proto l3{};
+          if (mm.get_enum<L3Proto>(
+                  "l3", l3,
+                  {{"ipv4", L3Proto::Ipv4}, {"ipv6", L3Proto::Ipv6}, {"arp", L3Proto::Arp}})) {
+            rule.match.l3 = l3;
+          }
+          mm.get_prefix("src", rule.match.src);
+          mm.get_prefix("dst", rule.match.dst);
+          mm.get_l4_proto("proto", rule.match.l4_proto);
+          mm.get_port_range("src_port", rule.match.src_port);
+          mm.get_port_range("dst_port", rule.match.dst_port);
+        }
+        if (r.require("action"))
+          read_steer_action(ctx, r.child("action"), r.key_path("action"), rule.action);
+        out.rules.push_back(std::move(rule));
+      });
+}
+
+void read_scheduler(Ctx& ctx, const YAML::Node& n, SchedulerSection& out) {
+  MapReader m(ctx, n, "scheduler",
+              {"backend", "device", "devargs", "workers", "vector", "queue_depth", "flow_id"});
+  if (!m.ok()) return;
+  m.get_enum<SchedBackend>(
+      "backend", out.backend,
+      {{"builtin", SchedBackend::Builtin}, {"eventdev", SchedBackend::Eventdev}});
+  m.get("device", out.device);
+  m.get("devargs", out.devargs);
+  m.get_lcores("workers", out.workers);
+  if (m.has("vector")) {
+    MapReader v(ctx, m.child("vector"), "scheduler.vector", {"size", "timeout_us"});
+    if (v.get("size", out.vector_size, 1, 1024) && (out.vector_size & (out.vector_size - 1)) != 0) {
+      ctx.error(v.child("size"), "scheduler.vector.size",
+                fmt::format("{} is not a power of two (1, 2, 4 ... 1024)", out.vector_size));
+    }
+    v.get("timeout_us", out.vector_timeout_us, 1, 1'000'000);
+  }
+  if (m.get("queue_depth", out.queue_depth, 64, 1u << 20) &&
+      (out.queue_depth & (out.queue_depth - 1)) != 0) {
+    ctx.error(m.child("queue_depth"), "scheduler.queue_depth",
+              fmt::format("{} is not a power of two", out.queue_depth));
+  }
+  m.get_enum<FlowIdSource>("flow_id", out.flow_id,
+                           {{"auto", FlowIdSource::Auto},
+                            {"xdp", FlowIdSource::Xdp},
+                            {"rss", FlowIdSource::Rss},
+                            {"software", FlowIdSource::Software}});
+}
+
+void read_nexthop(MapReader& m, NextHop& nh) {
+  m.get_address("via", nh.via);
+  if (m.require("port")) m.get("port", nh.port);
+}
+
+RouteStage read_route_stage(Ctx& ctx, MapReader& m) {
+  RouteStage s;
+  YAML::Node routes = m.child("routes");
+  if (routes.IsScalar()) {
+    auto v = read_string(ctx, routes, m.key_path("routes"));
+    if (v && *v == "from-kernel") {
+      s.from_kernel = true;
+    } else if (v) {
+      ctx.error(routes, m.key_path("routes"), "expected a list of routes or 'from-kernel'");
+    }
+  } else {
+    for_each_item(
+        ctx, routes, m.key_path("routes"), [&](const YAML::Node& item, const std::string& ip) {
+          MapReader r(ctx, item, ip, {"prefix", "via", "port", "nexthops", "action"});
+          if (!r.ok()) return;
+          Route route;
+          route.where = ctx.at(item);
+          std::optional<IpPrefix> prefix;
+          if (r.require("prefix") && r.get_prefix("prefix", prefix)) route.prefix = *prefix;
+          r.get_enum<RouteAction>("action", route.action,
+                                  {{"forward", RouteAction::Forward},
+                                   {"kernel", RouteAction::Kernel},
+                                   {"drop", RouteAction::Drop}});
+          bool single = r.has("via") || r.has("port");
+          if (route.action != RouteAction::Forward) {
+            for (auto k : {"via", "port", "nexthops"}) {
+              if (r.has(k)) {
+                ctx.error(r.child(k), r.key_path(k),
+                          fmt::format("a route with action {} has no next hop",
+                                      route.action == RouteAction::Kernel ? "kernel" : "drop"));
+              }
+            }
+          } else if (single && r.has("nexthops")) {
+            ctx.error(item, ip, "give either via/port or a nexthops list, not both");
+          } else if (r.has("nexthops")) {
+            for_each_item(ctx, r.child("nexthops"), r.key_path("nexthops"),
+                          [&](const YAML::Node& nh_node, const std::string& np) {
+                            MapReader nm(ctx, nh_node, np, {"via", "port"});
+                            if (!nm.ok()) return;
+                            NextHop nh;
+                            read_nexthop(nm, nh);
+                            route.nexthops.push_back(nh);
+                          });
+            if (route.nexthops.empty())
+              ctx.error(item, r.key_path("nexthops"), "needs at least one next hop");
+          } else {
+            NextHop nh;
+            read_nexthop(r, nh);
+            route.nexthops.push_back(nh);
+          }
+          for (const auto& nh : route.nexthops) {
+            if (nh.via && nh.via->version != route.prefix.addr.version) {
+              ctx.error(item, ip, "next hop and prefix are of different IP versions");
+            }
+          }
+          s.routes.push_back(std::move(route));
+        });
+  }
+  bool fk = false;
+  if (m.get("from_kernel", fk)) s.from_kernel = s.from_kernel || fk;
+  m.get("icmp_time_exceeded", s.icmp_time_exceeded);
+  return s;
+}
+
+NeighbourStage read_neighbour_stage(Ctx& ctx, MapReader& m) {
+  NeighbourStage s;
+  for_each_item(ctx, m.child("static"), m.key_path("static"),
+                [&](const YAML::Node& item, const std::string& ip) {
+                  MapReader r(ctx, item, ip, {"ip", "mac", "port"});
+                  if (!r.ok()) return;
+                  StaticNeighbour e;
+                  std::optional<IpAddress> a;
+                  std::optional<MacAddress> mac;
+                  bool ok = r.require("ip") && r.get_address("ip", a);
+                  ok = r.require("mac") && r.get_mac("mac", mac) && ok;
+                  ok = r.require("port") && r.get("port", e.port) && ok;
+                  if (!ok) return;
+                  e.ip = *a;
+                  e.mac = *mac;
+                  s.entries.push_back(e);
+                });
+  m.get("from_kernel", s.from_kernel);
+  m.get_enum<Unresolved>("unresolved", s.unresolved,
+                         {{"kernel", Unresolved::Kernel}, {"drop", Unresolved::Drop}});
+  return s;
+}
+
+AclStage read_acl_stage(Ctx& ctx, MapReader& m) {
+  AclStage s;
+  m.get_enum<AclAction>("default", s.default_action,
+                        {{"permit", AclAction::Permit}, {"deny", AclAction::Deny}});
+  for_each_item(ctx, m.child("rules"), m.key_path("rules"),
+                [&](const YAML::Node& item, const std::string& ip) {
+                  MapReader r(ctx, item, ip,
+                              {"name", "action", "src", "dst", "proto", "src_port", "dst_port"});
+                  if (!r.ok()) return;
+                  AclRule rule;
+                  rule.where = ctx.at(item);
+                  rule.name = fmt::format("acl{}", s.rules.size());
+                  r.get("name", rule.name);
+                  if (r.require("action")) {
+                    r.get_enum<AclAction>(
+                        "action", rule.action,
+                        {{"permit", AclAction::Permit}, {"deny", AclAction::Deny}});
+                  }
+                  read_five_tuple(r, rule.match);
+                  s.rules.push_back(std::move(rule));
+                });
+  return s;
+}
+
+L2Stage read_l2_stage(Ctx& ctx, MapReader& m) {
+  L2Stage s;
+  for_each_item(
+      ctx, m.child("ports"), m.key_path("ports"),
+      [&](const YAML::Node& item, const std::string& ip) {
+        MapReader r(ctx, item, ip, {"port", "src_mac", "dst_mac", "vlan_push", "vlan_pop"});
+        if (!r.ok()) return;
+        L2PortRewrite w;
+        if (r.require("port")) r.get("port", w.port);
+        r.get_mac("src_mac", w.src_mac);
+        r.get_mac("dst_mac", w.dst_mac);
+        uint16_t vlan = 0;
+        if (r.get("vlan_push", vlan, 1, 4094)) w.vlan_push = vlan;
+        r.get("vlan_pop", w.vlan_pop);
+        s.ports.push_back(std::move(w));
+      });
+  return s;
+}
+
+MirrorStage read_mirror_stage(Ctx& ctx, MapReader& m) {
+  MirrorStage s;
+  if (m.has("match")) {
+    MapReader mm(ctx, m.child("match"), m.key_path("match"),
+                 {"src", "dst", "proto", "src_port", "dst_port"});
+    read_five_tuple(mm, s.match);
+  }
+  if (m.require("to")) {
+    MapReader to(ctx, m.child("to"), m.key_path("to"), {"pcapng", "port"});
+    bool a = to.get("pcapng", s.pcapng);
+    bool b = to.get("port", s.port);
+    if (to.ok() && a == b)
+      ctx.error(m.child("to"), m.key_path("to"), "needs exactly one of 'pcapng' or 'port'");
+  }
+  m.get("snaplen", s.snaplen, 64, 65535);
+  return s;
+}
+
+CountStage read_count_stage(MapReader& m) {
+  CountStage s;
+  m.get_enum<CountBy>("by", s.by, {{"flow", CountBy::Flow}, {"rule", CountBy::Rule}});
+  m.get("max_flows", s.max_flows, 1, 16u << 20);
+  return s;
+}
+
+void read_pipeline(Ctx& ctx, const YAML::Node& n, std::vector<StageConfig>& out) {
+  for_each_item(ctx, n, "pipeline", [&](const YAML::Node& item, const std::string& ip) {
+    // The stage type decides which keys are allowed, so read it before the reader checks keys.
+    std::string type;
+    if (item.IsMap()) {
+      for (auto it = item.begin(); it != item.end(); ++it) {
+        if (it->first.IsScalar() && it->first.Scalar() == "stage" && it->second.IsScalar()) {
+          type = it->second.Scalar();
+        }
+      }
+    }
+    std::vector<std::string_view> allowed = {"stage", "name", "sched", "fuse"};
+    auto extra = [&](std::initializer_list<std::string_view> keys) {
+      allowed.insert(allowed.end(), keys);
+    };
+    if (type == "route") extra({"routes", "from_kernel", "icmp_time_exceeded"});
+    if (type == "neighbour") extra({"static", "from_kernel", "unresolved"});
+    if (type == "acl") extra({"default", "rules"});
+    if (type == "l2") extra({"ports"});
+    if (type == "mirror") extra({"match", "to", "snaplen"});
+    if (type == "count") extra({"by", "max_flows"});
+
+    MapReader m(ctx, item, ip, allowed);
+    if (!m.ok() || !m.require("stage")) return;
+    StageConfig st;
+    st.where = ctx.at(item);
+    st.type = type;
+    m.get_enum<SchedType>("sched", st.sched,
+                          {{"atomic", SchedType::Atomic},
+                           {"ordered", SchedType::Ordered},
+                           {"parallel", SchedType::Parallel}});
+    m.get("fuse", st.fuse);
+    if (type == "route") {
+      st.params = read_route_stage(ctx, m);
+    } else if (type == "neighbour") {
+      st.params = read_neighbour_stage(ctx, m);
+    } else if (type == "acl") {
+      st.params = read_acl_stage(ctx, m);
+    } else if (type == "l2") {
+      st.params = read_l2_stage(ctx, m);
+    } else if (type == "mirror") {
+      st.params = read_mirror_stage(ctx, m);
+    } else if (type == "count") {
+      st.params = read_count_stage(m);
+    } else {
+      std::vector<std::string_view> types = {"route", "neighbour", "acl", "l2", "mirror", "count"};
+      std::string hint = detail::suggest(type, types);
+      ctx.error(m.child("stage"), m.key_path("stage"),
+                fmt::format("unknown stage '{}': expected {}{}", type, detail::join_names(types),
+                            hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
+      return;
+    }
+    size_t same = 0;
+    for (const auto& prev : out)
+      same += prev.type == type;
+    st.name = same == 0 ? type : fmt::format("{}-{}", type, same + 1);
+    if (m.get("name", st.name) && st.name.empty()) {
+      ctx.error(m.child("name"), m.key_path("name"), "must not be empty");
+    }
+    out.push_back(std::move(st));
+  });
+}
+
+void read_control(Ctx& ctx, const YAML::Node& n, ControlSection& out) {
+  MapReader m(ctx, n, "control",
+              {"socket", "mode", "group", "metrics", "capture_dir", "max_request_bytes",
+               "read_timeout_ms"});
+  if (m.get("socket", out.socket) && (out.socket.empty() || out.socket[0] != '/')) {
+    ctx.error(m.child("socket"), "control.socket", "must be an absolute path");
+  } else if (out.socket.size() >= 108) {  // sizeof(sockaddr_un::sun_path)
+    ctx.error(m.child("socket"), "control.socket",
+              "path is longer than a unix socket allows (107)");
+  }
+  std::string mode;
+  if (m.get("mode", mode)) {
+    unsigned v = 0;
+    auto [end, ec] = std::from_chars(mode.data(), mode.data() + mode.size(), v, 8);
+    if (mode.empty() || ec != std::errc() || end != mode.data() + mode.size() || v > 0777) {
+      ctx.error(m.child("mode"), "control.mode",
+                fmt::format("'{}' is not an octal mode like 0660", mode));
+    } else {
+      out.socket_mode = v;
+    }
+  }
+  m.get("group", out.group);
+  if (m.get("metrics", out.metrics) && !out.metrics.empty()) {
+    auto colon = out.metrics.rfind(':');
+    unsigned port = 0;
+    std::string_view digits = colon == std::string::npos
+                                  ? std::string_view()
+                                  : std::string_view(out.metrics).substr(colon + 1);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    std::string host = colon == std::string::npos ? "" : out.metrics.substr(0, colon);
+    if (!host.empty() && host.front() == '[' && host.back() == ']')
+      host = host.substr(1, host.size() - 2);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || port == 0 ||
+        port > 65535 || !parse_ip_address(host)) {
+      ctx.error(m.child("metrics"), "control.metrics",
+                fmt::format("'{}' is not an address:port like 127.0.0.1:9469", out.metrics));
+    }
+  }
+  if (m.get("capture_dir", out.capture_dir) &&
+      (out.capture_dir.empty() || out.capture_dir[0] != '/')) {
+    ctx.error(m.child("capture_dir"), "control.capture_dir", "must be an absolute path");
+  }
+  m.get("max_request_bytes", out.max_request_bytes, 256, 16u << 20);
+  m.get("read_timeout_ms", out.read_timeout_ms, 10, 600'000);
+}
+
+std::string fnv1a_hex(std::string_view bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+}  // namespace
+
+LoadResult load_config_text(std::string_view text, const std::string& source) {
+  Ctx ctx(source);
+  YAML::Node root;
+  try {
+    root.reset(YAML::Load(std::string(text)));
+  } catch (const YAML::Exception& e) {
+    // Syntax errors: yaml-cpp knows where it stopped.
+    ctx.error(ctx.at(e.mark), "", e.msg);
+    return std::unexpected(std::move(ctx.errors()));
+  }
+  ApplianceConfig cfg;
+  cfg.source = source;
+  cfg.hash = fnv1a_hex(text);
+  if (!root.IsDefined() || root.IsNull()) {
+    ctx.error(Location{source, 1, 1}, "", "the file is empty; an appliance needs at least 'ports'");
+    return std::unexpected(std::move(ctx.errors()));
+  }
+  MapReader top(ctx, root, "",
+                {"appliance", "cpu", "dpdk", "logging", "ports", "steering", "scheduler",
+                 "pipeline", "control"});
+  if (!top.ok()) return std::unexpected(std::move(ctx.errors()));
+  if (top.has("appliance")) read_appliance(ctx, top.child("appliance"), cfg.appliance);
+  if (top.has("cpu")) read_cpu(ctx, top.child("cpu"), cfg.cpu);
+  if (top.has("dpdk")) read_dpdk(ctx, top.child("dpdk"), cfg.dpdk);
+  if (top.has("logging")) read_logging(ctx, top.child("logging"), cfg.logging);
+  if (top.require("ports")) {
+    for_each_item(ctx, top.child("ports"), "ports",
+                  [&](const YAML::Node& item, const std::string& ip) {
+                    read_port(ctx, item, ip, cfg.ports);
+                  });
+  }
+  if (top.has("steering")) read_steering(ctx, top.child("steering"), cfg.steering);
+  if (top.has("scheduler")) read_scheduler(ctx, top.child("scheduler"), cfg.scheduler);
+  if (top.has("pipeline")) read_pipeline(ctx, top.child("pipeline"), cfg.pipeline);
+  if (top.has("control")) read_control(ctx, top.child("control"), cfg.control);
+  if (cfg.cpu.workers.empty()) cfg.cpu.workers = {cfg.cpu.control};
+  if (cfg.scheduler.workers.empty()) cfg.scheduler.workers = cfg.cpu.workers;
+
+  // Cross-checks only make sense on sections that read cleanly.
+  if (ctx.errors().empty()) detail::validate(ctx, root, cfg);
+  if (!ctx.errors().empty()) {
+    auto& errors = ctx.errors();
+    std::stable_sort(errors.begin(), errors.end(), [](const ConfigError& a, const ConfigError& b) {
+      return std::tie(a.where.line, a.where.column) < std::tie(b.where.line, b.where.column);
+    });
+    return std::unexpected(std::move(errors));
+  }
+  return cfg;
+}
+
+// Appliance files are small; anything near this is a mistake or an attack.
+constexpr size_t kMaxFileBytes = 4u << 20;
+
+LoadResult load_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return std::unexpected(std::vector<ConfigError>{
+        {Location{path, 0, 0}, "", fmt::format("cannot open: {}", std::strerror(errno))}});
+  }
+  std::string text;
+  char buf[65536];
+  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxFileBytes) {
+      return std::unexpected(std::vector<ConfigError>{
+          {Location{path, 0, 0}, "", fmt::format("file is larger than {} bytes", kMaxFileBytes)}});
+    }
+  }
+  return load_config_text(text, path);
+}
+
+}  // namespace vecflow::config

@@ -1,0 +1,74 @@
+// Exact packet accounting. Every packet that enters through a port ends in exactly one place:
+// transmitted (through any port), handed to the kernel, or dropped under one reason. The
+// outcome is charged to the packet's *ingress* port (mbuf->port), so per port
+//
+//     rx == tx + to_kernel + sum(drops[reason])
+//
+// holds on drained state, and the same sum holds for the whole box.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/counter.h"
+#include "core/drop_reason.h"
+#include "core/ids.h"
+
+namespace vecflow {
+
+// Outcome counters of one ingress port, written by one lcore. Cache-line aligned so two
+// lcores never write the same line.
+struct alignas(64) PortOutcomes {
+  Counter rx_packets;
+  Counter rx_bytes;
+  Counter tx_packets;
+  Counter tx_bytes;
+  Counter kernel_packets;
+  DropCounters drops;
+};
+
+// Plain numbers summed from PortOutcomes (and from the XDP program's counters for ports that
+// have one), for the control plane and the tests.
+struct AccountingSnapshot {
+  uint64_t rx = 0;
+  uint64_t tx = 0;
+  uint64_t to_kernel = 0;
+  std::array<uint64_t, kDropReasonCount> drops{};
+
+  void add(const PortOutcomes& o) noexcept;
+  void add(const AccountingSnapshot& o) noexcept;
+  uint64_t dropped() const noexcept;
+  // rx - (tx + to_kernel + dropped): zero when every packet is accounted for.
+  int64_t unaccounted() const noexcept {
+    return static_cast<int64_t>(rx) - static_cast<int64_t>(tx + to_kernel + dropped());
+  }
+  // "rx=10 tx=7 to_kernel=1 drops={no_route:2}" for test failures and logs.
+  std::string to_string() const;
+};
+
+// PortOutcomes for every (lcore slot, port) pair. Each lcore writes only its own row; the
+// control plane sums the column of a port. Sized once at start-up; never reallocated while
+// lcores run, so rows may be handed out as plain pointers.
+class OutcomeTable {
+ public:
+  OutcomeTable(size_t lcore_slots, size_t ports);
+
+  PortOutcomes* row(size_t lcore_slot) noexcept { return &cells_[lcore_slot * ports_]; }
+  PortOutcomes& at(size_t lcore_slot, PortId port) noexcept {
+    return cells_[lcore_slot * ports_ + static_cast<size_t>(port)];
+  }
+  AccountingSnapshot port_snapshot(PortId port) const noexcept;
+  AccountingSnapshot total_snapshot() const noexcept;
+  size_t lcore_slots() const noexcept { return slots_; }
+  size_t ports() const noexcept { return ports_; }
+
+ private:
+  size_t slots_;
+  size_t ports_;
+  std::unique_ptr<PortOutcomes[]> cells_;
+};
+
+}  // namespace vecflow

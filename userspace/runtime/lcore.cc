@@ -1,0 +1,208 @@
+#include "runtime/lcore.h"
+
+#include "runtime/cycles.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+
+#include <rte_cycles.h>
+#include <rte_pause.h>
+
+namespace vecflow {
+
+Lcore::Lcore(unsigned id, BackoffConfig backoff)
+    : id_(id), backoff_(backoff), list_(new ServiceList{}) {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+}
+
+Lcore::~Lcore() {
+  delete list_.load();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void Lcore::wake() noexcept {
+  if (wake_fd_ < 0) return;
+  uint64_t one = 1;
+  ssize_t n = write(wake_fd_, &one, sizeof(one));
+  (void)n;  // EAGAIN only when the counter is saturated: the lcore is woken anyway
+}
+
+void Lcore::request_stop() noexcept {
+  stop_.store(true, std::memory_order_relaxed);
+  wake();
+}
+
+void Lcore::set_services(std::vector<std::shared_ptr<Service>> services) {
+  auto fresh = std::make_unique<ServiceList>(ServiceList{std::move(services)});
+  std::unique_ptr<ServiceList> old;
+  {
+    std::lock_guard lock(writer_mutex_);
+    old.reset(list_.exchange(fresh.release(), std::memory_order_seq_cst));
+  }
+  if (thread_.load() == std::this_thread::get_id()) {
+    // Called from a service of this lcore: the loop may be iterating `old` right now.
+    retired_.push_back(std::move(old));
+    return;
+  }
+  // Wait for a quiescent point: a round that ends after the exchange started after it... or
+  // was in progress and will not look at the list again. Either way one completed round
+  // after the exchange is enough.
+  uint64_t seen = round_.load(std::memory_order_seq_cst);
+  wake();
+  while (running() && round_.load(std::memory_order_acquire) == seen) {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+std::vector<std::shared_ptr<Service>> Lcore::services() const {
+  std::lock_guard lock(writer_mutex_);
+  return list_.load()->services;
+}
+
+void Lcore::add_service(std::shared_ptr<Service> service) {
+  auto list = services();
+  list.push_back(std::move(service));
+  set_services(std::move(list));
+}
+
+bool Lcore::remove_service(const Service* service) {
+  auto list = services();
+  auto it = std::find_if(list.begin(), list.end(),
+                         [service](const auto& s) { return s.get() == service; });
+  if (it == list.end()) return false;
+  list.erase(it);
+  set_services(std::move(list));
+  return true;
+}
+
+bool Lcore::sleep_on_descriptors(const ServiceList& list) noexcept {
+  // At most a handful of services per lcore; a fixed array keeps this allocation-free.
+  constexpr size_t kMaxFds = 64;
+  const auto& services = list.services;
+  if (services.empty() || services.size() > kMaxFds) return false;
+  pollfd fds[kMaxFds + 1];
+  fds[0] = pollfd{wake_fd_, POLLIN, 0};
+  size_t armed = 0;
+  for (; armed < services.size(); ++armed) {
+    int fd = services[armed]->arm_wakeup();
+    if (fd < 0) break;
+    fds[armed + 1] = pollfd{fd, POLLIN, 0};
+  }
+  bool slept = armed == services.size();
+  if (slept) {
+    for (const auto& s : services) {
+      s->stats().sleeps.add();
+      s->stats().sleeping.store(true, std::memory_order_relaxed);
+    }
+    stats_.interrupt_sleeps.add();
+    // No timeout: every service has said its descriptor will wake it, and a stop or a
+    // service change writes the eventfd.
+    poll(fds, armed + 1, -1);
+    for (const auto& s : services)
+      s->stats().sleeping.store(false, std::memory_order_relaxed);
+    if (fds[0].revents & POLLIN) {
+      uint64_t v;
+      ssize_t r = read(wake_fd_, &v, sizeof(v));
+      (void)r;
+    }
+  }
+  for (size_t i = 0; i < armed; ++i)
+    services[i]->disarm_wakeup();
+  return slept;
+}
+
+void Lcore::idle_wait(uint64_t idle_since_tsc, uint32_t& nap_us) noexcept {
+  const ServiceList* list = list_.load(std::memory_order_acquire);
+  for (const auto& s : list->services) {
+    if (s->has_pending()) {
+      rte_pause();
+      return;
+    }
+  }
+  uint64_t t0 = rte_rdtsc();
+  uint64_t hz = tsc_hz();
+  if (backoff_.interrupt_after_ms > 0 && hz > 0 &&
+      t0 - idle_since_tsc >= hz / 1000 * backoff_.interrupt_after_ms) {
+    if (sleep_on_descriptors(*list)) {
+      stats_.sleep_cycles.add(rte_rdtsc() - t0);
+      nap_us = 1;
+      return;
+    }
+  }
+  // Nap on the eventfd so a stop or a service change ends the nap at once.
+  pollfd pfd{wake_fd_, POLLIN, 0};
+  timespec ts{0, static_cast<long>(nap_us) * 1000};
+  if (ppoll(&pfd, 1, &ts, nullptr) > 0) {
+    uint64_t v;
+    ssize_t r = read(wake_fd_, &v, sizeof(v));
+    (void)r;
+  }
+  stats_.naps.add();
+  stats_.sleep_cycles.add(rte_rdtsc() - t0);
+  nap_us = std::min(nap_us * 2, backoff_.idle_sleep_max_us);
+}
+
+void Lcore::run() noexcept {
+  // Naps are microseconds long; the default 50 us timer slack would stretch each of them.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  tsc_hz();  // measured once, before the loop needs it
+  thread_.store(std::this_thread::get_id());
+  running_.store(true, std::memory_order_release);
+  uint32_t idle_rounds = 0;
+  uint32_t nap_us = 1;
+  uint64_t idle_since = rte_rdtsc();
+  uint64_t round = round_.load(std::memory_order_relaxed);
+
+  while (!stop_.load(std::memory_order_relaxed)) {
+    const ServiceList* list = list_.load(std::memory_order_acquire);
+    bool any = false;
+    uint64_t t = rte_rdtsc();
+    for (const auto& s : list->services) {
+      bool worked = s->poll();
+      uint64_t now = rte_rdtsc();
+      ServiceStats& st = s->stats();
+      st.polls.add();
+      if (worked) {
+        st.busy_polls.add();
+        st.busy_cycles.add(now - t);
+        stats_.busy_cycles.add(now - t);
+      } else {
+        st.idle_cycles.add(now - t);
+        stats_.idle_cycles.add(now - t);
+      }
+      any |= worked;
+      t = now;
+    }
+    // Quiescent point: from here on this lcore holds no pointer into `list`.
+    round_.store(++round, std::memory_order_release);
+    stats_.rounds.add();
+    if (!retired_.empty()) retired_.clear();
+
+    if (any) {
+      idle_rounds = 0;
+      nap_us = 1;
+      continue;
+    }
+    if (idle_rounds == 0) idle_since = t;
+    if (idle_rounds < kSpinRounds || backoff_.idle_sleep_max_us == 0) {
+      ++idle_rounds;
+      uint64_t p0 = rte_rdtsc();
+      rte_pause();
+      stats_.idle_cycles.add(rte_rdtsc() - p0);
+      continue;
+    }
+    idle_wait(idle_since, nap_us);
+  }
+  round_.store(++round, std::memory_order_release);
+  running_.store(false, std::memory_order_release);
+  thread_.store(std::thread::id{});
+}
+
+}  // namespace vecflow

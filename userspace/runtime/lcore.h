@@ -1,0 +1,99 @@
+// An lcore runs its services round-robin on one thread until stopped.
+//
+// Idle back-off, in three steps, each a named trade-off:
+//   1. spin: for kSpinRounds idle rounds keep polling (rte_pause between rounds); traffic that
+//      pauses for a few microseconds costs no latency;
+//   2. nap: then sleep 1 us, doubling up to `idle_sleep_max_us`, between rounds; an idle box
+//      stops burning its cores, and the first packet after a pause waits at most one nap;
+//   3. interrupt: after `interrupt_after_ms` without work, if every service can be woken by a
+//      file descriptor, sleep on those descriptors until traffic comes back.
+// Services with work due by time (has_pending) keep the lcore spinning.
+//
+// The set of services can change while the lcore runs: set_services() publishes a new list
+// and returns only after the lcore finished every round that could still use the old one
+// (a quiescent-state wait), so a removed service can be destroyed at once.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/counter.h"
+#include "runtime/service.h"
+
+namespace vecflow {
+
+struct BackoffConfig {
+  uint32_t idle_sleep_max_us = 200;   // 0: never nap, poll continuously
+  uint32_t interrupt_after_ms = 100;  // 0: never sleep on descriptors
+};
+
+struct LcoreStats {
+  Counter rounds;
+  Counter busy_cycles;   // in polls that did work
+  Counter idle_cycles;   // in polls that found nothing, and spinning between them
+  Counter sleep_cycles;  // napping or sleeping on descriptors
+  Counter naps;
+  Counter interrupt_sleeps;
+};
+
+class Lcore {
+ public:
+  // Idle rounds spent spinning before the first nap. At ~100 ns per idle round of a few
+  // services this is tens of microseconds: shorter than a typical inter-burst gap under load,
+  // long enough that a busy port never naps.
+  static constexpr uint32_t kSpinRounds = 256;
+
+  Lcore(unsigned id, BackoffConfig backoff);
+  ~Lcore();
+  Lcore(const Lcore&) = delete;
+  Lcore& operator=(const Lcore&) = delete;
+
+  unsigned id() const noexcept { return id_; }
+  LcoreStats& stats() noexcept { return stats_; }
+  const LcoreStats& stats() const noexcept { return stats_; }
+
+  // Publishes a new service list. When called from another thread while the lcore runs, returns
+  // once the lcore can no longer be inside a service that is not in `services`. When called
+  // from one of this lcore's own services, the old list is kept until the round ends.
+  void set_services(std::vector<std::shared_ptr<Service>> services);
+  void add_service(std::shared_ptr<Service> service);
+  // Returns false if the service was not on this lcore.
+  bool remove_service(const Service* service);
+  std::vector<std::shared_ptr<Service>> services() const;
+
+  // Runs the loop on the calling thread until request_stop(). Called once per start.
+  void run() noexcept;
+  // Async-signal-safe: sets a flag and wakes the lcore if it sleeps.
+  void request_stop() noexcept;
+  bool stop_requested() const noexcept { return stop_.load(std::memory_order_relaxed); }
+  bool running() const noexcept { return running_.load(std::memory_order_acquire); }
+
+ private:
+  struct ServiceList {
+    std::vector<std::shared_ptr<Service>> services;
+  };
+
+  void wake() noexcept;
+  void idle_wait(uint64_t idle_since_tsc, uint32_t& nap_us) noexcept;
+  bool sleep_on_descriptors(const ServiceList& list) noexcept;
+
+  unsigned id_;
+  BackoffConfig backoff_;
+  LcoreStats stats_;
+  int wake_fd_ = -1;  // eventfd: stop and service changes wake a sleeping lcore
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> running_{false};
+  std::atomic<uint64_t> round_{0};
+  std::atomic<ServiceList*> list_;  // owned: replaced lists are deleted after quiescence
+  std::atomic<std::thread::id> thread_{};
+  mutable std::mutex writer_mutex_;  // serialises writers; the lcore never takes it
+  // Lists replaced from the lcore's own thread, freed at the end of the round that may still
+  // be iterating them. Only the lcore thread touches this.
+  std::vector<std::unique_ptr<ServiceList>> retired_;
+};
+
+}  // namespace vecflow
