@@ -7,6 +7,9 @@
 #include "core/drop_reason.h"
 #include "core/flow.h"
 #include "core/net.h"
+#include "core/packet.h"
+#include "support/eal_env.h"
+#include "vecflow/xdp_meta.h"
 
 using namespace vecflow;
 
@@ -104,4 +107,34 @@ TEST(Burst, IsPlainDataWithFixedCapacity) {
     b.push(reinterpret_cast<rte_mbuf*>(uintptr_t{i} + 1));
   EXPECT_TRUE(b.full());
   EXPECT_EQ(b.span().size(), kMaxBurst);
+}
+
+TEST(PacketMeta, LivesInTheMbufAndResets) {
+  VECFLOW_REQUIRE_EAL();
+  rte_mempool* pool = rte_pktmbuf_pool_create("meta_test", 64, 0, 0, 2048, SOCKET_ID_ANY);
+  ASSERT_NE(pool, nullptr);
+  rte_mbuf* m = rte_pktmbuf_alloc(pool);
+  ASSERT_NE(m, nullptr);
+  reset_meta(m);
+  EXPECT_EQ(meta(m).verdict, Verdict::Continue);
+  EXPECT_EQ(meta(m).out_port, kNoPort);
+  set_drop(m, DropReason::ACL_DENY);
+  EXPECT_EQ(meta(m).verdict, Verdict::Drop);
+  EXPECT_EQ(static_cast<DropReason>(meta(m).drop_reason), DropReason::ACL_DENY);
+  set_transmit(m, PortId{3});
+  EXPECT_EQ(meta(m).out_port, 3);
+  // The field sits inside the mbuf's dynamic area, clear of the packet data.
+  auto* field = reinterpret_cast<char*>(&meta(m));
+  EXPECT_GT(field, reinterpret_cast<char*>(m));
+  EXPECT_LT(field + sizeof(PacketMeta), reinterpret_cast<char*>(m) + sizeof(rte_mbuf));
+  rte_pktmbuf_free(m);
+  rte_mempool_free(pool);
+}
+
+TEST(XdpMeta, LayoutIsStable) {
+  // The XDP program and user space share this struct; bpf_xdp_adjust_meta needs a size that
+  // is a multiple of 4.
+  EXPECT_EQ(sizeof(vf_xdp_meta) % 4, 0u);
+  EXPECT_EQ(sizeof(vf_xdp_meta), 16u);
+  EXPECT_EQ(offsetof(vf_xdp_meta, magic), sizeof(vf_xdp_meta) - 2);
 }

@@ -1,0 +1,75 @@
+// How vecflow uses an rte_mbuf beyond the packet bytes. A port's rx path fills these fields,
+// so no later stage parses or hashes a packet again:
+//
+//   m->port          ingress PortId (vecflow's port index, not DPDK's port id)
+//   m->hash.rss      flow id: the XDP program's hash (AF_XDP metadata), the NIC's RSS hash, or
+//                    the software flow_hash(); always set, RTE_MBUF_F_RX_RSS_HASH in ol_flags
+//   m->packet_type   RTE_PTYPE_L2_ETHER* | RTE_PTYPE_L3_IPV4/IPV6* | RTE_PTYPE_L4_TCP/UDP/
+//                    ICMP/FRAG, or 0 for frames that are not IP
+//   m->l2_len        Ethernet header plus VLAN tags
+//   m->l3_len        IP header with IPv4 options or IPv6 extension headers (0 if not IP)
+//   PacketMeta       the dynamic field below: steering rule, and the pipeline's verdict
+#pragma once
+
+#include <cstdint>
+
+#include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
+
+#include "core/drop_reason.h"
+#include "core/error.h"
+#include "core/ids.h"
+
+namespace vecflow {
+
+// What the pipeline decided for a packet. Stages set it; the scheduler routes on it between
+// stages and the tx adapter acts on it at the end.
+enum class Verdict : uint8_t {
+  Continue = 0,  // on to the next stage (the initial state)
+  Transmit,      // send on out_port
+  Kernel,        // hand to the kernel stack of the ingress interface
+  Drop,          // drop, counted under drop_reason
+};
+
+inline constexpr uint16_t kNoRule = 0xffff;
+inline constexpr uint16_t kNoPort = 0xffff;
+inline constexpr uint32_t kNoNextHop = 0xffffffff;
+
+struct PacketMeta {
+  uint16_t steer_rule;   // XDP steering rule that lifted the packet, kNoRule if none
+  uint16_t out_port;     // egress PortId once decided, kNoPort until then
+  uint16_t drop_reason;  // DropReason, meaningful when verdict == Drop
+  Verdict verdict;
+  uint8_t flags;
+  uint32_t nexthop;  // next-hop table index chosen by route, resolved by neighbour
+};
+static_assert(sizeof(PacketMeta) == 12);
+
+// Offset of PacketMeta in the mbuf, set once by register_packet_meta().
+extern int g_packet_meta_offset;
+
+// Registers the dynamic field. Needs EAL; called once at start-up before any port receives.
+Result<void> register_packet_meta();
+
+inline PacketMeta& meta(rte_mbuf* m) noexcept {
+  return *RTE_MBUF_DYNFIELD(m, g_packet_meta_offset, PacketMeta*);
+}
+
+// Resets the metadata of a freshly received packet.
+inline void reset_meta(rte_mbuf* m) noexcept {
+  meta(m) = PacketMeta{kNoRule, kNoPort, 0, Verdict::Continue, 0, kNoNextHop};
+}
+
+inline void set_drop(rte_mbuf* m, DropReason r) noexcept {
+  PacketMeta& pm = meta(m);
+  pm.verdict = Verdict::Drop;
+  pm.drop_reason = static_cast<uint16_t>(r);
+}
+
+inline void set_transmit(rte_mbuf* m, PortId out) noexcept {
+  PacketMeta& pm = meta(m);
+  pm.verdict = Verdict::Transmit;
+  pm.out_port = to_index(out);
+}
+
+}  // namespace vecflow
