@@ -45,7 +45,10 @@
   X(TX_FULL, "tx_full", "transmit ring stayed full past the retry bound")                  \
   X(LINK_DOWN, "link_down", "output link is down")                                         \
   X(SCHED_BACKPRESSURE, "sched_backpressure", "scheduler refused the event (queue full)")  \
-  X(SHUTDOWN_FLUSH, "shutdown_flush", "in flight when the port or appliance stopped")
+  X(SHUTDOWN_FLUSH, "shutdown_flush", "in flight when the port or appliance stopped")      \
+  /* Malformed frames found after the list above was fixed (appended: the order is ABI). */ \
+  X(IPV6_BAD_VERSION, "ipv6_bad_version", "IPv6 ethertype but version field is not 6")     \
+  X(SCTP_TRUNCATED, "sctp_truncated", "frame ends inside the SCTP common header")
 
 enum vf_drop_reason {
 #define VF_DROP_ENUM(name, wire, text) VF_DROP_##name,
