@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Checks of what the package ships, run by ctest (label: appliance):
 #
-#   appliance_test.sh man    VECFLOWD MAN_PAGE       every option of --help is documented,
+#   appliance_test.sh man    PROGRAM MAN_PAGE[.gz]        every option of --help is documented,
 #                                                    the page renders without groff warnings
 #   appliance_test.sh unit   VECFLOWD UNIT           systemd-analyze verify says nothing
+#   appliance_test.sh completion FILE TRAFGEN [VECFLOWCTL]
+#                                                    bash completion offers the subcommands
+#                                                    and options the program's help lists
 #   appliance_test.sh deb    BUILD_DIR               the .deb holds the FHS paths, its conffile,
 #                                                    maintainer scripts and plugin dependencies
 set -euo pipefail
@@ -12,13 +15,18 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 case "$1" in
   man)
-    vecflowd=$2 page=$3
-    opts=$("$vecflowd" --help | grep -oE -- '--[a-z][a-z-]+' | sort -u)
+    program=$2 page=$3
+    if [[ "$page" == *.gz ]]; then
+      zcat "$page" >"${TMPDIR:-/tmp}/vap-man.$$"
+      page=${TMPDIR:-/tmp}/vap-man.$$
+      trap 'rm -f "$page"' EXIT
+    fi
+    opts=$("$program" --help | grep -oE -- '--[a-z][a-z-]+' | sort -u)
     [ -n "$opts" ] || fail "no options found in vecflowd --help"
     for o in $opts; do
       # troff escapes each dash of an option as \-
       grep -qF -- "$(printf '%s' "$o" | sed 's/-/\\-/g')" "$page" ||
-        fail "vecflowd $o is not documented in $page"
+        fail "$(basename "$program") $o is not documented in $page"
     done
     warnings=$(sed 's/@VERSION@/0/' "$page" | groff -man -ww -z 2>&1)
     [ -z "$warnings" ] || fail "groff warnings in $page:"$'\n'"$warnings"
@@ -37,6 +45,35 @@ case "$1" in
       fail "systemd-analyze verify failed: $out"
     [ -z "$out" ] || fail "systemd-analyze verify: $out"
     echo "ok: systemd-analyze verify accepts $(basename "$unit")"
+    ;;
+
+  completion)
+    file=$2 trafgen=$3 vecflowctl=${4:-}
+    # shellcheck disable=SC1090
+    source "$file"
+    complete_words() {  # words...: prints what completing the last word offers
+      COMP_WORDS=("$@")
+      COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+      _vecflowctl
+      echo "${COMPREPLY[*]}"
+    }
+    expect() {  # expected-words -- words...
+      local want=$1 got
+      shift
+      got=$(complete_words "$@")
+      [ "$got" = "$want" ] || fail "completing '$*' offered '$got', expected '$want'"
+    }
+    # The mechanism, on a CLI11 program with subcommands that is always built.
+    expect "send recv" "$trafgen" ""
+    expect "send" "$trafgen" se
+    expect "--dev --dst --dst-mac --dst-port --duration" "$trafgen" send --d
+    expect "--idle-exit" "$trafgen" recv --dev eth0 --id
+    if [ -n "$vecflowctl" ]; then
+      expect "status" "$vecflowctl" stat
+      expect "--json" "$vecflowctl" --js
+      complete_words "$vecflowctl" "" | grep -qw reload || fail "vecflowctl: no reload offered"
+    fi
+    echo "ok: completion follows the programs' help"
     ;;
 
   deb)
