@@ -52,8 +52,9 @@ set(plugins mempool-ring bus-vdev bus-pci net-af-xdp net-af-packet net-virtio ne
 list(TRANSFORM plugins PREPEND librte-)
 list(TRANSFORM plugins APPEND ${VECFLOW_DPDK_ABI})
 list(JOIN plugins ", " plugin_depends)
-# systemd: the unit, systemd-sysusers and systemd-tmpfiles run by postinst.
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "systemd, ${plugin_depends}")
+# systemd: the unit, systemd-sysusers and systemd-tmpfiles run by postinst; procps: the
+# unit's ExecReload= sends SIGHUP with /bin/kill.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "systemd, procps, ${plugin_depends}")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
     "librte-net-e1000-${VECFLOW_DPDK_ABI}, librte-net-ixgbe${VECFLOW_DPDK_ABI}, librte-net-i40e${VECFLOW_DPDK_ABI}, librte-net-ice${VECFLOW_DPDK_ABI}, librte-net-mlx5-${VECFLOW_DPDK_ABI}, librte-net-vmxnet3-${VECFLOW_DPDK_ABI}")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "xdp-tools, bpftool, dpdk")

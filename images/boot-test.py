@@ -167,7 +167,7 @@ class Console:
 
 
 def login(console):
-    console.expect([r"login: $"], BOOT_TIMEOUT_S)
+    console.expect([r"login: "], BOOT_TIMEOUT_S)
     console.send("root\n")
     while True:
         i, _ = console.expect([r"New password: $", r"Retype new password: $", r"# $"],

@@ -94,7 +94,8 @@ version=$(dpkg-deb -f "$deb" Version)
 name=vecflow-${version%-*}-amd64
 work=$out/work
 root=$work/rootfs
-cache=$out/cache
+# Downloaded packages, kept between builds whatever --out says.
+cache=$repo/build/image/cache
 mkdir -p "$out" "$cache/debootstrap" "$cache/apt"
 
 # Fixed identities: a reproducible image names its file systems the same every time.
@@ -171,12 +172,22 @@ printf 'MODULES=most\nCOMPRESS=zstd\n' >"$root/etc/initramfs-tools/conf.d/vecflo
 
 step "installing the package set and $(basename "$deb")"
 cp "$deb" "$root/tmp/vecflow.deb"
+# The initramfs is made once, after every package is in (its hooks included): INITRD=No
+# stops the kernel's postinst from making one, and initramfs-tools' trigger only updates
+# initramfs images that exist.
 {
   in_root apt-get update
   in_root apt-get -y dist-upgrade
-  in_root apt-get -y install "${packages[@]}" /tmp/vecflow.deb
+  INITRD=No in_root apt-get -y install "${packages[@]}" /tmp/vecflow.deb
 } >"$work/apt.log" 2>&1 || { tail -30 "$work/apt.log"; exit 1; }
 rm "$root/tmp/vecflow.deb"
+kver=$(basename "$(ls -d "$root"/lib/modules/*)")
+step "initramfs for kernel $kver"
+in_root update-initramfs -c -k "$kver" >>"$work/apt.log" 2>&1 ||
+  { tail -30 "$work/apt.log"; exit 1; }
+# The installed unit, as systemd will read it on the appliance: any message is a failure.
+verify=$(in_root systemd-analyze verify --man=no vecflowd.service 2>&1) && [ -z "$verify" ] ||
+  { echo "build-image: systemd-analyze verify vecflowd.service: $verify" >&2; exit 1; }
 in_root dpkg-query -W -f='${Package} ${Version}\n' | sort >"$out/$name.packages"
 
 step "configuring the appliance"
@@ -214,7 +225,6 @@ rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache
 find "$root/var/log" -type f -delete
 find "$root/var/cache/apt/archives" -mindepth 1 -delete
 
-kver=$(basename "$(ls -d "$root"/lib/modules/*)")
 boot_files=$work/boot-files
 rm -rf "$boot_files"
 mkdir -p "$boot_files/syslinux" "$boot_files/EFI/BOOT" "$boot_files/loader/entries"
@@ -292,4 +302,4 @@ printf '  image        %s MB (raw), %s MB allocated\n' \
 printf '  root files   %s MB, %s packages, kernel %s\n' "$used_mb" \
   "$(wc -l <"$out/$name.packages")" "$kver"
 printf '  sha256       %s\n' "$(cut -d' ' -f1 "$out/$name.img.sha256")"
-printf '  boot it      images/boot-test.sh --image %s\n' "$img"
+printf '  boot it      images/boot-test.py --image %s\n' "$img"

@@ -41,7 +41,9 @@ export LC_ALL=C DEBIAN_FRONTEND=noninteractive
 cache=$repo/build/image/cache
 work=$repo/build/image/package-test
 root=$work/root
-mkdir -p "$cache/debootstrap" "$cache/apt"
+# Its own apt archive directory: apt locks it, and an image build may run meanwhile.
+mkdir -p "$cache/debootstrap" "$cache/apt-package-test"
+cp -ln "$cache"/apt/*.deb "$cache/apt-package-test/" 2>/dev/null || true
 mounted=()
 cleanup() {
   for ((i=${#mounted[@]}-1; i>=0; i--)); do
@@ -69,7 +71,7 @@ debootstrap --variant=minbase --include=systemd-sysv --cache-dir="$cache/deboots
   bookworm "$root" http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 ||
   { tail -20 "$work/debootstrap.log"; fail "debootstrap"; }
 mount -t proc proc "$root/proc"; mounted+=("$root/proc")
-mount --bind "$cache/apt" "$root/var/cache/apt/archives"; mounted+=("$root/var/cache/apt/archives")
+mount --bind "$cache/apt-package-test" "$root/var/cache/apt/archives"; mounted+=("$root/var/cache/apt/archives")
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 chmod 755 "$root/usr/sbin/policy-rc.d"
 cp "$deb" "$root/vecflow.deb"
