@@ -251,9 +251,12 @@ initrd  /initrd.img
 options $cmdline
 EOF
 
-# Every file time at most SOURCE_DATE_EPOCH (files from packages keep their older times).
+# Every modification time at most SOURCE_DATE_EPOCH (files from packages keep their older
+# times), every access time SOURCE_DATE_EPOCH (unpacking and running the build read them).
 find "$root" "$boot_files" -newermt "@$SOURCE_DATE_EPOCH" -print0 |
   xargs -0r touch --no-dereference --date="@$SOURCE_DATE_EPOCH"
+find "$root" "$boot_files" -print0 |
+  xargs -0r touch --no-dereference --no-create -a --date="@$SOURCE_DATE_EPOCH"
 
 step "root file system (ext4, ${root_mb} MB)"
 used_mb=$(du -sm --apparent-size "$root" | cut -f1)
