@@ -1,0 +1,229 @@
+#include "steer/program.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "steer.skel.h"
+
+namespace vecflow::steer {
+
+static_assert(VF_STEER_ACTION_SLOTS >= VF_ACT_COUNT);
+static_assert(VF_STEER_REASON_SLOTS >= VF_DROP_REASON_COUNT);
+
+SteerCounters& SteerCounters::operator+=(const SteerCounters& o) {
+  rx_packets += o.rx_packets;
+  rx_bytes += o.rx_bytes;
+  for (size_t i = 0; i < verdict.size(); ++i)
+    verdict[i] += o.verdict[i];
+  for (size_t i = 0; i < action.size(); ++i)
+    action[i] += o.action[i];
+  default_hits += o.default_hits;
+  no_socket_fallback += o.no_socket_fallback;
+  meta_unavailable += o.meta_unavailable;
+  unconfigured += o.unconfigured;
+  for (size_t i = 0; i < kDropReasonCount; ++i) {
+    malformed[i] += o.malformed[i];
+    drop[i] += o.drop[i];
+  }
+  if (rules.size() < o.rules.size()) rules.resize(o.rules.size());
+  for (size_t i = 0; i < o.rules.size(); ++i) {
+    rules[i].packets += o.rules[i].packets;
+    rules[i].bytes += o.rules[i].bytes;
+  }
+  return *this;
+}
+
+void SteerDeleter::operator()(steer_bpf* s) const noexcept {
+  steer_bpf__destroy(s);
+}
+
+SteerProgram::SteerProgram(SteerSkeleton skel, Limits limits)
+    : skel_(std::move(skel)), limits_(limits) {}
+
+SteerProgram::~SteerProgram() = default;
+
+int SteerProgram::prog_fd() const noexcept {
+  return bpf_program__fd(skel_->progs.vf_steer);
+}
+
+int SteerProgram::xsks_map_fd() const noexcept {
+  return bpf_map__fd(skel_->maps.xsks_map);
+}
+
+SteerProgram::Limits SteerProgram::limits_for(const CompiledRules& rules, uint32_t headroom) {
+  // Floors keep small configurations cheap to grow; BPF_F_NO_PREALLOC means an unused hash
+  // entry costs nothing, and a per-rule counter costs 16 bytes per CPU.
+  Limits l;
+  l.rules = std::max<uint32_t>(1024, rules.rule_count * headroom);
+  l.rule_entries = std::max<uint32_t>(4096, uint32_t(rules.entries.size()) * headroom);
+  return l;
+}
+
+namespace {
+
+Result<void> size_maps(steer_bpf* s, const SteerProgram::Limits& l) {
+  // Both sets live side by side while one replaces the other.
+  int err = bpf_map__set_max_entries(s->maps.vf_rules, l.rule_entries * VF_STEER_SETS);
+  if (!err) err = bpf_map__set_max_entries(s->maps.vf_rule_stats, l.rules * VF_STEER_SETS);
+  if (err) return fail("steer: cannot size the BPF maps: {}", errno_text(err));
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SteerProgram>> SteerProgram::load(const Limits& limits) {
+  SteerSkeleton skel(steer_bpf__open());
+  if (!skel) return fail("steer: cannot open the BPF object: {}", errno_text(-errno));
+  if (auto r = size_maps(skel.get(), limits); !r) return std::unexpected(r.error());
+  if (int err = steer_bpf__load(skel.get()))
+    return fail("steer: the kernel refused the XDP program: {} (see the steer log above)",
+                errno_text(err));
+  return std::unique_ptr<SteerProgram>(new SteerProgram(std::move(skel), limits));
+}
+
+Result<SteerSkeleton> SteerProgram::open_sharing_maps() const {
+  SteerSkeleton skel(steer_bpf__open());
+  if (!skel) return fail("steer: cannot open the BPF object: {}", errno_text(-errno));
+  if (auto r = size_maps(skel.get(), limits_); !r) return std::unexpected(r.error());
+  bpf_map* mine;
+  bpf_object__for_each_map(mine, skel_->obj) {
+    bpf_map* theirs = bpf_object__find_map_by_name(skel->obj, bpf_map__name(mine));
+    // Maps without a name of ours (.rodata, .bss) are per instance and hold no state.
+    if (!theirs) continue;
+    if (int err = bpf_map__reuse_fd(theirs, bpf_map__fd(mine)))
+      return fail("steer: cannot share map {}: {}", bpf_map__name(mine), errno_text(err));
+  }
+  return skel;
+}
+
+Result<void> SteerProgram::install(const CompiledRules& rules) {
+  const uint32_t zero = 0;
+  vf_steer_config cfg{};
+  int cfg_fd = bpf_map__fd(skel_->maps.vf_config);
+  if (bpf_map_lookup_elem(cfg_fd, &zero, &cfg))
+    return fail("steer: cannot read the live set: {}", errno_text(-errno));
+  const uint32_t idle = cfg.active == 0 ? 0 : (cfg.active - 1) ^ 1;
+
+  if (rules.rule_count > limits_.rules || rules.entries.size() > limits_.rule_entries) {
+    return fail(
+        "steer: the rule set needs {} rules / {} classifier entries but the loaded program holds "
+        "{} / {}; restart vecflowd to load it with larger maps",
+        rules.rule_count, rules.entries.size(), limits_.rules, limits_.rule_entries);
+  }
+  if (rules.set.tuple_count > VF_STEER_MAX_TUPLES)
+    return fail("steer: {} rule shapes, at most {}", rules.set.tuple_count, VF_STEER_MAX_TUPLES);
+
+  // The idle set was live until the last flip: let frames still using it finish.
+  auto since = std::chrono::steady_clock::now() - last_flip_;
+  if (since < kSetReuseGrace) std::this_thread::sleep_for(kSetReuseGrace - since);
+
+  int rules_fd = bpf_map__fd(skel_->maps.vf_rules);
+  for (const auto& k : installed_[idle])
+    bpf_map_delete_elem(rules_fd, &k);
+  installed_[idle].clear();
+
+  // Per-rule counters of the idle set start from zero.
+  const int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return fail("steer: cannot count CPUs: {}", errno_text(cpus));
+  std::vector<vf_rule_counter> zeros(size_t(cpus), vf_rule_counter{});
+  int stats_fd = bpf_map__fd(skel_->maps.vf_rule_stats);
+  for (uint32_t id = 0; id < rules.rule_count; ++id) {
+    uint32_t slot = idle * limits_.rules + id;
+    if (bpf_map_update_elem(stats_fd, &slot, zeros.data(), BPF_ANY))
+      return fail("steer: cannot reset rule counters: {}", errno_text(-errno));
+  }
+
+  installed_[idle].reserve(rules.entries.size());
+  for (const auto& [key, value] : rules.entries) {
+    vf_rule_key k = key;
+    k.set_tuple = (idle << 8) | key.set_tuple;
+    if (bpf_map_update_elem(rules_fd, &k, &value, BPF_NOEXIST)) {
+      int err = -errno;
+      for (const auto& done : installed_[idle])
+        bpf_map_delete_elem(rules_fd, &done);
+      installed_[idle].clear();
+      return fail("steer: cannot add a classifier entry: {}", errno_text(err));
+    }
+    installed_[idle].push_back(k);
+  }
+
+  int devmap_fd = bpf_map__fd(skel_->maps.vf_devmap);
+  for (uint32_t ifindex : rules.redirect_ifindexes) {
+    if (bpf_map_update_elem(devmap_fd, &ifindex, &ifindex, BPF_ANY))
+      return fail("steer: cannot add redirect target ifindex {}: {}", ifindex, errno_text(-errno));
+  }
+
+  vf_steer_set set = rules.set;
+  set.rule_capacity = limits_.rules;
+  if (bpf_map_update_elem(bpf_map__fd(skel_->maps.vf_sets), &idle, &set, BPF_ANY))
+    return fail("steer: cannot write the rule set: {}", errno_text(-errno));
+
+  // The flip: one 32-bit store the program reads once per frame.
+  cfg.active = idle + 1;
+  if (bpf_map_update_elem(cfg_fd, &zero, &cfg, BPF_ANY))
+    return fail("steer: cannot switch to the new rule set: {}", errno_text(-errno));
+  last_flip_ = std::chrono::steady_clock::now();
+  live_rule_count_ = rules.rule_count;
+
+  // Redirect targets only the previous set used go once no frame can reach them.
+  for (uint32_t old : redirect_targets_) {
+    const auto& now = rules.redirect_ifindexes;
+    if (std::find(now.begin(), now.end(), old) == now.end()) {
+      std::this_thread::sleep_for(kSetReuseGrace);
+      bpf_map_delete_elem(devmap_fd, &old);
+    }
+  }
+  redirect_targets_ = rules.redirect_ifindexes;
+  return {};
+}
+
+Result<SteerCounters> SteerProgram::counters() const {
+  const int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return fail("steer: cannot count CPUs: {}", errno_text(cpus));
+  SteerCounters c;
+  const uint32_t zero = 0;
+  std::vector<vf_steer_stats> per_cpu(static_cast<size_t>(cpus));
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.vf_stats), &zero, per_cpu.data()))
+    return fail("steer: cannot read counters: {}", errno_text(-errno));
+  for (const auto& s : per_cpu) {
+    c.rx_packets += s.rx_packets;
+    c.rx_bytes += s.rx_bytes;
+    for (size_t i = 0; i < c.verdict.size(); ++i)
+      c.verdict[i] += s.verdict[i];
+    for (size_t i = 0; i < c.action.size(); ++i)
+      c.action[i] += s.action[i];
+    c.default_hits += s.default_hits;
+    c.no_socket_fallback += s.no_socket_fallback;
+    c.meta_unavailable += s.meta_unavailable;
+    c.unconfigured += s.unconfigured;
+    for (size_t i = 0; i < kDropReasonCount; ++i) {
+      c.malformed[i] += s.malformed[i];
+      c.drop[i] += s.drop[i];
+    }
+  }
+
+  vf_steer_config cfg{};
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.vf_config), &zero, &cfg))
+    return fail("steer: cannot read the live set: {}", errno_text(-errno));
+  if (cfg.active == 0) return c;
+  const uint32_t live = cfg.active - 1;
+  c.rules.resize(live_rule_count_);
+  std::vector<vf_rule_counter> rc(static_cast<size_t>(cpus));
+  int stats_fd = bpf_map__fd(skel_->maps.vf_rule_stats);
+  for (uint32_t id = 0; id < live_rule_count_; ++id) {
+    uint32_t slot = live * limits_.rules + id;
+    if (bpf_map_lookup_elem(stats_fd, &slot, rc.data()))
+      return fail("steer: cannot read rule counters: {}", errno_text(-errno));
+    for (const auto& r : rc) {
+      c.rules[id].packets += r.packets;
+      c.rules[id].bytes += r.bytes;
+    }
+  }
+  return c;
+}
+
+}  // namespace vecflow::steer
