@@ -11,6 +11,7 @@
  */
 #include <linux/bpf.h>
 
+#include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
 #include "vecflow/flow.h"
@@ -43,6 +44,13 @@ struct {
   __type(key, struct vf_rule_key);
   __type(value, struct vf_rule_value);
 } vf_rules SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, VF_STEER_SETS * 2 * VF_PORTS);
+  __type(key, __u32);
+  __type(value, __u16);
+} vf_port_class SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -122,8 +130,12 @@ __attribute__((noinline)) int vf_classify(const struct vf_parsed* p, __u32 set_i
   struct vf_rule_key base = {};
   __builtin_memcpy(base.src, p->key.src, sizeof(base.src));
   __builtin_memcpy(base.dst, p->key.dst, sizeof(base.dst));
-  base.src_port = p->key.src_port;
-  base.dst_port = p->key.dst_port;
+  __u32 sidx = (set_idx * 2) * VF_PORTS + bpf_ntohs(p->key.src_port);
+  __u32 didx = (set_idx * 2 + 1) * VF_PORTS + bpf_ntohs(p->key.dst_port);
+  const __u16* sc = bpf_map_lookup_elem(&vf_port_class, &sidx);
+  const __u16* dc = bpf_map_lookup_elem(&vf_port_class, &didx);
+  base.src_port = sc ? *sc : 0;
+  base.dst_port = dc ? *dc : 0;
   base.vlan = (p->flags & VF_PARSED_VLAN) ? (p->vlan_tci & 0x0fff) : VF_VLAN_NONE;
   base.l3 = p->key.ip_version == 4         ? VF_L3_IPV4
             : p->key.ip_version == 6       ? VF_L3_IPV6

@@ -157,6 +157,20 @@ Result<void> SteerProgram::install(const CompiledRules& rules) {
       return fail("steer: cannot add redirect target ifindex {}: {}", ifindex, errno_text(-errno));
   }
 
+  // Port classes of the idle set: one batch write per direction.
+  int class_fd = bpf_map__fd(skel_->maps.vf_port_class);
+  std::vector<uint32_t> keys(VF_PORTS);
+  for (uint32_t dir = 0; dir < 2; ++dir) {
+    if (rules.port_class[dir].size() != VF_PORTS)
+      return fail("steer: port class table of {} entries, expected {}",
+                  rules.port_class[dir].size(), VF_PORTS);
+    for (uint32_t p = 0; p < VF_PORTS; ++p)
+      keys[p] = (idle * 2 + dir) * VF_PORTS + p;
+    uint32_t count = VF_PORTS;
+    if (bpf_map_update_batch(class_fd, keys.data(), rules.port_class[dir].data(), &count, nullptr))
+      return fail("steer: cannot write the port classes: {}", errno_text(-errno));
+  }
+
   vf_steer_set set = rules.set;
   set.rule_capacity = limits_.rules;
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.vf_sets), &idle, &set, BPF_ANY))

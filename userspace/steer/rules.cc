@@ -78,21 +78,34 @@ uint8_t l3_code(config::L3Proto l3) {
   return VF_L3_OTHER;
 }
 
-}  // namespace
+// Ports as classes: 0..65535 cut at every bound of every range of one direction, so that a
+// range is a run of classes and a frame's port is one array read away from its class.
+struct PortClasses {
+  std::vector<uint32_t> starts;  // first port of each class, ascending, starts[0] == 0
 
-std::vector<std::pair<uint16_t, uint16_t>> port_blocks(uint16_t low, uint16_t high) {
-  std::vector<std::pair<uint16_t, uint16_t>> out;
-  uint32_t lo = low;
-  while (lo <= high) {
-    // The largest block aligned at `lo` that does not pass `high`.
-    uint32_t size = lo == 0 ? 0x10000 : (lo & (~lo + 1));
-    while (lo + size - 1 > high)
-      size >>= 1;
-    out.emplace_back(uint16_t(lo), uint16_t(~(size - 1)));
-    lo += size;
+  explicit PortClasses(const std::vector<config::PortRange>& ranges) {
+    starts.push_back(0);
+    for (const auto& r : ranges) {
+      starts.push_back(r.low);
+      if (r.high < 65535) starts.push_back(uint32_t(r.high) + 1);
+    }
+    std::sort(starts.begin(), starts.end());
+    starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
   }
-  return out;
-}
+  uint16_t of(uint32_t port) const {
+    return uint16_t(std::upper_bound(starts.begin(), starts.end(), port) - starts.begin() - 1);
+  }
+  std::vector<uint16_t> table() const {
+    std::vector<uint16_t> t(VF_PORTS);
+    for (size_t c = 0; c < starts.size(); ++c) {
+      uint32_t end = c + 1 < starts.size() ? starts[c + 1] : VF_PORTS;
+      std::fill(t.begin() + starts[c], t.begin() + end, uint16_t(c));
+    }
+    return t;
+  }
+};
+
+}  // namespace
 
 Result<CompiledRules> compile_rules(const config::SteeringSection& steering,
                                     std::string_view ingress_port, const IfindexOf& ifindex_of) {
@@ -117,10 +130,22 @@ Result<CompiledRules> compile_rules(const config::SteeringSection& steering,
   };
   std::map<TupleBytes, TupleEntries> tuples;
 
+  auto applies = [&](const config::SteerRule& r) {
+    return !r.match.port || *r.match.port == ingress_port;
+  };
+  std::vector<config::PortRange> src_ranges, dst_ranges;
+  for (const auto& r : rules) {
+    if (!applies(r)) continue;
+    if (r.match.src_port) src_ranges.push_back(*r.match.src_port);
+    if (r.match.dst_port) dst_ranges.push_back(*r.match.dst_port);
+  }
+  const PortClasses src_classes(src_ranges), dst_classes(dst_ranges);
+  out.port_class = {src_classes.table(), dst_classes.table()};
+
   for (uint32_t id = 0; id < rules.size(); ++id) {
     const auto& rule = rules[id];
     const auto& m = rule.match;
-    if (m.port && *m.port != ingress_port) continue;
+    if (!applies(rule)) continue;
     auto value = action_value(rule.action, rank[id], id, ifindex_of, out);
     if (!value) return std::unexpected(value.error());
 
@@ -149,23 +174,26 @@ Result<CompiledRules> compile_rules(const config::SteeringSection& steering,
       t.vlan_mask = 0xffff;
       k.vlan = *m.vlan;
     }
-    std::vector<std::pair<uint16_t, uint16_t>> any = {{0, 0}};
-    auto sblocks = m.src_port ? port_blocks(m.src_port->low, m.src_port->high) : any;
-    auto dblocks = m.dst_port ? port_blocks(m.dst_port->low, m.dst_port->high) : any;
+    // The classes a range covers; a field the rule leaves open is one wildcard "class".
+    auto class_run = [](const PortClasses& pc, const std::optional<config::PortRange>& r) {
+      if (!r) return std::pair<uint32_t, uint32_t>{0, 0};
+      return std::pair<uint32_t, uint32_t>{pc.of(r->low), pc.of(r->high)};
+    };
+    auto [s_lo, s_hi] = class_run(src_classes, m.src_port);
+    auto [d_lo, d_hi] = class_run(dst_classes, m.dst_port);
     if (m.src_port || m.dst_port) {
       t.l4_mask = 1;
       k.l4 = 1;
     }
-    for (auto [sv, sm] : sblocks) {
-      for (auto [dv, dm] : dblocks) {
-        vf_tuple tt = t;
+    t.src_port_mask = m.src_port ? 0xffff : 0;
+    t.dst_port_mask = m.dst_port ? 0xffff : 0;
+    auto& entries = tuples[bytes_of(t)];
+    entries.masks = t;
+    for (uint32_t sc = s_lo; sc <= s_hi; ++sc) {
+      for (uint32_t dc = d_lo; dc <= d_hi; ++dc) {
         vf_rule_key kk = k;
-        tt.src_port_mask = htons(sm);
-        tt.dst_port_mask = htons(dm);
-        kk.src_port = htons(sv);
-        kk.dst_port = htons(dv);
-        auto& entries = tuples[bytes_of(tt)];
-        entries.masks = tt;
+        kk.src_port = uint16_t(sc);
+        kk.dst_port = uint16_t(dc);
         auto [it, fresh] = entries.best.emplace(bytes_of(kk), *value);
         if (!fresh && it->second.rank < value->rank) it->second = *value;
       }
@@ -175,8 +203,8 @@ Result<CompiledRules> compile_rules(const config::SteeringSection& steering,
   if (tuples.size() > VF_STEER_MAX_TUPLES) {
     return fail(
         "steering: the rules for port '{}' use {} distinct shapes (combinations of matched "
-        "fields, prefix lengths and port-range blocks); the XDP classifier holds at most {}. "
-        "Use fewer distinct prefix lengths or port ranges aligned to powers of two",
+        "fields and prefix lengths); the XDP classifier holds at most {}. Use fewer distinct "
+        "prefix lengths",
         ingress_port, tuples.size(), VF_STEER_MAX_TUPLES);
   }
 

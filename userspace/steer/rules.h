@@ -5,6 +5,7 @@
 // does not fit the program's bounds.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string_view>
@@ -28,14 +29,13 @@ struct CompiledRules {
   uint32_t rule_count = 0;
   // Interfaces the rules redirect to (DEVMAP entries).
   std::vector<uint32_t> redirect_ifindexes;
+  // vf_port_class contents: the class of every port (host order), source then destination.
+  std::array<std::vector<uint16_t>, 2> port_class;
 };
 
 // Compiles the rules that can match on `ingress_port` (rules naming another port are left
 // out; their ids stay unused here). Ranks order rules by priority, then by position.
 Result<CompiledRules> compile_rules(const config::SteeringSection& steering,
                                     std::string_view ingress_port, const IfindexOf& ifindex_of);
-
-// The aligned power-of-two blocks covering [low, high], as (value, mask) in host order.
-std::vector<std::pair<uint16_t, uint16_t>> port_blocks(uint16_t low, uint16_t high);
 
 }  // namespace vecflow::steer

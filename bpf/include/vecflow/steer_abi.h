@@ -4,13 +4,16 @@
  * (userspace/steer): action codes, the classifier's maps, and the counters. One definition,
  * compiled by both sides.
  *
- * Classifier: tuple-space search. The loader groups rules by their shape (which fields they
- * match and the prefix/port mask of each: a "tuple") and stores each rule once per tuple in
- * one hash map, keyed by the packet fields under that tuple's masks; port ranges become
- * aligned power-of-two blocks. Per packet the program masks its fields once per tuple and does
- * one hash lookup, visiting tuples in order of the best rule they hold and stopping once no
- * remaining tuple can beat the match in hand. The cost per packet therefore depends on the
- * number of rule shapes (at most VF_STEER_MAX_TUPLES), never on the number of rules.
+ * Classifier: tuple-space search over port classes. Ports first become classes: the loader
+ * cuts 0..65535 at every bound of every port range of the rule set, and vf_port_class maps a
+ * port to its interval (one array read per direction). A rule's port range is then a run of
+ * classes, and the rule is stored once per class it covers. The loader groups rules by their
+ * shape (which fields they match and the prefix length of each: a "tuple") and stores them in
+ * one hash map keyed by the frame's fields under that tuple's masks. Per frame the program
+ * masks its fields once per tuple and does one hash lookup, visiting tuples in order of the
+ * best rule they hold and stopping once no remaining tuple can beat the match in hand. The
+ * cost per frame depends on the number of rule shapes (at most VF_STEER_MAX_TUPLES), never on
+ * the number of rules.
  *
  * Atomic replacement: every rule-set object exists twice ("sets" 0 and 1; the set index is
  * part of each rule key). The loader fills the idle set completely, then flips
@@ -35,6 +38,10 @@
 
 /* Rule-set slots for atomic replacement (see above). */
 #define VF_STEER_SETS 2
+
+/* vf_port_class: one u16 class per port, per direction, per set:
+ * index = (set * 2 + direction) * VF_PORTS + port (host order); direction 0 source, 1 dest. */
+#define VF_PORTS 65536
 
 /* Entries of the AF_XDP socket map and the redirect map: rx queues of one interface, and
  * interfaces a rule may redirect to. */
@@ -72,18 +79,18 @@ enum vf_steer_verdict {
 /* vf_rule_key.vlan of an untagged frame: no VLAN id (0..4095) equals it. */
 #define VF_VLAN_NONE 0xffffu
 
-/* Key of vf_rules: the packet's fields, each ANDed with the tuple's mask. Addresses and
- * ports in network order, as in vf_flow_key. */
+/* Key of vf_rules: the packet's fields, each ANDed with the tuple's mask. Addresses in
+ * network order, as in vf_flow_key; ports as their vf_port_class classes. */
 struct vf_rule_key {
   __u32 set_tuple; /* (set << 8) | tuple index */
   __u32 src[4];
   __u32 dst[4];
-  __u16 src_port;
-  __u16 dst_port;
-  __u16 vlan; /* outer VLAN id, VF_VLAN_NONE when untagged */
-  __u8 l3;    /* VF_L3_* */
-  __u8 proto; /* L4 protocol, 0 when not IP */
-  __u8 l4;    /* 1 when the frame carries ports (TCP/UDP/SCTP, not a later fragment) */
+  __u16 src_port; /* port class */
+  __u16 dst_port; /* port class */
+  __u16 vlan;     /* outer VLAN id, VF_VLAN_NONE when untagged */
+  __u8 l3;        /* VF_L3_* */
+  __u8 proto;     /* L4 protocol, 0 when not IP */
+  __u8 l4;        /* 1 when the frame carries ports (TCP/UDP/SCTP, not a later fragment) */
   __u8 pad[3];
 };
 
