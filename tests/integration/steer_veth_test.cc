@@ -299,3 +299,52 @@ TEST(SteerVeth, GenericModeWhenThePortAsksForIt) {
   EXPECT_TRUE((*s)->interfaces()[0].generic);
   EXPECT_NE(lab.exec_output('a', "ip -d link show wan0").find("xdpgeneric"), std::string::npos);
 }
+
+// vecflowd attaches steering on its afxdp ports at start and detaches on a clean stop; an
+// interface that does not exist stops the start with an error naming the port.
+TEST(SteerVeth, VecflowdAttachesAtStartAndDetachesOnStop) {
+  VECFLOW_REQUIRE_NETNS();
+  Lab lab(unique_name("vst"));
+  ASSERT_TRUE(lab.ok());
+  auto config_for = [&](const std::string& ifname) {
+    std::string path = "/tmp/" + lab.name() + "-" + ifname + ".yaml";
+    FILE* f = fopen(path.c_str(), "w");
+    fprintf(f,
+            "cpu: {control: 0, workers: [0]}\n"
+            "dpdk: {memory_mb: 128, hugepages: off, file_prefix: %s-%s}\n"
+            "ports:\n"
+            "  - {name: wan, type: afxdp, interface: %s}\n"
+            "steering:\n"
+            "  default: pass\n"
+            "  rules:\n"
+            "    - {match: {proto: udp, dst_port: 9001}, action: drop}\n",
+            lab.name().c_str(), ifname.c_str(), ifname.c_str());
+    fclose(f);
+    return path;
+  };
+  std::string good = config_for("wan0"), bad = config_for("vstnone0");
+  std::string log = "/tmp/" + lab.name() + "-vecflowd.log";
+
+  // A missing interface: vecflowd exits with an error that names the port.
+  EXPECT_NE(lab.exec('a', std::string(VECFLOWD) + " -c " + bad + " >" + log + " 2>&1"), 0);
+  auto out = sh_output("cat " + log);
+  EXPECT_NE(out.find("port wan"), std::string::npos) << out;
+  EXPECT_NE(out.find("vstnone0"), std::string::npos) << out;
+
+  // A good file: attached while running (in a namespace without bpffs: it mounts one).
+  lab.exec('a', std::string(VECFLOWD) + " -c " + good + " >" + log + " 2>&1 & echo $! > " + log +
+                    ".pid");
+  uint32_t prog = 0;
+  for (int i = 0; i < 100 && prog == 0; ++i) {
+    usleep(100 * 1000);
+    prog = attached_prog(lab, "wan0");
+  }
+  EXPECT_NE(prog, 0u) << sh_output("cat " + log);
+  EXPECT_EQ(lab.exec('c', "ping -c 1 -W 1 192.0.2.1 >/dev/null"), 0) << "default pass";
+  sh("kill -TERM $(cat " + log + ".pid)");
+  for (int i = 0; i < 100 && attached_prog(lab, "wan0") != 0; ++i)
+    usleep(100 * 1000);
+  EXPECT_EQ(attached_prog(lab, "wan0"), 0u) << "detached on a clean stop\n"
+                                            << sh_output("cat " + log);
+  sh("rm -f " + good + " " + bad + " " + log + " " + log + ".pid");
+}
