@@ -235,6 +235,18 @@ TEST(SteerVeth, RulesDecideRealTrafficAndCountersMatch) {
   EXPECT_EQ(c->verdict[VF_VERDICT_PASS],
             c->rules[0].packets + c->rules[1].packets + c->default_hits);
 
+  // Replacing the rules while attached: the drop rule becomes a userspace rule.
+  auto next = lab_setup().steering;
+  next.rules[2].action = {config::SteerActionKind::Userspace, {}};
+  ASSERT_TRUE(s.replace_rules(next));
+  send_udp(lab.ns('c'), kDropPort, kFrames);
+  EXPECT_EQ(xsk.receive(kFrames).size(), size_t(kFrames));
+  auto after = s.counters("wan");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->rules[2].packets, uint64_t(kFrames)) << "per-rule counters restart with a set";
+  EXPECT_EQ(after->verdict[VF_VERDICT_USERSPACE], uint64_t(2 * kFrames));
+  EXPECT_EQ(after->verdict[VF_VERDICT_DROP], uint64_t(kFrames)) << "no new drops";
+
   s.stop();
   EXPECT_EQ(attached_prog(lab, "wan0"), 0u) << "detached on stop";
   EXPECT_EQ(lab.exec('c', "ping -c 1 -W 1 192.0.2.1 >/dev/null"), 0);
