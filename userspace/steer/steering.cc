@@ -38,29 +38,43 @@ std::shared_ptr<spdlog::logger> logger() {
   return l;
 }
 
-void log_line(spdlog::level::level_enum level, const char* format, va_list args) {
-  char buf[512];
-  int n = std::vsnprintf(buf, sizeof(buf), format, args);
+// One logger line per line of the message: libbpf hands over a whole verifier log at once,
+// and its last lines say why a program was refused.
+void log_lines(spdlog::level::level_enum level, const char* format, va_list args) {
+  if (!logger()->should_log(level)) return;
+  va_list copy;
+  va_copy(copy, args);
+  int n = std::vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
   if (n <= 0) return;
-  size_t len = std::min(size_t(n), sizeof(buf) - 1);
-  while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == ' '))
-    --len;
-  logger()->log(level, "{}", std::string_view(buf, len));
+  std::string text(size_t(n) + 1, '\0');
+  std::vsnprintf(text.data(), text.size(), format, args);
+  text.resize(size_t(n));
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    size_t eol = rest.find('\n');
+    std::string_view line = rest.substr(0, eol);
+    while (!line.empty() && line.back() == ' ')
+      line.remove_suffix(1);
+    if (!line.empty()) logger()->log(level, "{}", line);
+    if (eol == std::string_view::npos) break;
+    rest.remove_prefix(eol + 1);
+  }
 }
 
 int libbpf_print(enum libbpf_print_level level, const char* format, va_list args) {
-  log_line(level == LIBBPF_WARN   ? spdlog::level::warn
-           : level == LIBBPF_INFO ? spdlog::level::debug
-                                  : spdlog::level::trace,
-           format, args);
+  log_lines(level == LIBBPF_WARN   ? spdlog::level::warn
+            : level == LIBBPF_INFO ? spdlog::level::debug
+                                   : spdlog::level::trace,
+            format, args);
   return 0;
 }
 
 int libxdp_print(enum libxdp_print_level level, const char* format, va_list args) {
-  log_line(level == LIBXDP_WARN   ? spdlog::level::warn
-           : level == LIBXDP_INFO ? spdlog::level::info
-                                  : spdlog::level::debug,
-           format, args);
+  log_lines(level == LIBXDP_WARN   ? spdlog::level::warn
+            : level == LIBXDP_INFO ? spdlog::level::info
+                                   : spdlog::level::debug,
+            format, args);
   return 0;
 }
 
