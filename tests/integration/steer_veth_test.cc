@@ -15,6 +15,8 @@
 #include <xdp/xsk.h>
 
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/if_link.h>
 
 #include "core/parse.h"
 #include "steer/steering.h"
@@ -310,6 +312,46 @@ TEST(SteerVeth, GenericModeWhenThePortAsksForIt) {
   ASSERT_TRUE(s) << s.error().message;
   EXPECT_TRUE((*s)->interfaces()[0].generic);
   EXPECT_NE(lab.exec_output('a', "ip -d link show wan0").find("xdpgeneric"), std::string::npos);
+}
+
+// DPDK's net_af_xdp (`xdp_prog=`) loads and attaches the object itself; XdpSteering adopts
+// that instance and its rules apply.
+TEST(SteerVeth, AdoptsTheProgramDpdkAttaches) {
+  VECFLOW_REQUIRE_NETNS();
+  Lab lab(unique_name("vst"));
+  ASSERT_TRUE(lab.ok());
+  NetnsScope in_a(lab.ns('a'));
+  ASSERT_TRUE(in_a.ok());
+  auto setup = lab_setup();
+  setup.ports[0].attach = false;
+  auto steering = steer::XdpSteering::start(setup);
+  ASSERT_TRUE(steering) << steering.error().message;
+  auto& s = **steering;
+  EXPECT_EQ(attached_prog(lab, "wan0"), 0u) << "left for DPDK to attach";
+
+  // What DPDK 22.11 does with xdp_prog=PATH: load the file, attach unless a program is there.
+  bpf_object* obj = bpf_object__open_file(steer::XdpSteering::bpf_object_path().c_str(), nullptr);
+  ASSERT_NE(obj, nullptr);
+  ASSERT_EQ(bpf_object__load(obj), 0);
+  int prog = bpf_program__fd(bpf_object__find_program_by_name(obj, VF_STEER_PROG_NAME));
+  int ifindex = int(if_nametoindex("wan0"));
+  ASSERT_EQ(bpf_xdp_attach(ifindex, prog, XDP_FLAGS_UPDATE_IF_NOEXIST, nullptr), 0);
+
+  send_udp(lab.ns('c'), kDropPort, kFrames);  // not adopted yet: passed to the kernel
+  ASSERT_TRUE(s.adopt("wan")) << "adopt";
+  EXPECT_TRUE(s.interfaces()[0].adopted);
+  send_udp(lab.ns('c'), kDropPort, kFrames);
+  auto c = s.counters("wan");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_GE(c->unconfigured, uint64_t(kFrames));
+  EXPECT_EQ(c->rules[2].packets, uint64_t(kFrames));
+  EXPECT_EQ(c->drop[size_t(DropReason::STEER_RULE)], uint64_t(kFrames));
+  EXPECT_GE(s.xsks_map_fd("wan"), 0) << "AF_XDP sockets of vecflow register in DPDK's instance";
+
+  s.stop();
+  EXPECT_NE(attached_prog(lab, "wan0"), 0u) << "DPDK's program stays until DPDK removes it";
+  bpf_xdp_detach(ifindex, 0, nullptr);
+  bpf_object__close(obj);
 }
 
 // vecflowd attaches steering on its afxdp ports at start and detaches on a clean stop; an

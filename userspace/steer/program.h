@@ -56,6 +56,10 @@ class SteerProgram {
   static Limits limits_for(const CompiledRules& rules, uint32_t headroom);
 
   static Result<std::unique_ptr<SteerProgram>> load(const Limits& limits);
+  // Takes over an instance someone else loaded from the same object (DPDK's net_af_xdp with
+  // `xdp_prog=`): finds its maps by name through the kernel. Its map sizes are the object's
+  // defaults. The first install() clears whatever rule set the instance held.
+  static Result<std::unique_ptr<SteerProgram>> adopt(uint32_t prog_id);
   ~SteerProgram();
   SteerProgram(const SteerProgram&) = delete;
   SteerProgram& operator=(const SteerProgram&) = delete;
@@ -82,9 +86,17 @@ class SteerProgram {
   static constexpr std::chrono::milliseconds kSetReuseGrace{50};
 
  private:
-  SteerProgram(SteerSkeleton skel, Limits limits);
+  // The program's and maps' descriptors, from the skeleton or from adoption.
+  struct Fds {
+    int prog = -1, config = -1, sets = -1, rules = -1, rule_stats = -1, stats = -1, devmap = -1,
+        xsks = -1, port_class = -1;
+  };
+  SteerProgram(SteerSkeleton skel, Fds fds, Limits limits);
 
-  SteerSkeleton skel_;
+  SteerSkeleton skel_;  // empty for an adopted instance
+  Fds fds_;
+  std::vector<int> owned_fds_;  // adopted descriptors, closed with this object
+  bool contents_known_ = true;  // false until install() cleared an adopted instance
   Limits limits_;
   std::array<std::vector<vf_rule_key>, VF_STEER_SETS> installed_;
   std::vector<uint32_t> redirect_targets_;

@@ -1,5 +1,6 @@
 #include "steer/steering.h"
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <net/if.h>
 #include <sys/mount.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 #include <xdp/libxdp.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -147,8 +149,12 @@ SteerSetup steer_setup(const config::ApplianceConfig& cfg) {
   s.steering = cfg.steering;
   for (const auto& p : cfg.ports) {
     if (const std::string* ifname = p.kernel_interface()) s.interfaces.emplace(p.name, *ifname);
-    if (const auto* a = std::get_if<config::AfXdpPort>(&p.kind))
-      s.ports.push_back({p.name, a->interface, a->xdp_mode});
+    if (const auto* a = std::get_if<config::AfXdpPort>(&p.kind)) {
+      bool dpdk_queues = std::any_of(a->queues.begin(), a->queues.end(), [](const auto& q) {
+        return q.owner == config::QueueOwner::Dpdk;
+      });
+      s.ports.push_back({p.name, a->interface, a->xdp_mode, !dpdk_queues});
+    }
   }
   return s;
 }
@@ -209,12 +215,71 @@ Result<std::unique_ptr<XdpSteering>> XdpSteering::start(const SteerSetup& setup)
   if (setup.ports.empty()) return s;
   ensure_bpffs();
   for (const auto& port : setup.ports) {
-    if (auto r = s->attach(setup, port); !r) {
+    if (port.attach) {
+      if (auto r = s->attach(setup, port); !r) {
+        s->stop();
+        return std::unexpected(r.error());
+      }
+      continue;
+    }
+    // DPDK attaches this one; make room for it.
+    uint32_t ifindex = if_nametoindex(port.interface.c_str());
+    if (ifindex == 0) {
       s->stop();
-      return std::unexpected(r.error());
+      return fail("port {}: interface '{}' does not exist", port.name, port.interface);
+    }
+    if (auto stale = remove_stale(ifindex); !stale) {
+      s->stop();
+      return fail("port {}: interface {}: {}", port.name, port.interface, stale.error().message);
     }
   }
   return s;
+}
+
+Result<void> XdpSteering::adopt(std::string_view name) {
+  auto it = std::find_if(setup_.ports.begin(), setup_.ports.end(),
+                         [&](const SteerPort& p) { return p.name == name && !p.attach; });
+  if (it == setup_.ports.end())
+    return fail("port {}: not a port whose steering program DPDK attaches", name);
+  const SteerPort& port = *it;
+  for (const auto& a : attached_)
+    if (a->port.name == name) return fail("port {}: already adopted", name);
+  auto a = std::make_unique<Attached>();
+  a->port = port;
+  a->ifindex = if_nametoindex(port.interface.c_str());
+  if (a->ifindex == 0)
+    return fail("port {}: interface '{}' does not exist", port.name, port.interface);
+  uint32_t prog_id = 0;
+  if (int err = bpf_xdp_query_id(int(a->ifindex), 0, &prog_id); err || prog_id == 0)
+    return fail("port {}: no XDP program on {} to adopt{}", port.name, port.interface,
+                err ? ": " + errno_text(err) : "");
+  auto program = SteerProgram::adopt(prog_id);
+  if (!program) return fail("port {}: {}", port.name, program.error().message);
+  a->program = std::move(*program);
+
+  auto ifindex_of = [&](std::string_view target) -> Result<uint32_t> {
+    auto t = setup_.interfaces.find(target);
+    uint32_t idx = t == setup_.interfaces.end() ? 0 : if_nametoindex(t->second.c_str());
+    if (idx == 0) return fail("redirect target '{}' has no kernel interface here", target);
+    return idx;
+  };
+  auto compiled = compile_rules(setup_.steering, port.name, ifindex_of);
+  if (!compiled) return fail("port {}: {}", port.name, compiled.error().message);
+  if (auto r = a->program->install(*compiled); !r)
+    return fail("port {}: {}", port.name, r.error().message);
+
+  SteerInterface st;
+  st.port = port.name;
+  st.interface = port.interface;
+  st.ifindex = a->ifindex;
+  st.prog_id = prog_id;
+  st.generic = port.mode == config::XdpAttachMode::Generic;
+  st.adopted = true;
+  logger()->info("port {}: adopted the steering program DPDK attached to {} (id {}), {} entries",
+                 port.name, port.interface, prog_id, compiled->entries.size());
+  status_.push_back(st);
+  attached_.push_back(std::move(a));
+  return {};
 }
 
 Result<void> XdpSteering::attach(const SteerSetup& setup, const SteerPort& port) {

@@ -30,6 +30,11 @@ struct SteerPort {
   std::string name;       // vecflow port name (rules match on it)
   std::string interface;  // kernel interface
   config::XdpAttachMode mode = config::XdpAttachMode::Auto;
+  // False when DPDK's net_af_xdp owns queues of the interface: DPDK 22.11 loads and attaches
+  // the object itself (`xdp_prog=`, refusing an interface that already has a program). Then
+  // start() only clears stale vecflow programs from the interface, and adopt() fills the
+  // instance DPDK attached once its port has started.
+  bool attach = true;
 };
 
 struct SteerSetup {
@@ -49,6 +54,7 @@ struct SteerInterface {
   uint32_t prog_id = 0;
   bool dispatcher = false;  // libxdp multi-program dispatcher; false: the single program
   bool generic = false;     // generic (skb) mode; false: native
+  bool adopted = false;     // attached by DPDK's net_af_xdp, filled by adopt()
 };
 
 class XdpSteering {
@@ -62,6 +68,11 @@ class XdpSteering {
 
   // Detaches from every interface. Idempotent.
   void stop() noexcept;
+
+  // Takes over the steering program DPDK's net_af_xdp attached to a port declared with
+  // `attach = false`, and installs the rules in it. Until then that interface passes every
+  // frame to the kernel (an unconfigured program does).
+  Result<void> adopt(std::string_view port);
 
   // Replaces the rules on every interface, each atomically (see SteerProgram::install).
   // Per-rule counters restart with the new set.
