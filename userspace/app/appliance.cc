@@ -40,6 +40,11 @@ Result<std::unique_ptr<Appliance>> Appliance::create(config::ApplianceConfig cfg
   auto rt = Runtime::create(runtime_options(app->cfg_));
   if (!rt) return std::unexpected(rt.error());
   app->runtime_ = std::move(*rt);
+  // Steering goes first among the parts: AF_XDP ports register their sockets in its maps.
+  // A failure leaves nothing attached (XdpSteering::start unwinds) and names the port.
+  auto steering = steer::XdpSteering::start(steer::steer_setup(app->cfg_));
+  if (!steering) return fail("steering: {}", steering.error().message);
+  app->steering_ = std::move(*steering);
   return app;
 }
 
@@ -58,6 +63,7 @@ Result<void> Appliance::run() {
   sd_notify(0, "STOPPING=1\nSTATUS=stopping");
   log->info("stopping");
   runtime_->join();
+  steering_->stop();
   return {};
 }
 
