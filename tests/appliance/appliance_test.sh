@@ -110,12 +110,16 @@ case "$1" in
     file "$tmp/root/usr/sbin/vecflowd" | grep -q 'stripped' &&
       ! file "$tmp/root/usr/sbin/vecflowd" | grep -q 'not stripped' ||
       fail "vecflowd is not stripped"
-    [ "$(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles)" = /etc/vecflow/appliance.yaml ] ||
-      fail "conffiles must list /etc/vecflow/appliance.yaml"
+    # The control archive is unpacked once: piping dpkg-deb into a reader that stops early
+    # (grep -q, tar at its end marker) makes dpkg-deb fail on SIGPIPE under pipefail.
+    mkdir "$tmp/control"
+    dpkg-deb -e "$deb" "$tmp/control"
     for s in postinst prerm postrm; do
-      dpkg-deb --ctrl-tarfile "$deb" | tar -t | grep -qx "./$s" || fail "no $s"
-      dpkg-deb --ctrl-tarfile "$deb" | tar -xO "./$s" | sh -n || fail "$s does not parse"
+      [ -x "$tmp/control/$s" ] || fail "no executable $s"
+      sh -n "$tmp/control/$s" || fail "$s does not parse"
     done
+    [ "$(cat "$tmp/control/conffiles")" = /etc/vecflow/appliance.yaml ] ||
+      fail "conffiles must list /etc/vecflow/appliance.yaml"
     depends=$(dpkg-deb -f "$deb" Depends)
     # shlibdeps found the linked libraries; the EAL plugins are declared by name.
     for d in librte-eal23 libsystemd0 libyaml-cpp librte-mempool-ring23 librte-bus-vdev23 \
