@@ -45,7 +45,11 @@
   X(TX_FULL, "tx_full", "transmit ring stayed full past the retry bound")                  \
   X(LINK_DOWN, "link_down", "output link is down")                                         \
   X(SCHED_BACKPRESSURE, "sched_backpressure", "scheduler refused the event (queue full)")  \
-  X(SHUTDOWN_FLUSH, "shutdown_flush", "in flight when the port or appliance stopped")
+  X(SHUTDOWN_FLUSH, "shutdown_flush", "in flight when the port or appliance stopped")      \
+  X(RX_MISSED, "rx_missed", "device dropped frames: its receive ring was full")            \
+  X(RX_ERROR, "rx_error", "device reported a receive error (bad CRC, length)")             \
+  X(TX_ERROR, "tx_error", "device reported a transmit error")                              \
+  X(NO_KERNEL_PATH, "no_kernel_path", "kernel verdict on a port without a kernel path")
 
 enum vf_drop_reason {
 #define VF_DROP_ENUM(name, wire, text) VF_DROP_##name,
