@@ -46,6 +46,10 @@
   X(LINK_DOWN, "link_down", "output link is down")                                         \
   X(SCHED_BACKPRESSURE, "sched_backpressure", "scheduler refused the event (queue full)")  \
   X(SHUTDOWN_FLUSH, "shutdown_flush", "in flight when the port or appliance stopped")      \
+  /* Malformed frames found after the list above was fixed (appended: the order is ABI). */ \
+  X(IPV6_BAD_VERSION, "ipv6_bad_version", "IPv6 ethertype but version field is not 6")     \
+  X(SCTP_TRUNCATED, "sctp_truncated", "frame ends inside the SCTP common header")          \
+  /* Device and exception-path outcomes reported by the ports (appended: ABI). */          \
   X(RX_MISSED, "rx_missed", "device dropped frames: its receive ring was full")            \
   X(RX_ERROR, "rx_error", "device reported a receive error (bad CRC, length)")             \
   X(TX_ERROR, "tx_error", "device reported a transmit error")                              \
