@@ -4,8 +4,8 @@
 
 #include <rte_errno.h>
 #include <rte_mbuf_pool_ops.h>
-#include <rte_memzone.h>
 #include <rte_mempool.h>
+#include <rte_memzone.h>
 
 #include "core/log.h"
 
@@ -51,7 +51,8 @@ Result<std::unique_ptr<PacketPool>> PacketPool::create(const PacketPoolOptions& 
                 rte_strerror(rte_errno));
   }
   if (int rc = rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), nullptr); rc != 0) {
-    return fail("packet pool: mempool ops '{}': {}", rte_mbuf_best_mempool_ops(), rte_strerror(-rc));
+    return fail("packet pool: mempool ops '{}': {}", rte_mbuf_best_mempool_ops(),
+                rte_strerror(-rc));
   }
   rte_pktmbuf_pool_private priv{};
   priv.mbuf_data_room_size = static_cast<uint16_t>(data_room);
@@ -75,8 +76,8 @@ Result<std::unique_ptr<PacketPool>> PacketPool::create(const PacketPoolOptions& 
   const size_t pg = mz->hugepage_sz ? mz->hugepage_sz : page;
   int n = rte_mempool_populate_virt(mp, static_cast<char*>(mz->addr), bytes, pg, nullptr, nullptr);
   if (n < 0 || mp->populated_size != count) {
-    return fail("packet pool: could place only {} of {} buffers in {} bytes{}",
-                mp->populated_size, count, bytes, n < 0 ? ": " + std::string(rte_strerror(-n)) : "");
+    return fail("packet pool: could place only {} of {} buffers in {} bytes{}", mp->populated_size,
+                count, bytes, n < 0 ? ": " + std::string(rte_strerror(-n)) : "");
   }
   rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
   pool->base_ = static_cast<uint8_t*>(mz->addr);
@@ -99,9 +100,9 @@ Result<std::unique_ptr<PacketPool>> PacketPool::create(const PacketPoolOptions& 
                 check.misplaced, o.frame_size);
   }
 
-  log::get("io")->info("packet pool '{}': {} buffers of {} bytes ({} MiB at {}), cache {}",
-                       o.name, count, o.frame_size, bytes >> 20,
-                       static_cast<const void*>(pool->base_), o.cache);
+  log::get("io")->info("packet pool '{}': {} buffers of {} bytes ({} MiB at {}), cache {}", o.name,
+                       count, o.frame_size, bytes >> 20, static_cast<const void*>(pool->base_),
+                       o.cache);
   return pool;
 }
 

@@ -32,6 +32,8 @@ std::string_view to_string(WakeMode m) noexcept {
   return m == WakeMode::Polling ? "polling" : "interrupt";
 }
 
+Port::Port(std::string name, PortId id) : name_(std::move(name)), id_(id) {}
+
 Port::~Port() = default;
 
 void Port::size_counters(uint16_t rx_queues, uint16_t tx_queues) {
@@ -85,7 +87,8 @@ PortStatus Port::base_status() const {
       qs.rx_packets = r.packets.load();
       qs.rx_bytes = r.bytes.load();
       qs.sleeps = r.sleeps.load();
-      qs.wake = r.sleeping.load(std::memory_order_relaxed) ? WakeMode::Interrupt : WakeMode::Polling;
+      qs.wake =
+          r.sleeping.load(std::memory_order_relaxed) ? WakeMode::Interrupt : WakeMode::Polling;
       for (size_t i = 0; i < kDropReasonCount; ++i) {
         auto reason = static_cast<DropReason>(i);
         if (uint64_t v = r.drops.load(reason)) qs.drops.emplace_back(reason, v);

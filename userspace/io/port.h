@@ -62,7 +62,7 @@ struct alignas(64) RxQueueCounters {
 
 // Counters of one tx queue, written only by the lcore transmitting on it.
 struct alignas(64) TxQueueCounters {
-  Counter packets;    // accepted by tx_burst
+  Counter packets;  // accepted by tx_burst
   Counter bytes;
   Counter refused;    // offered to tx_burst but not taken (ring full); the caller drops them
   Counter copies;     // packets copied into a fresh buffer because they could not go as they were
@@ -104,7 +104,7 @@ struct PortStatus {
 
 class Port {
  public:
-  Port(std::string name, PortId id) : name_(std::move(name)), id_(id) {}
+  Port(std::string name, PortId id);
   virtual ~Port();
   Port(const Port&) = delete;
   Port& operator=(const Port&) = delete;

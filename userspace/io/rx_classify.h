@@ -26,8 +26,8 @@ enum class FlowIdFrom : uint8_t {
 
 struct RxClassify {
   PortId port{};
-  bool symmetric = true;        // steering.symmetric_hash, for software hashes
-  bool drop_malformed = true;   // steering.malformed: drop (else deliver as non-IP)
+  bool symmetric = true;       // steering.symmetric_hash, for software hashes
+  bool drop_malformed = true;  // steering.malformed: drop (else deliver as non-IP)
   FlowIdFrom flow_id = FlowIdFrom::Auto;
 };
 
@@ -54,7 +54,8 @@ inline void apply_xdp_meta(rte_mbuf* m, const vf_xdp_meta& md) noexcept {
     m->vlan_tci = md.vlan_tci;
     m->ol_flags |= RTE_MBUF_F_RX_VLAN;
   }
-  meta(m).steer_rule = md.rule_id;
+  // PacketMeta keeps 16 bits of rule id (core/packet.h); rule ids past that read as "none".
+  meta(m).steer_rule = md.rule_id < kNoRule ? static_cast<uint16_t>(md.rule_id) : kNoRule;
 }
 
 // Finishes a frame received on `c.port`: port id, reset PacketMeta, then the flow id and

@@ -67,6 +67,12 @@ struct Queue {
   int pmd_fd = -1;           // that device's AF_XDP socket (borrowed), found by sock_diag
 };
 
+// A packet leaves through AF_XDP as it is when its bytes sit in one buffer of the pool that
+// nobody else holds (the kernel reads it after tx_burst returned, and the completion frees it).
+inline bool goes_as_is(const PacketPool& pool, const rte_mbuf* m) noexcept {
+  return pool.owns(m) && m->nb_segs == 1 && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1;
+}
+
 // Wraps a libbpf/libxdp -errno result.
 std::string err_text(int rc) {
   return strerror(rc < 0 ? -rc : rc);
@@ -139,9 +145,9 @@ AfXdpPort::~AfXdpPort() {
     if (before != 0 && after == 0) {
       int fd = bpf_prog_get_fd_by_id(before);
       if (fd >= 0) {
-        uint32_t mode = qopts.attach_mode == XDP_ATTACHED_SKB ? XDP_FLAGS_SKB_MODE
+        uint32_t mode = qopts.attach_mode == XDP_ATTACHED_SKB   ? XDP_FLAGS_SKB_MODE
                         : qopts.attach_mode == XDP_ATTACHED_DRV ? XDP_FLAGS_DRV_MODE
-                                                                 : 0;
+                                                                : 0;
         int rc = bpf_xdp_attach(impl_->ifindex, fd, mode | XDP_FLAGS_UPDATE_IF_NOEXIST, nullptr);
         close(fd);
         log::get("io")->info("port {}: re-attached XDP program {} that closing {} detached{}",
@@ -239,7 +245,8 @@ Result<void> AfXdpPort::Impl::setup_dpdk_queue(Queue& q, const std::string& port
                                  ifname, q.device_queue, opt.busy_poll ? opt.busy_poll_budget : 0);
   if (!opt.dpdk_xdp_prog.empty()) args += ",xdp_prog=" + opt.dpdk_xdp_prog;
   auto d = EthDevice::probe(args);
-  if (!d) return fail("port {}: DPDK-owned queue {}: {}", port_name, q.device_queue, d.error().message);
+  if (!d)
+    return fail("port {}: DPDK-owned queue {}: {}", port_name, q.device_queue, d.error().message);
   q.dpdk = std::move(*d);
   EthQueueConfig c;
   c.queues = 1;
@@ -399,8 +406,8 @@ int AfXdpPort::Impl::bind_sockets(uint16_t mode, uint16_t& failed_queue) {
     scfg.tx_size = opt.ring_size;
     scfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;  // steering owns the program
     scfg.bind_flags = static_cast<uint16_t>(mode | XDP_USE_NEED_WAKEUP);
-    rc = xsk_socket__create_shared(&x->socket, ifname.c_str(), queues[i].device_queue, umem,
-                                   &x->rx, &x->tx, &x->fq, &x->cq, &scfg);
+    rc = xsk_socket__create_shared(&x->socket, ifname.c_str(), queues[i].device_queue, umem, &x->rx,
+                                   &x->tx, &x->fq, &x->cq, &scfg);
     if (rc != 0) {
       x->socket = nullptr;
       failed_queue = queues[i].device_queue;
@@ -447,7 +454,7 @@ void AfXdpPort::Impl::refill(Xsk& x) noexcept {
   while (free > 0) {
     uint32_t n = std::min(free, kRingBatch);
     if (rte_pktmbuf_alloc_bulk(pool->mempool(), bufs, n) != 0) return;  // retried next poll
-    uint32_t idx;
+    uint32_t idx = 0;
     xsk_ring_prod__reserve(&x.fq, n, &idx);
     for (uint32_t i = 0; i < n; ++i) {
       bufs[i]->port = tag;
@@ -619,15 +626,14 @@ uint16_t AfXdpPort::tx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
   // A packet goes out as it is when its bytes sit in one pool buffer that nobody else holds;
   // otherwise (chained, shared, indirect, foreign pool) it is copied once into a fresh buffer.
   // Those buffers are taken first, so a shortage only shortens the burst.
+  const uint32_t max_copy = pool.data_room() - RTE_PKTMBUF_HEADROOM;
   rte_mbuf* fresh[kRingBatch];
   uint16_t copies = 0;
   uint16_t limit = k;
   for (uint16_t i = 0; i < k; ++i) {
     rte_mbuf* m = pkts[i];
-    bool as_is = pool.owns(m) && m->nb_segs == 1 && RTE_MBUF_DIRECT(m) &&
-                 rte_mbuf_refcnt_read(m) == 1;
-    if (as_is) continue;
-    if (copies == kRingBatch || m->pkt_len > pool.data_room() - RTE_PKTMBUF_HEADROOM) {
+    if (goes_as_is(pool, m)) continue;
+    if (copies == kRingBatch || m->pkt_len > max_copy) {
       limit = i;
       break;
     }
@@ -636,9 +642,7 @@ uint16_t AfXdpPort::tx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
   if (copies && rte_pktmbuf_alloc_bulk(pool.mempool(), fresh, copies) != 0) {
     copies = 0;
     for (limit = 0; limit < k; ++limit) {
-      rte_mbuf* m = pkts[limit];
-      if (!(pool.owns(m) && m->nb_segs == 1 && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1))
-        break;
+      if (!goes_as_is(pool, pkts[limit])) break;
     }
   }
   uint32_t idx = 0;
@@ -648,10 +652,11 @@ uint16_t AfXdpPort::tx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
   for (uint16_t i = 0; i < limit; ++i) {
     rte_mbuf* m = pkts[i];
     bytes += m->pkt_len;
-    if (!(pool.owns(m) && m->nb_segs == 1 && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1)) {
+    if (!goes_as_is(pool, m)) {
       rte_mbuf* f = fresh[used++];
       const void* src = rte_pktmbuf_read(m, 0, m->pkt_len, rte_pktmbuf_mtod(f, void*));
-      if (src != rte_pktmbuf_mtod(f, void*)) std::memcpy(rte_pktmbuf_mtod(f, void*), src, m->pkt_len);
+      if (src != rte_pktmbuf_mtod(f, void*))
+        std::memcpy(rte_pktmbuf_mtod(f, void*), src, m->pkt_len);
       f->data_len = static_cast<uint16_t>(m->pkt_len);
       f->pkt_len = m->pkt_len;
       rte_pktmbuf_free(m);
@@ -664,7 +669,7 @@ uint16_t AfXdpPort::tx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
   }
   if (limit) xsk_ring_prod__submit(&x->tx, limit);
   if (xsk_ring_prod__needs_wakeup(&x->tx) && xsk_prod_nb_free(&x->tx, x->tx.size) < x->tx.size) {
-    kick_tx(*x);
+    im.kick_tx(*x);
   }
   c.packets.add(limit);
   c.bytes.add(bytes);
@@ -745,7 +750,8 @@ PortStatus AfXdpPort::status() const {
       // them first is its socket's business, which the PMD does not report.
       qs.copy = CopyMode::ZeroCopy;
       qs.can_sleep = q.pmd_fd >= 0;
-      for (auto& [r, v] : q.dpdk.drops()) s.device_drops.emplace_back(r, v);
+      for (auto& [r, v] : q.dpdk.drops())
+        s.device_drops.emplace_back(r, v);
       for (auto& [k, v] : q.dpdk.xstats())
         s.device_stats.emplace_back(q.dpdk.name() + "." + k, v);
     }

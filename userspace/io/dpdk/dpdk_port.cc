@@ -44,9 +44,10 @@ Result<void> check_vhost_socket(const std::string& path) {
   bool live = s >= 0 && connect(s, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0;
   if (s >= 0) close(s);
   if (live) return fail("vhost-user socket {} is taken: another process listens on it", path);
-  return fail("vhost-user socket {} exists but nobody listens on it (left by a process that "
-              "stopped?): remove the file",
-              path);
+  return fail(
+      "vhost-user socket {} exists but nobody listens on it (left by a process that "
+      "stopped?): remove the file",
+      path);
 }
 
 bool is_eventfd(int fd) {

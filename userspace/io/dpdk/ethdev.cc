@@ -1,11 +1,10 @@
 #include "io/dpdk/ethdev.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <mutex>
 
-#include <rte_bus.h>
 #include <rte_dev.h>
-#include <rte_devargs.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <spdlog/sinks/base_sink.h>
@@ -47,7 +46,8 @@ class DpdkLogCapture {
   // ": <DPDK's last warning or error>" or empty.
   std::string reason() {
     std::string s = sink_->last_problem();
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+      s.pop_back();
     return s.empty() ? s : " (DPDK: " + s + ")";
   }
 
@@ -56,12 +56,18 @@ class DpdkLogCapture {
   std::shared_ptr<CaptureSink> sink_;
 };
 
+// "net_pcap0,rx_pcap=a.pcap" -> "net_pcap0"; "0000:03:00.0" -> itself.
 std::string device_name(const std::string& devargs) {
-  rte_devargs da{};
-  if (rte_devargs_parse(&da, devargs.c_str()) != 0) return devargs.substr(0, devargs.find(','));
-  std::string name = da.name;
-  rte_devargs_reset(&da);
-  return name;
+  return devargs.substr(0, devargs.find(','));
+}
+
+// The bus a devargs string names a device on: a PCI address, or a virtual device.
+const char* bus_of(const std::string& name) {
+  unsigned a, b, c;
+  return std::sscanf(name.c_str(), "%x:%x.%x", &a, &b, &c) == 3 ||
+                 name.find(':') != std::string::npos
+             ? "pci"
+             : "vdev";
 }
 
 }  // namespace
@@ -77,9 +83,10 @@ Result<EthDevice> EthDevice::probe(const std::string& devargs) {
   if (rc < 0) {
     std::string why = capture.reason();
     if (rc == -ENOENT || rc == -ENODEV) {
-      return fail("DPDK found no driver or device for '{}'{}: check the driver name (net_ring, "
-                  "net_pcap, net_tap, net_vhost, net_af_xdp, ...) or the PCI address",
-                  devargs, why);
+      return fail(
+          "DPDK found no driver or device for '{}'{}: check the driver name (net_ring, "
+          "net_pcap, net_tap, net_vhost, net_af_xdp, ...) or the PCI address",
+          devargs, why);
     }
     return fail("DPDK could not create '{}': {}{}", devargs, rte_strerror(-rc), why);
   }
@@ -95,11 +102,7 @@ Result<EthDevice> EthDevice::probe(const std::string& devargs) {
       break;
     }
     if (d.port_ == kNone) {
-      rte_devargs da{};
-      if (rte_devargs_parse(&da, devargs.c_str()) == 0) {
-        rte_eal_hotplug_remove(rte_bus_name(da.bus), da.name);
-        rte_devargs_reset(&da);
-      }
+      rte_eal_hotplug_remove(bus_of(name), name.c_str());
       return fail("DPDK created '{}' but it has no ethernet port", devargs);
     }
   } else {
@@ -146,7 +149,7 @@ Result<void> EthDevice::configure(const EthQueueConfig& c) {
   }
   rte_eth_conf conf{};
   const uint64_t rss_types = info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP |
-                                                           RTE_ETH_RSS_UDP | RTE_ETH_RSS_SCTP);
+                                                            RTE_ETH_RSS_UDP | RTE_ETH_RSS_SCTP);
   if (c.rss && c.queues > 1 && rss_types != 0) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_hf = rss_types;
@@ -170,7 +173,8 @@ Result<void> EthDevice::configure(const EthQueueConfig& c) {
   rx_intr_ = false;
   if (c.rx_interrupts) {
     conf.intr_conf.rxq = 1;
-    DpdkLogCapture quiet;  // a PMD without rx interrupts may complain; that is an answer, not an error
+    DpdkLogCapture
+        quiet;  // a PMD without rx interrupts may complain; that is an answer, not an error
     rc = rte_eth_dev_configure(port_, c.queues, c.queues, &conf);
     rx_intr_ = rc == 0;
   }
