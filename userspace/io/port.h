@@ -100,6 +100,8 @@ struct PortStatus {
   std::vector<std::pair<DropReason, uint64_t>> device_drops;
   // The driver's own counters, as it names them (DPDK xstats, AF_XDP XDP_STATISTICS).
   std::vector<std::pair<std::string, uint64_t>> device_stats;
+  // Facts about the device worth showing ("vhost.ring": "packed", "xdp.program": "17").
+  std::vector<std::pair<std::string, std::string>> device_info;
 };
 
 class Port {

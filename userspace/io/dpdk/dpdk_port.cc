@@ -1,5 +1,6 @@
 #include "io/dpdk/dpdk_port.h"
 
+#include <linux/virtio_config.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -7,10 +8,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_vhost.h>
 
 #include "core/log.h"
 #include "io/packet_pool.h"
@@ -50,6 +53,20 @@ Result<void> check_vhost_socket(const std::string& path) {
       path);
 }
 
+// "packed" or "split": the virtqueue layout the guest on `socket` negotiated, or "no guest".
+// The vhost library names each connection (vid) by its socket path.
+std::string vhost_ring_layout(const std::string& socket) {
+  constexpr int kMaxVhostDevices = 1024;  // RTE_MAX_VHOST_DEVICE of DPDK 22.11
+  char name[PATH_MAX];
+  for (int vid = 0; vid < kMaxVhostDevices; ++vid) {
+    if (rte_vhost_get_ifname(vid, name, sizeof(name)) != 0 || socket != name) continue;
+    uint64_t features = 0;
+    if (rte_vhost_get_negotiated_features(vid, &features) != 0) continue;
+    return features & (1ULL << VIRTIO_F_RING_PACKED) ? "packed" : "split";
+  }
+  return "no guest";
+}
+
 bool is_eventfd(int fd) {
   char link[64];
   char path[32];
@@ -85,6 +102,7 @@ Result<std::unique_ptr<DpdkPort>> DpdkPort::create(std::string name, PortId id,
   port->classify_ = o.classify;
   port->classify_.port = id;
   port->try_meta_ = o.devargs.rfind("net_af_xdp", 0) == 0;
+  if (o.devargs.rfind("net_vhost", 0) == 0) port->vhost_socket_ = devarg(o.devargs, "iface");
   port->wake_ = std::make_unique<Wake[]>(o.queues);
   port->size_counters(o.queues, o.queues);
   log::get("io")->info("port {}: DPDK {} (ethdev {}), {} queue(s), flow id from {}{}", name,
@@ -150,7 +168,9 @@ uint16_t DpdkPort::tx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept {
 int DpdkPort::arm_wakeup(uint16_t q) noexcept {
   if (!dev_.rx_interrupts()) return -1;
   uint16_t p = dev_.port();
-  if (rte_eth_dev_rx_intr_enable(p, q) != 0) return -1;
+  // -ENOTSUP: the PMD has nothing to switch on (net_tap: its queue descriptor is readable
+  // whenever a frame waits), the descriptor alone is the interrupt.
+  if (int rc = rte_eth_dev_rx_intr_enable(p, q); rc != 0 && rc != -ENOTSUP) return -1;
   int fd = rte_eth_dev_rx_intr_ctl_q_get_fd(p, q);
   // Packets that arrived before the interrupt was enabled raise none: look once more.
   int waiting = rte_eth_rx_queue_count(p, q);
@@ -196,6 +216,10 @@ PortStatus DpdkPort::status() const {
   }
   s.device_drops = dev_.drops();
   s.device_stats = dev_.xstats();
+  if (!vhost_socket_.empty()) {
+    s.device_info.emplace_back("vhost.socket", vhost_socket_);
+    s.device_info.emplace_back("vhost.ring", vhost_ring_layout(vhost_socket_));
+  }
   return s;
 }
 

@@ -71,7 +71,8 @@ class DpdkPort final : public Port {
   EthDevice dev_;
   uint16_t queues_ = 0;
   RxClassify classify_;
-  bool try_meta_ = false;  // net_af_xdp: frames may carry the steering program's metadata
+  bool try_meta_ = false;     // net_af_xdp: frames may carry the steering program's metadata
+  std::string vhost_socket_;  // net_vhost: its vhost-user socket (status: the ring layout)
   std::unique_ptr<Wake[]> wake_;
 };
 

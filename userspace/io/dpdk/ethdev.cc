@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
+#include <string_view>
+#include <vector>
 
 #include <rte_dev.h>
 #include <rte_errno.h>
@@ -19,19 +21,21 @@ namespace {
 // (runtime/eal.cc); this sink is attached to it for the duration of one probe.
 class CaptureSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
-  std::string last_problem() {
+  std::vector<std::string> problems() {
     std::lock_guard lock(mutex_);
-    return last_;
+    return problems_;
   }
 
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
-    if (msg.level >= spdlog::level::warn) last_.assign(msg.payload.data(), msg.payload.size());
+    if (msg.level >= spdlog::level::warn && problems_.size() < 16) {
+      problems_.emplace_back(msg.payload.data(), msg.payload.size());
+    }
   }
   void flush_() override {}
 
  private:
-  std::string last_;
+  std::vector<std::string> problems_;
 };
 
 class DpdkLogCapture {
@@ -43,12 +47,21 @@ class DpdkLogCapture {
     auto& sinks = logger_->sinks();
     sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
   }
-  // ": <DPDK's last warning or error>" or empty.
+  bool said(std::string_view what) {
+    for (const auto& p : sink_->problems()) {
+      if (p.find(what) != std::string::npos) return true;
+    }
+    return false;
+  }
+  // " (DPDK: <the first thing DPDK complained about>)", or empty. The first line is the cause;
+  // the ones after it are the layers above reporting the same failure.
   std::string reason() {
-    std::string s = sink_->last_problem();
+    auto all = sink_->problems();
+    if (all.empty()) return {};
+    std::string s = all.front();
     while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
       s.pop_back();
-    return s.empty() ? s : " (DPDK: " + s + ")";
+    return " (DPDK: " + s + ")";
   }
 
  private:
@@ -82,7 +95,7 @@ Result<EthDevice> EthDevice::probe(const std::string& devargs) {
   int rc = rte_dev_probe(devargs.c_str());
   if (rc < 0) {
     std::string why = capture.reason();
-    if (rc == -ENOENT || rc == -ENODEV) {
+    if (rc == -ENOENT || rc == -ENODEV || capture.said("failed to parse device")) {
       return fail(
           "DPDK found no driver or device for '{}'{}: check the driver name (net_ring, "
           "net_pcap, net_tap, net_vhost, net_af_xdp, ...) or the PCI address",
