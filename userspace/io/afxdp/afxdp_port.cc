@@ -7,12 +7,14 @@
 #include <linux/sockios.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -22,7 +24,7 @@
 #include <xdp/xsk.h>
 
 #include "core/log.h"
-#include "io/afxdp/xsk_diag.h"
+#include "io/afxdp/xsk_fds.h"
 #include "io/dpdk/ethdev.h"
 #include "io/packet_pool.h"
 
@@ -92,6 +94,80 @@ Result<uint32_t> rx_queue_count_of(int ctl, const std::string& ifname) {
   return std::max<uint32_t>(ch.rx_count + ch.combined_count, 1);
 }
 
+// DPDK 22.11's net_af_xdp does not free the buffers its socket holds when it closes: those in
+// its fill ring, and those the kernel delivered or completed that it has not read yet. They are
+// pool buffers (its UMEM is the pool), so the port reads the socket's rings itself before the
+// PMD closes and frees them after. Ring sizes: the PMD's fill ring has 4096 entries and its
+// completion ring 2048 (ETH_AF_XDP_DFLT_NUM_DESCS in 22.11), rx and tx the descriptors we gave.
+// A mapping is checked to be exactly that large (a ring twice the size would map twice as
+// long), so a PMD with other sizes is detected and its buffers left alone rather than guessed.
+constexpr uint32_t kPmdFillEntries = 4096;
+constexpr uint32_t kPmdCompEntries = 2048;
+
+class MappedRing {
+ public:
+  // Maps `entries` entries of `entry_size` bytes at `pgoff`; empty unless the ring has exactly
+  // that many entries (whole pages of them: rings below a page cannot be told apart).
+  MappedRing(int fd, uint64_t pgoff, const xdp_ring_offset& off, uint32_t entries,
+             uint32_t entry_size, bool exact)
+      : len_(off.desc + uint64_t{entries} * entry_size), off_(off), mask_(entries - 1),
+        entry_size_(entry_size) {
+    void* p = mmap(nullptr, len_, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(pgoff));
+    if (p == MAP_FAILED) return;
+    if (exact) {
+      // One page past the expected length must not map if the ring is that size.
+      void* bigger = mmap(nullptr, len_ + 4096, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(pgoff));
+      if (bigger != MAP_FAILED) {
+        munmap(bigger, len_ + 4096);
+        munmap(p, len_);
+        return;
+      }
+    }
+    base_ = static_cast<uint8_t*>(p);
+  }
+  ~MappedRing() {
+    if (base_) munmap(base_, len_);
+  }
+  bool ok() const { return base_ != nullptr; }
+  // The UMEM addresses in [consumer, producer): entries handed over and not yet taken back.
+  void collect(std::vector<uint64_t>& out) const {
+    uint32_t prod = *reinterpret_cast<const volatile uint32_t*>(base_ + off_.producer);
+    uint32_t cons = *reinterpret_cast<const volatile uint32_t*>(base_ + off_.consumer);
+    for (uint32_t i = cons; i != prod; ++i) {
+      uint64_t a;
+      std::memcpy(&a, base_ + off_.desc + uint64_t{i & mask_} * entry_size_, sizeof(a));
+      out.push_back(xsk_umem__extract_addr(a));
+    }
+  }
+
+ private:
+  uint8_t* base_ = nullptr;
+  uint64_t len_;
+  xdp_ring_offset off_;
+  uint32_t mask_;
+  uint32_t entry_size_;
+};
+
+// The UMEM addresses of every buffer the PMD's socket `fd` still holds. Empty when the rings
+// are not the sizes DPDK 22.11 uses.
+std::vector<uint64_t> pmd_held_buffers(int fd, uint32_t descriptors) {
+  std::vector<uint64_t> out;
+  xdp_mmap_offsets off{};
+  socklen_t len = sizeof(off);
+  if (getsockopt(fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &len) != 0) return out;
+  MappedRing fill(fd, XDP_UMEM_PGOFF_FILL_RING, off.fr, kPmdFillEntries, sizeof(uint64_t), true);
+  MappedRing comp(fd, XDP_UMEM_PGOFF_COMPLETION_RING, off.cr, kPmdCompEntries, sizeof(uint64_t),
+                  true);
+  MappedRing rx(fd, XDP_PGOFF_RX_RING, off.rx, descriptors, sizeof(xdp_desc), false);
+  MappedRing tx(fd, XDP_PGOFF_TX_RING, off.tx, descriptors, sizeof(xdp_desc), false);
+  if (!fill.ok() || !comp.ok() || !rx.ok() || !tx.ok()) return out;
+  fill.collect(out);
+  comp.collect(out);
+  rx.collect(out);
+  tx.collect(out);
+  return out;
+}
+
 }  // namespace
 
 struct AfXdpPort::Impl {
@@ -114,6 +190,10 @@ struct AfXdpPort::Impl {
   }
 
   Result<void> setup_dpdk_queue(Queue& q, const std::string& port_name, PortId id);
+  // rx/tx descriptors of the DPDK-owned queues' devices (the PMD's AF_XDP ring sizes).
+  uint16_t pmd_descriptors() const noexcept {
+    return static_cast<uint16_t>(std::min<uint32_t>(opt.ring_size, 32768));
+  }
   Result<void> open_sockets();
   // Binds every vecflow-owned queue's socket in one mode; -errno of the first failure.
   int bind_sockets(uint16_t mode, uint16_t& failed_queue);
@@ -139,7 +219,16 @@ AfXdpPort::~AfXdpPort() {
     bpf_xdp_query_opts qopts{};
     qopts.sz = sizeof(qopts);
     bpf_xdp_query(impl_->ifindex, 0, &qopts);
+    // stop() took the socket out of the XSKMAP: the kernel no longer fills its rings.
+    std::vector<uint64_t> held = pmd_held_buffers(q.pmd_fd, impl_->pmd_descriptors());
     q.dpdk.close();
+    for (uint64_t addr : held) {
+      if (addr < impl_->pool->bytes()) rte_pktmbuf_free(impl_->pool->mbuf_of(addr));
+    }
+    if (held.empty()) {
+      log::get("io")->warn("port {}: could not read the rings of {}; its buffers stay taken",
+                           name(), q.dpdk.name());
+    }
     uint32_t after = 0;
     bpf_xdp_query_id(impl_->ifindex, 0, &after);
     if (before != 0 && after == 0) {
@@ -244,13 +333,14 @@ Result<void> AfXdpPort::Impl::setup_dpdk_queue(Queue& q, const std::string& port
   std::string args = fmt::format("{},iface={},start_queue={},queue_count=1,busy_budget={}", dev,
                                  ifname, q.device_queue, opt.busy_poll ? opt.busy_poll_budget : 0);
   if (!opt.dpdk_xdp_prog.empty()) args += ",xdp_prog=" + opt.dpdk_xdp_prog;
+  const std::set<int> before = open_xsk_fds();
   auto d = EthDevice::probe(args);
   if (!d)
     return fail("port {}: DPDK-owned queue {}: {}", port_name, q.device_queue, d.error().message);
   q.dpdk = std::move(*d);
   EthQueueConfig c;
   c.queues = 1;
-  c.rx_descriptors = static_cast<uint16_t>(std::min<uint32_t>(opt.ring_size, 32768));
+  c.rx_descriptors = pmd_descriptors();
   c.tx_descriptors = c.rx_descriptors;
   c.pool = pool->mempool();
   c.rss = false;
@@ -276,19 +366,18 @@ Result<void> AfXdpPort::Impl::setup_dpdk_queue(Queue& q, const std::string& port
                   ifname, err_text(rc));
     }
   }
-  auto bound = find_bound_xsks(ifindex);
-  if (!bound) {
+  // The device's one socket is the AF_XDP socket that appeared while it was set up.
+  std::vector<int> fresh;
+  for (int fd : open_xsk_fds()) {
+    if (!before.count(fd)) fresh.push_back(fd);
+  }
+  if (fresh.size() != 1) {
+    std::string name = q.dpdk.name();
     q.dpdk.close();
-    return fail("port {}: {}", port_name, bound.error().message);
+    return fail("port {}: expected one AF_XDP socket from {} for queue {}, found {}", port_name,
+                name, q.device_queue, fresh.size());
   }
-  for (const auto& b : *bound) {
-    if (b.queue_id == q.device_queue) q.pmd_fd = b.fd;
-  }
-  if (q.pmd_fd < 0) {
-    q.dpdk.close();
-    return fail("port {}: {} made no AF_XDP socket on queue {}", port_name, q.dpdk.name(),
-                q.device_queue);
-  }
+  q.pmd_fd = fresh.front();
   return {};
 }
 
