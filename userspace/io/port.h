@@ -83,6 +83,10 @@ struct QueueStatus {
   uint64_t rx_packets = 0, rx_bytes = 0, sleeps = 0;
   uint64_t tx_packets = 0, tx_bytes = 0, tx_refused = 0, tx_copies = 0;
   uint64_t to_kernel = 0, to_kernel_bytes = 0;
+  // Pool buffers lent to the kernel by this queue's AF_XDP socket right now (fill ring and
+  // frames not yet read back, transmissions not yet completed). Constant when idle: the fill
+  // ring is kept full. 0 for queues without a socket of vecflow's.
+  uint64_t kernel_buffers = 0;
   std::vector<std::pair<DropReason, uint64_t>> drops;  // non-zero reasons only
 };
 

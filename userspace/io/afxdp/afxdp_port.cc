@@ -110,13 +110,16 @@ class MappedRing {
   // that many entries (whole pages of them: rings below a page cannot be told apart).
   MappedRing(int fd, uint64_t pgoff, const xdp_ring_offset& off, uint32_t entries,
              uint32_t entry_size, bool exact)
-      : len_(off.desc + uint64_t{entries} * entry_size), off_(off), mask_(entries - 1),
+      : len_(off.desc + uint64_t{entries} * entry_size),
+        off_(off),
+        mask_(entries - 1),
         entry_size_(entry_size) {
     void* p = mmap(nullptr, len_, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(pgoff));
     if (p == MAP_FAILED) return;
     if (exact) {
       // One page past the expected length must not map if the ring is that size.
-      void* bigger = mmap(nullptr, len_ + 4096, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(pgoff));
+      void* bigger =
+          mmap(nullptr, len_ + 4096, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(pgoff));
       if (bigger != MAP_FAILED) {
         munmap(bigger, len_ + 4096);
         munmap(p, len_);
@@ -817,6 +820,13 @@ PortStatus AfXdpPort::status() const {
       qs.served_by = fmt::format("xsk fd {}", q.xsk->fd);
       qs.copy = q.xsk->zero_copy ? CopyMode::ZeroCopy : CopyMode::Copy;
       qs.can_sleep = true;
+      // Free-running ring indices, shared with the kernel and readable from any thread: every
+      // buffer put in the fill ring comes back through the rx ring, every transmitted one
+      // through the completion ring.
+      auto idx = [](const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); };
+      const Xsk& x = *q.xsk;
+      qs.kernel_buffers = static_cast<uint32_t>(idx(x.fq.producer) - idx(x.rx.consumer)) +
+                          static_cast<uint32_t>(idx(x.tx.producer) - idx(x.cq.consumer));
       xdp_statistics st{};
       socklen_t len = sizeof(st);
       if (getsockopt(q.xsk->fd, SOL_XDP, XDP_STATISTICS, &st, &len) == 0) {
