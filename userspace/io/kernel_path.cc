@@ -1,9 +1,11 @@
 #include "io/kernel_path.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <linux/if_tun.h>
 #include <net/if.h>
 #include <net/if_arp.h>
+#include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -23,6 +25,9 @@ namespace {
 // Segments of one packet written with one writev; longer chains are refused (the caller drops
 // them). Chains that long do not occur with a 2 KiB data room below 64 KiB frames.
 constexpr unsigned kMaxSegments = 32;
+
+// The one IPv4 address of every exception-path TAP (see create()).
+constexpr const char* kTapAddress = "169.254.255.254";
 
 bool write_sysctl(const std::string& path, const char* value) {
   std::ofstream f(path);
@@ -62,6 +67,23 @@ Result<std::unique_ptr<KernelPath>> KernelPath::create(const std::string& name, 
   }
   int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0) return fail("kernel path: socket: {}", strerror(errno));
+  // The reverse-path filter rejects every packet arriving on an interface without an IPv4
+  // address, in loose mode too (and distributions turn it on for all interfaces). A /32 from
+  // the link-local range gives the TAP one that routes nothing and is never a source address
+  // for traffic leaving through other interfaces.
+  ifreq addr{};
+  std::strncpy(addr.ifr_name, name.c_str(), IFNAMSIZ - 1);
+  auto* sin = reinterpret_cast<sockaddr_in*>(&addr.ifr_addr);
+  sin->sin_family = AF_INET;
+  inet_pton(AF_INET, kTapAddress, &sin->sin_addr);
+  if (ioctl(s, SIOCSIFADDR, &addr) != 0) {
+    int err = errno;
+    close(s);
+    return fail("kernel path: cannot give TAP '{}' its address {}: {}", name, kTapAddress,
+                strerror(err));
+  }
+  inet_pton(AF_INET, "255.255.255.255", &sin->sin_addr);
+  ioctl(s, SIOCSIFNETMASK, &addr);
   ifreq ifr{};
   std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
   ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;

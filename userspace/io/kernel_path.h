@@ -2,12 +2,13 @@
 // reach the kernel stack.
 //
 // The TAP carries the port's MAC address, so the frames (addressed to the port) are taken as
-// "for this host"; it has no IP address of its own and generates no IPv6 link-local address.
-// The kernel delivers what arrives on it to its local addresses (Linux accepts a packet for any
-// of its addresses on any interface) and answers through its normal routes, so replies leave
-// through the kernel interface itself. Its reverse-path filter is set to loose, since the
-// senders are routed through the port's interface, not through the TAP. What the kernel sends
-// out through the TAP is not read: nothing is routed there.
+// "for this host". The kernel delivers what arrives on it to its local addresses (Linux accepts
+// a packet for any of its addresses on any interface) and answers through its normal routes, so
+// replies leave through the kernel interface itself. Its reverse-path filter is set to loose,
+// since the senders are routed through the port's interface, not through the TAP; and as that
+// filter drops everything arriving on an interface without an IPv4 address, the TAP gets the
+// link-local 169.254.255.254/32, which routes nothing. It generates no IPv6 link-local
+// address. What the kernel sends out through the TAP is not read: nothing is routed there.
 //
 // One TAP queue (IFF_MULTI_QUEUE file descriptor) per port tx queue, so lcores never share one.
 #pragma once

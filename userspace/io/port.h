@@ -159,8 +159,8 @@ class Port {
   // Creates the exception path: a TAP interface `tap_name` (default "vfk<id>-<name>", cut to
   // 15 characters) with the port's MAC, one queue per tx queue. Packets handed to it arrive in
   // the kernel as if received on that TAP; the kernel accepts those for its own addresses
-  // (weak host model; the TAP's reverse-path filter is set to loose) and answers through its
-  // normal routes. Call before start(); the TAP lives as long as the port.
+  // (weak host model) and answers through its normal routes (io/kernel_path.h). Call before
+  // start(); the TAP lives as long as the port.
   Result<void> enable_kernel_path(std::string tap_name = {});
   const KernelPath* kernel_path() const noexcept { return kernel_.get(); }
 
