@@ -312,4 +312,74 @@ TEST(AfXdpPort, StartUpErrorsNameThePortAndLeaveNothing) {
   EXPECT_EQ(pool.in_use(), idle) << "failed starts must not keep buffers";
 }
 
+// Busy polling asked for: the socket options are set and frames flow; and 4096-byte buffers
+// (frame_size: 4096) make 4096-byte UMEM chunks.
+TEST(AfXdpPort, BusyPollingAndLargeFrames) {
+  VECFLOW_REQUIRE_NETNS();
+  test_pool();  // EAL
+  PacketPoolOptions po;
+  po.name = "vpo_pool_4k";
+  po.mbufs = 8192;
+  po.frame_size = 4096;
+  auto pool = PacketPool::create(po);
+  ASSERT_TRUE(pool) << pool.error().message;
+  Rig rig;
+  // Room for 3 KB frames, below what veth's XDP allows without multi-buffer support.
+  ASSERT_EQ(rig.lab.run(std::string("ip link set mtu 3200 dev ") + VethLab::a +
+                        " && ip link set mtu 3200 dev " + VethLab::b),
+            0);
+  ASSERT_TRUE(rig.enter());
+  TestXdp xdp(rig.ifindex, TestXdp::Kind::LibxdpDefault);
+  ASSERT_TRUE(xdp.ok()) << xdp.error();
+  AfXdpOptions o = options();
+  o.busy_poll = true;
+  o.busy_poll_budget = 32;
+  o.busy_poll_timeout_us = 20;
+  auto port = AfXdpPort::create("wan", kPort, o, **pool);
+  ASSERT_TRUE(port) << port.error().message;
+  ASSERT_TRUE((*port)->set_xsks_map(xdp.map_fd()));
+  ASSERT_TRUE((*port)->start());
+  EXPECT_TRUE((*port)->status().queues[0].busy_poll);
+  RawSocket peer(VethLab::b);
+  Bytes big = udp_frame(1, 9, 3000);  // fits a 4096-byte buffer, not a 2048-byte one
+  ASSERT_TRUE(peer.send(big));
+  auto got = receive(**port, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(mbuf_bytes(got[0]), big);
+  EXPECT_EQ((*pool)->frame_addr(got[0]) % 4096, 0u);
+  ASSERT_EQ((*port)->tx_burst(0, got.data(), 1), 1);
+  auto back = peer.recv(2000);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, big);
+  (*port)->stop();
+  EXPECT_EQ((*pool)->in_use(), 0u);
+}
+
+TEST(AfXdpPort, ZeroCopyDemandedWhereTheDriverHasNone) {
+  VECFLOW_REQUIRE_NETNS();
+  PacketPool& pool = test_pool();
+  Rig rig;
+  ASSERT_TRUE(rig.enter());
+  TestXdp xdp(rig.ifindex, TestXdp::Kind::LibxdpDefault);
+  ASSERT_TRUE(xdp.ok()) << xdp.error();
+  const uint32_t idle = pool.in_use();
+  AfXdpOptions o = options();
+  o.bind = XskBind::ZeroCopy;
+  auto port = AfXdpPort::create("wan", kPort, o, pool);
+  ASSERT_TRUE(port) << port.error().message;
+  ASSERT_TRUE((*port)->set_xsks_map(xdp.map_fd()));
+  auto s = (*port)->start();
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("port wan"));
+  EXPECT_THAT(s.error().message, HasSubstr("zero-copy mode"));
+  EXPECT_EQ(pool.in_use(), idle);
+  // mode: auto on the same driver falls back to copy and says so.
+  o.bind = XskBind::Auto;
+  auto fallback = AfXdpPort::create("wan", kPort, o, pool);
+  ASSERT_TRUE(fallback);
+  ASSERT_TRUE((*fallback)->set_xsks_map(xdp.map_fd()));
+  ASSERT_TRUE((*fallback)->start());
+  EXPECT_EQ((*fallback)->status().queues[0].copy, CopyMode::Copy);
+}
+
 }  // namespace

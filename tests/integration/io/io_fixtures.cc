@@ -5,7 +5,10 @@
 #include <linux/if_packet.h>
 #include <net/if.h>
 #include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -170,6 +173,29 @@ rte_mbuf* mbuf_of(PacketPool& pool, const Bytes& frame) {
   char* p = rte_pktmbuf_append(m, static_cast<uint16_t>(frame.size()));
   std::memcpy(p, frame.data(), frame.size());
   return m;
+}
+
+Background::Background(const std::string& command) {
+  std::string line = "exec " + command;
+  const char* argv[] = {"/bin/sh", "-c", line.c_str(), nullptr};
+  pid_t pid;
+  if (posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) ==
+      0) {
+    pid_ = pid;
+  }
+}
+
+Background::~Background() {
+  stop();
+}
+
+int Background::stop() {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 std::string built_tool(const std::string& name) {

@@ -98,4 +98,20 @@ rte_mbuf* mbuf_of(PacketPool& pool, const Bytes& frame);
 // Path of a built helper program (trafgen, the virtio-user peer).
 std::string built_tool(const std::string& name);
 
+// A shell command running in the background as a child of the test (`exec`ed, so the child is
+// the command itself). The destructor stops it (SIGTERM) and reaps it.
+class Background {
+ public:
+  explicit Background(const std::string& command);
+  ~Background();
+  Background(const Background&) = delete;
+  Background& operator=(const Background&) = delete;
+  bool ok() const { return pid_ > 0; }
+  // Sends SIGTERM and waits; returns the exit status (or -1).
+  int stop();
+
+ private:
+  int pid_ = -1;
+};
+
 }  // namespace vecflow::test

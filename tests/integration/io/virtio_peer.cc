@@ -143,6 +143,14 @@ int main(int argc, char** argv) {
     die("cannot start net_virtio_user");
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  // Frames sent before the backend is ready are dropped by it: wait for the link first.
+  for (;;) {
+    rte_eth_link link{};
+    rte_eth_link_get_nowait(port, &link);
+    if (link.link_status == RTE_ETH_LINK_UP || g_stop) break;
+    if (std::chrono::steady_clock::now() > deadline) die("the vhost-user backend never came up");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 
   // Inject `count` frames (retrying while the ring is full or the backend not ready).
   uint64_t sent = 0;
@@ -175,7 +183,10 @@ int main(int argc, char** argv) {
     while (!g_stop) {
       uint16_t n = rte_eth_rx_burst(port, 0, burst, 64);
       if (n == 0) continue;
-      uint16_t out = rte_eth_tx_burst(port, 0, burst, n);
+      // Retried while the backend's ring is full, so the circulating frames keep their number.
+      uint16_t out = 0;
+      for (int tries = 0; out < n && tries < 1000 && !g_stop; ++tries)
+        out += rte_eth_tx_burst(port, 0, burst + out, static_cast<uint16_t>(n - out));
       for (uint16_t i = out; i < n; ++i)
         rte_pktmbuf_free(burst[i]);
       reflected += out;

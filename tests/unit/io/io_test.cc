@@ -15,6 +15,7 @@
 #include "core/parse.h"
 #include "io/packet_pool.h"
 #include "io/port.h"
+#include "io/port_factory.h"
 #include "io/rx_classify.h"
 #include "io/wakeup.h"
 #include "support/eal_env.h"
@@ -110,10 +111,19 @@ TEST(RxClassify, MetadataGivesWhatASoftwareParseGives) {
   c.port = PortId{9};
   std::vector<Bytes> frames = {
       FrameBuilder().ipv4(ip4(10, 0, 0, 1), ip4(10, 0, 0, 2), 6, 8).tcp(1, 2).build(),
-      FrameBuilder().vlan(5).vlan(6, 0x88a8).ipv4(ip4(1, 2, 3, 4), ip4(5, 6, 7, 8), 17).udp(3, 4).build(),
+      FrameBuilder()
+          .vlan(5)
+          .vlan(6, 0x88a8)
+          .ipv4(ip4(1, 2, 3, 4), ip4(5, 6, 7, 8), 17)
+          .udp(3, 4)
+          .build(),
       FrameBuilder().ipv6(ip6("2001:db8::1"), ip6("2001:db8::2"), 58).icmp(128).build(),
       FrameBuilder().ipv4(ip4(10, 0, 0, 1), ip4(10, 0, 0, 2), 17, 0, 0x2001).udp(1, 2).build(),
-      FrameBuilder().ipv6(ip6("2001:db8::1"), ip6("2001:db8::2"), 0).ext6(0, 132).sctp(7, 8).build(),
+      FrameBuilder()
+          .ipv6(ip6("2001:db8::1"), ip6("2001:db8::2"), 0)
+          .ext6(0, 132)
+          .sctp(7, 8)
+          .build(),
   };
   for (const Bytes& f : frames) {
     ParsedFrame parsed;
@@ -238,6 +248,36 @@ TEST(PortBase, StatusCountsQueuesAndNamesModes) {
   EXPECT_EQ(to_string(CopyMode::ZeroCopy), "zero-copy");
   rte_mbuf* m = nullptr;
   EXPECT_EQ(port.to_kernel(0, &m, 1), 0) << "no kernel path: nothing taken";
+}
+
+TEST(PortFactory, PortsAndPoolFromTheApplianceFile) {
+  PacketPool& p = pool();
+  auto cfg = config::load_config_text(
+      "dpdk: {mbufs: 8192, mbuf_cache: 64}\n"
+      "ports:\n"
+      "  - {name: wan, type: afxdp, interface: vpnosuch9, frame_size: 4096}\n"
+      "  - {name: lan, type: dpdk, devargs: net_ring7, queues: 2}\n"
+      "steering: {malformed: pass, symmetric_hash: false}\n"
+      "scheduler: {flow_id: software}\n",
+      "t.yaml");
+  ASSERT_TRUE(cfg);
+  PacketPoolOptions po = pool_options(*cfg);
+  EXPECT_EQ(po.mbufs, 8192u);
+  EXPECT_EQ(po.cache, 64u);
+  EXPECT_EQ(po.frame_size, 4096u) << "the largest afxdp frame_size";
+  PortEnvironment env = port_environment(*cfg);
+  EXPECT_FALSE(env.drop_malformed);
+  EXPECT_FALSE(env.symmetric_hash);
+  EXPECT_EQ(env.flow_id, FlowIdFrom::Software);
+  env.pool = &p;
+  auto wan = create_port(cfg->ports[0], PortId{0}, env);
+  ASSERT_FALSE(wan);
+  EXPECT_THAT(wan.error().message, testing::HasSubstr("port wan: interface 'vpnosuch9'"));
+  auto lan = create_port(cfg->ports[1], PortId{1}, env);
+  ASSERT_TRUE(lan) << lan.error().message;
+  EXPECT_EQ((*lan)->kind(), "dpdk");
+  EXPECT_EQ((*lan)->rx_queue_count(), 2);
+  EXPECT_EQ((*lan)->name(), "lan");
 }
 
 }  // namespace
