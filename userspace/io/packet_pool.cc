@@ -24,7 +24,6 @@ Result<std::unique_ptr<PacketPool>> PacketPool::create(const PacketPoolOptions& 
   const uint32_t count = (o.mbufs + per_page - 1) / per_page * per_page;
 
   auto pool = std::unique_ptr<PacketPool>(new PacketPool());
-  pool->name_ = o.name;
   pool->count_ = count;
   pool->frame_size_ = o.frame_size;
 

@@ -57,7 +57,6 @@ class PacketPool {
   PacketPool& operator=(const PacketPool&) = delete;
 
   rte_mempool* mempool() const noexcept { return mp_; }
-  const std::string& name() const noexcept { return name_; }
   uint32_t count() const noexcept { return count_; }
   uint32_t frame_size() const noexcept { return frame_size_; }
   // Data room of each mbuf (RTE_PKTMBUF_HEADROOM included), as rte_pktmbuf_data_room_size().
@@ -70,7 +69,6 @@ class PacketPool {
   // Buffers currently taken from the pool (handed to a ring, a socket, or in flight). Exact
   // when no lcore is inside an alloc or free (per-lcore caches are counted as free).
   uint32_t in_use() const noexcept;
-  uint32_t available() const noexcept { return count_ - in_use(); }
 
   bool owns(const rte_mbuf* m) const noexcept { return m->pool == mp_; }
   // UMEM address of the frame holding `m` (its chunk's first byte).
@@ -105,11 +103,9 @@ class PacketPool {
   // Frees every buffer still lent under `tag` and retires the tag; returns how many. Call
   // only once nothing can return buffers under this tag any more (its sockets are closed).
   uint32_t close_lender(uint16_t tag);
-  static bool is_lent(const rte_mbuf* m) noexcept { return m->port >= kLentTagBase; }
 
  private:
   PacketPool() = default;
-  std::string name_;
   rte_mempool* mp_ = nullptr;
   const rte_memzone* mz_ = nullptr;
   uint8_t* base_ = nullptr;

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include <rte_mbuf.h>
+#include <rte_prefetch.h>
 
 #include "core/drop_reason.h"
 #include "core/ids.h"
@@ -38,6 +39,18 @@ inline const vf_xdp_meta* take_xdp_meta(rte_mbuf* m) noexcept {
   if (md->magic != VF_XDP_META_MAGIC) return nullptr;
   md->magic = 0;
   return md;
+}
+
+// How far ahead of the packet being classified the next one's lines are prefetched: far
+// enough to hide a memory access behind the classification of a few packets (~20 ns each),
+// near enough that the lines are still in L1 when their turn comes.
+inline constexpr uint16_t kPrefetchAhead = 4;
+
+// Brings in what classify_rx touches: the mbuf's second line (l2_len, l3_len, PacketMeta) and
+// the first bytes of the frame with the metadata in front of it.
+inline void prefetch_rx(const rte_mbuf* m) noexcept {
+  rte_prefetch0(reinterpret_cast<const uint8_t*>(m) + RTE_CACHE_LINE_SIZE);
+  rte_prefetch0(rte_pktmbuf_mtod_offset(m, const uint8_t*, -int(sizeof(vf_xdp_meta))));
 }
 
 // RTE_PTYPE_* described by XDP metadata (the same mapping core/parse.h applies to a parse).

@@ -29,7 +29,6 @@ class QueueWakeups {
   ~QueueWakeups();
 
   void add(Port* port, uint16_t queue);
-  size_t size() const noexcept { return queues_.size(); }
 
   // Arms every queue and returns a descriptor readable when any of them has packets, or -1 if
   // one of them cannot be armed (then none stays armed and the lcore keeps napping).

@@ -672,15 +672,18 @@ uint16_t AfXdpPort::rx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
     }
     xsk_ring_cons__release(&x->rx, got);
     im.refill(*x);
-  } else {
+  } else if (q.dpdk.valid()) {
     got = rte_eth_rx_burst(q.dpdk.port(), 0, pkts, n);
     if (got == 0) return 0;
+  } else {
+    return 0;  // stopped
   }
   // Metadata, or one software parse; malformed frames are dropped here and counted.
   uint16_t kept = 0;
   uint64_t bytes = 0;
   for (uint16_t i = 0; i < got; ++i) {
     rte_mbuf* m = pkts[i];
+    if (i + kPrefetchAhead < got) prefetch_rx(pkts[i + kPrefetchAhead]);
     if (auto bad = classify_rx(m, im.opt.classify, true)) {
       c.drops.add(*bad);
       rte_pktmbuf_free(m);
@@ -859,14 +862,6 @@ PortStatus AfXdpPort::status() const {
   if (fill_empty) s.device_drops.emplace_back(DropReason::NOMBUF, fill_empty);
   if (too_big) s.device_drops.emplace_back(DropReason::FRAME_TOO_BIG, too_big);
   return s;
-}
-
-const std::string& AfXdpPort::interface() const noexcept {
-  return impl_->ifname;
-}
-
-int AfXdpPort::ifindex() const noexcept {
-  return impl_->ifindex;
 }
 
 }  // namespace vecflow

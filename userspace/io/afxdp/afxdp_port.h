@@ -92,9 +92,6 @@ class AfXdpPort final : public Port {
   void disarm_wakeup(uint16_t q) noexcept override;
   PortStatus status() const override;
 
-  const std::string& interface() const noexcept;
-  int ifindex() const noexcept;
-
   struct Impl;
 
  private:

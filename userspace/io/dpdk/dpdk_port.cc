@@ -136,6 +136,7 @@ uint16_t DpdkPort::rx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept {
   uint64_t bytes = 0;
   for (uint16_t i = 0; i < got; ++i) {
     rte_mbuf* m = pkts[i];
+    if (i + kPrefetchAhead < got) prefetch_rx(pkts[i + kPrefetchAhead]);
     if (auto bad = classify_rx(m, classify_, try_meta_)) {
       c.drops.add(*bad);
       rte_pktmbuf_free(m);

@@ -57,7 +57,6 @@ class DpdkPort final : public Port {
 
   // DPDK's port id of the device (not vecflow's PortId).
   uint16_t ethdev() const noexcept { return dev_.port(); }
-  const std::string& device_name() const noexcept { return dev_.name(); }
 
  private:
   DpdkPort(std::string name, PortId id) : Port(std::move(name), id) {}

@@ -104,7 +104,6 @@ Result<EthDevice> EthDevice::probe(const std::string& devargs) {
     return fail("DPDK could not create '{}': {}{}", devargs, rte_strerror(-rc), why);
   }
   EthDevice d;
-  d.devargs_ = devargs;
   d.name_ = name;
   uint16_t port;
   if (rte_eth_dev_get_port_by_name(name.c_str(), &port) != 0) {
@@ -129,7 +128,6 @@ EthDevice& EthDevice::operator=(EthDevice&& o) noexcept {
     close();
     port_ = std::exchange(o.port_, kNone);
     name_ = std::move(o.name_);
-    devargs_ = std::move(o.devargs_);
     started_ = std::exchange(o.started_, false);
     rss_hash_ = o.rss_hash_;
     rx_intr_ = o.rx_intr_;

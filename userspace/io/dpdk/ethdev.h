@@ -39,13 +39,11 @@ class EthDevice {
   bool valid() const noexcept { return port_ != kNone; }
   uint16_t port() const noexcept { return port_; }
   const std::string& name() const noexcept { return name_; }
-  const std::string& devargs() const noexcept { return devargs_; }
 
   // Queues, descriptors, RSS and rx interrupts. Fails naming what the device cannot give.
   Result<void> configure(const EthQueueConfig& c);
   Result<void> start();
   void stop() noexcept;
-  bool started() const noexcept { return started_; }
   bool rss_hash() const noexcept { return rss_hash_; }
   bool rx_interrupts() const noexcept { return rx_intr_; }
 
@@ -63,7 +61,6 @@ class EthDevice {
   static constexpr uint16_t kNone = 0xffff;
   uint16_t port_ = kNone;
   std::string name_;
-  std::string devargs_;
   bool started_ = false;
   bool rss_hash_ = false;
   bool rx_intr_ = false;
