@@ -67,8 +67,7 @@ inline void apply_xdp_meta(rte_mbuf* m, const vf_xdp_meta& md) noexcept {
     m->vlan_tci = md.vlan_tci;
     m->ol_flags |= RTE_MBUF_F_RX_VLAN;
   }
-  // PacketMeta keeps 16 bits of rule id (core/packet.h); rule ids past that read as "none".
-  meta(m).steer_rule = md.rule_id < kNoRule ? static_cast<uint16_t>(md.rule_id) : kNoRule;
+  meta(m).steer_rule = md.rule_id;
 }
 
 // Finishes a frame received on `c.port`: port id, reset PacketMeta, then the flow id and

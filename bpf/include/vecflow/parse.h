@@ -13,6 +13,8 @@
  *
  * Pointers are plain `const __u8 *`: in BPF they are the packet pointers the verifier tracks
  * (each comparison against `end` proves the following read), in user space ordinary memory.
+ * The verifier learns a packet range only from a comparison with the frame's end, not with
+ * an end computed from a length field; so every read is checked against both (VF_NEED).
  */
 #ifndef VECFLOW_PARSE_H
 #define VECFLOW_PARSE_H
@@ -86,6 +88,13 @@ struct vf_parsed {
   __u8 flags; /* VF_PARSED_* */
 };
 
+/* Returns `reason` unless `n` bytes at `p` lie before both the frame's `end` and `limit`
+ * (the end the IP length gives, never past `end`). */
+#define VF_NEED(p, n, limit, reason)                             \
+  do {                                                           \
+    if ((p) + (n) > end || (p) + (n) > (limit)) return (reason); \
+  } while (0)
+
 /* Parse succeeded. Any other return value is the vf_drop_reason of the malformed frame. */
 #define VF_PARSE_OK (-1)
 
@@ -93,32 +102,32 @@ VF_INLINE __u16 vf_be16(const __u8* p) {
   return (__u16)(((__u16)p[0] << 8) | p[1]);
 }
 
-
 /* Reads the L4 header at `l4` that must end by `l4_end` (the IP length's end, itself within
  * the frame). Fragments other than the first never get here. */
-VF_INLINE int vf_parse_l4(const __u8* l4, const __u8* l4_end, __u8 proto, struct vf_parsed* out) {
+VF_INLINE int vf_parse_l4(const __u8* l4, const __u8* l4_end, const __u8* end, __u8 proto,
+                          struct vf_parsed* out) {
   switch (proto) {
     case VF_IPPROTO_TCP: {
-      if (l4 + VF_TCP_HLEN > l4_end) return VF_DROP_TCP_TRUNCATED;
+      VF_NEED(l4, VF_TCP_HLEN, l4_end, VF_DROP_TCP_TRUNCATED);
       __u16 doff = (__u16)((l4[12] >> 4) * 4);
       if (doff < VF_TCP_HLEN || l4 + doff > l4_end) return VF_DROP_TCP_BAD_DOFF;
       out->l4_len = doff;
       break;
     }
     case VF_IPPROTO_UDP: {
-      if (l4 + VF_UDP_HLEN > l4_end) return VF_DROP_UDP_TRUNCATED;
+      VF_NEED(l4, VF_UDP_HLEN, l4_end, VF_DROP_UDP_TRUNCATED);
       __u16 len = vf_be16(l4 + 4);
       if (len < VF_UDP_HLEN || l4 + len > l4_end) return VF_DROP_UDP_BAD_LEN;
       out->l4_len = VF_UDP_HLEN;
       break;
     }
     case VF_IPPROTO_SCTP:
-      if (l4 + VF_SCTP_HLEN > l4_end) return VF_DROP_SCTP_TRUNCATED;
+      VF_NEED(l4, VF_SCTP_HLEN, l4_end, VF_DROP_SCTP_TRUNCATED);
       out->l4_len = VF_SCTP_HLEN;
       break;
     case VF_IPPROTO_ICMP:
     case VF_IPPROTO_ICMPV6:
-      if (l4 + VF_ICMP_HLEN > l4_end) return VF_DROP_ICMP_TRUNCATED;
+      VF_NEED(l4, VF_ICMP_HLEN, l4_end, VF_DROP_ICMP_TRUNCATED);
       out->l4_len = VF_ICMP_HLEN;
       return VF_PARSE_OK;
     default:
@@ -153,7 +162,7 @@ VF_INLINE int vf_parse_ipv4(const __u8* ip, const __u8* end, struct vf_parsed* o
       return VF_PARSE_OK;
     }
   }
-  return vf_parse_l4(ip + hlen, ip + tot_len, ip[9], out);
+  return vf_parse_l4(ip + hlen, ip + tot_len, end, ip[9], out);
 }
 
 VF_INLINE int vf_parse_ipv6(const __u8* ip, const __u8* end, struct vf_parsed* out) {
@@ -169,22 +178,22 @@ VF_INLINE int vf_parse_ipv6(const __u8* ip, const __u8* end, struct vf_parsed* o
   __u8 next = ip[6];
   const __u8* p = ip + VF_IPV6_HLEN;
   int later_fragment = 0;
-VF_UNROLL
+  VF_UNROLL
   for (int i = 0; i < VF_MAX_IPV6_EXT; i++) {
     __u16 len;
     switch (next) {
       case VF_IPPROTO_HOPOPTS:
       case VF_IPPROTO_ROUTING:
       case VF_IPPROTO_DSTOPTS:
-        if (p + 2 > ip_end) return VF_DROP_IPV6_EXT_TRUNCATED;
+        VF_NEED(p, 2, ip_end, VF_DROP_IPV6_EXT_TRUNCATED);
         len = (__u16)((p[1] + 1) * 8);
         break;
       case VF_IPPROTO_AH:
-        if (p + 2 > ip_end) return VF_DROP_IPV6_EXT_TRUNCATED;
+        VF_NEED(p, 2, ip_end, VF_DROP_IPV6_EXT_TRUNCATED);
         len = (__u16)((p[1] + 2) * 4);
         break;
       case VF_IPPROTO_FRAGMENT:
-        if (p + 8 > ip_end) return VF_DROP_IPV6_EXT_TRUNCATED;
+        VF_NEED(p, 8, ip_end, VF_DROP_IPV6_EXT_TRUNCATED);
         len = 8;
         out->flags |= VF_PARSED_FRAGMENT;
         if (vf_be16(p + 2) & 0xfff8) later_fragment = 1;
@@ -192,7 +201,7 @@ VF_UNROLL
       default:
         goto done;
     }
-    if (p + len > ip_end) return VF_DROP_IPV6_EXT_TRUNCATED;
+    VF_NEED(p, len, ip_end, VF_DROP_IPV6_EXT_TRUNCATED);
     next = p[0];
     p += len;
   }
@@ -212,7 +221,7 @@ done:
     out->flags |= VF_PARSED_LATER_FRAG;
     return VF_PARSE_OK;
   }
-  return vf_parse_l4(p, ip_end, next, out);
+  return vf_parse_l4(p, ip_end, end, next, out);
 }
 
 /* Parses the frame [data, end). Fills *out (zeroed first) and returns VF_PARSE_OK, or the
@@ -222,7 +231,7 @@ VF_INLINE int vf_parse_frame(const __u8* data, const __u8* end, struct vf_parsed
   if (data + VF_ETH_HLEN > end) return VF_DROP_L2_TRUNCATED;
   const __u8* p = data + VF_ETH_HLEN;
   __u16 proto = vf_be16(data + 12);
-VF_UNROLL
+  VF_UNROLL
   for (int i = 0; i < VF_MAX_VLAN_TAGS; i++) {
     if (proto != VF_ETH_P_8021Q && proto != VF_ETH_P_8021AD) break;
     if (p + VF_VLAN_HLEN > end) return VF_DROP_VLAN_TRUNCATED;
@@ -250,5 +259,7 @@ VF_UNROLL
       return VF_PARSE_OK; /* not IP: steered on L2 fields only */
   }
 }
+
+#undef VF_NEED
 
 #endif /* VECFLOW_PARSE_H */
