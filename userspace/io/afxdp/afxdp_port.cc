@@ -171,6 +171,28 @@ std::vector<uint64_t> pmd_held_buffers(int fd, uint32_t descriptors) {
   return out;
 }
 
+// XDP attach flags that put a program back in the mode `ifindex` has it now.
+uint32_t current_mode_flags(int ifindex) {
+  bpf_xdp_query_opts q{};
+  q.sz = sizeof(q);
+  if (bpf_xdp_query(ifindex, 0, &q) != 0) return 0;
+  return q.attach_mode == XDP_ATTACHED_SKB   ? XDP_FLAGS_SKB_MODE
+         : q.attach_mode == XDP_ATTACHED_DRV ? XDP_FLAGS_DRV_MODE
+                                             : 0;
+}
+
+// Detaches program `id` from `ifindex`, and only that one (XDP_FLAGS_REPLACE); -errno.
+int detach_exactly(int ifindex, uint32_t id) {
+  int fd = bpf_prog_get_fd_by_id(id);
+  if (fd < 0) return -errno;
+  bpf_xdp_attach_opts ao{};
+  ao.sz = sizeof(ao);
+  ao.old_prog_fd = fd;
+  int rc = bpf_xdp_detach(ifindex, XDP_FLAGS_REPLACE | current_mode_flags(ifindex), &ao);
+  close(fd);
+  return rc;
+}
+
 }  // namespace
 
 struct AfXdpPort::Impl {
@@ -186,8 +208,15 @@ struct AfXdpPort::Impl {
   xsk_umem* umem = nullptr;
   uint16_t tag = 0;  // lender tag of the buffers this port's sockets hold (while started)
   bool started = false;
+  // Programs DPDK's net_af_xdp attached for the DPDK-owned queues, and the one of them kept
+  // attached (the steering object's first instance, for the steering part to adopt).
+  std::vector<uint32_t> pmd_progs;
+  uint32_t kept_prog_id = 0;
+  int kept_prog_fd = -1;
+  uint32_t kept_flags = 0;
 
   ~Impl() {
+    if (kept_prog_fd >= 0) close(kept_prog_fd);
     if (map_fd >= 0) close(map_fd);
     if (ctl >= 0) close(ctl);
   }
@@ -219,9 +248,7 @@ AfXdpPort::~AfXdpPort() {
     if (!q.dpdk.valid()) continue;
     uint32_t before = 0;
     bpf_xdp_query_id(impl_->ifindex, 0, &before);
-    bpf_xdp_query_opts qopts{};
-    qopts.sz = sizeof(qopts);
-    bpf_xdp_query(impl_->ifindex, 0, &qopts);
+    const uint32_t mode = current_mode_flags(impl_->ifindex);
     // stop() took the socket out of the XSKMAP: the kernel no longer fills its rings.
     std::vector<uint64_t> held = pmd_held_buffers(q.pmd_fd, impl_->pmd_descriptors());
     q.dpdk.close();
@@ -234,12 +261,11 @@ AfXdpPort::~AfXdpPort() {
     }
     uint32_t after = 0;
     bpf_xdp_query_id(impl_->ifindex, 0, &after);
-    if (before != 0 && after == 0) {
+    const auto& own = impl_->pmd_progs;
+    bool foreign = std::find(own.begin(), own.end(), before) == own.end();
+    if (before != 0 && after == 0 && foreign) {
       int fd = bpf_prog_get_fd_by_id(before);
       if (fd >= 0) {
-        uint32_t mode = qopts.attach_mode == XDP_ATTACHED_SKB   ? XDP_FLAGS_SKB_MODE
-                        : qopts.attach_mode == XDP_ATTACHED_DRV ? XDP_FLAGS_DRV_MODE
-                                                                : 0;
         int rc = bpf_xdp_attach(impl_->ifindex, fd, mode | XDP_FLAGS_UPDATE_IF_NOEXIST, nullptr);
         close(fd);
         log::get("io")->info("port {}: re-attached XDP program {} that closing {} detached{}",
@@ -325,12 +351,27 @@ Result<std::unique_ptr<AfXdpPort>> AfXdpPort::create(std::string name, PortId id
 Result<void> AfXdpPort::Impl::setup_dpdk_queue(Queue& q, const std::string& port_name, PortId id) {
   uint32_t attached = 0;
   bpf_xdp_query_id(ifindex, 0, &attached);
-  if (attached != 0) {
+  if (attached != 0 && attached != kept_prog_id) {
     return fail(
         "port {}: interface {} has an XDP program attached (id {}) before its DPDK-owned queue {} "
         "was set up: DPDK's net_af_xdp must create its socket first (create the port before the "
         "steering program attaches)",
         port_name, ifname, attached, q.device_queue);
+  }
+  // DPDK's net_af_xdp attaches its program with each device and refuses an interface that has
+  // one. The instance kept from the first device steps aside for the time the next device is
+  // set up, and comes back after.
+  const bool moved_aside = kept_prog_id != 0;
+  auto put_back_kept = [&]() -> int {
+    return !moved_aside ? 0
+                        : bpf_xdp_attach(ifindex, kept_prog_fd,
+                                         kept_flags | XDP_FLAGS_UPDATE_IF_NOEXIST, nullptr);
+  };
+  if (moved_aside) {
+    if (int rc = detach_exactly(ifindex, kept_prog_id); rc != 0) {
+      return fail("port {}: cannot move the steering program of {} aside for queue {}: {}",
+                  port_name, ifname, q.device_queue, err_text(rc));
+    }
   }
   std::string dev = fmt::format("net_af_xdp_vf{}q{}", to_index(id), q.device_queue);
   std::string args = fmt::format("{},iface={},start_queue={},queue_count=1,busy_budget={}", dev,
@@ -338,8 +379,10 @@ Result<void> AfXdpPort::Impl::setup_dpdk_queue(Queue& q, const std::string& port
   if (!opt.dpdk_xdp_prog.empty()) args += ",xdp_prog=" + opt.dpdk_xdp_prog;
   const std::set<int> before = open_xsk_fds();
   auto d = EthDevice::probe(args);
-  if (!d)
+  if (!d) {
+    put_back_kept();
     return fail("port {}: DPDK-owned queue {}: {}", port_name, q.device_queue, d.error().message);
+  }
   q.dpdk = std::move(*d);
   EthQueueConfig c;
   c.queues = 1;
@@ -350,24 +393,30 @@ Result<void> AfXdpPort::Impl::setup_dpdk_queue(Queue& q, const std::string& port
   c.rx_interrupts = false;
   if (auto r = q.dpdk.configure(c); !r) {
     q.dpdk.close();
+    put_back_kept();
     return fail("port {}: DPDK-owned queue {}: {}", port_name, q.device_queue, r.error().message);
   }
-  // The PMD attached a program of its own while creating its socket: detach exactly that one
-  // (XDP_FLAGS_REPLACE), so the steering program can be attached.
+  // The program the PMD attached while creating its socket.
   uint32_t pmd_prog = 0;
   bpf_xdp_query_id(ifindex, 0, &pmd_prog);
   if (pmd_prog != 0) {
-    int fd = bpf_prog_get_fd_by_id(pmd_prog);
-    bpf_xdp_attach_opts ao{};
-    ao.sz = sizeof(ao);
-    ao.old_prog_fd = fd;
-    int rc = fd < 0 ? -errno : bpf_xdp_detach(ifindex, XDP_FLAGS_REPLACE, &ao);
-    if (fd >= 0) close(fd);
-    if (rc != 0) {
+    pmd_progs.push_back(pmd_prog);
+    if (!opt.dpdk_xdp_prog.empty() && kept_prog_id == 0) {
+      // The steering object's first instance stays, for the steering part to adopt.
+      kept_prog_id = pmd_prog;
+      kept_prog_fd = bpf_prog_get_fd_by_id(pmd_prog);
+      kept_flags = current_mode_flags(ifindex);
+    } else if (int rc = detach_exactly(ifindex, pmd_prog); rc != 0) {
       q.dpdk.close();
+      put_back_kept();
       return fail("port {}: cannot detach the program net_af_xdp attached to {}: {}", port_name,
                   ifname, err_text(rc));
     }
+  }
+  if (int rc = put_back_kept(); rc != 0) {
+    q.dpdk.close();
+    return fail("port {}: cannot put the steering program of {} back: {}", port_name, ifname,
+                err_text(rc));
   }
   // The device's one socket is the AF_XDP socket that appeared while it was set up.
   std::vector<int> fresh;

@@ -14,15 +14,22 @@
 // like the others (rx_burst/tx_burst with their index), so the engine does not care who reads
 // a queue; status() names the owner of each.
 //
-// The XDP program belongs to the steering part: the port never loads one. It takes the fd of
-// the program's XSKMAP (`xsks_map`) and inserts its sockets, and the PMD's, at their queue ids.
-// DPDK 22.11's PMD always attaches an XDP program of its own when it creates its socket (the
-// `xdp_prog` object, else libxdp's default) and fails if one is attached already, so create()
-// sets up the DPDK-owned queues and detaches the PMD's program again, before the steering
-// program is attached. Start-up order for an interface is therefore:
-//   AfXdpPort::create  ->  steering attaches  ->  set_xsks_map(fd)  ->  start()
-// (When the PMD's device closes it detaches whatever program the interface has; the port
-// re-attaches the program that was there, so closing it does not take steering down.)
+// The XDP program belongs to the steering part: the port never attaches one of its own. It
+// takes the fd of the program's XSKMAP (`xsks_map`) and inserts its sockets, and the PMD's, at
+// their queue ids. DPDK 22.11's PMD attaches a program whenever it creates its socket (the
+// `xdp_prog` object, else libxdp's default) and fails if the interface has one already, so the
+// DPDK-owned queues are set up in create(), before the steering program is in place, in one of
+// two ways:
+//   - dpdk_xdp_prog = the steering object (what the appliance does): the instance DPDK attaches
+//     with the first DPDK-owned queue stays attached, and the steering part adopts it
+//     (XdpSteering::adopt) and fills its maps. For each further queue that instance steps aside
+//     while the PMD attaches (and the port detaches) the device's own, then comes back.
+//   - dpdk_xdp_prog empty: each device's program (libxdp's default) is detached again, and the
+//     steering part attaches its program after create().
+// Either way the start-up order for an interface is:
+//   AfXdpPort::create -> steering attaches or adopts -> set_xsks_map(its xsks_map) -> start()
+// (When a PMD device closes it detaches whatever program the interface has; the port puts back
+// a program that is not one of the PMD's own, so closing it does not take steering down.)
 //
 // Metadata: when the steering program lifts a frame it writes struct vf_xdp_meta in front of it
 // (bpf/include/vecflow/xdp_meta.h); the port copies it into the mbuf (flow id, packet type,
@@ -58,8 +65,8 @@ struct AfXdpOptions {
   uint32_t busy_poll_timeout_us = 20;
   uint32_t ring_size = 2048;  // rx, tx, fill and completion ring entries (power of two)
   RxClassify classify;        // port id, symmetric hash, malformed policy (port filled in)
-  // Object handed to net_af_xdp as `xdp_prog` for DPDK-owned queues (the steering object);
-  // empty: the PMD loads libxdp's default program. Either is detached again at once.
+  // Object handed to net_af_xdp as `xdp_prog` for DPDK-owned queues: the steering object,
+  // whose first instance stays attached for adoption; empty: libxdp's default, detached again.
   std::string dpdk_xdp_prog;
 };
 
