@@ -341,6 +341,38 @@ TEST(DpdkPort, VhostUserWithSplitRings) {
   vhost_exchange(false);
 }
 
+// A VM that goes quiet: the port sleeps on the vhost rx interrupt (the guest's kick) and the
+// guest's next frame wakes it.
+TEST(DpdkPort, VhostUserQueueSleepsUntilTheGuestSends) {
+  PacketPool& pool = test_pool();
+  std::string sock = temp_path("sleep.sock");
+  {
+    auto port = DpdkPort::create("vm", kPort, options("net_vhost0,iface=" + sock), pool);
+    ASSERT_TRUE(port) << port.error().message;
+    ASSERT_TRUE((*port)->start());
+    std::string cmd = built_tool("virtio_peer") + " --socket " + sock +
+                      " --packed 1 --lcore 1 exchange --count 1 --expect 0 --delay-ms 1500";
+    FILE* peer = popen(cmd.c_str(), "r");
+    ASSERT_NE(peer, nullptr);
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    int fd = -1;
+    while (fd < 0 && std::chrono::steady_clock::now() < until) {
+      if ((*port)->link_state() == LinkState::Up) fd = (*port)->arm_wakeup(0);
+      if (fd < 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_GE(fd, 0) << "net_vhost offers rx interrupts once the guest is up";
+    EXPECT_EQ((*port)->status().queues[0].wake, WakeMode::Interrupt);
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 8000), 1) << "the guest's frame wakes the sleeper";
+    (*port)->disarm_wakeup(0);
+    auto got = receive(**port, 1);
+    EXPECT_EQ(got.size(), 1u);
+    free_all(got);
+    pclose(peer);
+  }
+  std::filesystem::remove(sock);
+}
+
 TEST(DpdkPort, StartUpErrorsNameThePortAndLeaveNothing) {
   PacketPool& pool = test_pool();
   const uint32_t idle = pool.in_use();

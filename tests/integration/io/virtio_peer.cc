@@ -3,7 +3,9 @@
 // virtio-net would be, with packed or split virtqueues.
 //
 //   vf_virtio_peer --socket PATH [--packed 0|1] [--lcore N] exchange --count N --expect M
-//       sends N UDP frames (source ports 1..N) and receives until M frames came back;
+//                  [--delay-ms D]
+//       sends N UDP frames (source ports 1..N), D ms after the link came up, and receives until
+//       M frames came back;
 //       prints "sent N received M bytes B" and exits 0 when both counts were reached.
 //   vf_virtio_peer --socket PATH [--packed 0|1] reflect --count N
 //       injects N frames, then sends back everything it receives until SIGTERM/SIGINT;
@@ -102,6 +104,9 @@ int main(int argc, char** argv) {
   exchange->add_option("--count", count);
   exchange->add_option("--expect", expect);
   exchange->add_option("--timeout-ms", timeout_ms);
+  uint32_t delay_ms = 0;
+  exchange->add_option("--delay-ms", delay_ms,
+                       "wait this long after the link is up before sending");
   auto* reflect = app.add_subcommand("reflect", "send back what arrives until stopped");
   reflect->add_option("--count", count);
   app.require_subcommand(1);
@@ -152,6 +157,7 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 
+  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
   // Inject `count` frames (retrying while the ring is full or the backend not ready).
   uint64_t sent = 0;
   while (sent < count && !g_stop && std::chrono::steady_clock::now() < deadline) {

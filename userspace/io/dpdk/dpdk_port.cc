@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -123,14 +124,26 @@ Result<void> DpdkPort::start() {
 
 void DpdkPort::stop() noexcept {
   for (uint16_t q = 0; q < queues_; ++q) {
-    if (wake_[q].armed) disarm_wakeup(q);
+    Wake& w = wake_[q];
+    if (w.armed) disarm_wakeup(q);
+    rte_pktmbuf_free_bulk(w.stash, w.stashed);
+    w.stashed = 0;
   }
   dev_.stop();
 }
 
 uint16_t DpdkPort::rx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept {
-  uint16_t got = rte_eth_rx_burst(dev_.port(), q, pkts, n);
-  if (got == 0) return 0;
+  uint16_t got;
+  Wake& w = wake_[q];
+  if (unlikely(w.stashed != 0)) {
+    got = std::min(w.stashed, n);
+    std::copy_n(w.stash, got, pkts);
+    std::copy(w.stash + got, w.stash + w.stashed, w.stash);
+    w.stashed = static_cast<uint16_t>(w.stashed - got);
+  } else {
+    got = rte_eth_rx_burst(dev_.port(), q, pkts, n);
+    if (got == 0) return 0;
+  }
   RxQueueCounters& c = rx_counter(q);
   uint16_t kept = 0;
   uint64_t bytes = 0;
@@ -173,13 +186,13 @@ int DpdkPort::arm_wakeup(uint16_t q) noexcept {
   // whenever a frame waits), the descriptor alone is the interrupt.
   if (int rc = rte_eth_dev_rx_intr_enable(p, q); rc != 0 && rc != -ENOTSUP) return -1;
   int fd = rte_eth_dev_rx_intr_ctl_q_get_fd(p, q);
-  // Packets that arrived before the interrupt was enabled raise none: look once more.
-  int waiting = rte_eth_rx_queue_count(p, q);
-  if (fd < 0 || waiting > 0) {
+  Wake& w = wake_[q];
+  // Frames that arrived before the interrupt was enabled raise none: look once more.
+  if (fd >= 0 && w.stashed == 0) w.stashed = rte_eth_rx_burst(p, q, w.stash, kStash);
+  if (fd < 0 || w.stashed != 0) {
     rte_eth_dev_rx_intr_disable(p, q);
     return -1;
   }
-  Wake& w = wake_[q];
   if (fd != w.fd) {
     w.fd = fd;
     w.eventfd = is_eventfd(fd);  // a syscall only when the descriptor changes (vhost reconnect)

@@ -50,7 +50,10 @@ class DpdkPort final : public Port {
   Result<void> start() override;
   void stop() noexcept override;
   // Rx interrupts: enables the queue's interrupt and returns its descriptor, unless packets
-  // are already waiting (then -1, and the caller polls again).
+  // are already waiting (then -1, and the caller polls again). Frames that came before the
+  // interrupt was on raise none, and a PMD's count of waiting frames is not reliable (vhost
+  // with packed rings reports one that is not there): so arming takes one look at the ring,
+  // and what it finds is handed out by the next rx_burst.
   int arm_wakeup(uint16_t q) noexcept override;
   void disarm_wakeup(uint16_t q) noexcept override;
   PortStatus status() const override;
@@ -61,10 +64,16 @@ class DpdkPort final : public Port {
  private:
   DpdkPort(std::string name, PortId id) : Port(std::move(name), id) {}
 
+  // Frames found by the look arm_wakeup() takes after enabling the interrupt, handed out by
+  // the next rx_burst before anything else. 32: one look's worth; more wait in the ring.
+  static constexpr uint16_t kStash = 32;
+
   struct Wake {
     int fd = -1;           // the descriptor last handed out
     bool eventfd = false;  // it counts events (vhost kicks, VFIO): read it empty on disarm
     bool armed = false;
+    uint16_t stashed = 0;
+    rte_mbuf* stash[kStash];
   };
 
   EthDevice dev_;
