@@ -66,7 +66,7 @@ struct Queue {
   QueueOwner owner = QueueOwner::Vecflow;
   std::unique_ptr<Xsk> xsk;  // vecflow-owned queues, while started
   EthDevice dpdk;            // DPDK-owned queues: the net_af_xdp device serving this queue
-  int pmd_fd = -1;           // that device's AF_XDP socket (borrowed), found by sock_diag
+  int pmd_fd = -1;           // that device's AF_XDP socket (borrowed; io/afxdp/xsk_fds.h)
 };
 
 // A packet leaves through AF_XDP as it is when its bytes sit in one buffer of the pool that
