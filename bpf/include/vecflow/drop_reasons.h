@@ -48,7 +48,12 @@
   X(SHUTDOWN_FLUSH, "shutdown_flush", "in flight when the port or appliance stopped")       \
   /* Malformed frames found after the list above was fixed (appended: the order is ABI). */ \
   X(IPV6_BAD_VERSION, "ipv6_bad_version", "IPv6 ethertype but version field is not 6")      \
-  X(SCTP_TRUNCATED, "sctp_truncated", "frame ends inside the SCTP common header")
+  X(SCTP_TRUNCATED, "sctp_truncated", "frame ends inside the SCTP common header")           \
+  /* Device and exception-path outcomes reported by the ports (appended: ABI). */           \
+  X(RX_MISSED, "rx_missed", "device dropped frames: its receive ring was full")             \
+  X(RX_ERROR, "rx_error", "device reported a receive error (bad CRC, length)")              \
+  X(TX_ERROR, "tx_error", "device reported a transmit error")                               \
+  X(NO_KERNEL_PATH, "no_kernel_path", "kernel verdict on a port without a kernel path")
 
 enum vf_drop_reason {
 #define VF_DROP_ENUM(name, wire, text) VF_DROP_##name,

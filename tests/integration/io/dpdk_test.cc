@@ -1,0 +1,419 @@
+// DpdkPort with real PMDs: net_ring (loopback), net_pcap (a pcap in, a pcap out, byte-exact),
+// net_tap (frames through the kernel), net_af_xdp on a veth, vhost-user against a virtio-user
+// guest in a second process (packed and split rings), rx interrupts, and start-up errors.
+#include <pcap/pcap.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <rte_ethdev.h>
+
+#include "core/flow.h"
+#include "core/packet.h"
+#include "core/parse.h"
+#include "io/dpdk/dpdk_port.h"
+#include "io/packet_pool.h"
+#include "io_fixtures.h"
+
+using namespace vecflow;
+using namespace vecflow::test;
+using testing::HasSubstr;
+
+namespace {
+
+constexpr PortId kPort{5};
+
+DpdkOptions options(std::string devargs, uint16_t queues = 1) {
+  DpdkOptions o;
+  o.devargs = std::move(devargs);
+  o.queues = queues;
+  o.rx_descriptors = 256;
+  o.tx_descriptors = 256;
+  return o;
+}
+
+std::vector<rte_mbuf*> receive(Port& port, size_t want, int ms = 3000) {
+  std::vector<rte_mbuf*> got;
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  rte_mbuf* burst[64];
+  while (got.size() < want && std::chrono::steady_clock::now() < until) {
+    bool any = false;
+    for (uint16_t q = 0; q < port.rx_queue_count(); ++q) {
+      uint16_t n = port.rx_burst(q, burst, 64);
+      got.insert(got.end(), burst, burst + n);
+      any |= n > 0;
+    }
+    if (!any) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return got;
+}
+
+void free_all(std::vector<rte_mbuf*>& v) {
+  for (auto* m : v)
+    rte_pktmbuf_free(m);
+  v.clear();
+}
+
+uint16_t ethdev_count() {
+  return rte_eth_dev_count_avail();
+}
+
+std::string temp_path(const std::string& what) {
+  return "/tmp/" + unique_name("vpo") + "-" + what;
+}
+
+TEST(DpdkPort, RingLoopbackRewritesPortAndSetsFlowId) {
+  PacketPool& pool = test_pool();
+  const uint32_t idle = pool.in_use();
+  auto port = DpdkPort::create("lan", kPort, options("net_ring0"), pool);
+  ASSERT_TRUE(port) << port.error().message;
+  ASSERT_TRUE((*port)->start());
+  EXPECT_EQ((*port)->link_state(), LinkState::Up);
+  std::vector<Bytes> frames = {
+      udp_frame(1111),
+      FrameBuilder().ipv6(ip6("2001:db8::1"), ip6("2001:db8::2"), 6).tcp(1, 2).build(),
+      FrameBuilder().arp().build(),
+  };
+  std::vector<rte_mbuf*> out;
+  for (auto& f : frames)
+    out.push_back(mbuf_of(pool, f));
+  ASSERT_EQ((*port)->tx_burst(0, out.data(), 3), 3);
+  auto got = receive(**port, 3);
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    rte_mbuf* m = got[i];
+    EXPECT_EQ(m, out[i]) << "net_ring hands the same mbuf back: no copy anywhere";
+    EXPECT_EQ(m->port, to_index(kPort));
+    EXPECT_TRUE(m->ol_flags & RTE_MBUF_F_RX_RSS_HASH);
+    ParsedFrame p;
+    ASSERT_FALSE(parse_frame(frames[i], p));
+    EXPECT_EQ(m->hash.rss, flow_hash(p.key, true));
+    EXPECT_EQ(m->packet_type, packet_type_of(p));
+    EXPECT_EQ(meta(m).verdict, Verdict::Continue);
+    EXPECT_EQ(meta(m).out_port, kNoPort);
+  }
+  EXPECT_EQ(got[2]->packet_type, 0u) << "ARP is not IP";
+  free_all(got);
+  PortStatus st = (*port)->status();
+  EXPECT_EQ(st.queues[0].rx_packets, 3u);
+  EXPECT_EQ(st.queues[0].tx_packets, 3u);
+  EXPECT_EQ(st.device, "net_ring0");
+  EXPECT_FALSE(st.device_stats.empty()) << "xstats are passed through";
+  port->reset();
+  EXPECT_EQ(pool.in_use(), idle);
+}
+
+TEST(DpdkPort, MalformedFramesAreDroppedAndCountedByReason) {
+  PacketPool& pool = test_pool();
+  auto port = DpdkPort::create("lan", kPort, options("net_ring1"), pool);
+  ASSERT_TRUE(port) << port.error().message;
+  ASSERT_TRUE((*port)->start());
+  Bytes bad = udp_frame(1);
+  bad[14] = 0x42;  // IPv4 header length 2 words
+  rte_mbuf* out[2] = {mbuf_of(pool, bad), mbuf_of(pool, udp_frame(2))};
+  ASSERT_EQ((*port)->tx_burst(0, out, 2), 2);
+  auto got = receive(**port, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(mbuf_bytes(got[0]), udp_frame(2));
+  free_all(got);
+  PortStatus st = (*port)->status();
+  ASSERT_EQ(st.queues[0].drops.size(), 1u);
+  EXPECT_EQ(st.queues[0].drops[0].first, DropReason::IPV4_BAD_IHL);
+  EXPECT_EQ(st.queues[0].drops[0].second, 1u);
+  EXPECT_EQ(st.queues[0].rx_packets, 1u);
+}
+
+void write_pcap(const std::string& path, const std::vector<Bytes>& frames) {
+  pcap_t* p = pcap_open_dead(DLT_EN10MB, 65535);
+  pcap_dumper_t* d = pcap_dump_open(p, path.c_str());
+  for (size_t i = 0; i < frames.size(); ++i) {
+    pcap_pkthdr h{};
+    h.ts.tv_sec = static_cast<time_t>(i);
+    h.caplen = h.len = static_cast<bpf_u_int32>(frames[i].size());
+    pcap_dump(reinterpret_cast<u_char*>(d), &h, frames[i].data());
+  }
+  pcap_dump_close(d);
+  pcap_close(p);
+}
+
+std::vector<Bytes> read_pcap(const std::string& path) {
+  std::vector<Bytes> out;
+  char err[PCAP_ERRBUF_SIZE];
+  pcap_t* p = pcap_open_offline(path.c_str(), err);
+  if (!p) return out;
+  pcap_pkthdr* h;
+  const u_char* data;
+  while (pcap_next_ex(p, &h, &data) == 1)
+    out.emplace_back(data, data + h->caplen);
+  pcap_close(p);
+  return out;
+}
+
+TEST(DpdkPort, PcapInPcapOutByteExact) {
+  PacketPool& pool = test_pool();
+  const uint32_t idle = pool.in_use();
+  std::string in = temp_path("in.pcap"), out = temp_path("out.pcap");
+  std::vector<Bytes> frames;
+  for (int i = 0; i < 100; ++i) {
+    frames.push_back(i % 3 == 0
+                         ? FrameBuilder()
+                               .vlan(static_cast<uint16_t>(i))
+                               .ipv6(ip6("2001:db8::1"), ip6("2001:db8::2"), 17)
+                               .udp(static_cast<uint16_t>(i), 53)
+                               .payload(static_cast<size_t>(i * 7))
+                               .build()
+                         : udp_frame(static_cast<uint16_t>(i), 9, static_cast<size_t>(i * 13)));
+  }
+  write_pcap(in, frames);
+  {
+    auto port = DpdkPort::create("cap", kPort,
+                                 options("net_pcap0,rx_pcap=" + in + ",tx_pcap=" + out), pool);
+    ASSERT_TRUE(port) << port.error().message;
+    ASSERT_TRUE((*port)->start());
+    auto got = receive(**port, frames.size());
+    ASSERT_EQ(got.size(), frames.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_EQ(mbuf_bytes(got[i]), frames[i]) << "frame " << i;
+    size_t sent = 0;
+    while (sent < got.size()) {
+      uint16_t n = (*port)->tx_burst(
+          0, got.data() + sent, static_cast<uint16_t>(std::min<size_t>(64, got.size() - sent)));
+      ASSERT_GT(n, 0);
+      sent += n;
+    }
+  }  // closing the port flushes and closes the output file
+  EXPECT_EQ(read_pcap(out), frames);
+  EXPECT_EQ(pool.in_use(), idle);
+  std::filesystem::remove(in);
+  std::filesystem::remove(out);
+}
+
+TEST(DpdkPort, TapCarriesFramesThroughTheKernelAndWakesOnRxInterrupt) {
+  VECFLOW_REQUIRE_NETNS();
+  PacketPool& pool = test_pool();
+  VethLab lab;  // only for its namespace
+  ASSERT_TRUE(lab.ok());
+  NetnsScope in_ns(lab.ns());
+  ASSERT_TRUE(in_ns.ok());
+  const uint32_t idle = pool.in_use();
+  {
+    auto port = DpdkPort::create("tap", kPort, options("net_tap0,iface=vptap0"), pool);
+    ASSERT_TRUE(port) << port.error().message;
+    ASSERT_TRUE((*port)->start());
+    ASSERT_EQ(lab.run("ip link set vptap0 up"), 0);
+    RawSocket kernel_side("vptap0");
+    ASSERT_TRUE(kernel_side.ok());
+    // Drain what the kernel sends by itself when the link comes up (IPv6 router solicitations).
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto noise = receive(**port, 1000, 200);
+    free_all(noise);
+
+    int fd = (*port)->arm_wakeup(0);
+    ASSERT_GE(fd, 0) << "net_tap offers rx interrupts";
+    EXPECT_EQ((*port)->status().queues[0].wake, WakeMode::Interrupt);
+    Bytes f = udp_frame(3030);
+    ASSERT_TRUE(kernel_side.send(f));
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 2000), 1);
+    (*port)->disarm_wakeup(0);
+    auto got = receive(**port, 1);
+    ASSERT_GE(got.size(), 1u);
+    bool seen = false;
+    for (auto* m : got)
+      seen |= mbuf_bytes(m) == f;
+    EXPECT_TRUE(seen);
+    free_all(got);
+
+    rte_mbuf* m = mbuf_of(pool, udp_frame(4040));
+    ASSERT_EQ((*port)->tx_burst(0, &m, 1), 1);
+    bool back = false;
+    for (int i = 0; i < 10 && !back; ++i) {
+      auto r = kernel_side.recv(500);
+      back = r && *r == udp_frame(4040);
+    }
+    EXPECT_TRUE(back) << "the PMD's transmission reaches the kernel's side of the TAP";
+  }
+  EXPECT_EQ(pool.in_use(), idle);
+}
+
+TEST(DpdkPort, AfXdpPmdOnVeth) {
+  VECFLOW_REQUIRE_NETNS();
+  PacketPool& pool = test_pool();
+  VethLab lab;
+  ASSERT_TRUE(lab.ok());
+  NetnsScope in_ns(lab.ns());
+  ASSERT_TRUE(in_ns.ok());
+  auto port =
+      DpdkPort::create("xdp", kPort, options(std::string("net_af_xdp0,iface=") + VethLab::a), pool);
+  ASSERT_TRUE(port) << port.error().message;
+  ASSERT_TRUE((*port)->start());
+  RawSocket peer(VethLab::b);
+  std::set<Bytes> sent;
+  for (uint16_t i = 0; i < 16; ++i) {
+    sent.insert(udp_frame(static_cast<uint16_t>(600 + i)));
+    ASSERT_TRUE(peer.send(udp_frame(static_cast<uint16_t>(600 + i))));
+  }
+  auto got = receive(**port, sent.size());
+  ASSERT_EQ(got.size(), sent.size());
+  for (auto* m : got) {
+    EXPECT_TRUE(sent.count(mbuf_bytes(m)));
+    EXPECT_EQ(m->port, to_index(kPort));
+    EXPECT_TRUE(pool.owns(m)) << "net_af_xdp receives into the appliance's pool";
+  }
+  ASSERT_EQ((*port)->tx_burst(0, got.data(), static_cast<uint16_t>(got.size())), got.size());
+  auto back = peer.recv_n(sent.size(), 2000);
+  EXPECT_EQ(std::set<Bytes>(back.begin(), back.end()), sent);
+}
+
+// A vhost-user port and a virtio-user guest in a second process: both directions.
+void vhost_exchange(bool packed) {
+  PacketPool& pool = test_pool();
+  std::string sock = temp_path(packed ? "packed.sock" : "split.sock");
+  const uint32_t idle = pool.in_use();
+  {
+    auto port = DpdkPort::create("vm", kPort, options("net_vhost0,iface=" + sock), pool);
+    ASSERT_TRUE(port) << port.error().message;
+    ASSERT_TRUE((*port)->start());
+    constexpr int kEach = 200;
+    std::string cmd = built_tool("virtio_peer") + " --socket " + sock + " --packed " +
+                      (packed ? "1" : "0") + " --lcore 1 exchange --count " +
+                      std::to_string(kEach) + " --expect " + std::to_string(kEach);
+    FILE* peer = popen(cmd.c_str(), "r");
+    ASSERT_NE(peer, nullptr);
+    // Guest -> vecflow: receive its frames. vecflow -> guest: send ours once the link is up.
+    std::vector<rte_mbuf*> got;
+    int sent = 0;
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    rte_mbuf* burst[64];
+    std::string ring;  // the virtqueue layout the guest negotiated, as the status shows it
+    while ((got.size() < kEach || sent < kEach) && std::chrono::steady_clock::now() < until) {
+      uint16_t n = (*port)->rx_burst(0, burst, 64);
+      got.insert(got.end(), burst, burst + n);
+      if (ring.empty() && (*port)->link_state() == LinkState::Up) {
+        for (auto& [k, v] : (*port)->status().device_info) {
+          if (k == "vhost.ring" && v != "no guest") ring = v;
+        }
+      }
+      if (sent < kEach && (*port)->link_state() == LinkState::Up) {
+        rte_mbuf* m = mbuf_of(pool, udp_frame(static_cast<uint16_t>(9000 + sent)));
+        if ((*port)->tx_burst(0, &m, 1) == 1) {
+          ++sent;
+        } else {
+          rte_pktmbuf_free(m);
+        }
+      }
+      if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    EXPECT_EQ(ring, packed ? "packed" : "split");
+    char line[256] = {};
+    bool have_line = fgets(line, sizeof(line), peer) != nullptr;
+    int rc = pclose(peer);
+    EXPECT_EQ(got.size(), static_cast<size_t>(kEach)) << "frames from the guest";
+    EXPECT_EQ(sent, kEach);
+    ASSERT_TRUE(have_line);
+    EXPECT_THAT(line, HasSubstr("received " + std::to_string(kEach)));
+    EXPECT_EQ(WEXITSTATUS(rc), 0) << line;
+    for (auto* m : got) {
+      EXPECT_EQ(m->port, to_index(kPort));
+      EXPECT_EQ(m->packet_type, RTE_PTYPE_L2_ETHER | RTE_PTYPE_L3_IPV4 | RTE_PTYPE_L4_UDP);
+    }
+    free_all(got);
+  }
+  EXPECT_EQ(pool.in_use(), idle);
+  std::filesystem::remove(sock);
+}
+
+TEST(DpdkPort, VhostUserWithPackedRings) {
+  vhost_exchange(true);
+}
+
+TEST(DpdkPort, VhostUserWithSplitRings) {
+  vhost_exchange(false);
+}
+
+// A VM that goes quiet: the port sleeps on the vhost rx interrupt (the guest's kick) and the
+// guest's next frame wakes it.
+TEST(DpdkPort, VhostUserQueueSleepsUntilTheGuestSends) {
+  PacketPool& pool = test_pool();
+  std::string sock = temp_path("sleep.sock");
+  {
+    auto port = DpdkPort::create("vm", kPort, options("net_vhost0,iface=" + sock), pool);
+    ASSERT_TRUE(port) << port.error().message;
+    ASSERT_TRUE((*port)->start());
+    std::string cmd = built_tool("virtio_peer") + " --socket " + sock +
+                      " --packed 1 --lcore 1 exchange --count 1 --expect 0 --delay-ms 1500";
+    FILE* peer = popen(cmd.c_str(), "r");
+    ASSERT_NE(peer, nullptr);
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    int fd = -1;
+    while (fd < 0 && std::chrono::steady_clock::now() < until) {
+      if ((*port)->link_state() == LinkState::Up) fd = (*port)->arm_wakeup(0);
+      if (fd < 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_GE(fd, 0) << "net_vhost offers rx interrupts once the guest is up";
+    EXPECT_EQ((*port)->status().queues[0].wake, WakeMode::Interrupt);
+    pollfd p{fd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 8000), 1) << "the guest's frame wakes the sleeper";
+    (*port)->disarm_wakeup(0);
+    auto got = receive(**port, 1);
+    EXPECT_EQ(got.size(), 1u);
+    free_all(got);
+    pclose(peer);
+  }
+  std::filesystem::remove(sock);
+}
+
+TEST(DpdkPort, StartUpErrorsNameThePortAndLeaveNothing) {
+  PacketPool& pool = test_pool();
+  const uint32_t idle = pool.in_use();
+  const uint16_t devices = ethdev_count();
+
+  auto r = DpdkPort::create("lan", kPort, options("net_nosuchpmd0"), pool);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, HasSubstr("port lan"));
+  EXPECT_THAT(r.error().message, HasSubstr("no driver"));
+
+  r = DpdkPort::create("lan", kPort, options("net_pcap0,rx_pcap=/nonexistent/vpo.pcap"), pool);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, HasSubstr("port lan"));
+  EXPECT_THAT(r.error().message, HasSubstr("/nonexistent/vpo.pcap"));
+
+  r = DpdkPort::create("lan", kPort, options("net_ring0", 64), pool);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, HasSubstr("port lan"));
+  EXPECT_THAT(r.error().message, HasSubstr("device net_ring0 offers at most 16 rx"));
+  EXPECT_THAT(r.error().message, HasSubstr("64 asked"));
+
+  // A socket path someone listens on, and one left behind by a process that is gone.
+  std::string taken = temp_path("taken.sock");
+  int s = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", taken.c_str());
+  ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(listen(s, 1), 0);
+  r = DpdkPort::create("vm1", kPort, options("net_vhost0,iface=" + taken), pool);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, HasSubstr("port vm1"));
+  EXPECT_THAT(r.error().message, HasSubstr("another process listens"));
+  close(s);
+  r = DpdkPort::create("vm1", kPort, options("net_vhost0,iface=" + taken), pool);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, HasSubstr("nobody listens"));
+  std::filesystem::remove(taken);
+
+  EXPECT_EQ(ethdev_count(), devices) << "a failed port must not leave its device behind";
+  EXPECT_EQ(pool.in_use(), idle);
+}
+
+}  // namespace

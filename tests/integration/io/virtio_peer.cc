@@ -1,0 +1,208 @@
+// The guest side of the vhost-user tests and benchmark: a second DPDK process with
+// net_virtio_user connected to the vhost-user socket of a vecflow DpdkPort, as a VM's
+// virtio-net would be, with packed or split virtqueues.
+//
+//   vf_virtio_peer --socket PATH [--packed 0|1] [--lcore N] exchange --count N --expect M
+//                  [--delay-ms D]
+//       sends N UDP frames (source ports 1..N), D ms after the link came up, and receives until
+//       M frames came back;
+//       prints "sent N received M bytes B" and exits 0 when both counts were reached.
+//   vf_virtio_peer --socket PATH [--packed 0|1] reflect --count N
+//       injects N frames, then sends back everything it receives until SIGTERM/SIGINT;
+//       prints "reflected R" at exit. With the vecflow side forwarding too, the N frames
+//       circulate: that is the benchmark's and the leak test's traffic.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_pause.h>
+#include <CLI/CLI.hpp>
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) {
+  g_stop.store(true);
+}
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "vf_virtio_peer: %s\n", what.c_str());
+  std::exit(2);
+}
+
+// 60-byte UDP/IPv4 frame, source port `sport`.
+void fill_frame(rte_mbuf* m, uint16_t sport) {
+  uint8_t* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, 60));
+  const uint8_t hdr[42] = {2,
+                           0,
+                           0,
+                           0,
+                           0,
+                           2,
+                           2,
+                           0,
+                           0,
+                           0,
+                           0,
+                           1,
+                           0x08,
+                           0x00,  // Ethernet
+                           0x45,
+                           0,
+                           0,
+                           46,
+                           0,
+                           0,
+                           0,
+                           0,
+                           64,
+                           17,
+                           0,
+                           0,  // IPv4 ...
+                           192,
+                           0,
+                           2,
+                           2,
+                           198,
+                           51,
+                           100,
+                           2,  // ... addresses
+                           static_cast<uint8_t>(sport >> 8),
+                           static_cast<uint8_t>(sport),
+                           0,
+                           9,
+                           0,
+                           26,
+                           0,
+                           0};  // UDP
+  std::memcpy(p, hdr, sizeof(hdr));
+  std::memset(p + sizeof(hdr), 0xab, 60 - sizeof(hdr));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"virtio-user peer of the vhost-user tests"};
+  std::string socket;
+  int packed = 1;
+  unsigned lcore = 0;
+  uint32_t count = 64, expect = 64, timeout_ms = 20000;
+  app.add_option("--socket", socket, "vhost-user socket")->required();
+  app.add_option("--packed", packed, "packed virtqueues (1) or split (0)");
+  app.add_option("--lcore", lcore, "CPU to run on");
+  auto* exchange = app.add_subcommand("exchange", "send and receive a fixed number of frames");
+  exchange->add_option("--count", count);
+  exchange->add_option("--expect", expect);
+  exchange->add_option("--timeout-ms", timeout_ms);
+  uint32_t delay_ms = 0;
+  exchange->add_option("--delay-ms", delay_ms,
+                       "wait this long after the link is up before sending");
+  auto* reflect = app.add_subcommand("reflect", "send back what arrives until stopped");
+  reflect->add_option("--count", count);
+  app.require_subcommand(1);
+  CLI11_PARSE(app, argc, argv);
+
+  std::string prefix = "vpo-peer-" + std::to_string(getpid());
+  std::string vdev = "net_virtio_user0,path=" + socket +
+                     ",queues=1,queue_size=1024,packed_vq=" + std::to_string(packed);
+  std::vector<std::string> args = {"vf_virtio_peer",
+                                   "--no-huge",
+                                   "-m",
+                                   "256",
+                                   "--no-pci",
+                                   "--file-prefix",
+                                   prefix,
+                                   "-l",
+                                   std::to_string(lcore),
+                                   "--vdev",
+                                   vdev,
+                                   "--no-telemetry",
+                                   "--log-level=*:warning"};
+  std::vector<char*> eargv;
+  for (auto& a : args)
+    eargv.push_back(a.data());
+  if (rte_eal_init(static_cast<int>(eargv.size()), eargv.data()) < 0) die("EAL did not start");
+  signal(SIGTERM, on_signal);
+  signal(SIGINT, on_signal);
+
+  rte_mempool* mp = rte_pktmbuf_pool_create("peer", 8191, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                            static_cast<int>(rte_socket_id()));
+  if (!mp) die("no mempool");
+  uint16_t port = 0;
+  if (rte_eth_dev_count_avail() != 1) die("net_virtio_user did not come up");
+  rte_eth_conf conf{};
+  if (rte_eth_dev_configure(port, 1, 1, &conf) != 0 ||
+      rte_eth_rx_queue_setup(port, 0, 1024, rte_eth_dev_socket_id(port), nullptr, mp) != 0 ||
+      rte_eth_tx_queue_setup(port, 0, 1024, rte_eth_dev_socket_id(port), nullptr) != 0 ||
+      rte_eth_dev_start(port) != 0) {
+    die("cannot start net_virtio_user");
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  // Frames sent before the backend is ready are dropped by it: wait for the link first.
+  for (;;) {
+    rte_eth_link link{};
+    rte_eth_link_get_nowait(port, &link);
+    if (link.link_status == RTE_ETH_LINK_UP || g_stop) break;
+    if (std::chrono::steady_clock::now() > deadline) die("the vhost-user backend never came up");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  // Inject `count` frames (retrying while the ring is full or the backend not ready).
+  uint64_t sent = 0;
+  while (sent < count && !g_stop && std::chrono::steady_clock::now() < deadline) {
+    rte_mbuf* m = rte_pktmbuf_alloc(mp);
+    if (!m) die("mempool ran dry");
+    fill_frame(m, static_cast<uint16_t>(1 + sent));
+    while (rte_eth_tx_burst(port, 0, &m, 1) == 0 && !g_stop &&
+           std::chrono::steady_clock::now() < deadline) {
+      rte_pause();
+    }
+    ++sent;
+  }
+
+  rte_mbuf* burst[64];
+  uint64_t received = 0, bytes = 0, reflected = 0;
+  if (exchange->parsed()) {
+    while (received < expect && !g_stop && std::chrono::steady_clock::now() < deadline) {
+      uint16_t n = rte_eth_rx_burst(port, 0, burst, 64);
+      for (uint16_t i = 0; i < n; ++i) {
+        bytes += burst[i]->pkt_len;
+        rte_pktmbuf_free(burst[i]);
+      }
+      received += n;
+      if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    std::printf("sent %lu received %lu bytes %lu\n", static_cast<unsigned long>(sent),
+                static_cast<unsigned long>(received), static_cast<unsigned long>(bytes));
+  } else {
+    while (!g_stop) {
+      uint16_t n = rte_eth_rx_burst(port, 0, burst, 64);
+      if (n == 0) continue;
+      // Retried while the backend's ring is full, so the circulating frames keep their number.
+      uint16_t out = 0;
+      for (int tries = 0; out < n && tries < 1000 && !g_stop; ++tries)
+        out += rte_eth_tx_burst(port, 0, burst + out, static_cast<uint16_t>(n - out));
+      for (uint16_t i = out; i < n; ++i)
+        rte_pktmbuf_free(burst[i]);
+      reflected += out;
+    }
+    std::printf("reflected %lu\n", static_cast<unsigned long>(reflected));
+  }
+  std::fflush(stdout);
+  rte_eth_dev_stop(port);
+  rte_eth_dev_close(port);
+  rte_eal_cleanup();
+  bool ok = exchange->parsed() ? sent == count && received >= expect : true;
+  return ok ? 0 : 1;
+}

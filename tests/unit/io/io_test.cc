@@ -1,0 +1,283 @@
+// The packet pool's UMEM layout, buffers lent to the kernel, the metadata-to-mbuf mapping, and
+// sleeping on several queues through one descriptor.
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <set>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "core/flow.h"
+#include "core/packet.h"
+#include "core/parse.h"
+#include "io/packet_pool.h"
+#include "io/port.h"
+#include "io/port_factory.h"
+#include "io/rx_classify.h"
+#include "io/wakeup.h"
+#include "support/eal_env.h"
+#include "support/frame_builder.h"
+
+using namespace vecflow;
+using namespace vecflow::test;
+
+namespace {
+
+PacketPool& pool() {
+  static std::unique_ptr<PacketPool> p = [] {
+    if (!init_eal().empty()) std::abort();
+    PacketPoolOptions o;
+    o.name = "vpo_unit_pool";
+    o.mbufs = 3999;  // not a whole number of pages' worth (2 buffers each): rounded up
+    o.cache = 32;
+    auto r = PacketPool::create(o);
+    if (!r) {
+      fprintf(stderr, "%s\n", r.error().message.c_str());
+      std::abort();
+    }
+    return std::move(*r);
+  }();
+  return *p;
+}
+
+TEST(PacketPool, EveryBufferIsOneUmemChunk) {
+  PacketPool& p = pool();
+  EXPECT_EQ(p.count(), 4000u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p.base()) % 4096, 0u) << "a UMEM starts on a page";
+  EXPECT_EQ(p.bytes(), 4000u * 2048u);
+  EXPECT_EQ(p.data_room(), 2048 - 192);
+  std::vector<rte_mbuf*> all(p.count());
+  ASSERT_EQ(rte_pktmbuf_alloc_bulk(p.mempool(), all.data(), p.count()), 0);
+  EXPECT_EQ(p.in_use(), p.count());
+  std::set<uint64_t> chunks;
+  for (rte_mbuf* m : all) {
+    uint64_t a = p.frame_addr(m);
+    EXPECT_EQ(a % 2048, 0u);
+    EXPECT_LT(a, p.bytes());
+    chunks.insert(a / 2048);
+    EXPECT_EQ(p.mbuf_of(a), m);
+    // Any byte of the chunk leads back to the mbuf, and its data offset is where it lies.
+    uint64_t data = p.umem_addr(rte_pktmbuf_mtod(m, void*));
+    EXPECT_EQ(p.mbuf_of(data), m);
+    EXPECT_EQ(p.data_off_of(data), m->data_off);
+    EXPECT_EQ(rte_pktmbuf_data_room_size(p.mempool()), p.data_room());
+  }
+  EXPECT_EQ(chunks.size(), p.count()) << "one mbuf per chunk, every chunk used";
+  rte_pktmbuf_free_bulk(all.data(), p.count());
+  EXPECT_EQ(p.in_use(), 0u);
+}
+
+TEST(PacketPool, ClosingALenderFreesExactlyWhatItStillLends) {
+  PacketPool& p = pool();
+  auto a = p.open_lender();
+  auto b = p.open_lender();
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(*a, *b);
+  std::vector<rte_mbuf*> bufs(10);
+  ASSERT_EQ(rte_pktmbuf_alloc_bulk(p.mempool(), bufs.data(), 10), 0);
+  for (int i = 0; i < 4; ++i)
+    bufs[i]->port = *a;
+  for (int i = 4; i < 7; ++i)
+    bufs[i]->port = *b;
+  EXPECT_GE(bufs[0]->port, PacketPool::kLentTagBase);
+  EXPECT_EQ(p.close_lender(*a), 4u);
+  EXPECT_EQ(p.in_use(), 6u);
+  EXPECT_EQ(p.close_lender(*b), 3u);
+  EXPECT_EQ(p.in_use(), 3u);
+  rte_pktmbuf_free_bulk(bufs.data() + 7, 3);
+  EXPECT_EQ(p.in_use(), 0u);
+  // A freed tag is handed out again.
+  auto c = p.open_lender();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(p.close_lender(*c), 0u);
+}
+
+TEST(PacketPool, RejectsFrameSizesAUmemCannotUse) {
+  PacketPoolOptions o;
+  o.name = "vpo_bad";
+  o.frame_size = 3000;
+  auto r = PacketPool::create(o);
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.error().message, testing::HasSubstr("2048 or 4096"));
+}
+
+// The XDP metadata says what the software parse says, for every kind of frame.
+TEST(RxClassify, MetadataGivesWhatASoftwareParseGives) {
+  PacketPool& p = pool();
+  RxClassify c;
+  c.port = PortId{9};
+  std::vector<Bytes> frames = {
+      FrameBuilder().ipv4(ip4(10, 0, 0, 1), ip4(10, 0, 0, 2), 6, 8).tcp(1, 2).build(),
+      FrameBuilder()
+          .vlan(5)
+          .vlan(6, 0x88a8)
+          .ipv4(ip4(1, 2, 3, 4), ip4(5, 6, 7, 8), 17)
+          .udp(3, 4)
+          .build(),
+      FrameBuilder().ipv6(ip6("2001:db8::1"), ip6("2001:db8::2"), 58).icmp(128).build(),
+      FrameBuilder().ipv4(ip4(10, 0, 0, 1), ip4(10, 0, 0, 2), 17, 0, 0x2001).udp(1, 2).build(),
+      FrameBuilder()
+          .ipv6(ip6("2001:db8::1"), ip6("2001:db8::2"), 0)
+          .ext6(0, 132)
+          .sctp(7, 8)
+          .build(),
+  };
+  for (const Bytes& f : frames) {
+    ParsedFrame parsed;
+    ASSERT_FALSE(parse_frame(f, parsed));
+    rte_mbuf* soft = rte_pktmbuf_alloc(p.mempool());
+    std::memcpy(rte_pktmbuf_append(soft, static_cast<uint16_t>(f.size())), f.data(), f.size());
+    ASSERT_FALSE(classify_rx(soft, c, false));
+
+    // The same frame as the XDP program would lift it: metadata in front.
+    rte_mbuf* lifted = rte_pktmbuf_alloc(p.mempool());
+    std::memcpy(rte_pktmbuf_append(lifted, static_cast<uint16_t>(f.size())), f.data(), f.size());
+    auto* md = rte_pktmbuf_mtod_offset(lifted, vf_xdp_meta*, -int(sizeof(vf_xdp_meta)));
+    *md = vf_xdp_meta{};
+    md->flow_hash = flow_hash(parsed.key, true);
+    md->rule_id = 3;
+    md->vlan_tci = parsed.vlan_tci;
+    md->l3_len = parsed.l3_len;
+    md->l2_len = static_cast<uint8_t>(parsed.l2_len);
+    md->ip_version = parsed.key.ip_version;
+    md->l4_proto = parsed.key.l4_proto;
+    md->flags = parsed.flags & (VF_META_FRAGMENT | VF_META_LATER_FRAG | VF_META_VLAN);
+    md->magic = VF_XDP_META_MAGIC;
+    ASSERT_FALSE(classify_rx(lifted, c, true));
+
+    EXPECT_EQ(lifted->port, 9);
+    EXPECT_EQ(lifted->hash.rss, soft->hash.rss);
+    EXPECT_EQ(lifted->packet_type, soft->packet_type);
+    EXPECT_EQ(lifted->l2_len, soft->l2_len);
+    EXPECT_EQ(lifted->l3_len, soft->l3_len);
+    EXPECT_EQ(meta(lifted).steer_rule, 3);
+    EXPECT_EQ(meta(soft).steer_rule, kNoRule);
+    EXPECT_EQ(md->magic, 0) << "consumed";
+    rte_pktmbuf_free(soft);
+    rte_pktmbuf_free(lifted);
+  }
+}
+
+TEST(RxClassify, MalformedFramesAreDroppedOrDeliveredAsNonIp) {
+  PacketPool& p = pool();
+  Bytes bad = FrameBuilder().ipv4(ip4(1, 1, 1, 1), ip4(2, 2, 2, 2), 6).tcp(1, 2).build(30);
+  RxClassify c;
+  rte_mbuf* m = rte_pktmbuf_alloc(p.mempool());
+  std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(bad.size())), bad.data(), bad.size());
+  auto why = classify_rx(m, c, false);
+  ASSERT_TRUE(why);
+  EXPECT_EQ(*why, DropReason::IPV4_TRUNCATED);
+  c.drop_malformed = false;
+  EXPECT_FALSE(classify_rx(m, c, false));
+  EXPECT_EQ(m->packet_type, 0u);
+  EXPECT_TRUE(m->ol_flags & RTE_MBUF_F_RX_RSS_HASH) << "a flow id all the same";
+  rte_pktmbuf_free(m);
+}
+
+// A port whose queue wake-ups are eventfds the test controls.
+class FakePort final : public Port {
+ public:
+  FakePort() : Port("fake", PortId{1}) { size_counters(2, 2); }
+  std::string_view kind() const noexcept override { return "fake"; }
+  uint16_t rx_queue_count() const noexcept override { return 2; }
+  uint16_t tx_queue_count() const noexcept override { return 2; }
+  uint16_t rx_burst(uint16_t, rte_mbuf**, uint16_t) noexcept override { return 0; }
+  uint16_t tx_burst(uint16_t, rte_mbuf**, uint16_t) noexcept override { return 0; }
+  LinkState link_state() const noexcept override { return LinkState::Up; }
+  Result<void> start() override { return {}; }
+  void stop() noexcept override {}
+  int arm_wakeup(uint16_t q) noexcept override {
+    if (!can_sleep[q]) return -1;
+    armed[q] = true;
+    return fds[q];
+  }
+  void disarm_wakeup(uint16_t q) noexcept override { armed[q] = false; }
+  int fds[2] = {eventfd(0, EFD_NONBLOCK), eventfd(0, EFD_NONBLOCK)};
+  bool can_sleep[2] = {true, true};
+  bool armed[2] = {false, false};
+  ~FakePort() override {
+    close(fds[0]);
+    close(fds[1]);
+  }
+};
+
+TEST(QueueWakeups, OneDescriptorForAllQueuesOrNone) {
+  FakePort port;
+  auto w = QueueWakeups::create();
+  ASSERT_TRUE(w);
+  w->add(&port, 0);
+  w->add(&port, 1);
+  int fd = w->arm();
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(port.armed[0] && port.armed[1]);
+  pollfd p{fd, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0);
+  uint64_t one = 1;
+  ASSERT_EQ(write(port.fds[1], &one, sizeof(one)), 8);
+  EXPECT_EQ(poll(&p, 1, 100), 1) << "queue 1 ready makes the group ready";
+  w->disarm();
+  EXPECT_FALSE(port.armed[0] || port.armed[1]);
+  uint64_t v;
+  ASSERT_EQ(read(port.fds[1], &v, sizeof(v)), 8);
+
+  // Re-armed after the queue's descriptor stayed the same: still one registration each.
+  fd = w->arm();
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(port.fds[0], &one, sizeof(one)), 8);
+  EXPECT_EQ(poll(&p, 1, 100), 1);
+  w->disarm();
+
+  // A queue that cannot wake anyone: the group cannot sleep, and nothing stays armed.
+  port.can_sleep[1] = false;
+  EXPECT_EQ(w->arm(), -1);
+  EXPECT_FALSE(port.armed[0] || port.armed[1]);
+}
+
+TEST(PortBase, StatusCountsQueuesAndNamesModes) {
+  FakePort port;
+  PortStatus s = port.status();
+  EXPECT_EQ(s.name, "fake");
+  EXPECT_EQ(s.queues.size(), 2u);
+  EXPECT_EQ(s.queues[1].index, 1);
+  EXPECT_EQ(s.link, LinkState::Up);
+  EXPECT_EQ(to_string(WakeMode::Interrupt), "interrupt");
+  EXPECT_EQ(to_string(QueueOwner::Dpdk), "dpdk");
+  EXPECT_EQ(to_string(CopyMode::ZeroCopy), "zero-copy");
+  rte_mbuf* m = nullptr;
+  EXPECT_EQ(port.to_kernel(0, &m, 1), 0) << "no kernel path: nothing taken";
+}
+
+TEST(PortFactory, PortsAndPoolFromTheApplianceFile) {
+  PacketPool& p = pool();
+  auto cfg = config::load_config_text(
+      "dpdk: {mbufs: 8192, mbuf_cache: 64}\n"
+      "ports:\n"
+      "  - {name: wan, type: afxdp, interface: vpnosuch9, frame_size: 4096}\n"
+      "  - {name: lan, type: dpdk, devargs: net_ring7, queues: 2}\n"
+      "steering: {malformed: pass, symmetric_hash: false}\n"
+      "scheduler: {flow_id: software}\n",
+      "t.yaml");
+  ASSERT_TRUE(cfg);
+  PacketPoolOptions po = pool_options(*cfg);
+  EXPECT_EQ(po.mbufs, 8192u);
+  EXPECT_EQ(po.cache, 64u);
+  EXPECT_EQ(po.frame_size, 4096u) << "the largest afxdp frame_size";
+  PortEnvironment env = port_environment(*cfg);
+  EXPECT_FALSE(env.drop_malformed);
+  EXPECT_FALSE(env.symmetric_hash);
+  EXPECT_EQ(env.flow_id, FlowIdFrom::Software);
+  env.pool = &p;
+  auto wan = create_port(cfg->ports[0], PortId{0}, env);
+  ASSERT_FALSE(wan);
+  EXPECT_THAT(wan.error().message, testing::HasSubstr("port wan: interface 'vpnosuch9'"));
+  auto lan = create_port(cfg->ports[1], PortId{1}, env);
+  ASSERT_TRUE(lan) << lan.error().message;
+  EXPECT_EQ((*lan)->kind(), "dpdk");
+  EXPECT_EQ((*lan)->rx_queue_count(), 2);
+  EXPECT_EQ((*lan)->name(), "lan");
+}
+
+}  // namespace

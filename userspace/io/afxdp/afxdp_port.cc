@@ -1,0 +1,916 @@
+#include "io/afxdp/afxdp_port.h"
+
+#include <fcntl.h>
+#include <linux/ethtool.h>
+#include <linux/if_link.h>
+#include <linux/if_xdp.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fmt/format.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <xdp/xsk.h>
+
+#include "core/log.h"
+#include "io/afxdp/xsk_fds.h"
+#include "io/dpdk/ethdev.h"
+#include "io/packet_pool.h"
+
+#ifndef SO_PREFER_BUSY_POLL
+#define SO_PREFER_BUSY_POLL 69
+#endif
+#ifndef SO_BUSY_POLL_BUDGET
+#define SO_BUSY_POLL_BUDGET 70
+#endif
+
+namespace vecflow {
+namespace {
+
+// Largest number of buffers moved to a fill ring, or reclaimed from a completion ring, in one
+// step. Bounded so the temporary array lives on the stack; 64 matches the largest burst, so
+// the common case (refill what one burst took) is a single step.
+constexpr uint32_t kRingBatch = 64;
+
+// sendto() calls per transmit burst at most. The kernel's copy-mode transmit sends 32
+// descriptors per call; 8 calls cover a full 64-packet burst with room for stragglers, while
+// a device that stays busy cannot hold the lcore for long.
+constexpr uint32_t kMaxKicks = 8;
+
+// One AF_XDP socket. The rx half (rx and fill rings) is touched only by the lcore polling the
+// queue, the tx half (tx and completion rings) only by the lcore transmitting on it; each half
+// has its own cache lines. libxdp keeps pointers to these ring structs: the object never moves.
+struct Xsk {
+  alignas(64) xsk_ring_cons rx{};
+  xsk_ring_prod fq{};
+  alignas(64) xsk_ring_prod tx{};
+  xsk_ring_cons cq{};
+  alignas(64) xsk_socket* socket = nullptr;
+  int fd = -1;
+  bool zero_copy = false;
+};
+
+struct Queue {
+  uint16_t device_queue = 0;
+  QueueOwner owner = QueueOwner::Vecflow;
+  std::unique_ptr<Xsk> xsk;  // vecflow-owned queues, while started
+  EthDevice dpdk;            // DPDK-owned queues: the net_af_xdp device serving this queue
+  int pmd_fd = -1;           // that device's AF_XDP socket (borrowed; io/afxdp/xsk_fds.h)
+};
+
+// A packet leaves through AF_XDP as it is when its bytes sit in one buffer of the pool that
+// nobody else holds (the kernel reads it after tx_burst returned, and the completion frees it).
+inline bool goes_as_is(const PacketPool& pool, const rte_mbuf* m) noexcept {
+  return pool.owns(m) && m->nb_segs == 1 && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1;
+}
+
+// Wraps a libbpf/libxdp -errno result.
+std::string err_text(int rc) {
+  return strerror(rc < 0 ? -rc : rc);
+}
+
+// Number of rx queues the driver has now (real_num_rx_queues), as AF_XDP's bind checks it.
+Result<uint32_t> rx_queue_count_of(int ctl, const std::string& ifname) {
+  ethtool_channels ch{};
+  ch.cmd = ETHTOOL_GCHANNELS;
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+  ifr.ifr_data = reinterpret_cast<char*>(&ch);
+  if (ioctl(ctl, SIOCETHTOOL, &ifr) != 0) {
+    if (errno == EOPNOTSUPP) return 1u;  // no channels reported: one queue, as libxdp assumes
+    return fail("cannot read the channels of {}: {}", ifname, strerror(errno));
+  }
+  return std::max<uint32_t>(ch.rx_count + ch.combined_count, 1);
+}
+
+// DPDK 22.11's net_af_xdp does not free the buffers its socket holds when it closes: those in
+// its fill ring, and those the kernel delivered or completed that it has not read yet. They are
+// pool buffers (its UMEM is the pool), so the port reads the socket's rings itself before the
+// PMD closes and frees them after. Ring sizes: the PMD's fill ring has 4096 entries and its
+// completion ring 2048 (ETH_AF_XDP_DFLT_NUM_DESCS in 22.11), rx and tx the descriptors we gave.
+// A mapping is checked to be exactly that large (a ring twice the size would map twice as
+// long), so a PMD with other sizes is detected and its buffers left alone rather than guessed.
+constexpr uint32_t kPmdFillEntries = 4096;
+constexpr uint32_t kPmdCompEntries = 2048;
+
+class MappedRing {
+ public:
+  // Maps `entries` entries of `entry_size` bytes at `pgoff`; empty unless the ring has exactly
+  // that many entries (whole pages of them: rings below a page cannot be told apart).
+  MappedRing(int fd, uint64_t pgoff, const xdp_ring_offset& off, uint32_t entries,
+             uint32_t entry_size, bool exact)
+      : len_(off.desc + uint64_t{entries} * entry_size),
+        off_(off),
+        mask_(entries - 1),
+        entry_size_(entry_size) {
+    void* p = mmap(nullptr, len_, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(pgoff));
+    if (p == MAP_FAILED) return;
+    if (exact) {
+      // One page past the expected length must not map if the ring is that size.
+      void* bigger =
+          mmap(nullptr, len_ + 4096, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(pgoff));
+      if (bigger != MAP_FAILED) {
+        munmap(bigger, len_ + 4096);
+        munmap(p, len_);
+        return;
+      }
+    }
+    base_ = static_cast<uint8_t*>(p);
+  }
+  ~MappedRing() {
+    if (base_) munmap(base_, len_);
+  }
+  bool ok() const { return base_ != nullptr; }
+  // The UMEM addresses in [consumer, producer): entries handed over and not yet taken back.
+  void collect(std::vector<uint64_t>& out) const {
+    uint32_t prod = *reinterpret_cast<const volatile uint32_t*>(base_ + off_.producer);
+    uint32_t cons = *reinterpret_cast<const volatile uint32_t*>(base_ + off_.consumer);
+    for (uint32_t i = cons; i != prod; ++i) {
+      uint64_t a;
+      std::memcpy(&a, base_ + off_.desc + uint64_t{i & mask_} * entry_size_, sizeof(a));
+      out.push_back(xsk_umem__extract_addr(a));
+    }
+  }
+
+ private:
+  uint8_t* base_ = nullptr;
+  uint64_t len_;
+  xdp_ring_offset off_;
+  uint32_t mask_;
+  uint32_t entry_size_;
+};
+
+// The UMEM addresses of every buffer the PMD's socket `fd` still holds. Empty when the rings
+// are not the sizes DPDK 22.11 uses.
+std::vector<uint64_t> pmd_held_buffers(int fd, uint32_t descriptors) {
+  std::vector<uint64_t> out;
+  xdp_mmap_offsets off{};
+  socklen_t len = sizeof(off);
+  if (getsockopt(fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &len) != 0) return out;
+  MappedRing fill(fd, XDP_UMEM_PGOFF_FILL_RING, off.fr, kPmdFillEntries, sizeof(uint64_t), true);
+  MappedRing comp(fd, XDP_UMEM_PGOFF_COMPLETION_RING, off.cr, kPmdCompEntries, sizeof(uint64_t),
+                  true);
+  MappedRing rx(fd, XDP_PGOFF_RX_RING, off.rx, descriptors, sizeof(xdp_desc), false);
+  MappedRing tx(fd, XDP_PGOFF_TX_RING, off.tx, descriptors, sizeof(xdp_desc), false);
+  if (!fill.ok() || !comp.ok() || !rx.ok() || !tx.ok()) return out;
+  fill.collect(out);
+  comp.collect(out);
+  rx.collect(out);
+  tx.collect(out);
+  return out;
+}
+
+// XDP attach flags that put a program back in the mode `ifindex` has it now.
+uint32_t current_mode_flags(int ifindex) {
+  bpf_xdp_query_opts q{};
+  q.sz = sizeof(q);
+  if (bpf_xdp_query(ifindex, 0, &q) != 0) return 0;
+  return q.attach_mode == XDP_ATTACHED_SKB   ? XDP_FLAGS_SKB_MODE
+         : q.attach_mode == XDP_ATTACHED_DRV ? XDP_FLAGS_DRV_MODE
+                                             : 0;
+}
+
+// Detaches program `id` from `ifindex`, and only that one (XDP_FLAGS_REPLACE); -errno.
+int detach_exactly(int ifindex, uint32_t id) {
+  int fd = bpf_prog_get_fd_by_id(id);
+  if (fd < 0) return -errno;
+  bpf_xdp_attach_opts ao{};
+  ao.sz = sizeof(ao);
+  ao.old_prog_fd = fd;
+  int rc = bpf_xdp_detach(ifindex, XDP_FLAGS_REPLACE | current_mode_flags(ifindex), &ao);
+  close(fd);
+  return rc;
+}
+
+}  // namespace
+
+struct AfXdpPort::Impl {
+  AfXdpOptions opt;
+  PacketPool* pool = nullptr;
+  std::string ifname;
+  int ifindex = 0;
+  MacAddress mac;
+  int ctl = -1;     // AF_INET socket made in the interface's namespace, for ioctls later
+  int map_fd = -1;  // duplicate of the steering program's XSKMAP
+  std::unique_ptr<Queue[]> queues;
+  uint16_t nqueues = 0;
+  xsk_umem* umem = nullptr;
+  uint16_t tag = 0;  // lender tag of the buffers this port's sockets hold (while started)
+  bool started = false;
+  // Programs DPDK's net_af_xdp attached for the DPDK-owned queues, and the one of them kept
+  // attached (the steering object's first instance, for the steering part to adopt).
+  std::vector<uint32_t> pmd_progs;
+  uint32_t kept_prog_id = 0;
+  int kept_prog_fd = -1;
+  uint32_t kept_flags = 0;
+
+  ~Impl() {
+    if (kept_prog_fd >= 0) close(kept_prog_fd);
+    if (map_fd >= 0) close(map_fd);
+    if (ctl >= 0) close(ctl);
+  }
+
+  Result<void> setup_dpdk_queue(Queue& q, const std::string& port_name, PortId id);
+  // rx/tx descriptors of the DPDK-owned queues' devices (the PMD's AF_XDP ring sizes).
+  uint16_t pmd_descriptors() const noexcept {
+    return static_cast<uint16_t>(std::min<uint32_t>(opt.ring_size, 32768));
+  }
+  Result<void> open_sockets();
+  // Binds every vecflow-owned queue's socket in one mode; -errno of the first failure.
+  int bind_sockets(uint16_t mode, uint16_t& failed_queue);
+  void close_sockets() noexcept;
+  void refill(Xsk& x) noexcept;
+  void reclaim(Xsk& x) noexcept;
+  void kick_tx(Xsk& x) noexcept;
+};
+
+AfXdpPort::AfXdpPort(std::string name, PortId id)
+    : Port(std::move(name), id), impl_(std::make_unique<Impl>()) {}
+
+AfXdpPort::~AfXdpPort() {
+  stop();
+  if (!impl_->queues) return;
+  // Close the DPDK-owned devices. DPDK 22.11's net_af_xdp detaches whatever XDP program the
+  // interface has when it closes; put back the one that was there (the steering program).
+  for (uint16_t i = 0; i < impl_->nqueues; ++i) {
+    Queue& q = impl_->queues[i];
+    if (!q.dpdk.valid()) continue;
+    uint32_t before = 0;
+    bpf_xdp_query_id(impl_->ifindex, 0, &before);
+    const uint32_t mode = current_mode_flags(impl_->ifindex);
+    // stop() took the socket out of the XSKMAP: the kernel no longer fills its rings.
+    std::vector<uint64_t> held = pmd_held_buffers(q.pmd_fd, impl_->pmd_descriptors());
+    q.dpdk.close();
+    for (uint64_t addr : held) {
+      if (addr < impl_->pool->bytes()) rte_pktmbuf_free(impl_->pool->mbuf_of(addr));
+    }
+    if (held.empty()) {
+      log::get("io")->warn("port {}: could not read the rings of {}; its buffers stay taken",
+                           name(), q.dpdk.name());
+    }
+    uint32_t after = 0;
+    bpf_xdp_query_id(impl_->ifindex, 0, &after);
+    const auto& own = impl_->pmd_progs;
+    bool foreign = std::find(own.begin(), own.end(), before) == own.end();
+    if (before != 0 && after == 0 && foreign) {
+      int fd = bpf_prog_get_fd_by_id(before);
+      if (fd >= 0) {
+        int rc = bpf_xdp_attach(impl_->ifindex, fd, mode | XDP_FLAGS_UPDATE_IF_NOEXIST, nullptr);
+        close(fd);
+        log::get("io")->info("port {}: re-attached XDP program {} that closing {} detached{}",
+                             name(), before, q.dpdk.name(), rc == 0 ? "" : " (failed)");
+      }
+    }
+  }
+}
+
+Result<std::unique_ptr<AfXdpPort>> AfXdpPort::create(std::string name, PortId id,
+                                                     const AfXdpOptions& o, PacketPool& pool) {
+  auto port = std::unique_ptr<AfXdpPort>(new AfXdpPort(name, id));
+  Impl& im = *port->impl_;
+  im.opt = o;
+  im.opt.classify.port = id;
+  im.pool = &pool;
+  im.ifname = o.interface;
+  if (o.ring_size == 0 || (o.ring_size & (o.ring_size - 1)) != 0) {
+    return fail("port {}: ring_size {} is not a power of two", name, o.ring_size);
+  }
+  im.ifindex = static_cast<int>(if_nametoindex(o.interface.c_str()));
+  if (im.ifindex == 0) {
+    return fail("port {}: interface '{}' does not exist (in vecflow's network namespace)", name,
+                o.interface);
+  }
+  im.ctl = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (im.ctl < 0) return fail("port {}: socket: {}", name, strerror(errno));
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, o.interface.c_str(), IFNAMSIZ - 1);
+  if (ioctl(im.ctl, SIOCGIFHWADDR, &ifr) == 0) {
+    std::memcpy(im.mac.bytes.data(), ifr.ifr_hwaddr.sa_data, 6);
+  }
+
+  auto have = rx_queue_count_of(im.ctl, o.interface);
+  if (!have) return fail("port {}: {}", name, have.error().message);
+  std::vector<XskQueueRange> ranges = o.queues;
+  std::sort(ranges.begin(), ranges.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  uint32_t total = 0;
+  uint32_t own = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const auto& r = ranges[i];
+    if (r.count == 0) return fail("port {}: an empty queue range", name);
+    if (r.first + r.count > *have) {
+      return fail(
+          "port {}: interface {} has {} rx queue(s) (0-{}), queues {}-{} were asked; lower "
+          "`queues` or give the interface more channels (ethtool -L)",
+          name, o.interface, *have, *have - 1, r.first, r.first + r.count - 1);
+    }
+    if (i > 0 && ranges[i - 1].first + ranges[i - 1].count > r.first) {
+      return fail("port {}: queue ranges overlap at queue {}", name, r.first);
+    }
+    total += r.count;
+    if (r.owner == QueueOwner::Vecflow) own += r.count;
+  }
+  // Buffers the port's sockets keep: a full fill ring per socket (the PMD keeps as many).
+  uint64_t held = uint64_t{total} * o.ring_size;
+  if (held * 2 > pool.count()) {
+    return fail(
+        "port {}: {} queue(s) with {}-entry rings would keep {} of the pool's {} buffers filled "
+        "in the kernel; raise dpdk.mbufs to at least {} or lower ring_size",
+        name, total, o.ring_size, held, pool.count(), held * 2);
+  }
+  im.nqueues = static_cast<uint16_t>(total);
+  im.queues = std::make_unique<Queue[]>(total);
+  uint16_t k = 0;
+  for (const auto& r : ranges) {
+    for (uint16_t d = 0; d < r.count; ++d, ++k) {
+      im.queues[k].device_queue = static_cast<uint16_t>(r.first + d);
+      im.queues[k].owner = r.owner;
+    }
+  }
+  port->size_counters(im.nqueues, im.nqueues);
+  for (uint16_t i = 0; i < im.nqueues; ++i) {
+    if (im.queues[i].owner != QueueOwner::Dpdk) continue;
+    if (auto r = im.setup_dpdk_queue(im.queues[i], name, id); !r) return std::unexpected(r.error());
+  }
+  log::get("io")->info("port {}: AF_XDP on {} (ifindex {}), {} queue(s), {} read by vecflow", name,
+                       o.interface, im.ifindex, total, own);
+  return port;
+}
+
+Result<void> AfXdpPort::Impl::setup_dpdk_queue(Queue& q, const std::string& port_name, PortId id) {
+  uint32_t attached = 0;
+  bpf_xdp_query_id(ifindex, 0, &attached);
+  if (attached != 0 && attached != kept_prog_id) {
+    return fail(
+        "port {}: interface {} has an XDP program attached (id {}) before its DPDK-owned queue {} "
+        "was set up: DPDK's net_af_xdp must create its socket first (create the port before the "
+        "steering program attaches)",
+        port_name, ifname, attached, q.device_queue);
+  }
+  // DPDK's net_af_xdp attaches its program with each device and refuses an interface that has
+  // one. The instance kept from the first device steps aside for the time the next device is
+  // set up, and comes back after.
+  const bool moved_aside = kept_prog_id != 0;
+  auto put_back_kept = [&]() -> int {
+    return !moved_aside ? 0
+                        : bpf_xdp_attach(ifindex, kept_prog_fd,
+                                         kept_flags | XDP_FLAGS_UPDATE_IF_NOEXIST, nullptr);
+  };
+  if (moved_aside) {
+    if (int rc = detach_exactly(ifindex, kept_prog_id); rc != 0) {
+      return fail("port {}: cannot move the steering program of {} aside for queue {}: {}",
+                  port_name, ifname, q.device_queue, err_text(rc));
+    }
+  }
+  std::string dev = fmt::format("net_af_xdp_vf{}q{}", to_index(id), q.device_queue);
+  std::string args = fmt::format("{},iface={},start_queue={},queue_count=1,busy_budget={}", dev,
+                                 ifname, q.device_queue, opt.busy_poll ? opt.busy_poll_budget : 0);
+  if (!opt.dpdk_xdp_prog.empty()) args += ",xdp_prog=" + opt.dpdk_xdp_prog;
+  const std::set<int> before = open_xsk_fds();
+  auto d = EthDevice::probe(args);
+  if (!d) {
+    put_back_kept();
+    return fail("port {}: DPDK-owned queue {}: {}", port_name, q.device_queue, d.error().message);
+  }
+  q.dpdk = std::move(*d);
+  EthQueueConfig c;
+  c.queues = 1;
+  c.rx_descriptors = pmd_descriptors();
+  c.tx_descriptors = c.rx_descriptors;
+  c.pool = pool->mempool();
+  c.rss = false;
+  c.rx_interrupts = false;
+  if (auto r = q.dpdk.configure(c); !r) {
+    q.dpdk.close();
+    put_back_kept();
+    return fail("port {}: DPDK-owned queue {}: {}", port_name, q.device_queue, r.error().message);
+  }
+  // The program the PMD attached while creating its socket.
+  uint32_t pmd_prog = 0;
+  bpf_xdp_query_id(ifindex, 0, &pmd_prog);
+  if (pmd_prog != 0) {
+    pmd_progs.push_back(pmd_prog);
+    if (!opt.dpdk_xdp_prog.empty() && kept_prog_id == 0) {
+      // The steering object's first instance stays, for the steering part to adopt.
+      kept_prog_id = pmd_prog;
+      kept_prog_fd = bpf_prog_get_fd_by_id(pmd_prog);
+      kept_flags = current_mode_flags(ifindex);
+    } else if (int rc = detach_exactly(ifindex, pmd_prog); rc != 0) {
+      q.dpdk.close();
+      put_back_kept();
+      return fail("port {}: cannot detach the program net_af_xdp attached to {}: {}", port_name,
+                  ifname, err_text(rc));
+    }
+  }
+  if (int rc = put_back_kept(); rc != 0) {
+    q.dpdk.close();
+    return fail("port {}: cannot put the steering program of {} back: {}", port_name, ifname,
+                err_text(rc));
+  }
+  // The device's one socket is the AF_XDP socket that appeared while it was set up.
+  std::vector<int> fresh;
+  for (int fd : open_xsk_fds()) {
+    if (!before.count(fd)) fresh.push_back(fd);
+  }
+  if (fresh.size() != 1) {
+    std::string name = q.dpdk.name();
+    q.dpdk.close();
+    return fail("port {}: expected one AF_XDP socket from {} for queue {}, found {}", port_name,
+                name, q.device_queue, fresh.size());
+  }
+  q.pmd_fd = fresh.front();
+  return {};
+}
+
+Result<void> AfXdpPort::set_xsks_map(int map_fd) {
+  Impl& im = *impl_;
+  bpf_map_info info{};
+  uint32_t len = sizeof(info);
+  if (int rc = bpf_obj_get_info_by_fd(map_fd, &info, &len); rc != 0) {
+    return fail("port {}: fd {} is not a BPF map: {}", name(), map_fd, err_text(rc));
+  }
+  if (info.type != BPF_MAP_TYPE_XSKMAP) {
+    return fail("port {}: map '{}' is not an XSKMAP", name(), info.name);
+  }
+  for (uint16_t i = 0; i < im.nqueues; ++i) {
+    if (im.queues[i].device_queue >= info.max_entries) {
+      return fail("port {}: XSKMAP '{}' has {} entries, queue {} needs one", name(), info.name,
+                  info.max_entries, im.queues[i].device_queue);
+    }
+  }
+  int dup = fcntl(map_fd, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) return fail("port {}: dup: {}", name(), strerror(errno));
+  if (im.map_fd >= 0) close(im.map_fd);
+  im.map_fd = dup;
+  return {};
+}
+
+Result<void> AfXdpPort::Impl::open_sockets() {
+  bool any = false;
+  for (uint16_t i = 0; i < nqueues; ++i)
+    any |= queues[i].owner == QueueOwner::Vecflow;
+  if (!any) return {};
+
+  // Auto tries zero-copy first and falls back to copy when the driver refuses it. The sockets
+  // after the first share its UMEM and inherit its mode and need_wakeup (the kernel rejects
+  // bind flags with XDP_SHARED_UMEM).
+  std::vector<uint16_t> modes;
+  if (opt.bind != XskBind::Copy) modes.push_back(XDP_ZEROCOPY);
+  if (opt.bind != XskBind::ZeroCopy) modes.push_back(XDP_COPY);
+  for (size_t m = 0; m < modes.size(); ++m) {
+    uint16_t failed = 0;
+    int rc = bind_sockets(modes[m], failed);
+    if (rc == 0) break;
+    close_sockets();
+    if (rc == -ENOMEM || m + 1 == modes.size()) {
+      return fail("cannot bind an AF_XDP socket to {} queue {} ({} mode): {}", ifname, failed,
+                  modes[m] == XDP_ZEROCOPY ? "zero-copy" : "copy", err_text(rc));
+    }
+  }
+
+  tag = 0;
+  auto t = pool->open_lender();
+  if (!t) {
+    close_sockets();
+    return std::unexpected(t.error());
+  }
+  tag = *t;
+  for (uint16_t i = 0; i < nqueues; ++i) {
+    Xsk* x = queues[i].xsk.get();
+    if (!x) continue;
+    xdp_options xo{};
+    socklen_t len = sizeof(xo);
+    if (getsockopt(x->fd, SOL_XDP, XDP_OPTIONS, &xo, &len) == 0) {
+      x->zero_copy = xo.flags & XDP_OPTIONS_ZEROCOPY;
+    }
+    if (opt.busy_poll) {
+      int one = 1;
+      int timeout = static_cast<int>(opt.busy_poll_timeout_us);
+      int budget = static_cast<int>(opt.busy_poll_budget);
+      if (setsockopt(x->fd, SOL_SOCKET, SO_PREFER_BUSY_POLL, &one, sizeof(one)) != 0 ||
+          setsockopt(x->fd, SOL_SOCKET, SO_BUSY_POLL, &timeout, sizeof(timeout)) != 0 ||
+          setsockopt(x->fd, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget, sizeof(budget)) != 0) {
+        int err = errno;
+        close_sockets();
+        return fail("the kernel refused busy polling on {} queue {}: {}", ifname,
+                    queues[i].device_queue, strerror(err));
+      }
+    }
+    refill(*x);
+    if (xsk_prod_nb_free(&x->fq, x->fq.size) != 0) {
+      close_sockets();
+      return fail("the packet pool ran out filling the fill ring of {} queue {} ({} in use of {})",
+                  ifname, queues[i].device_queue, pool->in_use(), pool->count());
+    }
+  }
+  return {};
+}
+
+int AfXdpPort::Impl::bind_sockets(uint16_t mode, uint16_t& failed_queue) {
+  xsk_umem_config ucfg{};
+  ucfg.fill_size = opt.ring_size;
+  ucfg.comp_size = opt.ring_size;
+  ucfg.frame_size = pool->frame_size();
+  // Frames land after the mempool header and the rte_mbuf (and the kernel's own 256-byte
+  // XDP headroom), i.e. in the mbuf's data room, RTE_PKTMBUF_HEADROOM or more into it.
+  ucfg.frame_headroom = PacketPool::kBufferOffset;
+  ucfg.flags = 0;  // aligned chunks: chunk i is mempool object i
+
+  Xsk* first = nullptr;
+  for (uint16_t i = 0; i < nqueues; ++i) {
+    if (queues[i].owner != QueueOwner::Vecflow) continue;
+    queues[i].xsk = std::make_unique<Xsk>();
+    if (!first) first = queues[i].xsk.get();
+  }
+  failed_queue = 0;
+  int rc = xsk_umem__create(&umem, pool->base(), pool->bytes(), &first->fq, &first->cq, &ucfg);
+  if (rc != 0) {
+    umem = nullptr;
+    return rc < 0 ? rc : -rc;
+  }
+  for (uint16_t i = 0; i < nqueues; ++i) {
+    Xsk* x = queues[i].xsk.get();
+    if (!x) continue;
+    xsk_socket_config scfg{};
+    scfg.rx_size = opt.ring_size;
+    scfg.tx_size = opt.ring_size;
+    scfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;  // steering owns the program
+    scfg.bind_flags = static_cast<uint16_t>(mode | XDP_USE_NEED_WAKEUP);
+    rc = xsk_socket__create_shared(&x->socket, ifname.c_str(), queues[i].device_queue, umem, &x->rx,
+                                   &x->tx, &x->fq, &x->cq, &scfg);
+    if (rc != 0) {
+      x->socket = nullptr;
+      failed_queue = queues[i].device_queue;
+      return rc < 0 ? rc : -rc;
+    }
+    x->fd = xsk_socket__fd(x->socket);
+  }
+  return 0;
+}
+
+void AfXdpPort::Impl::close_sockets() noexcept {
+  // Sockets that share the UMEM first; the one on the UMEM's own descriptor goes with the UMEM.
+  for (uint16_t i = 0; i < nqueues; ++i) {
+    Xsk* x = queues[i].xsk.get();
+    if (x && x->socket && umem && x->fd != xsk_umem__fd(umem)) {
+      xsk_socket__delete(x->socket);
+      x->socket = nullptr;
+    }
+  }
+  for (uint16_t i = 0; i < nqueues; ++i) {
+    Xsk* x = queues[i].xsk.get();
+    if (x && x->socket) {
+      xsk_socket__delete(x->socket);
+      x->socket = nullptr;
+    }
+  }
+  if (umem) {
+    xsk_umem__delete(umem);
+    umem = nullptr;
+  }
+  for (uint16_t i = 0; i < nqueues; ++i)
+    queues[i].xsk.reset();
+  // Every socket is closed: nothing can hand back a buffer lent under the tag any more.
+  if (tag != 0) {
+    uint32_t n = pool->close_lender(tag);
+    log::get("io")->debug("{}: {} buffer(s) returned from the kernel's rings", ifname, n);
+    tag = 0;
+  }
+}
+
+void AfXdpPort::Impl::refill(Xsk& x) noexcept {
+  uint32_t free = xsk_prod_nb_free(&x.fq, x.fq.size);
+  rte_mbuf* bufs[kRingBatch];
+  while (free > 0) {
+    uint32_t n = std::min(free, kRingBatch);
+    if (rte_pktmbuf_alloc_bulk(pool->mempool(), bufs, n) != 0) return;  // retried next poll
+    uint32_t idx = 0;
+    xsk_ring_prod__reserve(&x.fq, n, &idx);
+    for (uint32_t i = 0; i < n; ++i) {
+      bufs[i]->port = tag;
+      *xsk_ring_prod__fill_addr(&x.fq, idx + i) = pool->frame_addr(bufs[i]);
+    }
+    xsk_ring_prod__submit(&x.fq, n);
+    free -= n;
+  }
+}
+
+// Copy mode transmits from the sendto() call, at most a batch of descriptors per call (the
+// kernel answers EAGAIN when it stopped at its batch limit with more queued): call again until
+// the ring is drained or the kernel says something else (ring of the device full: EBUSY/ENOBUFS,
+// retried on the next burst).
+void AfXdpPort::Impl::kick_tx(Xsk& x) noexcept {
+  for (uint32_t i = 0; i < kMaxKicks; ++i) {
+    if (sendto(x.fd, nullptr, 0, MSG_DONTWAIT, nullptr, 0) >= 0 || errno != EAGAIN) return;
+  }
+}
+
+void AfXdpPort::Impl::reclaim(Xsk& x) noexcept {
+  uint32_t idx;
+  rte_mbuf* bufs[kRingBatch];
+  for (;;) {
+    uint32_t n = xsk_ring_cons__peek(&x.cq, kRingBatch, &idx);
+    if (n == 0) return;
+    for (uint32_t i = 0; i < n; ++i) {
+      rte_mbuf* m = pool->mbuf_of(*xsk_ring_cons__comp_addr(&x.cq, idx + i));
+      m->port = RTE_MBUF_PORT_INVALID;  // no longer lent
+      bufs[i] = m;
+    }
+    xsk_ring_cons__release(&x.cq, n);
+    rte_pktmbuf_free_bulk(bufs, n);
+  }
+}
+
+Result<void> AfXdpPort::start() {
+  Impl& im = *impl_;
+  if (im.started) return {};
+  if (im.map_fd < 0) {
+    return fail("port {}: no XSKMAP: the steering program's xsks_map must be given first", name());
+  }
+  if (auto r = im.open_sockets(); !r) return fail("port {}: {}", name(), r.error().message);
+  for (uint16_t i = 0; i < im.nqueues; ++i) {
+    Queue& q = im.queues[i];
+    int fd = q.xsk ? q.xsk->fd : q.pmd_fd;
+    uint32_t key = q.device_queue;
+    if (int rc = bpf_map_update_elem(im.map_fd, &key, &fd, BPF_ANY); rc != 0) {
+      im.started = true;
+      stop();
+      return fail("port {}: cannot insert the socket of queue {} into the XSKMAP: {}", name(),
+                  q.device_queue, err_text(rc));
+    }
+    if (q.dpdk.valid()) {
+      if (auto r = q.dpdk.start(); !r) {
+        im.started = true;
+        stop();
+        return fail("port {}: DPDK-owned queue {}: {}", name(), q.device_queue, r.error().message);
+      }
+    }
+  }
+  im.started = true;
+  size_t zc = 0, own = 0;
+  for (uint16_t i = 0; i < im.nqueues; ++i) {
+    if (im.queues[i].xsk) {
+      ++own;
+      zc += im.queues[i].xsk->zero_copy;
+    }
+  }
+  log::get("io")->info("port {}: started, {} socket(s) in {} mode{}", name(), own,
+                       zc == own && own ? "zero-copy" : "copy",
+                       im.opt.busy_poll ? ", busy polling" : "");
+  return {};
+}
+
+void AfXdpPort::stop() noexcept {
+  Impl& im = *impl_;
+  if (!im.started) return;
+  for (uint16_t i = 0; i < im.nqueues; ++i) {
+    Queue& q = im.queues[i];
+    uint32_t key = q.device_queue;
+    if (im.map_fd >= 0) bpf_map_delete_elem(im.map_fd, &key);
+    q.dpdk.stop();
+    rx_counter(i).sleeping.store(false, std::memory_order_relaxed);
+  }
+  im.close_sockets();
+  im.started = false;
+}
+
+uint16_t AfXdpPort::rx_queue_count() const noexcept {
+  return impl_->nqueues;
+}
+
+uint16_t AfXdpPort::tx_queue_count() const noexcept {
+  return impl_->nqueues;
+}
+
+uint16_t AfXdpPort::rx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept {
+  Impl& im = *impl_;
+  Queue& q = im.queues[qi];
+  RxQueueCounters& c = rx_counter(qi);
+  uint16_t got;
+  if (Xsk* x = q.xsk.get()) {
+    uint32_t idx;
+    got = static_cast<uint16_t>(xsk_ring_cons__peek(&x->rx, n, &idx));
+    if (got == 0) {
+      im.refill(*x);  // tops up after a pool shortage even while no frame arrives
+      // Busy polling drives the driver from here; in zero-copy mode a driver that ran out of
+      // fill entries waits for this wake-up. Copy mode (veth, generic XDP) never needs it.
+      if (im.opt.busy_poll || xsk_ring_prod__needs_wakeup(&x->fq)) {
+        recvfrom(x->fd, nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
+      }
+      return 0;
+    }
+    const PacketPool& pool = *im.pool;
+    for (uint16_t i = 0; i < got; ++i) {
+      const xdp_desc* d = xsk_ring_cons__rx_desc(&x->rx, idx + i);
+      rte_mbuf* m = pool.mbuf_of(d->addr);
+      m->data_off = pool.data_off_of(d->addr);
+      m->data_len = static_cast<uint16_t>(d->len);
+      m->pkt_len = d->len;
+      pkts[i] = m;
+    }
+    xsk_ring_cons__release(&x->rx, got);
+    im.refill(*x);
+  } else if (q.dpdk.valid()) {
+    got = rte_eth_rx_burst(q.dpdk.port(), 0, pkts, n);
+    if (got == 0) return 0;
+  } else {
+    return 0;  // stopped
+  }
+  // Metadata, or one software parse; malformed frames are dropped here and counted.
+  uint16_t kept = 0;
+  uint64_t bytes = 0;
+  for (uint16_t i = 0; i < got; ++i) {
+    rte_mbuf* m = pkts[i];
+    if (i + kPrefetchAhead < got) prefetch_rx(pkts[i + kPrefetchAhead]);
+    if (auto bad = classify_rx(m, im.opt.classify, true)) {
+      c.drops.add(*bad);
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    bytes += m->pkt_len;
+    pkts[kept++] = m;
+  }
+  c.packets.add(kept);
+  c.bytes.add(bytes);
+  return kept;
+}
+
+uint16_t AfXdpPort::tx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept {
+  Impl& im = *impl_;
+  Queue& q = im.queues[qi];
+  TxQueueCounters& c = tx_counter(qi);
+  Xsk* x = q.xsk.get();
+  if (!x) {
+    if (!q.dpdk.valid()) return 0;
+    uint64_t bytes = 0;  // read before the PMD may free what it takes
+    for (uint16_t i = 0; i < n; ++i)
+      bytes += pkts[i]->pkt_len;
+    uint16_t sent = rte_eth_tx_burst(q.dpdk.port(), 0, pkts, n);
+    for (uint16_t i = sent; i < n; ++i)
+      bytes -= pkts[i]->pkt_len;
+    c.packets.add(sent);
+    c.bytes.add(bytes);
+    c.refused.add(n - sent);
+    return sent;
+  }
+  im.reclaim(*x);
+  const PacketPool& pool = *im.pool;
+  uint16_t k = static_cast<uint16_t>(std::min<uint32_t>(xsk_prod_nb_free(&x->tx, n), n));
+  // A packet goes out as it is when its bytes sit in one pool buffer that nobody else holds;
+  // otherwise (chained, shared, indirect, foreign pool) it is copied once into a fresh buffer.
+  // Those buffers are taken first, so a shortage only shortens the burst.
+  const uint32_t max_copy = pool.data_room() - RTE_PKTMBUF_HEADROOM;
+  rte_mbuf* fresh[kRingBatch];
+  uint16_t copies = 0;
+  uint16_t limit = k;
+  for (uint16_t i = 0; i < k; ++i) {
+    rte_mbuf* m = pkts[i];
+    if (goes_as_is(pool, m)) continue;
+    if (copies == kRingBatch || m->pkt_len > max_copy) {
+      limit = i;
+      break;
+    }
+    ++copies;
+  }
+  if (copies && rte_pktmbuf_alloc_bulk(pool.mempool(), fresh, copies) != 0) {
+    copies = 0;
+    for (limit = 0; limit < k; ++limit) {
+      if (!goes_as_is(pool, pkts[limit])) break;
+    }
+  }
+  uint32_t idx = 0;
+  if (limit) xsk_ring_prod__reserve(&x->tx, limit, &idx);
+  uint64_t bytes = 0;
+  uint16_t used = 0;
+  for (uint16_t i = 0; i < limit; ++i) {
+    rte_mbuf* m = pkts[i];
+    bytes += m->pkt_len;
+    if (!goes_as_is(pool, m)) {
+      rte_mbuf* f = fresh[used++];
+      const void* src = rte_pktmbuf_read(m, 0, m->pkt_len, rte_pktmbuf_mtod(f, void*));
+      if (src != rte_pktmbuf_mtod(f, void*))
+        std::memcpy(rte_pktmbuf_mtod(f, void*), src, m->pkt_len);
+      f->data_len = static_cast<uint16_t>(m->pkt_len);
+      f->pkt_len = m->pkt_len;
+      rte_pktmbuf_free(m);
+      m = f;
+    }
+    xdp_desc* d = xsk_ring_prod__tx_desc(&x->tx, idx + i);
+    d->addr = pool.umem_addr(rte_pktmbuf_mtod(m, void*));
+    d->len = m->data_len;
+    m->port = im.tag;  // lent to the kernel until its completion comes back
+  }
+  if (limit) xsk_ring_prod__submit(&x->tx, limit);
+  if (xsk_ring_prod__needs_wakeup(&x->tx) && xsk_prod_nb_free(&x->tx, x->tx.size) < x->tx.size) {
+    im.kick_tx(*x);
+  }
+  c.packets.add(limit);
+  c.bytes.add(bytes);
+  c.copies.add(copies);
+  c.refused.add(n - limit);
+  return limit;
+}
+
+LinkState AfXdpPort::link_state() const noexcept {
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, impl_->ifname.c_str(), IFNAMSIZ - 1);
+  if (ioctl(impl_->ctl, SIOCGIFFLAGS, &ifr) != 0) return LinkState::Unknown;
+  return (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING) ? LinkState::Up
+                                                                   : LinkState::Down;
+}
+
+MacAddress AfXdpPort::mac() const noexcept {
+  return impl_->mac;
+}
+
+int AfXdpPort::arm_wakeup(uint16_t qi) noexcept {
+  Impl& im = *impl_;
+  Queue& q = im.queues[qi];
+  int fd = -1;
+  if (Xsk* x = q.xsk.get()) {
+    im.refill(*x);
+    // An empty fill ring would let frames be dropped without ever waking us.
+    if (xsk_prod_nb_free(&x->fq, x->fq.size) == x->fq.size) return -1;
+    fd = x->fd;
+  } else {
+    fd = q.pmd_fd;
+  }
+  if (fd < 0) return -1;
+  RxQueueCounters& c = rx_counter(qi);
+  c.sleeps.add();
+  c.sleeping.store(true, std::memory_order_relaxed);
+  return fd;
+}
+
+void AfXdpPort::disarm_wakeup(uint16_t qi) noexcept {
+  rx_counter(qi).sleeping.store(false, std::memory_order_relaxed);
+}
+
+PortStatus AfXdpPort::status() const {
+  const Impl& im = *impl_;
+  PortStatus s = base_status();
+  s.device = im.ifname;
+  uint64_t ring_full = 0, fill_empty = 0, too_big = 0;
+  for (uint16_t i = 0; i < im.nqueues && i < s.queues.size(); ++i) {
+    const Queue& q = im.queues[i];
+    QueueStatus& qs = s.queues[i];
+    qs.device_queue = q.device_queue;
+    qs.owner = q.owner;
+    qs.busy_poll = im.opt.busy_poll;
+    if (q.xsk) {
+      qs.served_by = fmt::format("xsk fd {}", q.xsk->fd);
+      qs.copy = q.xsk->zero_copy ? CopyMode::ZeroCopy : CopyMode::Copy;
+      qs.can_sleep = true;
+      // Free-running ring indices, shared with the kernel and readable from any thread: every
+      // buffer put in the fill ring comes back through the rx ring, every transmitted one
+      // through the completion ring.
+      auto idx = [](const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); };
+      const Xsk& x = *q.xsk;
+      qs.kernel_buffers = static_cast<uint32_t>(idx(x.fq.producer) - idx(x.rx.consumer)) +
+                          static_cast<uint32_t>(idx(x.tx.producer) - idx(x.cq.consumer));
+      xdp_statistics st{};
+      socklen_t len = sizeof(st);
+      if (getsockopt(q.xsk->fd, SOL_XDP, XDP_STATISTICS, &st, &len) == 0) {
+        ring_full += st.rx_ring_full;
+        fill_empty += st.rx_fill_ring_empty_descs;
+        too_big += st.rx_dropped > st.rx_fill_ring_empty_descs
+                       ? st.rx_dropped - st.rx_fill_ring_empty_descs
+                       : 0;
+        auto name = [&](const char* what) { return fmt::format("q{}.{}", q.device_queue, what); };
+        s.device_stats.emplace_back(name("rx_dropped"), st.rx_dropped);
+        s.device_stats.emplace_back(name("rx_invalid_descs"), st.rx_invalid_descs);
+        s.device_stats.emplace_back(name("tx_invalid_descs"), st.tx_invalid_descs);
+        s.device_stats.emplace_back(name("rx_ring_full"), st.rx_ring_full);
+        s.device_stats.emplace_back(name("rx_fill_ring_empty_descs"), st.rx_fill_ring_empty_descs);
+        s.device_stats.emplace_back(name("tx_ring_empty_descs"), st.tx_ring_empty_descs);
+      }
+    } else if (q.dpdk.valid()) {
+      qs.served_by = q.dpdk.name();
+      // net_af_xdp (22.11) places frames straight into pool mbufs; whether the kernel copied
+      // them first is its socket's business, which the PMD does not report.
+      qs.copy = CopyMode::ZeroCopy;
+      qs.can_sleep = q.pmd_fd >= 0;
+      for (auto& [r, v] : q.dpdk.drops())
+        s.device_drops.emplace_back(r, v);
+      for (auto& [k, v] : q.dpdk.xstats())
+        s.device_stats.emplace_back(q.dpdk.name() + "." + k, v);
+    }
+  }
+  if (ring_full) s.device_drops.emplace_back(DropReason::XSK_RING_FULL, ring_full);
+  if (fill_empty) s.device_drops.emplace_back(DropReason::NOMBUF, fill_empty);
+  if (too_big) s.device_drops.emplace_back(DropReason::FRAME_TOO_BIG, too_big);
+  return s;
+}
+
+}  // namespace vecflow

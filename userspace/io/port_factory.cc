@@ -1,0 +1,83 @@
+#include "io/port_factory.h"
+
+#include <algorithm>
+
+#include "io/afxdp/afxdp_port.h"
+#include "io/dpdk/dpdk_port.h"
+
+namespace vecflow {
+
+PortEnvironment port_environment(const config::ApplianceConfig& cfg) {
+  PortEnvironment env;
+  env.symmetric_hash = cfg.steering.symmetric_hash;
+  env.drop_malformed = cfg.steering.malformed.kind == config::SteerActionKind::Drop;
+  switch (cfg.scheduler.flow_id) {
+    case config::FlowIdSource::Rss:
+      env.flow_id = FlowIdFrom::Rss;
+      break;
+    case config::FlowIdSource::Software:
+      env.flow_id = FlowIdFrom::Software;
+      break;
+    case config::FlowIdSource::Auto:
+    case config::FlowIdSource::Xdp:
+      env.flow_id = FlowIdFrom::Auto;
+      break;
+  }
+  return env;
+}
+
+PacketPoolOptions pool_options(const config::ApplianceConfig& cfg) {
+  PacketPoolOptions o;
+  o.mbufs = cfg.dpdk.mbufs;
+  o.cache = cfg.dpdk.mbuf_cache;
+  o.frame_size = 2048;
+  for (const auto& p : cfg.ports) {
+    if (auto* a = std::get_if<config::AfXdpPort>(&p.kind)) {
+      o.frame_size = std::max(o.frame_size, a->frame_size);
+    }
+  }
+  return o;
+}
+
+Result<std::unique_ptr<Port>> create_port(const config::PortConfig& p, PortId id,
+                                          const PortEnvironment& env) {
+  RxClassify classify;
+  classify.port = id;
+  classify.symmetric = env.symmetric_hash;
+  classify.drop_malformed = env.drop_malformed;
+  classify.flow_id = env.flow_id;
+  if (const auto* a = std::get_if<config::AfXdpPort>(&p.kind)) {
+    AfXdpOptions o;
+    o.interface = a->interface;
+    o.queues.clear();
+    for (const auto& r : a->queues) {
+      o.queues.push_back(XskQueueRange{
+          r.first, r.count,
+          r.owner == config::QueueOwner::Dpdk ? QueueOwner::Dpdk : QueueOwner::Vecflow});
+    }
+    o.bind = a->mode == config::XskMode::Copy       ? XskBind::Copy
+             : a->mode == config::XskMode::ZeroCopy ? XskBind::ZeroCopy
+                                                    : XskBind::Auto;
+    o.busy_poll = a->busy_poll.enabled;
+    o.busy_poll_budget = a->busy_poll.budget;
+    o.busy_poll_timeout_us = a->busy_poll.timeout_us;
+    o.ring_size = a->ring_size;
+    o.classify = classify;
+    o.dpdk_xdp_prog = env.steering_object;
+    auto port = AfXdpPort::create(p.name, id, o, *env.pool);
+    if (!port) return std::unexpected(port.error());
+    return std::unique_ptr<Port>(std::move(*port));
+  }
+  const auto& d = std::get<config::DpdkPort>(p.kind);
+  DpdkOptions o;
+  o.devargs = d.devargs;
+  o.queues = d.queues;
+  o.rx_descriptors = d.rx_descriptors;
+  o.tx_descriptors = d.tx_descriptors;
+  o.classify = classify;
+  auto port = DpdkPort::create(p.name, id, o, *env.pool);
+  if (!port) return std::unexpected(port.error());
+  return std::unique_ptr<Port>(std::move(*port));
+}
+
+}  // namespace vecflow

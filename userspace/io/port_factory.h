@@ -1,0 +1,46 @@
+// Ports from the appliance file: the app hands each `ports[]` entry (config::PortConfig) and
+// the settings ports share to create_port(), and sizes the packet pool with pool_options().
+//
+// Start-up order (io/afxdp/afxdp_port.h says why):
+//   pool = PacketPool::create(pool_options(cfg))
+//   for each port: create_port(...)           DPDK-owned AF_XDP queues are set up here
+//   steering attaches to the afxdp ports' interfaces
+//   AfXdpPort::set_xsks_map(steering's xsks_map fd of that interface)
+//   Port::start() for every port; then the rx/tx adapters start polling
+// and the reverse on the way down (stop polling, Port::stop(), destroy ports, detach steering,
+// destroy the pool).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "core/ids.h"
+#include "io/packet_pool.h"
+#include "io/port.h"
+#include "io/rx_classify.h"
+
+namespace vecflow {
+
+struct PortEnvironment {
+  PacketPool* pool = nullptr;
+  bool symmetric_hash = true;  // steering.symmetric_hash
+  bool drop_malformed = true;  // steering.malformed == drop
+  FlowIdFrom flow_id = FlowIdFrom::Auto;
+  // The steering BPF object, handed to net_af_xdp (`xdp_prog`) for DPDK-owned queues.
+  std::string steering_object;
+};
+
+// The environment the appliance file describes (everything but the pool and the object path).
+PortEnvironment port_environment(const config::ApplianceConfig& cfg);
+
+// Pool size and cache from `dpdk`, buffer size from the largest afxdp frame_size (2048 when
+// there is no afxdp port).
+PacketPoolOptions pool_options(const config::ApplianceConfig& cfg);
+
+// An AfXdpPort or DpdkPort for one `ports[]` entry; `id` is its index in the file.
+Result<std::unique_ptr<Port>> create_port(const config::PortConfig& p, PortId id,
+                                          const PortEnvironment& env);
+
+}  // namespace vecflow

@@ -1,0 +1,78 @@
+// The one place a received frame gets the mbuf fields of core/packet.h: from the metadata the
+// XDP steering program wrote in front of it (AF_XDP frames), or by parsing it once in software
+// (DPDK ports, and AF_XDP frames that arrived without metadata). No later stage parses or hashes
+// the frame again.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include <rte_mbuf.h>
+#include <rte_prefetch.h>
+
+#include "core/drop_reason.h"
+#include "core/ids.h"
+#include "core/packet.h"
+#include "vecflow/xdp_meta.h"
+
+namespace vecflow {
+
+// Where a port takes a frame's flow id from (config scheduler.flow_id).
+enum class FlowIdFrom : uint8_t {
+  Auto,      // XDP metadata on AF_XDP ports; the NIC's RSS hash where the PMD reports one;
+             // else the software hash (the same vf_flow_hash the XDP program computes)
+  Rss,       // the NIC's RSS hash, software where the PMD reports none
+  Software,  // always vf_flow_hash: one id per flow whichever port sees it
+};
+
+struct RxClassify {
+  PortId port{};
+  bool symmetric = true;       // steering.symmetric_hash, for software hashes
+  bool drop_malformed = true;  // steering.malformed: drop (else deliver as non-IP)
+  FlowIdFrom flow_id = FlowIdFrom::Auto;
+};
+
+// The metadata in front of a received frame, or nullptr. The magic is cleared as it is read,
+// so a stale copy left in a recycled buffer is never taken for a fresh one.
+inline const vf_xdp_meta* take_xdp_meta(rte_mbuf* m) noexcept {
+  auto* md = reinterpret_cast<vf_xdp_meta*>(rte_pktmbuf_mtod(m, uint8_t*) - sizeof(vf_xdp_meta));
+  if (md->magic != VF_XDP_META_MAGIC) return nullptr;
+  md->magic = 0;
+  return md;
+}
+
+// How far ahead of the packet being classified the next one's lines are prefetched: far
+// enough to hide a memory access behind the classification of a few packets (~20 ns each),
+// near enough that the lines are still in L1 when their turn comes.
+inline constexpr uint16_t kPrefetchAhead = 4;
+
+// Brings in what classify_rx touches: the mbuf's second line (l2_len, l3_len, PacketMeta) and
+// the first bytes of the frame with the metadata in front of it.
+inline void prefetch_rx(const rte_mbuf* m) noexcept {
+  rte_prefetch0(reinterpret_cast<const uint8_t*>(m) + RTE_CACHE_LINE_SIZE);
+  rte_prefetch0(rte_pktmbuf_mtod_offset(m, const uint8_t*, -int(sizeof(vf_xdp_meta))));
+}
+
+// RTE_PTYPE_* described by XDP metadata (the same mapping core/parse.h applies to a parse).
+uint32_t packet_type_of(const vf_xdp_meta& md) noexcept;
+
+// Fills the fields from XDP metadata.
+inline void apply_xdp_meta(rte_mbuf* m, const vf_xdp_meta& md) noexcept {
+  m->hash.rss = md.flow_hash;
+  m->ol_flags = RTE_MBUF_F_RX_RSS_HASH;
+  m->packet_type = packet_type_of(md);
+  m->l2_len = md.l2_len;
+  m->l3_len = md.l3_len;
+  if (md.flags & VF_META_VLAN) {
+    m->vlan_tci = md.vlan_tci;
+    m->ol_flags |= RTE_MBUF_F_RX_VLAN;
+  }
+  meta(m).steer_rule = md.rule_id;
+}
+
+// Finishes a frame received on `c.port`: port id, reset PacketMeta, then the flow id and
+// packet fields from the metadata or from one software parse. Returns the drop reason when
+// the frame is malformed and the port drops such frames; the caller frees it and counts it.
+std::optional<DropReason> classify_rx(rte_mbuf* m, const RxClassify& c, bool try_meta) noexcept;
+
+}  // namespace vecflow
