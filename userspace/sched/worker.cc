@@ -22,63 +22,76 @@ bool Worker::poll() noexcept {
   if (n == 0) return false;
   stats_.events.add(n);
 
-  // Events back from the egress queue skip the handler: they were finished at an ordered
-  // stage and the scheduler has put them back in order.
-  rte_event done[kMaxEventBurst];
-  uint16_t ndone = 0;
-  uint16_t nh = 0;
-  if (egress_ >= 0) {
+  // The handler never sees events back from the egress queue (they were finished at an
+  // ordered stage and the scheduler has put them back in order). Devices match each
+  // FORWARD/RELEASE to the dequeued event in the same position (event_sw restores order
+  // that way), so the burst goes back in dequeue order: the handler works on a copy of
+  // the other events and its decisions are written back in place.
+  if (egress_ < 0) {
+    for (uint16_t i = 0; i < n; ++i)
+      ev[i].op = RTE_EVENT_OP_RELEASE;
+    handler_.process(std::span<rte_event>(ev, n));
+  } else {
+    rte_event work[kMaxEventBurst];
+    uint8_t pos[kMaxEventBurst];
+    uint16_t nw = 0;
     for (uint16_t i = 0; i < n; ++i) {
-      if (ev[i].queue_id == egress_) {
-        done[ndone++] = ev[i];
-      } else {
-        ev[nh++] = ev[i];
+      ev[i].op = RTE_EVENT_OP_RELEASE;
+      if (ev[i].queue_id != egress_) {
+        pos[nw] = static_cast<uint8_t>(i);
+        work[nw++] = ev[i];
       }
     }
-  } else {
-    nh = n;
+    handler_.process(std::span<rte_event>(work, nw));
+    for (uint16_t i = 0; i < nw; ++i)
+      ev[pos[i]] = work[i];
   }
-  for (uint16_t i = 0; i < nh; ++i)
-    ev[i].op = RTE_EVENT_OP_RELEASE;
 
-  handler_.process(std::span<rte_event>(ev, nh));
-
-  rte_event fwd[kMaxEventBurst];
-  uint16_t nfwd = 0;
+  rte_event done[kMaxEventBurst];
+  uint16_t ndone = 0;
+  uint16_t end = 0;  // one past the last event that goes on: the ops to enqueue
+  uint64_t forwarded = 0;
   uint64_t via_egress = 0;
-  for (uint16_t i = 0; i < nh; ++i) {
+  for (uint16_t i = 0; i < n; ++i) {
     rte_event& e = ev[i];
     if (e.op == RTE_EVENT_OP_FORWARD) {
-      fwd[nfwd++] = e;
-    } else if (egress_ >= 0 && types_[e.queue_id] == SchedType::Ordered) {
+      ++forwarded;
+    } else if (egress_ >= 0 && e.queue_id != egress_ && types_[e.queue_id] == SchedType::Ordered) {
       forward_to(e, static_cast<uint8_t>(egress_));
-      fwd[nfwd++] = e;
       ++via_egress;
     } else {
       done[ndone++] = e;
+      continue;
     }
+    e.sched_type = static_cast<uint8_t>(types_[e.queue_id]);
+    end = static_cast<uint16_t>(i + 1);
   }
-  for (uint16_t i = 0; i < nfwd; ++i)
-    fwd[i].sched_type = static_cast<uint8_t>(types_[fwd[i].queue_id]);
-  if (nfwd > 0) send_forwards(fwd, nfwd);
+  // Finished events after the last forward need no op: the next dequeue releases them.
+  if (end > 0) send(ev, end);
   if (ndone > 0) sink_.finish(std::span<rte_event>(done, ndone));
   sink_.flush();
-  stats_.forwarded.add(nfwd - via_egress);
+  stats_.forwarded.add(forwarded);
   stats_.via_egress.add(via_egress);
   stats_.finished.add(ndone);
   return true;
 }
 
-void Worker::send_forwards(rte_event* ev, uint16_t n) noexcept {
-  uint16_t sent = port_.enqueue_forward_burst(ev, n);
+void Worker::send(rte_event* ev, uint16_t n) noexcept {
+  uint16_t sent = port_.enqueue_burst(ev, n);
   for (uint32_t r = 0; sent < n && r < kForwardRetries; ++r) {
     rte_pause();
-    sent += port_.enqueue_forward_burst(ev + sent, static_cast<uint16_t>(n - sent));
+    sent += port_.enqueue_burst(ev + sent, static_cast<uint16_t>(n - sent));
   }
-  if (sent < n) {
-    stats_.refused.add(n - sent);
-    sink_.drop(std::span<rte_event>(ev + sent, n - sent), DropReason::SCHED_BACKPRESSURE);
+  if (sent == n) return;
+  // The refused forwards are dropped; refused releases need nothing (the next dequeue
+  // releases them).
+  rte_event lost[kMaxEventBurst];
+  uint16_t nlost = 0;
+  for (uint16_t i = sent; i < n; ++i) {
+    if (ev[i].op == RTE_EVENT_OP_FORWARD) lost[nlost++] = ev[i];
   }
+  stats_.refused.add(nlost);
+  sink_.drop(std::span<rte_event>(lost, nlost), DropReason::SCHED_BACKPRESSURE);
 }
 
 void Worker::park() noexcept {
