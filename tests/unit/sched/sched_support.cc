@@ -1,6 +1,7 @@
 #include "sched_support.h"
 
 #include <rte_cycles.h>
+#include <rte_errno.h>
 #include <rte_lcore.h>
 
 #include <fmt/format.h>
@@ -74,13 +75,18 @@ void LcoreThread::stop() {
 
 rte_mempool* packet_pool() {
   static rte_mempool* pool =
-      rte_pktmbuf_pool_create("vsc_test_pkts", 65535, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+      rte_pktmbuf_pool_create("vsc_test_pkts", 16383, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
                               SOCKET_ID_ANY);
   return pool;
 }
 
 rte_mbuf* make_packet(PortId port, uint32_t flow, uint32_t seq) {
-  rte_mbuf* m = rte_pktmbuf_alloc(packet_pool());
+  rte_mempool* pool = packet_pool();
+  if (!pool) {
+    ADD_FAILURE() << "no test mbuf pool: " << rte_strerror(rte_errno);
+    return nullptr;
+  }
+  rte_mbuf* m = rte_pktmbuf_alloc(pool);
   if (!m) return nullptr;
   auto* w = reinterpret_cast<uint64_t*>(rte_pktmbuf_append(m, 64));
   w[0] = flow;
