@@ -87,7 +87,7 @@ rte_mbuf* make_packet(PortId port, uint32_t flow, uint32_t seq) {
     return nullptr;
   }
   rte_mbuf* m = rte_pktmbuf_alloc(pool);
-  if (!m) return nullptr;
+  if (!m) return nullptr;  // the pool is empty for now
   auto* w = reinterpret_cast<uint64_t*>(rte_pktmbuf_append(m, 64));
   w[0] = flow;
   w[1] = seq;

@@ -70,7 +70,8 @@ bool wait_until(Pred pred, std::chrono::milliseconds timeout = std::chrono::seco
 rte_mempool* packet_pool();
 
 // A packet of `flow` with `seq`, entered on `port`: 64 bytes, flow id in hash.rss, PacketMeta
-// reset, payload words: [0] flow, [1] seq, [2..3] free for stamps (TSC values).
+// reset, payload words: [0] flow, [1] seq, [2..3] free for stamps (TSC values). nullptr when the
+// pool is empty.
 rte_mbuf* make_packet(PortId port, uint32_t flow, uint32_t seq);
 inline uint64_t* packet_words(rte_mbuf* m) {
   return rte_pktmbuf_mtod(m, uint64_t*);
