@@ -166,8 +166,7 @@ class BuiltinPort final : public EventPort {
     const bool bracket = !(epoch_ & 1);
     if (bracket) enter();
     uint16_t ok = take_credits(n);
-    for (uint16_t i = 0; i < ok; ++i)
-      route(ev[i]);
+    route_burst(ev, ok);
     counters_.enq_new.add(ok);
     if (ok != n) counters_.refused.add(n - ok);
     if (bracket) leave();
@@ -189,8 +188,7 @@ class BuiltinPort final : public EventPort {
       counters_.enq_new.add(granted);
       if (granted != extra) counters_.refused.add(extra - granted);
     }
-    for (uint16_t i = 0; i < ok; ++i)
-      route(ev[i]);
+    route_burst(ev, ok);
     counters_.enq_forward.add(ok);
     if (bracket) leave();
     return ok;
@@ -218,7 +216,7 @@ class BuiltinPort final : public EventPort {
         if (take_credits(1) == 0) break;
         ++news;
       }
-      route(e);
+      route_burst(&e, 1);
     }
     counters_.enq_new.add(news);
     counters_.enq_forward.add(fwds);
@@ -273,19 +271,21 @@ class BuiltinPort final : public EventPort {
       return 0;
     }
     counters_.dequeued.add(got);
+    uint16_t per_queue[kMaxQueues];
+    std::memset(per_queue, 0, s_.nqueues * sizeof(uint16_t));
+    for (uint16_t i = 0; i < got; ++i)
+      ++per_queue[ev[i].queue_id];
+    for (uint16_t q = 0; q < s_.nqueues; ++q)
+      if (per_queue[q]) counters_.queue_out[q].add(per_queue[q]);
     if (sampling_) {
       for (uint16_t i = 0; i < got; ++i) {
         const rte_event& e = ev[i];
-        counters_.queue_out[e.queue_id].add();
         if (s_.types[e.queue_id] != SchedType::Parallel) {
           samples_[sample_pos_] = flow_key(e.queue_id, flow_slot(e.flow_id));
           sample_pos_ = static_cast<uint16_t>((sample_pos_ + 1) % kFlowSamples);
           if (nsamples_ < kFlowSamples) ++nsamples_;
         }
       }
-    } else {
-      for (uint16_t i = 0; i < got; ++i)
-        counters_.queue_out[ev[i].queue_id].add();
     }
     if (!busy_) {
       busy_ = true;
@@ -343,23 +343,48 @@ class BuiltinPort final : public EventPort {
  private:
   // ---- placement -------------------------------------------------------------------------
 
-  void route(const rte_event& e) noexcept {
-    const uint8_t q = e.queue_id;
-    assert(q < s_.nqueues);
-    const SchedType t = s_.types[q];
-    uint32_t dst;
-    if (t == SchedType::Parallel) {
-      dst = rr_;
-      rr_ = rr_ + 1 == s_.nworkers ? 0 : rr_ + 1;
-    } else {
-      dst = __atomic_load_n(&s_.owner_table(q)[flow_slot(e.flow_id)], __ATOMIC_ACQUIRE);
+  // Places a burst: owner table lookup, then the destination's out-buffer. One loop with its
+  // state in locals (the compiler cannot keep members in registers across the event stores),
+  // the same work for every event whatever the burst size.
+  void route_burst(const rte_event* ev, uint16_t n) noexcept {
+    rte_event* const out = out_.data();
+    uint16_t* const out_len = out_len_.data();
+    const SchedType* const types = s_.types.data();
+    const uint8_t* const owners = s_.owners.data();
+    uint16_t per_queue[kMaxQueues];
+    std::memset(per_queue, 0, s_.nqueues * sizeof(uint16_t));
+    uint64_t dirty = dirty_;
+    for (uint16_t i = 0; i < n; ++i) {
+      const rte_event& e = ev[i];
+      const uint8_t q = e.queue_id;
+      assert(q < s_.nqueues);
+      const SchedType t = types[q];
+      uint32_t dst;
+      if (t == SchedType::Parallel) {
+        dst = rr_;
+        rr_ = rr_ + 1 == s_.nworkers ? 0 : rr_ + 1;
+      } else {
+        dst = __atomic_load_n(&owners[static_cast<size_t>(q) * kFlowSlots + flow_slot(e.flow_id)],
+                              __ATOMIC_ACQUIRE);
+      }
+      const uint16_t len = out_len[dst];
+      rte_event* slot = &out[dst * kOutBurst + len];
+      // Whole-word stores: writing the sched_type bit-field into the buffer would reload the
+      // event just stored (a store-forwarding stall on every event).
+      slot->event = with_sched_type(e.event, t);
+      slot->u64 = e.u64;
+      ++per_queue[q];
+      dirty |= uint64_t{1} << dst;
+      out_len[dst] = static_cast<uint16_t>(len + 1);
+      if (len + 1 == kOutBurst) {
+        dirty_ = dirty;
+        flush(dst);
+        dirty = dirty_;
+      }
     }
-    rte_event* slot = &out_[dst * kOutBurst + out_len_[dst]];
-    *slot = e;
-    slot->sched_type = static_cast<uint8_t>(t);
-    counters_.queue_in[q].add();
-    dirty_ |= uint64_t{1} << dst;
-    if (++out_len_[dst] == kOutBurst) flush(dst);
+    dirty_ = dirty;
+    for (uint16_t q = 0; q < s_.nqueues; ++q)
+      if (per_queue[q]) counters_.queue_in[q].add(per_queue[q]);
   }
 
   void flush(uint32_t dst) noexcept {

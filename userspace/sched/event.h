@@ -58,6 +58,24 @@ inline std::span<rte_mbuf*> packets(rte_event& ev) noexcept {
   return {};
 }
 
+// The first 64 bits of an event (flow id, types, op, queue ...) with its sched_type replaced,
+// computed in a register so the caller can store the event as two whole words.
+inline uint64_t with_sched_type(uint64_t word, SchedType t) noexcept {
+  rte_event e;
+  e.event = word;
+  e.sched_type = static_cast<uint8_t>(t);
+  return e.event;
+}
+
+// The same with flow_id and event_type replaced: building events from a prototype.
+inline uint64_t with_flow(uint64_t word, uint32_t flow_id, uint8_t event_type) noexcept {
+  rte_event e;
+  e.event = word;
+  e.flow_id = flow_id & kFlowIdMask;
+  e.event_type = event_type;
+  return e.event;
+}
+
 // What a worker's handler writes into an event it processed (see worker.h).
 // On to stage `queue`: the event keeps its flow id, the scheduler fills the schedule type.
 inline void forward_to(rte_event& ev, uint8_t queue) noexcept {

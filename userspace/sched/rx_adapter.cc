@@ -173,9 +173,7 @@ uint16_t RxAdapter::receive(const RxQueue& q, uint64_t now) noexcept {
 
 void RxAdapter::emit_packet(rte_mbuf* m) noexcept {
   rte_event& e = out_[nout_++];
-  e = proto_;
-  e.flow_id = m->hash.rss & kFlowIdMask;
-  e.event_type = RTE_EVENT_TYPE_ETHDEV;
+  e.event = with_flow(proto_.event, m->hash.rss, RTE_EVENT_TYPE_ETHDEV);
   e.mbuf = m;
   stats_.events.add();
   if (nout_ == out_.size()) enqueue_out(DropReason::SCHED_BACKPRESSURE);
@@ -216,9 +214,7 @@ void RxAdapter::add_packet(rte_mbuf* m, uint16_t queue, uint64_t now) noexcept {
 void RxAdapter::close(uint16_t s, Closed why) noexcept {
   Slot& slot = slots_[s];
   rte_event& e = out_[nout_++];
-  e = proto_;
-  e.flow_id = slot.rss & kFlowIdMask;
-  e.event_type = RTE_EVENT_TYPE_ETHDEV_VECTOR;
+  e.event = with_flow(proto_.event, slot.rss, RTE_EVENT_TYPE_ETHDEV_VECTOR);
   e.vec = slot.vec;
   stats_.events.add();
   stats_.vectors.add();
