@@ -198,8 +198,18 @@ std::unique_ptr<sched::Scheduler> make(Kind k) {
   return std::move(*s);
 }
 
+// One scheduler per backend for the whole run (drained between points), as vecflowd has one.
+// Released before EAL (end of main).
+std::unique_ptr<sched::Scheduler> g_schedulers[3];
+
+sched::Scheduler& scheduler(Kind k) {
+  auto& slot = g_schedulers[static_cast<int>(k)];
+  if (!slot) slot = make(k);
+  return *slot;
+}
+
 Measure run_point(const Point& p, double seconds) {
-  auto s = make(p.kind);
+  sched::Scheduler* s = &scheduler(p.kind);
   rte_mempool* pool = nullptr;
   static unsigned pool_seq = 0;
   if (p.vector > 1) {
@@ -211,7 +221,7 @@ Measure run_point(const Point& p, double seconds) {
     }
   }
   auto svc = s->service();
-  Bench b(s.get(), pool, p);
+  Bench b(s, pool, p);
   const uint64_t hz = rte_get_tsc_hz();
   const uint64_t warm = static_cast<uint64_t>(hz * seconds * 0.2);
   const uint64_t span = static_cast<uint64_t>(hz * seconds);
@@ -254,7 +264,6 @@ Measure run_point(const Point& p, double seconds) {
     if (s->producer(0).needs_maintenance()) s->producer(0).maintain();
     idle = b.consume() ? 0 : idle + 1;
   }
-  s.reset();
   rte_mempool_free(pool);
   double wall = static_cast<double>(end - start) / static_cast<double>(hz);
   double secs = static_cast<double>(cpu) / 1e9;
@@ -313,6 +322,8 @@ int main(int argc, char** argv) {
       if (profile != name(k)) continue;
       Measure m = run_point({k, 1, 1024, 1, 32, 32}, seconds);
       fmt::print("{}: {} events/s\n", name(k), rate(m.events));
+      for (auto& s : g_schedulers)
+        s.reset();
       return 0;
     }
     fmt::print(stderr, "--profile: no backend named {}\n", profile);
@@ -435,5 +446,7 @@ int main(int argc, char** argv) {
              "mean {:.0f}%, lowest {:.0f}% (rates are per CPU second of that thread)\n",
              load[0], load[1], load[2], 100 * share_sum / std::max<size_t>(share_n, 1),
              100 * share_min);
+  for (auto& s : g_schedulers)
+    s.reset();
   return 0;
 }

@@ -271,12 +271,17 @@ class BuiltinPort final : public EventPort {
       return 0;
     }
     counters_.dequeued.add(got);
-    uint16_t per_queue[kMaxQueues];
-    std::memset(per_queue, 0, s_.nqueues * sizeof(uint16_t));
-    for (uint16_t i = 0; i < got; ++i)
-      ++per_queue[ev[i].queue_id];
-    for (uint16_t q = 0; q < s_.nqueues; ++q)
-      if (per_queue[q]) counters_.queue_out[q].add(per_queue[q]);
+    uint8_t run_queue = ev[0].queue_id;
+    uint32_t run = 0;
+    for (uint16_t i = 0; i < got; ++i) {
+      if (ev[i].queue_id != run_queue) {
+        counters_.queue_out[run_queue].add(run);
+        run_queue = ev[i].queue_id;
+        run = 0;
+      }
+      ++run;
+    }
+    counters_.queue_out[run_queue].add(run);
     if (sampling_) {
       for (uint16_t i = 0; i < got; ++i) {
         const rte_event& e = ev[i];
@@ -346,18 +351,43 @@ class BuiltinPort final : public EventPort {
   // Places a burst: owner table lookup, then the destination's out-buffer. One loop with its
   // state in locals (the compiler cannot keep members in registers across the event stores),
   // the same work for every event whatever the burst size.
+  // Places a burst: each event's destination (owner table, or round-robin for parallel
+  // queues), then the destination's out-buffer. Two passes over at most kMaxEventBurst events
+  // at a time, with the loop state in locals (members would be reloaded after every event
+  // store). The first pass computes destinations, independent for every event; the second
+  // appends. When every event of the chunk goes to one destination (one worker, or one flow),
+  // the chunk is appended as a block, or written straight to the destination's ring when its
+  // out-buffer is empty and the events need no change: no per-event length counter then, whose
+  // store-to-load chain would bound the loop.
   void route_burst(const rte_event* ev, uint16_t n) noexcept {
-    rte_event* const out = out_.data();
-    uint16_t* const out_len = out_len_.data();
+    while (n > 0) {
+      uint16_t m = std::min<uint16_t>(n, kMaxEventBurst);
+      route_chunk(ev, m);
+      ev += m;
+      n = static_cast<uint16_t>(n - m);
+    }
+  }
+
+  void route_chunk(const rte_event* ev, uint16_t n) noexcept {
     const SchedType* const types = s_.types.data();
     const uint8_t* const owners = s_.owners.data();
-    uint16_t per_queue[kMaxQueues];
-    std::memset(per_queue, 0, s_.nqueues * sizeof(uint16_t));
-    uint64_t dirty = dirty_;
+    uint8_t dsts[kMaxEventBurst];
+    // Events per queue, counted as runs in a register: a burst usually goes to one queue.
+    uint8_t run_queue = ev[0].queue_id;
+    uint32_t run = 0;
+    bool typed = true;  // every event already carries its queue's sched_type
+    uint32_t same = 0;  // OR of (destination ^ first destination): zero if all go to one
+    uint32_t first = 0;
     for (uint16_t i = 0; i < n; ++i) {
       const rte_event& e = ev[i];
       const uint8_t q = e.queue_id;
       assert(q < s_.nqueues);
+      if (q != run_queue) {
+        counters_.queue_in[run_queue].add(run);
+        run_queue = q;
+        run = 0;
+      }
+      ++run;
       const SchedType t = types[q];
       uint32_t dst;
       if (t == SchedType::Parallel) {
@@ -367,13 +397,48 @@ class BuiltinPort final : public EventPort {
         dst = __atomic_load_n(&owners[static_cast<size_t>(q) * kFlowSlots + flow_slot(e.flow_id)],
                               __ATOMIC_ACQUIRE);
       }
+      if (i == 0) first = dst;
+      same |= dst ^ first;
+      typed &= e.sched_type == static_cast<uint8_t>(t);
+      dsts[i] = static_cast<uint8_t>(dst);
+    }
+    counters_.queue_in[run_queue].add(run);
+
+    rte_event* const out = out_.data();
+    uint16_t* const out_len = out_len_.data();
+    if (same == 0) {
+      // A producer flushes at the end of the call anyway; a worker only skips its out-buffer
+      // for chunks big enough to be a good ring write on their own.
+      if (typed && out_len[first] == 0 && (!worker_ || n >= kOutBurst / 2)) {
+        write_ring(first, ev, n);
+        return;
+      }
+      uint16_t i = 0;
+      while (i < n) {
+        const uint16_t len = out_len[first];
+        const uint16_t k = std::min<uint16_t>(kOutBurst - len, n - i);
+        rte_event* slot = &out[first * kOutBurst + len];
+        for (uint16_t j = 0; j < k; ++j) {
+          slot[j].event = with_sched_type(ev[i + j].event, types[ev[i + j].queue_id]);
+          slot[j].u64 = ev[i + j].u64;
+        }
+        out_len[first] = static_cast<uint16_t>(len + k);
+        dirty_ |= uint64_t{1} << first;
+        i = static_cast<uint16_t>(i + k);
+        if (len + k == kOutBurst) flush(first);
+      }
+      return;
+    }
+    uint64_t dirty = dirty_;
+    for (uint16_t i = 0; i < n; ++i) {
+      const rte_event& e = ev[i];
+      const uint32_t dst = dsts[i];
       const uint16_t len = out_len[dst];
       rte_event* slot = &out[dst * kOutBurst + len];
       // Whole-word stores: writing the sched_type bit-field into the buffer would reload the
       // event just stored (a store-forwarding stall on every event).
-      slot->event = with_sched_type(e.event, t);
+      slot->event = with_sched_type(e.event, types[e.queue_id]);
       slot->u64 = e.u64;
-      ++per_queue[q];
       dirty |= uint64_t{1} << dst;
       out_len[dst] = static_cast<uint16_t>(len + 1);
       if (len + 1 == kOutBurst) {
@@ -383,21 +448,21 @@ class BuiltinPort final : public EventPort {
       }
     }
     dirty_ = dirty;
-    for (uint16_t q = 0; q < s_.nqueues; ++q)
-      if (per_queue[q]) counters_.queue_in[q].add(per_queue[q]);
+  }
+
+  void write_ring(uint32_t dst, const rte_event* ev, uint16_t n) noexcept {
+    rte_event_ring* ring = s_.workers[dst]->in_;
+    unsigned done = rte_event_ring_enqueue_burst(ring, ev, n, nullptr);
+    // Every ring holds the whole in-flight limit, so it is never full for long (only while
+    // its consumer is mid-dequeue of a ring holding everything).
+    while (unlikely(done < n)) {
+      rte_pause();
+      done += rte_event_ring_enqueue_burst(ring, ev + done, n - done, nullptr);
+    }
   }
 
   void flush(uint32_t dst) noexcept {
-    const uint16_t len = out_len_[dst];
-    rte_event* buf = &out_[dst * kOutBurst];
-    rte_event_ring* ring = s_.workers[dst]->in_;
-    unsigned done = rte_event_ring_enqueue_burst(ring, buf, len, nullptr);
-    // Every ring holds the whole in-flight limit, so it is never full for long (only while
-    // its consumer is mid-dequeue of a ring holding everything).
-    while (unlikely(done < len)) {
-      rte_pause();
-      done += rte_event_ring_enqueue_burst(ring, buf + done, len - done, nullptr);
-    }
+    write_ring(dst, &out_[dst * kOutBurst], out_len_[dst]);
     out_len_[dst] = 0;
     dirty_ &= ~(uint64_t{1} << dst);
   }

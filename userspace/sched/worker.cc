@@ -66,10 +66,12 @@ bool Worker::poll() noexcept {
     e.sched_type = static_cast<uint8_t>(types_[e.queue_id]);
     end = static_cast<uint16_t>(i + 1);
   }
-  // Finished events after the last forward need no op: the next dequeue releases them.
-  if (end > 0) send(ev, end);
+  // Finished packets leave before the scheduler hears of it: a RELEASE frees the flow's
+  // atomic context, and the flow's next event, on another worker, must not overtake them.
   if (ndone > 0) sink_.finish(std::span<rte_event>(done, ndone));
   sink_.flush();
+  // Finished events after the last forward need no op: the next dequeue releases them.
+  if (end > 0) send(ev, end);
   stats_.forwarded.add(forwarded);
   stats_.via_egress.add(via_egress);
   stats_.finished.add(ndone);

@@ -338,7 +338,13 @@ TEST_F(RxAdapterTest, WithTheVectorPoolEmptyPacketsTravelAlone) {
 
 class TxAdapterTest : public ::testing::Test {
  protected:
-  void SetUp() override { VECFLOW_REQUIRE_EAL(); }
+  void SetUp() override {
+    VECFLOW_REQUIRE_EAL();
+    pool_ = vector_pool(16, 16);
+    in_ = std::make_unique<RingPort>("in", kIn);
+    out_ = std::make_unique<RingPort>("out", kOut);
+    kernel_ = std::make_unique<RingPort>("kernel", kKernel);
+  }
   rte_event vector_of(std::vector<rte_mbuf*> pkts) {
     void* v = nullptr;
     EXPECT_EQ(rte_mempool_get(pool_.get(), &v), 0);
@@ -353,14 +359,13 @@ class TxAdapterTest : public ::testing::Test {
     return e;
   }
   OutcomeTable outcomes{2, 3};
-  sched::VectorPool pool_ = vector_pool(16, 16);
-  RingPort in{"in", kIn};
-  RingPort out{"out", kOut};
-  RingPort kernel{"kernel", kKernel};
+  // Made in SetUp, once EAL is up.
+  sched::VectorPool pool_;
+  std::unique_ptr<RingPort> in_, out_, kernel_;
 };
 
 TEST_F(TxAdapterTest, ActsOnEveryVerdictAndCountsItAgainstTheIngressPort) {
-  sched::TxAdapter tx({{&in, 0}, {&out, 0}}, {{&kernel, 0}}, outcomes.row(1));
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {{kernel_.get(), 0}}, outcomes.row(1));
   std::vector<rte_mbuf*> pkts;
   for (uint32_t i = 0; i < 6; ++i)
     pkts.push_back(make_packet(kIn, 1, i));
@@ -372,14 +377,14 @@ TEST_F(TxAdapterTest, ActsOnEveryVerdictAndCountsItAgainstTheIngressPort) {
   set_transmit(pkts[5], kOut);
   rte_event e = vector_of(pkts);
   tx.finish({&e, 1});
-  EXPECT_EQ(out.collect(0, pkts.data(), 6), 0u) << "nothing sent before flush";
+  EXPECT_EQ(out_->collect(0, pkts.data(), 6), 0u) << "nothing sent before flush";
   tx.flush();
   rte_mbuf* got[8];
-  ASSERT_EQ(out.collect(0, got, 8), 2u);
+  ASSERT_EQ(out_->collect(0, got, 8), 2u);
   EXPECT_EQ(packet_words(got[0])[1], 0u);
   EXPECT_EQ(packet_words(got[1])[1], 5u);
   rte_pktmbuf_free_bulk(got, 2);
-  ASSERT_EQ(kernel.collect(0, got, 8), 1u);
+  ASSERT_EQ(kernel_->collect(0, got, 8), 1u);
   rte_pktmbuf_free(got[0]);
   AccountingSnapshot s = outcomes.port_snapshot(kIn);
   EXPECT_EQ(s.tx, 2u);
@@ -390,7 +395,7 @@ TEST_F(TxAdapterTest, ActsOnEveryVerdictAndCountsItAgainstTheIngressPort) {
 }
 
 TEST_F(TxAdapterTest, KernelVerdictWithoutAPathIsANamedDrop) {
-  sched::TxAdapter tx({{&in, 0}, {&out, 0}}, {}, outcomes.row(1));
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1));
   rte_mbuf* m = make_packet(kIn, 1, 0);
   meta(m).verdict = Verdict::Kernel;
   rte_event e{};
@@ -402,8 +407,8 @@ TEST_F(TxAdapterTest, KernelVerdictWithoutAPathIsANamedDrop) {
 }
 
 TEST_F(TxAdapterTest, RefusedPacketsAreRetriedWithinABoundThenCountedTxFull) {
-  sched::TxAdapter tx({{&in, 0}, {&out, 0}}, {}, outcomes.row(1));
-  out.tx_accept = 1;  // the port takes one packet per call
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1));
+  out_->tx_accept = 1;  // the port takes one packet per call
   std::vector<rte_mbuf*> pkts;
   for (uint32_t i = 0; i < 10; ++i) {
     pkts.push_back(make_packet(kIn, 1, i));
@@ -412,20 +417,20 @@ TEST_F(TxAdapterTest, RefusedPacketsAreRetriedWithinABoundThenCountedTxFull) {
   rte_event e = vector_of(pkts);
   tx.finish({&e, 1});
   tx.flush();
-  EXPECT_EQ(out.tx_calls.load(), 1 + sched::kTxRetries);
+  EXPECT_EQ(out_->tx_calls.load(), 1 + sched::kTxRetries);
   EXPECT_EQ(tx.stats().retries.load(), sched::kTxRetries);
   AccountingSnapshot s = outcomes.port_snapshot(kIn);
   EXPECT_EQ(s.tx, 1 + sched::kTxRetries);
   EXPECT_EQ(s.drops[static_cast<size_t>(DropReason::TX_FULL)], 10 - (1 + sched::kTxRetries));
   EXPECT_EQ(tx.stats().tx_full.load(), 10 - (1 + sched::kTxRetries));
   rte_mbuf* got[16];
-  unsigned n = out.collect(0, got, 16);
+  unsigned n = out_->collect(0, got, 16);
   EXPECT_EQ(n, 1 + sched::kTxRetries);
   rte_pktmbuf_free_bulk(got, n);
 }
 
 TEST_F(TxAdapterTest, AFullBufferIsSentWithoutWaitingForFlush) {
-  sched::TxAdapter tx({{&in, 0}, {&out, 0}}, {}, outcomes.row(1));
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1));
   for (uint32_t i = 0; i < sched::kTxBurst; ++i) {
     rte_mbuf* m = make_packet(kIn, 1, i);
     set_transmit(m, kOut);
@@ -435,7 +440,7 @@ TEST_F(TxAdapterTest, AFullBufferIsSentWithoutWaitingForFlush) {
     tx.finish({&e, 1});
   }
   rte_mbuf* got[64];
-  unsigned n = out.collect(0, got, 64);
+  unsigned n = out_->collect(0, got, 64);
   EXPECT_EQ(n, sched::kTxBurst);
   rte_pktmbuf_free_bulk(got, n);
 }
