@@ -36,7 +36,12 @@
 #include "core/log.h"
 #include "runtime/eal.h"
 #include "runtime/service.h"
+#include "core/accounting.h"
+#include "core/packet.h"
+#include "io/port.h"
+#include "sched/rx_adapter.h"
 #include "sched/scheduler.h"
+#include "sched/worker.h"
 
 using namespace vecflow;
 
@@ -286,6 +291,137 @@ std::string rate(double r) {
   return fmt::format("{:.1f} M", r / 1e6);
 }
 
+
+// ---- rx adapter pipeline ------------------------------------------------------------------
+//
+// Packets from a synthetic port (mbufs from a pool, the flow changing every `train` packets)
+// through the RxAdapter (vectors by flow), the scheduler and a Worker whose handler reads
+// every packet, to a sink that frees them: what forming vectors at the rx adapter buys, and
+// what it costs when flows interleave too much for vectors to fill.
+
+class SynthPort final : public Port {
+ public:
+  SynthPort(rte_mempool* pool, uint32_t flows, uint32_t train)
+      : Port("synth", PortId{0}), pool_(pool), flows_(flows), train_(train) {}
+  std::string_view kind() const noexcept override { return "synth"; }
+  uint16_t rx_queue_count() const noexcept override { return 1; }
+  uint16_t tx_queue_count() const noexcept override { return 1; }
+  uint16_t rx_burst(uint16_t, rte_mbuf** pkts, uint16_t n) noexcept override {
+    if (rte_pktmbuf_alloc_bulk(pool_, pkts, n) != 0) return 0;
+    for (uint16_t i = 0; i < n; ++i) {
+      if (left_ == 0) {
+        flow_ = static_cast<uint32_t>(rng_.next() & (flows_ - 1));
+        left_ = train_;
+      }
+      --left_;
+      rte_mbuf* m = pkts[i];
+      m->port = 0;
+      m->hash.rss = flow_;
+      m->pkt_len = m->data_len = 64;
+    }
+    return n;
+  }
+  uint16_t tx_burst(uint16_t, rte_mbuf**, uint16_t) noexcept override { return 0; }
+  LinkState link_state() const noexcept override { return LinkState::Up; }
+  Result<void> start() override { return {}; }
+  void stop() noexcept override {}
+
+ private:
+  rte_mempool* pool_;
+  uint32_t flows_;
+  uint32_t train_;
+  uint32_t flow_ = 0;
+  uint32_t left_ = 0;
+  Rng rng_;
+};
+
+class TouchEvery final : public sched::EventHandler {
+ public:
+  void process(std::span<rte_event> events) noexcept override {
+    for (rte_event& ev : events)
+      for (rte_mbuf* m : sched::packets(ev))
+        sum += m->hash.rss;
+  }
+  uint64_t sum = 0;
+};
+
+class FreeSink final : public sched::EgressSink {
+ public:
+  void finish(std::span<rte_event> events) noexcept override {
+    for (rte_event& ev : events) {
+      auto pkts = sched::packets(ev);
+      packets += pkts.size();
+      sched::free_payload(ev);
+    }
+  }
+  void drop(std::span<rte_event> events, DropReason) noexcept override {
+    for (rte_event& ev : events)
+      sched::free_payload(ev);
+  }
+  void flush() noexcept override {}
+  uint64_t packets = 0;
+};
+
+struct RxMeasure {
+  double packets = 0;      // per CPU second
+  double mean_vector = 0;  // packets per event the adapter formed
+};
+
+RxMeasure run_rx_point(Kind k, uint16_t vector, uint32_t flows, uint32_t train, double seconds) {
+  static unsigned seq = 0;
+  static rte_mempool* mbufs =
+      rte_pktmbuf_pool_create("vscb_mbufs", 32767, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  sched::Scheduler& s = scheduler(k);
+  rte_mempool* vecs = nullptr;
+  if (vector > 1) {
+    vecs = rte_event_vector_pool_create(fmt::format("vscb_rxv{}", seq++).c_str(), kInflight * 2,
+                                        256, vector, SOCKET_ID_ANY);
+  }
+  OutcomeTable outcomes(1, 1);
+  SynthPort port(mbufs, flows, train);
+  sched::RxAdapter rx("rx", s.producer(0), {vector, 50, 0, sched::SchedType::Atomic, vecs},
+                      outcomes.row(0));
+  (void)rx.add_queue(port, 0);
+  TouchEvery handler;
+  FreeSink sink;
+  sched::Worker worker("w", s, s.worker(0), handler, sink, std::nullopt);
+  auto svc = s.service();
+  const uint64_t hz = rte_get_tsc_hz();
+  uint64_t t0 = rte_rdtsc(), start = 0, p0 = 0, cpu0 = 0;
+  for (uint64_t i = 0;; ++i) {
+    rx.poll();
+    if (svc) svc->poll();
+    worker.poll();
+    if ((i & 15) == 0) {
+      uint64_t now = rte_rdtsc();
+      if (!start && now - t0 >= hz * seconds * 0.2) {
+        start = now;
+        cpu0 = thread_cpu_ns();
+        p0 = sink.packets;
+      }
+      if (start && now - start >= hz * seconds) break;
+    }
+  }
+  uint64_t cpu = thread_cpu_ns() - cpu0;
+  uint64_t pkts = sink.packets - p0;
+  rx.request_drain();
+  rx.poll();
+  for (int idle = 0; idle < 1000;) {
+    if (svc) svc->poll();
+    idle = worker.poll() ? 0 : idle + 1;
+  }
+  worker.park();
+  rte_mempool_free(vecs);
+  RxMeasure m;
+  m.packets = static_cast<double>(pkts) / (static_cast<double>(cpu) / 1e9);
+  const auto& st = rx.adapter_stats();
+  m.mean_vector = st.events.load() ? static_cast<double>(st.packets.load()) /
+                                         static_cast<double>(st.events.load())
+                                   : 0;
+  if (handler.sum == 42) std::puts("");
+  return m;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -315,6 +451,10 @@ int main(int argc, char** argv) {
   auto eal = Eal::init(eo);
   if (!eal) {
     fmt::print(stderr, "{}\n", eal.error().message);
+    return 1;
+  }
+  if (auto r = register_packet_meta(); !r) {
+    fmt::print(stderr, "{}\n", r.error().message);
     return 1;
   }
   if (!profile.empty()) {
@@ -412,6 +552,29 @@ int main(int argc, char** argv) {
       e[static_cast<int>(k)] = median(bres[{b, static_cast<int>(k)}]);
     fmt::print("| {} | {} | {} | {} | {:.2f}x | {:.2f}x |\n", bursts[b].label, rate(e[0]),
                rate(e[1]), rate(e[2]), e[0] / e[1], e[0] / e[2]);
+  }
+  // Rx adapter pipeline: 1k flows in trains of 64 and 1 packet, 1 lcore.
+  fmt::print("\n## rx adapter pipeline (synthetic port -> rx adapter -> scheduler -> worker, 1 "
+             "lcore, 1k flows)\n\n");
+  fmt::print("| train | vector | builtin pkt/s | event_dsw pkt/s | event_sw pkt/s | builtin/dsw | "
+             "builtin/sw | mean vector |\n");
+  fmt::print("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (uint32_t train : {64u, 1u}) {
+    for (uint16_t v : {uint16_t{1}, uint16_t{4}, uint16_t{16}, uint16_t{64}}) {
+      std::vector<double> xs[3];
+      double mean_vec = 0;
+      for (int r = 0; r < rounds; ++r)
+        for (Kind k : kKinds) {
+          RxMeasure m = run_rx_point(k, v, 1024, train, seconds);
+          xs[static_cast<int>(k)].push_back(m.packets);
+          if (k == Kind::Builtin) mean_vec = m.mean_vector;
+        }
+      double e[3];
+      for (int k = 0; k < 3; ++k)
+        e[k] = median(xs[k]);
+      fmt::print("| {} | {} | {} | {} | {} | {:.2f}x | {:.2f}x | {:.1f} |\n", train, v, rate(e[0]),
+                 rate(e[1]), rate(e[2]), e[0] / e[1], e[0] / e[2], mean_vec);
+    }
   }
   fmt::print("\n## targets\n\n");
   fmt::print("- builtin >= 1.0x event_dsw at every point: {} (lowest {:.2f}x at {})\n",

@@ -197,6 +197,9 @@ class BuiltinPort final : public EventPort {
   uint16_t enqueue_burst(const rte_event* ev, uint16_t n) noexcept override {
     const bool bracket = !(epoch_ & 1);
     if (bracket) enter();
+    // Accepted events that go on are collected and placed a chunk at a time (in order).
+    rte_event keep[kMaxEventBurst];
+    uint16_t nkeep = 0;
     uint16_t i = 0;
     uint64_t news = 0, fwds = 0, rels = 0;
     for (; i < n; ++i) {
@@ -216,8 +219,13 @@ class BuiltinPort final : public EventPort {
         if (take_credits(1) == 0) break;
         ++news;
       }
-      route_burst(&e, 1);
+      keep[nkeep++] = e;
+      if (nkeep == kMaxEventBurst) {
+        route_burst(keep, nkeep);
+        nkeep = 0;
+      }
     }
+    route_burst(keep, nkeep);
     counters_.enq_new.add(news);
     counters_.enq_forward.add(fwds);
     counters_.enq_release.add(rels);
@@ -491,7 +499,17 @@ class BuiltinPort final : public EventPort {
       credits_ -= n;
       return n;
     }
-    int32_t loan = std::max<int32_t>(n - credits_, kCreditLoan);
+    // Read before writing: when the pool is empty (overload) a refused producer must not keep
+    // bouncing the shared counter's cache line with add-then-undo.
+    const int64_t available =
+        s_.credit_limit - s_.on_loan.load(std::memory_order_relaxed);
+    int32_t loan = static_cast<int32_t>(
+        std::min<int64_t>(std::max<int32_t>(n - credits_, kCreditLoan), std::max<int64_t>(available, 0)));
+    if (loan == 0) {
+      uint16_t granted = static_cast<uint16_t>(std::min<int32_t>(n, credits_));
+      credits_ -= granted;
+      return granted;
+    }
     int64_t after = s_.on_loan.fetch_add(loan, std::memory_order_relaxed) + loan;
     if (after > s_.credit_limit) {
       int64_t excess = std::min<int64_t>(after - s_.credit_limit, loan);
@@ -805,6 +823,9 @@ class BuiltinScheduler final : public Scheduler {
     for (size_t q = 0; q < c.queues.size(); ++q)
       s_.types[q] = c.queues[q].type;
     s_.tuning = c.builtin;
+    // Control messages carry at most kMaxFlowsPerMigration flows.
+    s_.tuning.max_flows_per_migration =
+        std::min<uint8_t>(s_.tuning.max_flows_per_migration, kMaxFlowsPerMigration);
     uint64_t hz = tsc_hz();
     s_.migration_interval_tsc = hz / 1'000'000 * c.builtin.migration_interval_us;
     s_.load_interval_tsc = hz / 1'000'000 * c.builtin.load_interval_us;

@@ -184,7 +184,8 @@ class Scheduler {
   virtual EventPort& worker(uint16_t i) noexcept = 0;
 
   // A service the application must run on some lcore for the scheduler to move events
-  // (event_sw's scheduling core), or nullptr when the backend needs none.
+  // (event_sw's scheduling core), or nullptr when the backend needs none. It refers to the
+  // scheduler: take it off its lcore before the scheduler is destroyed.
   virtual std::shared_ptr<Service> service() const noexcept { return nullptr; }
 
   // Events admitted and not yet released (approximate while ports run; exact when idle).

@@ -50,6 +50,7 @@ bool Worker::poll() noexcept {
   rte_event done[kMaxEventBurst];
   uint16_t ndone = 0;
   uint16_t end = 0;  // one past the last event that goes on: the ops to enqueue
+  uint16_t ndone_before_end = 0;  // RELEASE ops among them
   uint64_t forwarded = 0;
   uint64_t via_egress = 0;
   for (uint16_t i = 0; i < n; ++i) {
@@ -65,24 +66,29 @@ bool Worker::poll() noexcept {
     }
     e.sched_type = static_cast<uint8_t>(types_[e.queue_id]);
     end = static_cast<uint16_t>(i + 1);
+    ndone_before_end = ndone;
   }
   // Finished packets leave before the scheduler hears of it: a RELEASE frees the flow's
   // atomic context, and the flow's next event, on another worker, must not overtake them.
   if (ndone > 0) sink_.finish(std::span<rte_event>(done, ndone));
   sink_.flush();
   // Finished events after the last forward need no op: the next dequeue releases them.
-  if (end > 0) send(ev, end);
+  if (end > 0) send(ev, end, /*only_forwards=*/ndone_before_end == 0);
   stats_.forwarded.add(forwarded);
   stats_.via_egress.add(via_egress);
   stats_.finished.add(ndone);
   return true;
 }
 
-void Worker::send(rte_event* ev, uint16_t n) noexcept {
-  uint16_t sent = port_.enqueue_burst(ev, n);
+void Worker::send(rte_event* ev, uint16_t n, bool only_forwards) noexcept {
+  // All FORWARD: the backend's forward path, which need not look at each op.
+  auto enqueue = [&](rte_event* e, uint16_t k) {
+    return only_forwards ? port_.enqueue_forward_burst(e, k) : port_.enqueue_burst(e, k);
+  };
+  uint16_t sent = enqueue(ev, n);
   for (uint32_t r = 0; sent < n && r < kForwardRetries; ++r) {
     rte_pause();
-    sent += port_.enqueue_burst(ev + sent, static_cast<uint16_t>(n - sent));
+    sent += enqueue(ev + sent, static_cast<uint16_t>(n - sent));
   }
   if (sent == n) return;
   // The refused forwards are dropped; refused releases need nothing (the next dequeue

@@ -94,7 +94,7 @@ class Worker final : public Service {
   const WorkerStats& worker_stats() const noexcept { return stats_; }
 
  private:
-  void send(rte_event* ev, uint16_t n) noexcept;
+  void send(rte_event* ev, uint16_t n, bool only_forwards) noexcept;
 
   EventPort& port_;
   EventHandler& handler_;
