@@ -24,7 +24,6 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <rte_cycles.h>
 #include <rte_launch.h>
@@ -32,13 +31,14 @@
 #include <rte_mempool.h>
 #include <rte_pause.h>
 #include <time.h>
+#include <CLI/CLI.hpp>
 
-#include "core/log.h"
-#include "runtime/eal.h"
-#include "runtime/service.h"
 #include "core/accounting.h"
+#include "core/log.h"
 #include "core/packet.h"
 #include "io/port.h"
+#include "runtime/eal.h"
+#include "runtime/service.h"
 #include "sched/rx_adapter.h"
 #include "sched/scheduler.h"
 #include "sched/worker.h"
@@ -109,9 +109,10 @@ struct Bench {
 
   void produce() {
     sched::EventPort& port = s->producer(0);
-    uint16_t n = p.burst_min == p.burst_max
-                     ? p.burst_min
-                     : static_cast<uint16_t>(p.burst_min + rng.next() % (p.burst_max - p.burst_min + 1));
+    uint16_t n =
+        p.burst_min == p.burst_max
+            ? p.burst_min
+            : static_cast<uint16_t>(p.burst_min + rng.next() % (p.burst_max - p.burst_min + 1));
     rte_event ev[sched::kMaxEventBurst];
     void* vecs[sched::kMaxEventBurst];
     if (pool && rte_mempool_get_bulk(pool, vecs, n) != 0) {
@@ -126,7 +127,8 @@ struct Bench {
     for (uint16_t i = 0; i < n; ++i) {
       rte_event& e = ev[i];
       // Flow counts are powers of two: a mask, not a division, keeps the producer cheap.
-      e.event = sched::with_flow(proto.event, static_cast<uint32_t>(rng.next() & (p.flows - 1)), type);
+      e.event =
+          sched::with_flow(proto.event, static_cast<uint32_t>(rng.next() & (p.flows - 1)), type);
       if (pool) {
         auto* v = static_cast<rte_event_vector*>(vecs[i]);
         v->nb_elem = p.vector;
@@ -291,7 +293,6 @@ std::string rate(double r) {
   return fmt::format("{:.1f} M", r / 1e6);
 }
 
-
 // ---- rx adapter pipeline ------------------------------------------------------------------
 //
 // Packets from a synthetic port (mbufs from a pool, the flow changing every `train` packets)
@@ -369,8 +370,8 @@ struct RxMeasure {
 
 RxMeasure run_rx_point(Kind k, uint16_t vector, uint32_t flows, uint32_t train, double seconds) {
   static unsigned seq = 0;
-  static rte_mempool* mbufs =
-      rte_pktmbuf_pool_create("vscb_mbufs", 32767, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  static rte_mempool* mbufs = rte_pktmbuf_pool_create("vscb_mbufs", 32767, 256, 0,
+                                                      RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
   sched::Scheduler& s = scheduler(k);
   rte_mempool* vecs = nullptr;
   if (vector > 1) {
@@ -472,13 +473,15 @@ int main(int argc, char** argv) {
   double load[3] = {};
   getloadavg(load, 3);
   fmt::print("# vecflow scheduler benchmark\n");
-  fmt::print("# hugepages: {}; load average at start: {:.2f} {:.2f} {:.2f}; {} round(s) of {} s "
-             "per point, median shown\n",
-             (*eal)->hugepages() ? "yes" : "NO (--no-huge: DPDK runs ~2.5x slower; compare ratios only)",
-             load[0], load[1], load[2], rounds, seconds);
+  fmt::print(
+      "# hugepages: {}; load average at start: {:.2f} {:.2f} {:.2f}; {} round(s) of {} s "
+      "per point, median shown\n",
+      (*eal)->hugepages() ? "yes" : "NO (--no-huge: DPDK runs ~2.5x slower; compare ratios only)",
+      load[0], load[1], load[2], rounds, seconds);
   fmt::print("# one atomic queue, producer bursts of 32, worker bursts of 32, in-flight limit {}\n",
              kInflight);
-  fmt::print("# rates: events (packets) per CPU second of the busiest thread; see thread_cpu_ns()\n\n");
+  fmt::print(
+      "# rates: events (packets) per CPU second of the busiest thread; see thread_cpu_ns()\n\n");
 
   std::vector<uint16_t> vectors = {1, 4, 16, 64, 256};
   std::vector<uint32_t> flows = {1, 1024, 1 << 20};
@@ -493,7 +496,8 @@ int main(int argc, char** argv) {
       for (uint32_t f : flows)
         for (uint16_t v : vectors)
           for (Kind k : kKinds)
-            res[{lc, f, v, static_cast<int>(k)}].push_back(run_point({k, v, f, lc, 32, 32}, seconds));
+            res[{lc, f, v, static_cast<int>(k)}].push_back(
+                run_point({k, v, f, lc, 32, 32}, seconds));
   }
   auto med = [&](int lc, uint32_t f, uint16_t v, Kind k, double Measure::*field) {
     std::vector<double> xs;
@@ -506,9 +510,11 @@ int main(int argc, char** argv) {
   double worst_ratio = 1e9;
   std::string worst_at;
   for (int lc : {1, 2}) {
-    fmt::print("## {} lcore{}\n\n", lc, lc == 1 ? " (producer and worker alternate)" : "s (producer | worker)");
-    fmt::print("| flows | vector | builtin ev/s | event_dsw ev/s | event_sw ev/s | builtin pkt/s | "
-               "event_dsw pkt/s | event_sw pkt/s | builtin/dsw | builtin/sw |\n");
+    fmt::print("## {} lcore{}\n\n", lc,
+               lc == 1 ? " (producer and worker alternate)" : "s (producer | worker)");
+    fmt::print(
+        "| flows | vector | builtin ev/s | event_dsw ev/s | event_sw ev/s | builtin pkt/s | "
+        "event_dsw pkt/s | event_sw pkt/s | builtin/dsw | builtin/sw |\n");
     fmt::print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (uint32_t f : flows) {
       for (uint16_t v : vectors) {
@@ -524,8 +530,11 @@ int main(int argc, char** argv) {
         }
         met_dsw &= rd >= 1.0;
         fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} | {:.2f}x | {:.2f}x |\n",
-                   f == (1u << 20) ? "1M" : f == 1024 ? "1k" : std::to_string(f), v, rate(e[0]),
-                   rate(e[1]), rate(e[2]), rate(pk[0]), rate(pk[1]), rate(pk[2]), rd, rs);
+                   f == (1u << 20) ? "1M"
+                   : f == 1024     ? "1k"
+                                   : std::to_string(f),
+                   v, rate(e[0]), rate(e[1]), rate(e[2]), rate(pk[0]), rate(pk[1]), rate(pk[2]), rd,
+                   rs);
       }
     }
     fmt::print("\n");
@@ -544,7 +553,8 @@ int main(int argc, char** argv) {
         bres[{b, static_cast<int>(k)}].push_back(
             run_point({k, 1, 1024, 1, bursts[b].lo, bursts[b].hi}, seconds).events);
   fmt::print("## producer burst size (vector 1, 1k flows, 1 lcore; worker bursts of 32)\n\n");
-  fmt::print("| burst | builtin ev/s | event_dsw ev/s | event_sw ev/s | builtin/dsw | builtin/sw |\n");
+  fmt::print(
+      "| burst | builtin ev/s | event_dsw ev/s | event_sw ev/s | builtin/dsw | builtin/sw |\n");
   fmt::print("|---:|---:|---:|---:|---:|---:|\n");
   for (int b = 0; b < 4; ++b) {
     double e[3];
@@ -554,10 +564,12 @@ int main(int argc, char** argv) {
                rate(e[1]), rate(e[2]), e[0] / e[1], e[0] / e[2]);
   }
   // Rx adapter pipeline: 1k flows in trains of 64 and 1 packet, 1 lcore.
-  fmt::print("\n## rx adapter pipeline (synthetic port -> rx adapter -> scheduler -> worker, 1 "
-             "lcore, 1k flows)\n\n");
-  fmt::print("| train | vector | builtin pkt/s | event_dsw pkt/s | event_sw pkt/s | builtin/dsw | "
-             "builtin/sw | mean vector |\n");
+  fmt::print(
+      "\n## rx adapter pipeline (synthetic port -> rx adapter -> scheduler -> worker, 1 "
+      "lcore, 1k flows)\n\n");
+  fmt::print(
+      "| train | vector | builtin pkt/s | event_dsw pkt/s | event_sw pkt/s | builtin/dsw | "
+      "builtin/sw | mean vector |\n");
   fmt::print("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (uint32_t train : {64u, 1u}) {
     for (uint16_t v : {uint16_t{1}, uint16_t{4}, uint16_t{16}, uint16_t{64}}) {
@@ -583,18 +595,22 @@ int main(int argc, char** argv) {
     for (int lc : {1, 2}) {
       double r = med(lc, 1024, 1, Kind::Builtin, &Measure::events) /
                  med(lc, 1024, 1, Kind::Dsw, &Measure::events);
-      fmt::print("- builtin >= 1.5x event_dsw at vector 1, 1k flows, {} lcore(s): {:.2f}x, {}\n", lc, r,
-                 r >= 1.5 ? "met" : "MISSED");
+      fmt::print("- builtin >= 1.5x event_dsw at vector 1, 1k flows, {} lcore(s): {:.2f}x, {}\n",
+                 lc, r, r >= 1.5 ? "met" : "MISSED");
     }
   }
   for (int lc : {1, 2})
     for (uint32_t f : flows) {
       double r = med(lc, f, 64, Kind::Builtin, &Measure::packets) /
                  med(lc, f, 1, Kind::Builtin, &Measure::packets);
-      fmt::print("- builtin vector 64 >= 8x the packets/s of vector 1 ({} lcore(s), {} flows): "
-                 "{:.1f}x, {}\n",
-                 lc, f == (1u << 20) ? "1M" : f == 1024 ? "1k" : std::to_string(f), r,
-                 r >= 8 ? "met" : "MISSED");
+      fmt::print(
+          "- builtin vector 64 >= 8x the packets/s of vector 1 ({} lcore(s), {} flows): "
+          "{:.1f}x, {}\n",
+          lc,
+          f == (1u << 20) ? "1M"
+          : f == 1024     ? "1k"
+                          : std::to_string(f),
+          r, r >= 8 ? "met" : "MISSED");
     }
   double share_min = 1, share_sum = 0;
   size_t share_n = 0;
@@ -605,10 +621,10 @@ int main(int argc, char** argv) {
       ++share_n;
     }
   getloadavg(load, 3);
-  fmt::print("\n# load average at end: {:.2f} {:.2f} {:.2f}; CPU share of the busiest thread: "
-             "mean {:.0f}%, lowest {:.0f}% (rates are per CPU second of that thread)\n",
-             load[0], load[1], load[2], 100 * share_sum / std::max<size_t>(share_n, 1),
-             100 * share_min);
+  fmt::print(
+      "\n# load average at end: {:.2f} {:.2f} {:.2f}; CPU share of the busiest thread: "
+      "mean {:.0f}%, lowest {:.0f}% (rates are per CPU second of that thread)\n",
+      load[0], load[1], load[2], 100 * share_sum / std::max<size_t>(share_n, 1), 100 * share_min);
   for (auto& s : g_schedulers)
     s.reset();
   return 0;

@@ -323,13 +323,14 @@ void validate(Ctx& ctx, const YAML::Node& root, const ApplianceConfig& cfg) {
       err(locate(root, {k("pipeline")}), "pipeline",
           fmt::format("{} stages that are not fused{} need {} scheduler queues; {} offers {} (fuse "
                       "stages that can run to completion together)",
-                      queues - (ordered ? 1 : 0), ordered ? " and the egress queue of ordered stages" : "",
-                      queues, limits->name, limits->queues));
+                      queues - (ordered ? 1 : 0),
+                      ordered ? " and the egress queue of ordered stages" : "", queues,
+                      limits->name, limits->queues));
     }
     if (sc.queue_depth > limits->inflight) {
       err(locate(root, {k("scheduler"), k("queue_depth")}), "scheduler.queue_depth",
-          fmt::format("{} events in flight is above the {} of {}", sc.queue_depth,
-                      limits->inflight, limits->name));
+          fmt::format("{} events in flight is above the {} of {}", sc.queue_depth, limits->inflight,
+                      limits->name));
     }
   }
 }

@@ -501,10 +501,9 @@ class BuiltinPort final : public EventPort {
     }
     // Read before writing: when the pool is empty (overload) a refused producer must not keep
     // bouncing the shared counter's cache line with add-then-undo.
-    const int64_t available =
-        s_.credit_limit - s_.on_loan.load(std::memory_order_relaxed);
-    int32_t loan = static_cast<int32_t>(
-        std::min<int64_t>(std::max<int32_t>(n - credits_, kCreditLoan), std::max<int64_t>(available, 0)));
+    const int64_t available = s_.credit_limit - s_.on_loan.load(std::memory_order_relaxed);
+    int32_t loan = static_cast<int32_t>(std::min<int64_t>(
+        std::max<int32_t>(n - credits_, kCreditLoan), std::max<int64_t>(available, 0)));
     if (loan == 0) {
       uint16_t granted = static_cast<uint16_t>(std::min<int32_t>(n, credits_));
       credits_ -= granted;

@@ -49,7 +49,7 @@ bool Worker::poll() noexcept {
 
   rte_event done[kMaxEventBurst];
   uint16_t ndone = 0;
-  uint16_t end = 0;  // one past the last event that goes on: the ops to enqueue
+  uint16_t end = 0;               // one past the last event that goes on: the ops to enqueue
   uint16_t ndone_before_end = 0;  // RELEASE ops among them
   uint64_t forwarded = 0;
   uint64_t via_egress = 0;

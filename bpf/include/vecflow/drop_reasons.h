@@ -45,7 +45,7 @@
   X(TX_FULL, "tx_full", "transmit ring stayed full past the retry bound")                  \
   X(LINK_DOWN, "link_down", "output link is down")                                         \
   X(SCHED_BACKPRESSURE, "sched_backpressure", "scheduler refused the event (queue full)")  \
-  X(SHUTDOWN_FLUSH, "shutdown_flush", "in flight when the port or appliance stopped")        \
+  X(SHUTDOWN_FLUSH, "shutdown_flush", "in flight when the port or appliance stopped")      \
   X(BAD_VERDICT, "bad_verdict", "pipeline ended without a usable verdict for the packet")  \
   X(NO_KERNEL_PATH, "no_kernel_path", "kernel verdict but no path to the kernel for the port")
 

@@ -109,8 +109,8 @@ TEST_F(RxAdapterTest, PartialVectorWaitsForItsTimeoutThenLeaves) {
   auto pool = vector_pool(64, 64);
   RingPort port("in", kIn);
   constexpr uint32_t kTimeoutUs = 2000;
-  sched::RxAdapter rx("rx", sched->producer(0),
-                      {64, kTimeoutUs, 0, SchedType::Atomic, pool.get()}, outcomes.row(0));
+  sched::RxAdapter rx("rx", sched->producer(0), {64, kTimeoutUs, 0, SchedType::Atomic, pool.get()},
+                      outcomes.row(0));
   ASSERT_TRUE(rx.add_queue(port, 0));
   for (uint32_t seq = 0; seq < 3; ++seq)
     inject(port, 0, 9, seq);
@@ -142,7 +142,8 @@ TEST_F(RxAdapterTest, PartialVectorWaitsForItsTimeoutThenLeaves) {
 // (payload word 3).
 class StampingPort final : public sched::EventPort {
  public:
-  explicit StampingPort(sched::EventPort& inner) : EventPort(sched::PortRole::Producer, 0), in_(inner) {}
+  explicit StampingPort(sched::EventPort& inner)
+      : EventPort(sched::PortRole::Producer, 0), in_(inner) {}
   uint16_t enqueue_new_burst(const rte_event* ev, uint16_t n) noexcept override {
     uint64_t now = rte_rdtsc();
     for (uint16_t i = 0; i < n; ++i) {
@@ -239,8 +240,8 @@ TEST_F(RxAdapterTest, RemovingAQueueAndDrainingFlushPartialVectors) {
   auto sched = builtin();
   auto pool = vector_pool(256, 64);
   RingPort port("in", kIn, 2);
-  sched::RxAdapter rx("rx", sched->producer(0),
-                      {64, 1'000'000, 0, SchedType::Atomic, pool.get()}, outcomes.row(0));
+  sched::RxAdapter rx("rx", sched->producer(0), {64, 1'000'000, 0, SchedType::Atomic, pool.get()},
+                      outcomes.row(0));
   ASSERT_TRUE(rx.add_queue(port, 0));
   ASSERT_TRUE(rx.add_queue(port, 1));
   EXPECT_FALSE(rx.add_queue(port, 1));

@@ -76,7 +76,9 @@ TEST_P(BuiltinMigration, FlowsMoveWhileAtomicityAndOrderHold) {
 
 INSTANTIATE_TEST_SUITE_P(FirstStage, BuiltinMigration,
                          ::testing::Values(SchedType::Atomic, SchedType::Ordered),
-                         [](const auto& info) { return std::string(sched::to_string(info.param)); });
+                         [](const auto& info) {
+                           return std::string(sched::to_string(info.param));
+                         });
 
 // With the default tuning a port below 70% load keeps its flows: light traffic never migrates.
 TEST(Builtin, LightLoadDoesNotMigrate) {

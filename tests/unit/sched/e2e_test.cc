@@ -69,12 +69,11 @@ TEST_P(EndToEnd, VectorsCrossThePipelineInOrderAndEveryPacketIsAccounted) {
   for (uint16_t w = 0; w < 2; ++w) {
     // Both workers share the egress port's queue 0 (the ring port is multi-producer), so the
     // ring's order is the order packets left the pipeline.
-    tx.push_back(std::make_unique<sched::TxAdapter>(
-        std::vector<sched::TxTarget>{{&in, 0}, {&out, 0}}, std::vector<sched::TxTarget>{},
-        outcomes.row(1 + w)));
-    workers.push_back(std::make_shared<sched::Worker>(fmt::format("w{}", w), *sched,
-                                                      sched->worker(w), stages, *tx.back(),
-                                                      egress));
+    tx.push_back(
+        std::make_unique<sched::TxAdapter>(std::vector<sched::TxTarget>{{&in, 0}, {&out, 0}},
+                                           std::vector<sched::TxTarget>{}, outcomes.row(1 + w)));
+    workers.push_back(std::make_shared<sched::Worker>(
+        fmt::format("w{}", w), *sched, sched->worker(w), stages, *tx.back(), egress));
   }
 
   constexpr uint32_t kFlows = 64;

@@ -117,8 +117,8 @@ class Producer final : public Service {
       if (port_.needs_maintenance()) port_.maintain();
       return false;
     }
-    uint16_t want = static_cast<uint16_t>(
-        std::uniform_int_distribution<int>(s_.burst_min, s_.burst_max)(rng_));
+    uint16_t want =
+        static_cast<uint16_t>(std::uniform_int_distribution<int>(s_.burst_min, s_.burst_max)(rng_));
     while (nbuf_ < want && made_ < s_.events) {
       rte_event& e = buf_[nbuf_++];
       uint32_t flow = static_cast<uint32_t>(rng_() % s_.flows);
@@ -224,9 +224,8 @@ Outcome run_scenario(BackendKind kind, const Scenario& s) {
     for (auto& w : workers)
       lcores.push_back(std::make_unique<LcoreThread>(std::vector<std::shared_ptr<Service>>{w}));
     out.completed = wait_until([&] {
-      return producer.done() && checks.delivered.load() + checks.dropped.load() +
-                                        producer.refused.load() ==
-                                    s.events;
+      return producer.done() &&
+             checks.delivered.load() + checks.dropped.load() + producer.refused.load() == s.events;
     });
     for (auto& l : lcores)
       l->stop();

@@ -22,8 +22,8 @@ struct Scenario {
   uint64_t events = 100'000;
   uint16_t workers = 2;
   uint32_t inflight = 4096;
-  bool retry = true;            // producer resends refused events; else counts them dropped
-  uint64_t rate = 0;            // producer events per second; 0: as fast as accepted
+  bool retry = true;              // producer resends refused events; else counts them dropped
+  uint64_t rate = 0;              // producer events per second; 0: as fast as accepted
   std::vector<uint32_t> cost_ns;  // per worker: time spent on each event
   const sched::BuiltinTuning* tuning = nullptr;
   uint16_t burst_min = 32;  // producer burst sizes, uniformly in [burst_min, burst_max]
@@ -31,11 +31,11 @@ struct Scenario {
 };
 
 struct Outcome {
-  bool completed = false;          // every event delivered or counted dropped in time
+  bool completed = false;  // every event delivered or counted dropped in time
   uint64_t delivered = 0;
   uint64_t refused_at_producer = 0;
   uint64_t dropped_at_workers = 0;
-  uint64_t atomic_violations = 0;  // a flow of an atomic queue on two workers at once
+  uint64_t atomic_violations = 0;   // a flow of an atomic queue on two workers at once
   uint64_t stage_order_errors = 0;  // an atomic stage saw a flow out of order
   uint64_t egress_order_errors = 0;
   uint64_t inflight_after = 0;

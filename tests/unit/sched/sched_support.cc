@@ -74,9 +74,8 @@ void LcoreThread::stop() {
 }
 
 rte_mempool* packet_pool() {
-  static rte_mempool* pool =
-      rte_pktmbuf_pool_create("vsc_test_pkts", 16383, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
-                              SOCKET_ID_ANY);
+  static rte_mempool* pool = rte_pktmbuf_pool_create("vsc_test_pkts", 16383, 256, 0,
+                                                     RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
   return pool;
 }
 
