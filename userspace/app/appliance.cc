@@ -1,5 +1,7 @@
 #include "app/appliance.h"
 
+#include <systemd/sd-daemon.h>
+
 #include <algorithm>
 
 #include "core/log.h"
@@ -48,7 +50,12 @@ Result<void> Appliance::run() {
   if (auto r = runtime_->launch(); !r) return r;
   log->info("appliance '{}' running from {} (config {}), {} port(s) declared", cfg_.appliance.name,
             cfg_.source, cfg_.hash, cfg_.ports.size());
+  // Readiness for systemd (Type=notify): every lcore is polling its services, so the ports
+  // are forwarding. Outside systemd (no NOTIFY_SOCKET) this does nothing.
+  sd_notifyf(0, "READY=1\nSTATUS=forwarding: appliance '%s', %zu port(s)",
+             cfg_.appliance.name.c_str(), cfg_.ports.size());
   runtime_->run_control();
+  sd_notify(0, "STOPPING=1\nSTATUS=stopping");
   log->info("stopping");
   runtime_->join();
   return {};

@@ -46,8 +46,12 @@
   X(LINK_DOWN, "link_down", "output link is down")                                         \
   X(SCHED_BACKPRESSURE, "sched_backpressure", "scheduler refused the event (queue full)")  \
   X(SHUTDOWN_FLUSH, "shutdown_flush", "in flight when the port or appliance stopped")      \
-  X(BAD_VERDICT, "bad_verdict", "pipeline ended without a usable verdict for the packet")  \
-  X(NO_KERNEL_PATH, "no_kernel_path", "kernel verdict but no path to the kernel for the port")
+  /* Malformed frames found after the list above was fixed (appended: the order is ABI). */ \
+  X(IPV6_BAD_VERSION, "ipv6_bad_version", "IPv6 ethertype but version field is not 6")     \
+  X(SCTP_TRUNCATED, "sctp_truncated", "frame ends inside the SCTP common header")          \
+  /* The end of the pipeline (sched/tx_adapter.h). */                                      \
+  X(BAD_VERDICT, "bad_verdict", "pipeline ended without a usable verdict")                 \
+  X(NO_KERNEL_PATH, "no_kernel_path", "kernel verdict but no path to the kernel")
 
 enum vf_drop_reason {
 #define VF_DROP_ENUM(name, wire, text) VF_DROP_##name,
