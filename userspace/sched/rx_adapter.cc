@@ -107,12 +107,14 @@ void RxAdapter::apply_requests() noexcept {
     const Request r = request_;
     close_all(
         [](const Slot& s, const Request& q) {
-          return s.port == to_index(q.port->id()) && s.queue == q.queue;
+          return s.port == to_index(q.port->id()) && (q.queue == kAllQueues || s.queue == q.queue);
         },
         r);
     uint16_t w = 0;
     for (uint16_t i = 0; i < nqueues_; ++i) {
-      if (!(queues_[i].port == r.port && queues_[i].queue == r.queue)) queues_[w++] = queues_[i];
+      bool removed =
+          queues_[i].port == r.port && (r.queue == kAllQueues || queues_[i].queue == r.queue);
+      if (!removed) queues_[w++] = queues_[i];
     }
     nqueues_ = w;
     enqueue_out(DropReason::SHUTDOWN_FLUSH);

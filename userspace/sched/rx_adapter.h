@@ -64,7 +64,9 @@ struct RxAdapterConfig {
   uint32_t vector_timeout_us = 50;  // longest a partial vector waits for more packets
   uint8_t queue = 0;                // scheduler queue of the first stage
   SchedType sched_type = SchedType::Atomic;
-  rte_mempool* vector_pool = nullptr;  // elements hold >= vector_size mbufs; unused for size 1
+  // Elements hold >= vector_size mbufs (VectorPool). Without a pool the adapter sends
+  // per-packet events, as with vector_size 1.
+  rte_mempool* vector_pool = nullptr;
 };
 
 struct RxAdapterStats {
@@ -114,6 +116,11 @@ class RxAdapter final : public Service {
   // removal then happens at its next poll.
   Result<void> remove_queue(Port& port, uint16_t queue,
                             std::chrono::milliseconds timeout = std::chrono::seconds(1));
+  // The same for every queue of `port` this adapter polls (the port is being removed).
+  Result<void> remove_port(Port& port,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(1)) {
+    return remove_queue(port, kAllQueues, timeout);
+  }
   // Asks the adapter to stop receiving and enqueue every partial vector; drained() becomes
   // true when done. Shutdown: drain the rx adapters first, then let the workers finish.
   void request_drain() noexcept;
@@ -143,9 +150,10 @@ class RxAdapter final : public Service {
     uint16_t next;
   };
   enum class Closed : uint8_t { Full, Timeout, Evicted, Flush };
+  static constexpr uint16_t kAllQueues = 0xffff;
   struct Request {
     Port* port = nullptr;
-    uint16_t queue = 0;
+    uint16_t queue = 0;  // kAllQueues: every queue of the port
   };
 
   uint16_t receive(const RxQueue& q, uint64_t now) noexcept;

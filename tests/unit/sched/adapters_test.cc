@@ -280,6 +280,35 @@ TEST_F(RxAdapterTest, RemovingAQueueAndDrainingFlushPartialVectors) {
   free_all(events);
 }
 
+TEST_F(RxAdapterTest, RemovingAPortFlushesEveryQueueOfIt) {
+  auto sched = builtin();
+  auto pool = vector_pool(64, 64);
+  RingPort a("a", kIn, 2);
+  RingPort b("b", kOut);
+  sched::RxAdapter rx("rx", sched->producer(0), {64, 1'000'000, 0, SchedType::Atomic, pool.get()},
+                      outcomes.row(0));
+  ASSERT_TRUE(rx.add_queue(a, 0));
+  ASSERT_TRUE(rx.add_queue(a, 1));
+  ASSERT_TRUE(rx.add_queue(b, 0));
+  LcoreThread lcore({borrow(rx)});
+  inject(a, 0, 1, 0);
+  inject(a, 1, 2, 0);
+  inject(b, 0, 3, 0);
+  ASSERT_TRUE(wait_until([&] { return rx.adapter_stats().packets.load() == 3; }));
+  ASSERT_TRUE(rx.remove_port(a));
+  EXPECT_EQ(rx.queue_count(), 1);
+  auto events = drain(sched->worker(0));
+  ASSERT_EQ(events.size(), 2u);  // flows 1 and 2: port a's partial vectors
+  for (auto& e : events)
+    EXPECT_NE(e.flow_id, 3u);
+  EXPECT_TRUE(rx.has_pending());  // port b's stays
+  free_all(events);
+  rx.request_drain();
+  ASSERT_TRUE(wait_until([&] { return rx.drained(); }));
+  events = drain(sched->worker(0));
+  free_all(events);
+}
+
 TEST_F(RxAdapterTest, RemovingAQueueFailsClearlyWhenTheAdapterIsNotPolled) {
   auto sched = builtin();
   RingPort port("in", kIn);
