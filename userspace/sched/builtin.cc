@@ -205,11 +205,12 @@ class BuiltinPort final : public EventPort {
     for (; i < n; ++i) {
       const rte_event& e = ev[i];
       if (e.op == RTE_EVENT_OP_RELEASE) {
+        // A release without a dequeued event to release is ignored (nothing to give back).
         if (pending_ > 0) {
           --pending_;
           return_credits(1);
+          ++rels;
         }
-        ++rels;
         continue;
       }
       if (e.op == RTE_EVENT_OP_FORWARD && pending_ > 0) {
@@ -327,7 +328,6 @@ class BuiltinPort final : public EventPort {
 
   uint16_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
   uint32_t backlog() const noexcept { return in_ ? rte_event_ring_count(in_) : 0; }
-  uint16_t id() const noexcept { return id_; }
 
   // Payloads left anywhere in this port (destruction without draining).
   uint64_t free_leftovers() noexcept {

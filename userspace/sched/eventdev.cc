@@ -58,8 +58,10 @@ class EventdevPort final : public EventPort {
     for (uint16_t i = 0; i < ok; ++i) {
       const rte_event& e = ev[i];
       if (e.op == RTE_EVENT_OP_RELEASE) {
-        ++rels;
-        if (pending_) --pending_;
+        if (pending_) {
+          --pending_;
+          ++rels;
+        }
         continue;
       }
       counters_.queue_in[e.queue_id].add();
