@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -210,6 +211,7 @@ void validate(Ctx& ctx, const YAML::Node& root, const ApplianceConfig& cfg) {
         "scheduler.device", "device/devargs apply to the eventdev backend only");
   }
   bool dsw = sc.backend == SchedBackend::Eventdev && sc.device.rfind("event_dsw", 0) == 0;
+  bool sw = sc.backend == SchedBackend::Eventdev && sc.device.rfind("event_sw", 0) == 0;
 
   // ---- pipeline ----
   std::map<std::string, size_t> stage_names;
@@ -291,6 +293,44 @@ void validate(Ctx& ctx, const YAML::Node& root, const ApplianceConfig& cfg) {
                           f, cfg.control.capture_dir));
         }
       }
+    }
+  }
+
+  // ---- what the scheduler backend can hold ----
+  // One scheduler queue per stage that is not fused, plus the egress queue that restores
+  // order after an ordered stage (sched/from_config.h). The limits are those of the builtin
+  // backend (sched/scheduler.h: kMaxQueues) and of DPDK 22.11's software devices
+  // (drivers/event/dsw/dsw_evdev.h, drivers/event/sw/sw_evdev.h); a hardware device's own
+  // limits are checked when vecflowd configures it.
+  struct Limits {
+    const char* name;
+    size_t queues;
+    uint32_t inflight;
+  };
+  std::optional<Limits> limits;
+  if (sc.backend == SchedBackend::Builtin) limits = Limits{"the builtin scheduler", 32, 1u << 20};
+  if (dsw) limits = Limits{"event_dsw", 16, 16384};
+  if (sw) limits = Limits{"event_sw", 255, 4096};
+  if (limits) {
+    size_t queues = 0;
+    bool ordered = false;
+    for (const auto& s : cfg.pipeline) {
+      if (!s.fuse) ++queues;
+      ordered |= s.sched == SchedType::Ordered && !s.fuse;
+    }
+    if (ordered) ++queues;
+    if (queues > limits->queues) {
+      err(locate(root, {k("pipeline")}), "pipeline",
+          fmt::format("{} stages that are not fused{} need {} scheduler queues; {} offers {} (fuse "
+                      "stages that can run to completion together)",
+                      queues - (ordered ? 1 : 0),
+                      ordered ? " and the egress queue of ordered stages" : "", queues,
+                      limits->name, limits->queues));
+    }
+    if (sc.queue_depth > limits->inflight) {
+      err(locate(root, {k("scheduler"), k("queue_depth")}), "scheduler.queue_depth",
+          fmt::format("{} events in flight is above the {} of {}", sc.queue_depth, limits->inflight,
+                      limits->name));
     }
   }
 }

@@ -1,0 +1,478 @@
+// The rx adapter (vectors by flow, closed by size, timeout, eviction, removal and drain;
+// backpressure; exhausted vector pool) and the tx adapter (verdicts, retries, tx_full), with
+// the packet accounting each must keep.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include <rte_cycles.h>
+
+#include "core/packet.h"
+#include "runtime/cycles.h"
+#include "sched/rx_adapter.h"
+#include "sched/tx_adapter.h"
+#include "sched_support.h"
+#include "support/eal_env.h"
+
+using namespace vecflow;
+using namespace vecflow::test;
+using sched::SchedType;
+
+namespace {
+
+constexpr PortId kIn{0};
+constexpr PortId kOut{1};
+constexpr PortId kKernel{2};
+
+std::unique_ptr<sched::Scheduler> builtin(uint32_t inflight = 4096) {
+  return make_scheduler(BackendKind::Builtin, {{"first", SchedType::Atomic}}, 1, 1, inflight);
+}
+
+sched::VectorPool vector_pool(uint32_t n, uint16_t size, uint32_t cache = 0) {
+  static std::atomic<unsigned> seq{0};
+  auto p = sched::VectorPool::create(fmt::format("vsc_vec{}", seq.fetch_add(1)), n, size, cache);
+  EXPECT_TRUE(p) << p.error().message;
+  return p ? std::move(*p) : sched::VectorPool();
+}
+
+// Everything the worker port can dequeue right now.
+std::vector<rte_event> drain(sched::EventPort& w) {
+  std::vector<rte_event> out;
+  rte_event ev[32];
+  while (uint16_t n = w.dequeue_burst(ev, 32))
+    out.insert(out.end(), ev, ev + n);
+  return out;
+}
+
+uint64_t packets_of(std::vector<rte_event>& events) {
+  uint64_t n = 0;
+  for (auto& e : events)
+    n += sched::packets(e).size();
+  return n;
+}
+
+void free_all(std::vector<rte_event>& events) {
+  for (auto& e : events)
+    sched::free_payload(e);
+  events.clear();
+}
+
+void inject(RingPort& port, uint16_t q, uint32_t flow, uint32_t seq) {
+  rte_mbuf* m = make_packet(port.id(), flow, seq);
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(port.inject(q, &m, 1), 1u);
+}
+
+class RxAdapterTest : public ::testing::Test {
+ protected:
+  void SetUp() override { VECFLOW_REQUIRE_EAL(); }
+  OutcomeTable outcomes{4, 3};
+};
+
+TEST_F(RxAdapterTest, GroupsPacketsOfAFlowIntoVectorsInOrder) {
+  auto sched = builtin();
+  auto pool = vector_pool(64, 4);
+  RingPort port("in", kIn);
+  sched::RxAdapter rx("rx", sched->producer(0), {4, 1'000'000, 0, SchedType::Atomic, pool.get()},
+                      outcomes.row(0));
+  ASSERT_TRUE(rx.add_queue(port, 0));
+  for (uint32_t seq = 0; seq < 8; ++seq)
+    for (uint32_t flow = 1; flow <= 3; ++flow)
+      inject(port, 0, flow, seq);
+  EXPECT_TRUE(rx.poll());
+  EXPECT_FALSE(rx.has_pending());
+  auto events = drain(sched->worker(0));
+  ASSERT_EQ(events.size(), 6u);
+  std::map<uint32_t, uint32_t> next;
+  for (auto& e : events) {
+    ASSERT_EQ(e.event_type, RTE_EVENT_TYPE_ETHDEV_VECTOR);
+    auto pkts = sched::packets(e);
+    ASSERT_EQ(pkts.size(), 4u);
+    uint32_t flow = static_cast<uint32_t>(packet_words(pkts[0])[0]);
+    EXPECT_EQ(e.flow_id, flow);
+    EXPECT_EQ(e.vec->port, to_index(kIn));
+    for (rte_mbuf* m : pkts) {
+      EXPECT_EQ(packet_words(m)[0], flow);
+      EXPECT_EQ(packet_words(m)[1], next[flow]++);
+    }
+  }
+  const auto& st = rx.adapter_stats();
+  EXPECT_EQ(st.vectors.load(), 6u);
+  EXPECT_EQ(st.vector_packets.load(), 24u);
+  EXPECT_EQ(st.closed_full.load(), 6u);
+  EXPECT_EQ(outcomes.port_snapshot(kIn).rx, 24u);
+  free_all(events);
+}
+
+TEST_F(RxAdapterTest, PartialVectorWaitsForItsTimeoutThenLeaves) {
+  auto sched = builtin();
+  auto pool = vector_pool(64, 64);
+  RingPort port("in", kIn);
+  constexpr uint32_t kTimeoutUs = 2000;
+  sched::RxAdapter rx("rx", sched->producer(0), {64, kTimeoutUs, 0, SchedType::Atomic, pool.get()},
+                      outcomes.row(0));
+  ASSERT_TRUE(rx.add_queue(port, 0));
+  for (uint32_t seq = 0; seq < 3; ++seq)
+    inject(port, 0, 9, seq);
+  uint64_t t0 = rte_rdtsc();
+  EXPECT_TRUE(rx.poll());  // received: work, though nothing was enqueued
+  EXPECT_TRUE(rx.has_pending());
+  uint64_t due = t0 + tsc_hz() / 1'000'000 * kTimeoutUs;
+  std::vector<rte_event> events;
+  while (events.empty()) {
+    uint64_t before = rte_rdtsc();
+    bool worked = rx.poll();
+    events = drain(sched->worker(0));
+    if (!events.empty()) {
+      EXPECT_TRUE(worked);
+      EXPECT_GE(before, due) << "closed before its timeout";
+    } else {
+      EXPECT_FALSE(worked);
+    }
+  }
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(sched::packets(events[0]).size(), 3u);
+  EXPECT_EQ(rx.adapter_stats().closed_timeout.load(), 1u);
+  EXPECT_FALSE(rx.has_pending());
+  EXPECT_FALSE(rx.poll());  // idle: nothing received, nothing enqueued
+  free_all(events);
+}
+
+// Wraps a producer port and stamps each enqueued event's first packet with the enqueue time
+// (payload word 3).
+class StampingPort final : public sched::EventPort {
+ public:
+  explicit StampingPort(sched::EventPort& inner)
+      : EventPort(sched::PortRole::Producer, 0), in_(inner) {}
+  uint16_t enqueue_new_burst(const rte_event* ev, uint16_t n) noexcept override {
+    uint64_t now = rte_rdtsc();
+    for (uint16_t i = 0; i < n; ++i) {
+      rte_event e = ev[i];
+      packet_words(sched::packets(e)[0])[3] = now;
+    }
+    return in_.enqueue_new_burst(ev, n);
+  }
+  uint16_t enqueue_forward_burst(const rte_event* ev, uint16_t n) noexcept override {
+    return in_.enqueue_forward_burst(ev, n);
+  }
+  uint16_t enqueue_burst(const rte_event* ev, uint16_t n) noexcept override {
+    return in_.enqueue_burst(ev, n);
+  }
+  uint16_t dequeue_burst(rte_event*, uint16_t) noexcept override { return 0; }
+
+ private:
+  sched::EventPort& in_;
+};
+
+// Records when each poll of the adapter starts, and stretches rounds at random with a
+// neighbour's work, so rounds are long and uneven.
+class RoundRecorder final : public Service {
+ public:
+  RoundRecorder(sched::RxAdapter& rx, std::vector<uint64_t>& starts)
+      : Service("recorder"), rx_(rx), starts_(starts) {}
+  bool poll() noexcept override {
+    uint64_t now = rte_rdtsc();
+    if (starts_.size() < starts_.capacity()) starts_.push_back(now);
+    bool worked = rx_.poll();
+    uint64_t spin = rng_() % (tsc_hz() / 10'000);  // up to 100 us of other work
+    while (rte_rdtsc() < now + spin) {
+    }
+    return worked;
+  }
+  bool has_pending() const noexcept override { return rx_.has_pending(); }
+
+ private:
+  sched::RxAdapter& rx_;
+  std::vector<uint64_t>& starts_;
+  std::mt19937 rng_{3};
+};
+
+TEST_F(RxAdapterTest, AVectorIsNeverHeldLongerThanItsTimeoutPlusOneRound) {
+  auto sched = builtin();
+  auto pool = vector_pool(1024, 64, 0);
+  RingPort port("in", kIn);
+  constexpr uint32_t kTimeoutUs = 200;
+  const uint64_t timeout = tsc_hz() / 1'000'000 * kTimeoutUs;
+  StampingPort stamping(sched->producer(0));
+  sched::RxAdapter rx("rx", stamping, {64, kTimeoutUs, 0, SchedType::Atomic, pool.get()},
+                      outcomes.row(0));
+  ASSERT_TRUE(rx.add_queue(port, 0));
+  std::vector<uint64_t> starts;
+  starts.reserve(1 << 22);
+  RoundRecorder recorder(rx, starts);
+  std::vector<rte_event> events;
+  {
+    LcoreThread lcore({borrow(recorder)});
+    std::mt19937 rng(5);
+    uint32_t seq[16] = {};
+    for (int i = 0; i < 3000; ++i) {
+      uint32_t flow = rng() % 16;
+      inject(port, 0, flow + 1, seq[flow]++);
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 100));
+      auto got = drain(sched->worker(0));
+      events.insert(events.end(), got.begin(), got.end());
+    }
+    ASSERT_TRUE(wait_until([&] {
+      auto got = drain(sched->worker(0));
+      events.insert(events.end(), got.begin(), got.end());
+      return packets_of(events) == 3000;
+    }));
+    lcore.stop();
+  }
+  ASSERT_GT(rx.adapter_stats().closed_timeout.load(), 100u);
+  uint64_t checked = 0;
+  for (auto& e : events) {
+    rte_mbuf* first = sched::packets(e)[0];
+    uint64_t rx_at = packet_words(first)[2];
+    uint64_t enq_at = packet_words(first)[3];
+    // The poll that enqueued it, and the one before.
+    auto k = std::upper_bound(starts.begin(), starts.end(), enq_at) - starts.begin() - 1;
+    ASSERT_GE(k, 1);
+    EXPECT_LT(starts[k - 1], rx_at + timeout)
+        << "vector was already due at the round before the one that sent it";
+    ++checked;
+  }
+  EXPECT_EQ(checked, events.size());
+  free_all(events);
+}
+
+TEST_F(RxAdapterTest, RemovingAQueueAndDrainingFlushPartialVectors) {
+  auto sched = builtin();
+  auto pool = vector_pool(256, 64);
+  RingPort port("in", kIn, 2);
+  sched::RxAdapter rx("rx", sched->producer(0), {64, 1'000'000, 0, SchedType::Atomic, pool.get()},
+                      outcomes.row(0));
+  ASSERT_TRUE(rx.add_queue(port, 0));
+  ASSERT_TRUE(rx.add_queue(port, 1));
+  EXPECT_FALSE(rx.add_queue(port, 1));
+  LcoreThread lcore({borrow(rx)});
+  for (uint32_t flow = 1; flow <= 5; ++flow)
+    for (uint32_t seq = 0; seq < 3; ++seq) {
+      inject(port, 0, flow, seq);
+      inject(port, 1, flow + 100, seq);
+    }
+  ASSERT_TRUE(wait_until([&] { return rx.adapter_stats().packets.load() == 30; }));
+  // The timeout is far away: only a vector whose slot another flow took has left yet.
+  auto events = drain(sched->worker(0));
+  EXPECT_EQ(events.size(), rx.adapter_stats().closed_evicted.load());
+
+  ASSERT_TRUE(rx.remove_queue(port, 1));
+  EXPECT_EQ(rx.queue_count(), 1);
+  auto more = drain(sched->worker(0));
+  events.insert(events.end(), more.begin(), more.end());
+  uint64_t queue1 = 0;
+  for (auto& e : events) {
+    for (rte_mbuf* m : sched::packets(e))
+      queue1 += packet_words(m)[0] > 100;
+  }
+  EXPECT_EQ(queue1, 15u) << "every packet of the removed queue is sent";
+  EXPECT_GE(rx.adapter_stats().closed_flush.load(), 1u);
+  EXPECT_TRUE(rx.has_pending()) << "queue 0's partial vectors stay";
+
+  rx.request_drain();
+  ASSERT_TRUE(wait_until([&] { return rx.drained(); }));
+  more = drain(sched->worker(0));
+  events.insert(events.end(), more.begin(), more.end());
+  EXPECT_EQ(packets_of(events), 30u);
+  EXPECT_FALSE(rx.has_pending());
+  EXPECT_EQ(outcomes.port_snapshot(kIn).rx, 30u);
+  EXPECT_EQ(outcomes.port_snapshot(kIn).dropped(), 0u);
+  free_all(events);
+}
+
+TEST_F(RxAdapterTest, RemovingAPortFlushesEveryQueueOfIt) {
+  auto sched = builtin();
+  auto pool = vector_pool(64, 64);
+  RingPort a("a", kIn, 2);
+  RingPort b("b", kOut);
+  sched::RxAdapter rx("rx", sched->producer(0), {64, 1'000'000, 0, SchedType::Atomic, pool.get()},
+                      outcomes.row(0));
+  ASSERT_TRUE(rx.add_queue(a, 0));
+  ASSERT_TRUE(rx.add_queue(a, 1));
+  ASSERT_TRUE(rx.add_queue(b, 0));
+  LcoreThread lcore({borrow(rx)});
+  inject(a, 0, 1, 0);
+  inject(a, 1, 2, 0);
+  inject(b, 0, 3, 0);
+  ASSERT_TRUE(wait_until([&] { return rx.adapter_stats().packets.load() == 3; }));
+  ASSERT_TRUE(rx.remove_port(a));
+  EXPECT_EQ(rx.queue_count(), 1);
+  auto events = drain(sched->worker(0));
+  ASSERT_EQ(events.size(), 2u);  // flows 1 and 2: port a's partial vectors
+  for (auto& e : events)
+    EXPECT_NE(e.flow_id, 3u);
+  EXPECT_TRUE(rx.has_pending());  // port b's stays
+  free_all(events);
+  rx.request_drain();
+  ASSERT_TRUE(wait_until([&] { return rx.drained(); }));
+  events = drain(sched->worker(0));
+  free_all(events);
+}
+
+TEST_F(RxAdapterTest, RemovingAQueueFailsClearlyWhenTheAdapterIsNotPolled) {
+  auto sched = builtin();
+  RingPort port("in", kIn);
+  sched::RxAdapter rx("rx", sched->producer(0), {1, 50, 0, SchedType::Atomic, nullptr},
+                      outcomes.row(0));
+  ASSERT_TRUE(rx.add_queue(port, 0));
+  auto r = rx.remove_queue(port, 0, std::chrono::milliseconds(20));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("not polled"), std::string::npos);
+  rx.poll();  // the removal happens at the next poll
+  EXPECT_EQ(rx.queue_count(), 0);
+}
+
+TEST_F(RxAdapterTest, RefusedEventsAreDroppedAndCountedAsBackpressure) {
+  auto sched = builtin(256);
+  RingPort port("in", kIn);
+  sched::RxAdapter rx("rx", sched->producer(0), {1, 50, 0, SchedType::Atomic, nullptr},
+                      outcomes.row(0));
+  ASSERT_TRUE(rx.add_queue(port, 0));
+  for (uint32_t i = 0; i < 1000; ++i)
+    inject(port, 0, i % 50, i / 50);
+  while (rx.poll()) {
+  }
+  auto events = drain(sched->worker(0));
+  AccountingSnapshot s = outcomes.port_snapshot(kIn);
+  uint64_t refused = rx.adapter_stats().refused.load();
+  EXPECT_GT(refused, 0u);
+  EXPECT_EQ(s.rx, 1000u);
+  EXPECT_EQ(s.drops[static_cast<size_t>(DropReason::SCHED_BACKPRESSURE)], refused);
+  EXPECT_EQ(packets_of(events) + refused, 1000u);
+  for (auto& e : events)
+    EXPECT_EQ(e.event_type, RTE_EVENT_TYPE_ETHDEV);  // vector size 1: plain packet events
+  free_all(events);
+}
+
+TEST_F(RxAdapterTest, WithTheVectorPoolEmptyPacketsTravelAlone) {
+  auto sched = builtin();
+  auto pool = vector_pool(2, 8);
+  RingPort port("in", kIn);
+  sched::RxAdapter rx("rx", sched->producer(0), {8, 1'000'000, 0, SchedType::Atomic, pool.get()},
+                      outcomes.row(0));
+  ASSERT_TRUE(rx.add_queue(port, 0));
+  for (uint32_t flow = 1; flow <= 4; ++flow)
+    for (uint32_t seq = 0; seq < 2; ++seq)
+      inject(port, 0, flow, seq);
+  rx.poll();
+  rx.flush();
+  auto events = drain(sched->worker(0));
+  EXPECT_EQ(packets_of(events), 8u);
+  EXPECT_EQ(rx.adapter_stats().no_vector.load(), 4u);
+  EXPECT_EQ(rx.adapter_stats().vectors.load(), 2u);
+  EXPECT_EQ(outcomes.port_snapshot(kIn).dropped(), 0u);
+  free_all(events);
+}
+
+// ---- TxAdapter ------------------------------------------------------------------------------
+
+class TxAdapterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    VECFLOW_REQUIRE_EAL();
+    pool_ = vector_pool(16, 16);
+    in_ = std::make_unique<RingPort>("in", kIn);
+    out_ = std::make_unique<RingPort>("out", kOut);
+    kernel_ = std::make_unique<RingPort>("kernel", kKernel);
+  }
+  rte_event vector_of(std::vector<rte_mbuf*> pkts) {
+    void* v = nullptr;
+    EXPECT_EQ(rte_mempool_get(pool_.get(), &v), 0);
+    auto* vec = static_cast<rte_event_vector*>(v);
+    vec->nb_elem = static_cast<uint16_t>(pkts.size());
+    vec->elem_offset = 0;
+    for (size_t i = 0; i < pkts.size(); ++i)
+      sched::vector_mbufs(vec)[i] = pkts[i];
+    rte_event e{};
+    e.event_type = RTE_EVENT_TYPE_ETHDEV_VECTOR;
+    e.vec = vec;
+    return e;
+  }
+  OutcomeTable outcomes{2, 3};
+  // Made in SetUp, once EAL is up.
+  sched::VectorPool pool_;
+  std::unique_ptr<RingPort> in_, out_, kernel_;
+};
+
+TEST_F(TxAdapterTest, ActsOnEveryVerdictAndCountsItAgainstTheIngressPort) {
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {{kernel_.get(), 0}}, outcomes.row(1));
+  std::vector<rte_mbuf*> pkts;
+  for (uint32_t i = 0; i < 6; ++i)
+    pkts.push_back(make_packet(kIn, 1, i));
+  set_transmit(pkts[0], kOut);
+  meta(pkts[1]).verdict = Verdict::Kernel;
+  set_drop(pkts[2], DropReason::ACL_DENY);
+  // pkts[3] left at Continue: the pipeline forgot it
+  set_transmit(pkts[4], PortId{7});  // no such port
+  set_transmit(pkts[5], kOut);
+  rte_event e = vector_of(pkts);
+  tx.finish({&e, 1});
+  EXPECT_EQ(out_->collect(0, pkts.data(), 6), 0u) << "nothing sent before flush";
+  tx.flush();
+  rte_mbuf* got[8];
+  ASSERT_EQ(out_->collect(0, got, 8), 2u);
+  EXPECT_EQ(packet_words(got[0])[1], 0u);
+  EXPECT_EQ(packet_words(got[1])[1], 5u);
+  rte_pktmbuf_free_bulk(got, 2);
+  ASSERT_EQ(kernel_->collect(0, got, 8), 1u);
+  rte_pktmbuf_free(got[0]);
+  AccountingSnapshot s = outcomes.port_snapshot(kIn);
+  EXPECT_EQ(s.tx, 2u);
+  EXPECT_EQ(s.to_kernel, 1u);
+  EXPECT_EQ(s.drops[static_cast<size_t>(DropReason::ACL_DENY)], 1u);
+  EXPECT_EQ(s.drops[static_cast<size_t>(DropReason::BAD_VERDICT)], 2u);
+  EXPECT_EQ(s.tx + s.to_kernel + s.dropped(), 6u);
+}
+
+TEST_F(TxAdapterTest, KernelVerdictWithoutAPathIsANamedDrop) {
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1));
+  rte_mbuf* m = make_packet(kIn, 1, 0);
+  meta(m).verdict = Verdict::Kernel;
+  rte_event e{};
+  e.event_type = RTE_EVENT_TYPE_ETHDEV;
+  e.mbuf = m;
+  tx.finish({&e, 1});
+  tx.flush();
+  EXPECT_EQ(outcomes.port_snapshot(kIn).drops[static_cast<size_t>(DropReason::NO_KERNEL_PATH)], 1u);
+}
+
+TEST_F(TxAdapterTest, RefusedPacketsAreRetriedWithinABoundThenCountedTxFull) {
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1));
+  out_->tx_accept = 1;  // the port takes one packet per call
+  std::vector<rte_mbuf*> pkts;
+  for (uint32_t i = 0; i < 10; ++i) {
+    pkts.push_back(make_packet(kIn, 1, i));
+    set_transmit(pkts.back(), kOut);
+  }
+  rte_event e = vector_of(pkts);
+  tx.finish({&e, 1});
+  tx.flush();
+  EXPECT_EQ(out_->tx_calls.load(), 1 + sched::kTxRetries);
+  EXPECT_EQ(tx.stats().retries.load(), sched::kTxRetries);
+  AccountingSnapshot s = outcomes.port_snapshot(kIn);
+  EXPECT_EQ(s.tx, 1 + sched::kTxRetries);
+  EXPECT_EQ(s.drops[static_cast<size_t>(DropReason::TX_FULL)], 10 - (1 + sched::kTxRetries));
+  EXPECT_EQ(tx.stats().tx_full.load(), 10 - (1 + sched::kTxRetries));
+  rte_mbuf* got[16];
+  unsigned n = out_->collect(0, got, 16);
+  EXPECT_EQ(n, 1 + sched::kTxRetries);
+  rte_pktmbuf_free_bulk(got, n);
+}
+
+TEST_F(TxAdapterTest, AFullBufferIsSentWithoutWaitingForFlush) {
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1));
+  for (uint32_t i = 0; i < sched::kTxBurst; ++i) {
+    rte_mbuf* m = make_packet(kIn, 1, i);
+    set_transmit(m, kOut);
+    rte_event e{};
+    e.event_type = RTE_EVENT_TYPE_ETHDEV;
+    e.mbuf = m;
+    tx.finish({&e, 1});
+  }
+  rte_mbuf* got[64];
+  unsigned n = out_->collect(0, got, 64);
+  EXPECT_EQ(n, sched::kTxBurst);
+  rte_pktmbuf_free_bulk(got, n);
+}
+
+}  // namespace

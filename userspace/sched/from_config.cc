@@ -1,0 +1,51 @@
+#include "sched/from_config.h"
+
+namespace vecflow::sched {
+namespace {
+
+SchedType to_sched(config::SchedType t) {
+  switch (t) {
+    case config::SchedType::Atomic:
+      return SchedType::Atomic;
+    case config::SchedType::Ordered:
+      return SchedType::Ordered;
+    case config::SchedType::Parallel:
+      return SchedType::Parallel;
+  }
+  return SchedType::Atomic;
+}
+
+}  // namespace
+
+StageQueues stage_queues(std::span<const config::StageConfig> stages) {
+  StageQueues q;
+  bool ordered = false;
+  for (const auto& s : stages) {
+    if (!s.fuse || q.queues.empty()) {
+      q.queues.push_back(QueueConfig{s.name, to_sched(s.sched)});
+      ordered |= s.sched == config::SchedType::Ordered;
+    }
+    q.stage_queue.push_back(static_cast<uint8_t>(q.queues.size() - 1));
+  }
+  if (ordered) {
+    q.egress = static_cast<uint8_t>(q.queues.size());
+    q.queues.push_back(QueueConfig{"egress", SchedType::Atomic});
+  }
+  return q;
+}
+
+SchedulerConfig scheduler_config(const config::SchedulerSection& section, const StageQueues& q,
+                                 uint16_t producers, uint16_t workers) {
+  SchedulerConfig c;
+  c.backend =
+      section.backend == config::SchedBackend::Builtin ? Backend::Builtin : Backend::Eventdev;
+  c.device = section.device;
+  c.devargs = section.devargs;
+  c.queues = q.queues;
+  c.producers = producers;
+  c.workers = workers;
+  c.inflight_limit = section.queue_depth;
+  return c;
+}
+
+}  // namespace vecflow::sched

@@ -1,0 +1,34 @@
+// From the appliance file's slice to a SchedulerConfig: which queues the pipeline needs and
+// what the scheduler section asks of them. The app (vecflowd) calls these; nothing here reads
+// YAML.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "config/config.h"
+#include "sched/scheduler.h"
+
+namespace vecflow::sched {
+
+struct StageQueues {
+  std::vector<QueueConfig> queues;
+  // stage_queue[i]: the queue stage i runs on. A fused stage shares the queue of the stage
+  // before it (it runs to completion on the same worker, right after it).
+  std::vector<uint8_t> stage_queue;
+  // The atomic queue that restores order after an ordered stage (see worker.h), present
+  // when some stage is ordered.
+  std::optional<uint8_t> egress;
+};
+
+// One queue per stage that is not fused, in pipeline order, plus the egress queue.
+StageQueues stage_queues(std::span<const config::StageConfig> stages);
+
+// `producers`: one per rx adapter; `workers`: one per pipeline worker. queue_depth is the
+// in-flight limit (events admitted and not yet finished, all stages together).
+SchedulerConfig scheduler_config(const config::SchedulerSection& section, const StageQueues& q,
+                                 uint16_t producers, uint16_t workers);
+
+}  // namespace vecflow::sched

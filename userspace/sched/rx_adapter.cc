@@ -1,0 +1,294 @@
+#include "sched/rx_adapter.h"
+
+#include <thread>
+
+#include <rte_cycles.h>
+#include <rte_errno.h>
+
+#include "core/packet.h"
+#include "io/port.h"
+#include "runtime/cycles.h"
+
+namespace vecflow::sched {
+
+// ---- VectorPool ---------------------------------------------------------------------------
+
+Result<VectorPool> VectorPool::create(const std::string& name, uint32_t vectors,
+                                      uint16_t vector_size, uint32_t cache) {
+  VectorPool p;
+  p.pool_ = rte_event_vector_pool_create(name.c_str(), vectors, cache, vector_size, SOCKET_ID_ANY);
+  if (!p.pool_) {
+    return fail("cannot create vector pool {} ({} vectors of {}): {}", name, vectors, vector_size,
+                rte_strerror(rte_errno));
+  }
+  return p;
+}
+
+VectorPool::~VectorPool() {
+  rte_mempool_free(pool_);
+}
+
+// ---- RxAdapter ----------------------------------------------------------------------------
+
+namespace {
+
+constexpr uint16_t kHead = kOpenVectors;
+
+inline uint16_t slot_of(uint32_t rss, uint16_t port, uint16_t queue) noexcept {
+  uint32_t k = rss ^ (static_cast<uint32_t>(port) << 16 | queue) * 0x85EBCA6Bu;
+  return static_cast<uint16_t>((k * 0x9E3779B1u) >> 24) & (kOpenVectors - 1);
+}
+static_assert((kOpenVectors & (kOpenVectors - 1)) == 0 && kOpenVectors <= 256,
+              "slot_of() takes the top 8 bits of the hash");
+
+}  // namespace
+
+RxAdapter::RxAdapter(std::string name, EventPort& producer, const RxAdapterConfig& config,
+                     PortOutcomes* outcomes)
+    : Service(std::move(name)),
+      producer_(producer),
+      cfg_(config),
+      outcomes_(outcomes),
+      timeout_tsc_(tsc_hz() / 1'000'000 * config.vector_timeout_us) {
+  if (cfg_.vector_size == 0) cfg_.vector_size = 1;
+  if (cfg_.vector_pool == nullptr) cfg_.vector_size = 1;
+  proto_.op = RTE_EVENT_OP_NEW;
+  proto_.queue_id = cfg_.queue;
+  proto_.sched_type = static_cast<uint8_t>(cfg_.sched_type);
+  proto_.priority = RTE_EVENT_DEV_PRIORITY_NORMAL;
+  slots_[kHead].next = slots_[kHead].prev = kHead;
+}
+
+Result<void> RxAdapter::add_queue(Port& port, uint16_t queue) {
+  if (nqueues_ == kMaxRxQueues)
+    return fail("rx adapter {}: more than {} rx queues", name(), kMaxRxQueues);
+  for (uint16_t i = 0; i < nqueues_; ++i) {
+    if (queues_[i].port == &port && queues_[i].queue == queue)
+      return fail("rx adapter {}: {} queue {} added twice", name(), port.name(), queue);
+  }
+  queues_[nqueues_++] = RxQueue{&port, queue, to_index(port.id())};
+  return {};
+}
+
+Result<void> RxAdapter::remove_queue(Port& port, uint16_t queue,
+                                     std::chrono::milliseconds timeout) {
+  std::lock_guard lock(control_mutex_);
+  auto applied = [&](std::chrono::steady_clock::time_point deadline) {
+    while (applied_seq_.load(std::memory_order_acquire) !=
+           request_seq_.load(std::memory_order_relaxed)) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    return true;
+  };
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  // An earlier request that timed out is still pending: it must be taken first.
+  if (!applied(deadline))
+    return fail("rx adapter {}: not polled (no lcore runs it?); an earlier removal is pending",
+                name());
+  request_ = Request{&port, queue};
+  request_seq_.store(request_seq_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  if (!applied(deadline)) {
+    return fail(
+        "rx adapter {}: not polled (no lcore runs it?); removal of {} queue {} happens "
+        "at its next poll",
+        name(), port.name(), queue);
+  }
+  return {};
+}
+
+void RxAdapter::request_drain() noexcept {
+  drain_requested_.store(true, std::memory_order_release);
+}
+
+void RxAdapter::apply_requests() noexcept {
+  uint32_t seq = request_seq_.load(std::memory_order_acquire);
+  if (seq != applied_seq_.load(std::memory_order_relaxed)) {
+    const Request r = request_;
+    close_all(
+        [](const Slot& s, const Request& q) {
+          return s.port == to_index(q.port->id()) && (q.queue == kAllQueues || s.queue == q.queue);
+        },
+        r);
+    uint16_t w = 0;
+    for (uint16_t i = 0; i < nqueues_; ++i) {
+      bool removed =
+          queues_[i].port == r.port && (r.queue == kAllQueues || queues_[i].queue == r.queue);
+      if (!removed) queues_[w++] = queues_[i];
+    }
+    nqueues_ = w;
+    enqueue_out(DropReason::SHUTDOWN_FLUSH);
+    applied_seq_.store(seq, std::memory_order_release);
+  }
+  if (drain_requested_.load(std::memory_order_acquire) && !draining_) {
+    close_all([](const Slot&, const Request&) { return true; }, Request{});
+    enqueue_out(DropReason::SHUTDOWN_FLUSH);
+    nqueues_ = 0;
+    draining_ = true;
+    drained_.store(true, std::memory_order_release);
+  }
+}
+
+void RxAdapter::flush() noexcept {
+  close_all([](const Slot&, const Request&) { return true; }, Request{});
+  enqueue_out(DropReason::SHUTDOWN_FLUSH);
+}
+
+bool RxAdapter::poll() noexcept {
+  if (unlikely(request_seq_.load(std::memory_order_relaxed) !=
+                   applied_seq_.load(std::memory_order_relaxed) ||
+               (drain_requested_.load(std::memory_order_relaxed) && !draining_))) {
+    apply_requests();
+  }
+  const uint64_t now = rte_rdtsc();
+  bool worked = open_ > 0 && close_expired(now);
+  for (uint16_t i = 0; i < nqueues_; ++i)
+    worked |= receive(queues_[i], now) > 0;
+  if (nout_ > 0) {
+    enqueue_out(DropReason::SCHED_BACKPRESSURE);
+    return true;
+  }
+  if (producer_.needs_maintenance()) producer_.maintain();
+  return worked;
+}
+
+uint16_t RxAdapter::receive(const RxQueue& q, uint64_t now) noexcept {
+  rte_mbuf* pkts[kRxBurst];
+  const uint16_t n = q.port->rx_burst(q.queue, pkts, kRxBurst);
+  if (n == 0) return 0;
+  uint64_t bytes = 0;
+  for (uint16_t i = 0; i < n; ++i)
+    bytes += pkts[i]->pkt_len;
+  PortOutcomes& o = outcomes_[q.port_id];
+  o.rx_packets.add(n);
+  o.rx_bytes.add(bytes);
+  stats_.packets.add(n);
+  if (cfg_.vector_size == 1) {
+    for (uint16_t i = 0; i < n; ++i)
+      emit_packet(pkts[i]);
+  } else {
+    for (uint16_t i = 0; i < n; ++i)
+      add_packet(pkts[i], q.queue, now);
+  }
+  return n;
+}
+
+void RxAdapter::emit_packet(rte_mbuf* m) noexcept {
+  rte_event& e = out_[nout_++];
+  e.event = with_flow(proto_.event, m->hash.rss, RTE_EVENT_TYPE_ETHDEV);
+  e.mbuf = m;
+  stats_.events.add();
+  if (nout_ == out_.size()) enqueue_out(DropReason::SCHED_BACKPRESSURE);
+}
+
+void RxAdapter::add_packet(rte_mbuf* m, uint16_t queue, uint64_t now) noexcept {
+  const uint32_t rss = m->hash.rss;
+  const uint16_t port = m->port;
+  const uint16_t s = slot_of(rss, port, queue);
+  Slot& slot = slots_[s];
+  if (slot.vec && (slot.rss != rss || slot.port != port || slot.queue != queue))
+    close(s, Closed::Evicted);
+  if (!slot.vec) {
+    void* v;
+    if (rte_mempool_get(cfg_.vector_pool, &v) != 0) {
+      stats_.no_vector.add();
+      emit_packet(m);
+      return;
+    }
+    slot.vec = static_cast<rte_event_vector*>(v);
+    slot.vec->nb_elem = 0;
+    slot.vec->elem_offset = 0;
+    slot.vec->attr_valid = 1;
+    slot.vec->port = port;
+    slot.vec->queue = queue;
+    slot.rss = rss;
+    slot.port = port;
+    slot.queue = queue;
+    slot.opened = now;
+    list_append(s);
+    ++open_;
+  }
+  rte_event_vector* v = slot.vec;
+  vector_mbufs(v)[v->nb_elem++] = m;
+  if (v->nb_elem == cfg_.vector_size) close(s, Closed::Full);
+}
+
+void RxAdapter::close(uint16_t s, Closed why) noexcept {
+  Slot& slot = slots_[s];
+  rte_event& e = out_[nout_++];
+  e.event = with_flow(proto_.event, slot.rss, RTE_EVENT_TYPE_ETHDEV_VECTOR);
+  e.vec = slot.vec;
+  stats_.events.add();
+  stats_.vectors.add();
+  stats_.vector_packets.add(slot.vec->nb_elem);
+  switch (why) {
+    case Closed::Full:
+      stats_.closed_full.add();
+      break;
+    case Closed::Timeout:
+      stats_.closed_timeout.add();
+      break;
+    case Closed::Evicted:
+      stats_.closed_evicted.add();
+      break;
+    case Closed::Flush:
+      stats_.closed_flush.add();
+      break;
+  }
+  slot.vec = nullptr;
+  list_remove(s);
+  --open_;
+  if (nout_ == out_.size())
+    enqueue_out(why == Closed::Flush ? DropReason::SHUTDOWN_FLUSH : DropReason::SCHED_BACKPRESSURE);
+}
+
+bool RxAdapter::close_expired(uint64_t now) noexcept {
+  bool any = false;
+  while (open_ > 0) {
+    uint16_t oldest = slots_[kHead].next;
+    if (now - slots_[oldest].opened < timeout_tsc_) break;
+    close(oldest, Closed::Timeout);
+    any = true;
+  }
+  return any;
+}
+
+void RxAdapter::close_all(bool (*match)(const Slot&, const Request&), const Request& r) noexcept {
+  for (uint16_t s = 0; s < kOpenVectors; ++s) {
+    if (slots_[s].vec && match(slots_[s], r)) close(s, Closed::Flush);
+  }
+}
+
+void RxAdapter::enqueue_out(DropReason if_refused) noexcept {
+  if (nout_ == 0) return;
+  uint16_t ok = producer_.enqueue_new_burst(out_.data(), nout_);
+  if (ok < nout_) {
+    stats_.refused.add(nout_ - ok);
+    for (uint16_t i = ok; i < nout_; ++i)
+      drop_event(out_[i], if_refused);
+  }
+  nout_ = 0;
+}
+
+void RxAdapter::drop_event(rte_event& ev, DropReason reason) noexcept {
+  std::span<rte_mbuf*> pkts = packets(ev);
+  for (rte_mbuf* m : pkts)
+    outcomes_[m->port].drops.add(reason);
+  rte_pktmbuf_free_bulk(pkts.data(), static_cast<unsigned>(pkts.size()));
+  if (is_vector(ev)) free_vector(ev.vec);
+}
+
+void RxAdapter::list_remove(uint16_t s) noexcept {
+  slots_[slots_[s].prev].next = slots_[s].next;
+  slots_[slots_[s].next].prev = slots_[s].prev;
+}
+
+void RxAdapter::list_append(uint16_t s) noexcept {
+  uint16_t last = slots_[kHead].prev;
+  slots_[s].prev = last;
+  slots_[s].next = kHead;
+  slots_[last].next = s;
+  slots_[kHead].prev = s;
+}
+
+}  // namespace vecflow::sched

@@ -1,0 +1,196 @@
+// The entry of the scheduler: receives bursts from a set of port queues, packs packets of the
+// same flow into event vectors and enqueues them as NEW events to the first stage's queue.
+//
+// Vectors. A packet's flow is its flow id (m->hash.rss) and its ingress port and rx queue;
+// each flow with packets waiting has an open rte_event_vector in a table of kOpenVectors
+// slots (direct-mapped by flow). A vector is enqueued when it holds vector_size packets, when
+// its oldest packet has waited vector_timeout_us (checked at the start of every poll, so a
+// vector waits at most its timeout plus one service round), when its slot is needed by
+// another flow, and when its queue is removed or the adapter drains. vector_size 1 sends
+// plain per-packet events and keeps no table. If the vector pool runs dry, a packet that
+// would open a vector goes as a single-packet event instead (nothing is dropped for it).
+//
+// Accounting, in this adapter's lcore row of the OutcomeTable, per ingress port: user-space
+// rx (packets, bytes) as bursts are received; the packets of events the scheduler refuses as
+// sched_backpressure drops, and of events refused while flushing for removal or shutdown as
+// shutdown_flush.
+//
+// Threading: poll() runs on one lcore. add_queue() before the service is placed on an lcore;
+// remove_queue() and request_drain() from the control thread while it runs; flush() only
+// when no lcore runs it.
+//
+// Hook call point (rx hooks, pipeline helper): RxAdapter::receive(), on each received burst
+// between Port::rx_burst and the grouping into vectors.
+//
+// Sleeping: Port has no per-queue wake-up yet (io/port.h), so the adapter keeps the Service
+// default (arm_wakeup() == -1: its lcore naps instead of sleeping on descriptors). It also
+// never sleeps while it holds a partial vector (has_pending) or when its scheduler port needs
+// maintenance calls.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include <rte_mempool.h>
+
+#include "core/accounting.h"
+#include "core/error.h"
+#include "runtime/service.h"
+#include "sched/scheduler.h"
+
+namespace vecflow {
+class Port;
+}
+
+namespace vecflow::sched {
+
+// Flows that may have a vector open at once in one adapter. A flow arriving in a taken slot
+// closes the vector there early, so more slots mean fuller vectors when many flows interleave
+// (1k active flows over 256 slots still collide often; their vectors then close small), at the
+// cost of vectors held open (each a pool element) and a larger table to walk on removal.
+inline constexpr uint16_t kOpenVectors = 256;
+// Rx queues one adapter polls. An adapter per lcore usually polls a handful; this bounds
+// the per-poll loop and keeps the queue list a fixed array.
+inline constexpr uint16_t kMaxRxQueues = 16;
+// Packets asked of a port per rx burst (DPDK's usual; see core/burst.h for the limit).
+inline constexpr uint16_t kRxBurst = 32;
+
+struct RxAdapterConfig {
+  uint16_t vector_size = 64;        // 1: per-packet events
+  uint32_t vector_timeout_us = 50;  // longest a partial vector waits for more packets
+  uint8_t queue = 0;                // scheduler queue of the first stage
+  SchedType sched_type = SchedType::Atomic;
+  // Elements hold >= vector_size mbufs (VectorPool). Without a pool the adapter sends
+  // per-packet events, as with vector_size 1.
+  rte_mempool* vector_pool = nullptr;
+};
+
+struct RxAdapterStats {
+  Counter packets;         // received
+  Counter events;          // enqueued (vectors and single packets)
+  Counter vectors;         // vectors enqueued
+  Counter vector_packets;  // packets in those vectors (mean size = vector_packets / vectors)
+  Counter closed_full;     // vectors enqueued because they reached vector_size
+  Counter closed_timeout;  // ... because their oldest packet reached the timeout
+  Counter closed_evicted;  // ... because another flow needed the slot
+  Counter closed_flush;    // ... because their queue was removed or the adapter drained
+  Counter no_vector;       // packets sent alone because the vector pool was empty
+  Counter refused;         // events the scheduler refused (their packets counted as drops)
+};
+
+// A mempool of rte_event_vectors (rte_event_vector_pool_create), freed with the object.
+class VectorPool {
+ public:
+  // `vectors` should cover every vector that can exist at once: kOpenVectors per adapter,
+  // plus the scheduler's in-flight limit, plus one mempool cache per lcore.
+  static Result<VectorPool> create(const std::string& name, uint32_t vectors, uint16_t vector_size,
+                                   uint32_t cache = 64);
+  VectorPool() = default;
+  VectorPool(VectorPool&& o) noexcept : pool_(std::exchange(o.pool_, nullptr)) {}
+  VectorPool& operator=(VectorPool&& o) noexcept {
+    std::swap(pool_, o.pool_);
+    return *this;
+  }
+  ~VectorPool();
+  rte_mempool* get() const noexcept { return pool_; }
+
+ private:
+  rte_mempool* pool_ = nullptr;
+};
+
+class RxAdapter final : public Service {
+ public:
+  // `producer`: a producer port of the scheduler, used only by this adapter. `outcomes`: the
+  // OutcomeTable row of the lcore that will poll the adapter (indexed by PortId).
+  RxAdapter(std::string name, EventPort& producer, const RxAdapterConfig& config,
+            PortOutcomes* outcomes);
+
+  // Before the service runs. Fails past kMaxRxQueues or for a queue already polled.
+  Result<void> add_queue(Port& port, uint16_t queue);
+  // While the service runs: returns once the adapter stopped polling the queue and enqueued
+  // its partial vectors. Fails after `timeout` if the adapter is not being polled; the
+  // removal then happens at its next poll.
+  Result<void> remove_queue(Port& port, uint16_t queue,
+                            std::chrono::milliseconds timeout = std::chrono::seconds(1));
+  // The same for every queue of `port` this adapter polls (the port is being removed).
+  Result<void> remove_port(Port& port,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(1)) {
+    return remove_queue(port, kAllQueues, timeout);
+  }
+  // Asks the adapter to stop receiving and enqueue every partial vector; drained() becomes
+  // true when done. Shutdown: drain the rx adapters first, then let the workers finish.
+  void request_drain() noexcept;
+  bool drained() const noexcept { return drained_.load(std::memory_order_acquire); }
+  // Enqueues every partial vector now. Only while no lcore polls the adapter.
+  void flush() noexcept;
+
+  bool poll() noexcept override;
+  bool has_pending() const noexcept override { return open_ > 0; }
+
+  const RxAdapterStats& adapter_stats() const noexcept { return stats_; }
+  uint16_t queue_count() const noexcept { return nqueues_; }
+
+ private:
+  struct RxQueue {
+    Port* port;
+    uint16_t queue;
+    uint16_t port_id;
+  };
+  struct Slot {
+    rte_event_vector* vec;  // nullptr: free
+    uint32_t rss;
+    uint16_t port;
+    uint16_t queue;
+    uint64_t opened;  // TSC of the poll that received the first packet
+    uint16_t prev;    // age list, oldest first; kOpenVectors is the list head
+    uint16_t next;
+  };
+  enum class Closed : uint8_t { Full, Timeout, Evicted, Flush };
+  static constexpr uint16_t kAllQueues = 0xffff;
+  struct Request {
+    Port* port = nullptr;
+    uint16_t queue = 0;  // kAllQueues: every queue of the port
+  };
+
+  uint16_t receive(const RxQueue& q, uint64_t now) noexcept;
+  void add_packet(rte_mbuf* m, uint16_t queue, uint64_t now) noexcept;
+  void emit_packet(rte_mbuf* m) noexcept;
+  void close(uint16_t slot, Closed why) noexcept;
+  bool close_expired(uint64_t now) noexcept;
+  void close_all(bool (*match)(const Slot&, const Request&), const Request& r) noexcept;
+  void enqueue_out(DropReason if_refused) noexcept;
+  void drop_event(rte_event& ev, DropReason reason) noexcept;
+  void apply_requests() noexcept;
+  void list_remove(uint16_t s) noexcept;
+  void list_append(uint16_t s) noexcept;
+
+  EventPort& producer_;
+  RxAdapterConfig cfg_;
+  PortOutcomes* outcomes_;
+  uint64_t timeout_tsc_;
+  rte_event proto_{};  // the NEW event every emitted event starts from
+
+  std::array<RxQueue, kMaxRxQueues> queues_{};
+  uint16_t nqueues_ = 0;
+  std::array<Slot, kOpenVectors + 1> slots_{};  // [kOpenVectors]: age list head
+  uint16_t open_ = 0;
+  std::array<rte_event, kMaxEventBurst> out_{};
+  uint16_t nout_ = 0;
+  bool draining_ = false;
+  RxAdapterStats stats_;
+
+  // Control thread -> lcore: one removal at a time (control_mutex_), applied at the next poll
+  // (request_ is written before request_seq_ is bumped and not touched until it is applied).
+  std::mutex control_mutex_;
+  Request request_;
+  std::atomic<uint32_t> request_seq_{0};
+  std::atomic<uint32_t> applied_seq_{0};
+  std::atomic<bool> drain_requested_{false};
+  std::atomic<bool> drained_{false};
+};
+
+}  // namespace vecflow::sched

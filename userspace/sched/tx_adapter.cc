@@ -1,0 +1,125 @@
+#include "sched/tx_adapter.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "io/port.h"
+
+namespace vecflow::sched {
+
+TxAdapter::TxAdapter(std::vector<TxTarget> ports, std::vector<TxTarget> kernel,
+                     PortOutcomes* outcomes)
+    : ports_(std::move(ports)), kernel_(std::move(kernel)), outcomes_(outcomes) {
+  ports_.resize(std::min<size_t>(ports_.size(), kMaxPorts));
+  kernel_.resize(std::min<size_t>(kernel_.size(), kMaxPorts));
+  tx_.resize(ports_.size());
+  to_kernel_.resize(kernel_.size());
+}
+
+void TxAdapter::finish(std::span<rte_event> events) noexcept {
+  for (rte_event& ev : events) {
+    if (is_vector(ev)) {
+      rte_event_vector* v = ev.vec;
+      for (uint16_t i = 0; i < v->nb_elem; ++i)
+        packet(vector_mbufs(v)[v->elem_offset + i]);
+      free_vector(v);
+    } else if (is_packet(ev)) {
+      packet(ev.mbuf);
+    }
+  }
+  free_dropped();
+}
+
+void TxAdapter::drop(std::span<rte_event> events, DropReason reason) noexcept {
+  for (rte_event& ev : events) {
+    for (rte_mbuf* m : packets(ev))
+      drop_packet(m, reason);
+    if (is_vector(ev)) free_vector(ev.vec);
+  }
+  free_dropped();
+}
+
+void TxAdapter::packet(rte_mbuf* m) noexcept {
+  const PacketMeta& pm = meta(m);
+  switch (pm.verdict) {
+    case Verdict::Transmit:
+      if (pm.out_port < ports_.size() && ports_[pm.out_port].port) {
+        buffer(pm.out_port, false, m);
+        return;
+      }
+      break;
+    case Verdict::Kernel:
+      if (m->port < kernel_.size() && kernel_[m->port].port) {
+        buffer(m->port, true, m);
+      } else {
+        drop_packet(m, DropReason::NO_KERNEL_PATH);
+      }
+      return;
+    case Verdict::Drop:
+      drop_packet(m, pm.drop_reason < kDropReasonCount ? static_cast<DropReason>(pm.drop_reason)
+                                                       : DropReason::BAD_VERDICT);
+      return;
+    case Verdict::Continue:
+      break;
+  }
+  drop_packet(m, DropReason::BAD_VERDICT);
+}
+
+void TxAdapter::buffer(uint16_t dest, bool kernel, rte_mbuf* m) noexcept {
+  Buffer& b = kernel ? to_kernel_[dest] : tx_[dest];
+  b.pkts[b.n] = m;
+  b.ingress[b.n] = m->port;
+  b.bytes[b.n] = m->pkt_len;
+  ++b.n;
+  (kernel ? kernel_dirty_ : tx_dirty_) |= uint64_t{1} << dest;
+  if (b.n == kTxBurst) send(dest, kernel);
+}
+
+void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
+  Buffer& b = kernel ? to_kernel_[dest] : tx_[dest];
+  const TxTarget& t = kernel ? kernel_[dest] : ports_[dest];
+  uint16_t sent = t.port->tx_burst(t.queue, b.pkts.data(), b.n);
+  stats_.bursts.add();
+  for (uint32_t r = 0; sent < b.n && r < kTxRetries; ++r) {
+    stats_.retries.add();
+    sent += t.port->tx_burst(t.queue, b.pkts.data() + sent, static_cast<uint16_t>(b.n - sent));
+  }
+  for (uint16_t i = 0; i < sent; ++i) {
+    PortOutcomes& o = outcomes_[b.ingress[i]];
+    if (kernel) {
+      o.kernel_packets.add();
+    } else {
+      o.tx_packets.add();
+      o.tx_bytes.add(b.bytes[i]);
+    }
+  }
+  if (sent < b.n) {
+    stats_.tx_full.add(b.n - sent);
+    for (uint16_t i = sent; i < b.n; ++i)
+      drop_packet(b.pkts[i], DropReason::TX_FULL);
+    free_dropped();
+  }
+  b.n = 0;
+  (kernel ? kernel_dirty_ : tx_dirty_) &= ~(uint64_t{1} << dest);
+}
+
+void TxAdapter::flush() noexcept {
+  while (tx_dirty_)
+    send(static_cast<uint16_t>(std::countr_zero(tx_dirty_)), false);
+  while (kernel_dirty_)
+    send(static_cast<uint16_t>(std::countr_zero(kernel_dirty_)), true);
+}
+
+void TxAdapter::drop_packet(rte_mbuf* m, DropReason reason) noexcept {
+  outcomes_[m->port].drops.add(reason);
+  dropped_[ndropped_++] = m;
+  if (ndropped_ == dropped_.size()) free_dropped();
+}
+
+void TxAdapter::free_dropped() noexcept {
+  if (ndropped_ == 0) return;
+  rte_pktmbuf_free_bulk(dropped_.data(), ndropped_);
+  ndropped_ = 0;
+}
+
+}  // namespace vecflow::sched

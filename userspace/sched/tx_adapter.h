@@ -1,0 +1,101 @@
+// The end of the pipeline: acts on each packet's verdict and transmits in bursts.
+//
+// One TxAdapter per worker (it is the worker's EgressSink), never shared: it uses, on every
+// port, the tx queue given to it, so workers never contend for a queue. For each packet of a
+// finished event (a vector or a single packet):
+//   Transmit  buffered for meta.out_port; a port's buffer is sent when it holds kTxBurst
+//             packets and at every flush() (the end of each worker poll)
+//   Kernel    buffered for the kernel path of the ingress port, sent the same way
+//   Drop      freed, counted under meta.drop_reason
+//   Continue  (or an out_port with no port) freed, counted as bad_verdict
+// A port that takes only part of a burst is offered the rest again up to kTxRetries times;
+// what it still refuses is freed and counted as tx_full.
+//
+// Accounting goes to this worker's row of the OutcomeTable, charged to the packet's ingress
+// port (m->port, read before the packet is offered: a port owns the packets it takes and may
+// free them at once). tx counts where a port accepts; to_kernel where the kernel path does.
+//
+// Hook call point (hooks, issue of the pipeline helper): TxAdapter::send(), on a port's burst
+// just before Port::tx_burst.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/accounting.h"
+#include "core/ids.h"
+#include "core/packet.h"
+#include "sched/worker.h"
+
+namespace vecflow {
+class Port;
+}
+
+namespace vecflow::sched {
+
+// Packets buffered per destination before a tx burst: the usual DPDK burst, what a NIC's tx
+// path and an AF_XDP tx ring are tuned for. Smaller wastes per-call cost, larger holds packets
+// longer (a flush at the end of every worker poll bounds that anyway).
+inline constexpr uint16_t kTxBurst = 32;
+
+// Times a partly refused burst is offered again before the rest is dropped as tx_full. A
+// refusal means the tx ring is full; retrying at once only helps if the device is
+// mid-completion. Retrying longer would stall the worker (and every flow it holds) behind one
+// slow port, which is worse than dropping what that port cannot take.
+inline constexpr uint32_t kTxRetries = 3;
+
+// A port and the tx queue this adapter uses on it.
+struct TxTarget {
+  Port* port = nullptr;
+  uint16_t queue = 0;
+};
+
+struct TxStats {
+  Counter bursts;   // tx_burst calls
+  Counter retries;  // calls repeated for the refused part of a burst
+  Counter tx_full;  // packets dropped after kTxRetries
+};
+
+class TxAdapter final : public EgressSink {
+ public:
+  // `ports[i]`: where Transmit with out_port i goes. `kernel[i]`: where Kernel verdicts of
+  // packets that entered on port i go (a port whose tx hands frames to the kernel stack of
+  // that interface); an empty target makes them no_kernel_path drops. `outcomes`: this
+  // worker's row of the OutcomeTable (one PortOutcomes per port, indexed by PortId).
+  TxAdapter(std::vector<TxTarget> ports, std::vector<TxTarget> kernel, PortOutcomes* outcomes);
+
+  void finish(std::span<rte_event> events) noexcept override;
+  void drop(std::span<rte_event> events, DropReason reason) noexcept override;
+  void flush() noexcept override;
+
+  const TxStats& stats() const noexcept { return stats_; }
+
+ private:
+  struct Buffer {
+    uint16_t n = 0;
+    std::array<rte_mbuf*, kTxBurst> pkts{};
+    std::array<uint16_t, kTxBurst> ingress{};
+    std::array<uint32_t, kTxBurst> bytes{};
+  };
+
+  void packet(rte_mbuf* m) noexcept;
+  void buffer(uint16_t dest, bool kernel, rte_mbuf* m) noexcept;
+  void send(uint16_t dest, bool kernel) noexcept;
+  void drop_packet(rte_mbuf* m, DropReason reason) noexcept;
+  void free_dropped() noexcept;
+
+  std::vector<TxTarget> ports_;
+  std::vector<TxTarget> kernel_;
+  PortOutcomes* outcomes_;
+  std::vector<Buffer> tx_;         // by out_port
+  std::vector<Buffer> to_kernel_;  // by ingress port
+  uint64_t tx_dirty_ = 0;
+  uint64_t kernel_dirty_ = 0;
+  uint16_t ndropped_ = 0;
+  std::array<rte_mbuf*, kTxBurst> dropped_{};
+  TxStats stats_;
+};
+
+}  // namespace vecflow::sched

@@ -1,0 +1,108 @@
+// The worker side of the pipeline: a Service that dequeues bursts for one worker port, hands
+// them to the pipeline (an EventHandler), sends what goes on to the next stage back to the
+// scheduler and gives what is finished to an EgressSink (the TxAdapter).
+//
+// How a stage runner plugs in (the pipeline glue):
+//
+//   class StageRunner final : public sched::EventHandler {
+//     void process(std::span<rte_event> events) noexcept override {
+//       for (rte_event& ev : events) {
+//         // ev.queue_id is the stage this event is for; sched::packets(ev) its packets, one
+//         // flow, one ingress port. Run that stage (and any stage fused after it) on the
+//         // span; each stage sets verdicts in PacketMeta (core/packet.h).
+//         if (/* packets left with Verdict::Continue and a next stage exists */)
+//           sched::forward_to(ev, next_queue);   // FORWARD: same flow, next stage's queue
+//         // else leave it: the event is finished, every packet has its final verdict
+//       }
+//     }
+//   };
+//
+// Contract of process(): every event arrives finished (op RELEASE); the handler forwards the
+// ones that go on. A forwarded event carries all its packets on (a stage that decided some
+// packets of a vector early leaves their verdict set; later stages skip them, the TxAdapter
+// acts on them at the end). A finished event's packets must all have a final verdict
+// (Transmit, Kernel or Drop); one left at Continue is dropped as bad_verdict.
+//
+// Ordered stages: an event finished straight out of an ordered queue would leave in the
+// order its worker happened to finish it. When the queue list has an egress queue (atomic,
+// added by stage_queues() whenever a stage is ordered), the Worker forwards such events
+// there, where the scheduler has restored their order, and finishes them when they come back.
+// The handler never sees the egress queue.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "core/counter.h"
+#include "core/drop_reason.h"
+#include "runtime/service.h"
+#include "sched/scheduler.h"
+
+namespace vecflow::sched {
+
+class EventHandler {
+ public:
+  virtual ~EventHandler() = default;
+  // Runs on the worker's lcore: no allocation, no lock, no exception.
+  virtual void process(std::span<rte_event> events) noexcept = 0;
+};
+
+// Where finished events go. The TxAdapter is the one vecflowd uses; tests use checkers.
+class EgressSink {
+ public:
+  virtual ~EgressSink() = default;
+  // Takes ownership of the events' payloads.
+  virtual void finish(std::span<rte_event> events) noexcept = 0;
+  // Takes ownership of payloads the scheduler refused; drops them, counted under `reason`.
+  virtual void drop(std::span<rte_event> events, DropReason reason) noexcept = 0;
+  // End of a worker poll: send whatever is buffered.
+  virtual void flush() noexcept = 0;
+};
+
+// Forwards the scheduler refused are retried this many times before their packets are
+// dropped as sched_backpressure. The builtin backend never refuses a forward; a DPDK device
+// does when a port's ring is full, which a few immediate retries rarely fix (the device's
+// scheduler has to run first) but which drops no packet for a momentary fill.
+inline constexpr uint32_t kForwardRetries = 4;
+
+// The burst a worker dequeues. 32 is DPDK's usual: enough to amortise the per-call cost,
+// small enough that one burst of vectors stays in L2 while a stage runs over it.
+inline constexpr uint16_t kWorkerBurst = 32;
+
+struct WorkerStats {
+  Counter events;      // dequeued
+  Counter forwarded;   // on to another stage
+  Counter finished;    // handed to the sink
+  Counter via_egress;  // ordered stages' finished events sent through the egress queue
+  Counter refused;     // forwards dropped after kForwardRetries
+};
+
+class Worker final : public Service {
+ public:
+  // `port` must be a worker port of `sched`; the Worker is the only user of it, and of the
+  // handler and sink, while it is on an lcore. `egress_queue`: see above.
+  Worker(std::string name, Scheduler& sched, EventPort& port, EventHandler& handler,
+         EgressSink& sink, std::optional<uint8_t> egress_queue, uint16_t burst = kWorkerBurst);
+
+  bool poll() noexcept override;
+  // Called after the service was removed from its lcore, before the scheduler stops: sends
+  // buffered work and releases the port's last burst.
+  void park() noexcept;
+
+  const WorkerStats& worker_stats() const noexcept { return stats_; }
+
+ private:
+  void send(rte_event* ev, uint16_t n, bool only_forwards) noexcept;
+
+  EventPort& port_;
+  EventHandler& handler_;
+  EgressSink& sink_;
+  const std::array<SchedType, kMaxQueues>& types_;
+  int egress_;  // -1: none
+  uint16_t burst_;
+  WorkerStats stats_;
+};
+
+}  // namespace vecflow::sched
