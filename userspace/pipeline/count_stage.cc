@@ -32,7 +32,10 @@ Result<std::unique_ptr<CountStage>> CountStage::create(const config::StageConfig
     std::string name = dpdk_name("flows");
     rte_hash_parameters hp{};
     hp.name = name.c_str();
-    hp.entries = p.max_flows;
+    // rte_hash refuses fewer entries than one bucket holds (8); the flow limit is `used`.
+    constexpr uint32_t kMinHashEntries = 8;
+    const uint32_t entries = std::max(p.max_flows, kMinHashEntries);
+    hp.entries = entries;
     hp.key_len = sizeof(FlowKey);
     hp.hash_func = rte_hash_crc;
     hp.socket_id = SOCKET_ID_ANY;
@@ -41,7 +44,8 @@ Result<std::unique_ptr<CountStage>> CountStage::create(const config::StageConfig
     hp.extra_flag = RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
     t->hash.reset(rte_hash_create(&hp));
     if (!t->hash) return fail("cannot create a flow table: {}", rte_strerror(rte_errno));
-    t->slots.reset(new FlowSlot[p.max_flows]);
+    t->slots.reset(new FlowSlot[entries]);
+    t->slots_size = entries;
     t->capacity = p.max_flows;
     s->flows_.push_back(std::move(t));
   }
@@ -64,6 +68,10 @@ void CountStage::process_packet(rte_mbuf* m, VectorState& vs, StageEnv&) noexcep
   const hash_sig_t sig = rte_hash_hash(t.hash.get(), &key);
   int pos = rte_hash_lookup_with_hash(t.hash.get(), &key, sig);
   if (pos < 0) {
+    if (t.used.load(std::memory_order_relaxed) >= t.capacity) {
+      t.untracked.add();
+      return;
+    }
     pos = rte_hash_add_key_with_hash(t.hash.get(), &key, sig);
     if (pos < 0) {
       t.untracked.add();
@@ -85,7 +93,7 @@ std::vector<FlowCount> CountStage::top_flows(size_t n) const {
   };
   std::map<FlowKey, FlowCount, decltype(less)> merged(less);
   for (const auto& t : flows_) {
-    for (uint32_t i = 0; i < t->capacity; ++i) {
+    for (uint32_t i = 0; i < t->slots_size; ++i) {
       const FlowSlot& s = t->slots[i];
       if (!s.valid.load(std::memory_order_acquire)) continue;
       FlowCount& c = merged[s.key];

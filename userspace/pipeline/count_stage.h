@@ -63,8 +63,9 @@ class CountStage final : public PerPacketStage<CountStage> {
   };
   struct alignas(64) FlowTable {
     DpdkPtr<rte_hash> hash;
-    std::unique_ptr<FlowSlot[]> slots;
-    uint32_t capacity = 0;
+    std::unique_ptr<FlowSlot[]> slots;  // by rte_hash key position
+    uint32_t slots_size = 0;
+    uint32_t capacity = 0;  // max_flows
     std::atomic<uint32_t> used{0};
     Counter untracked;
   };
