@@ -59,8 +59,8 @@ std::vector<uint8_t> file_header(const std::vector<std::string>& ports, uint32_t
   put32(b, kSectionHeaderBlock);
   put32(b, 0);
   put32(b, kByteOrderMagic);
-  put16(b, 1);  // major version
-  put16(b, 0);  // minor version
+  put16(b, 1);           // major version
+  put16(b, 0);           // minor version
   put32(b, 0xffffffff);  // section length unknown (64 bits of -1)
   put32(b, 0xffffffff);
   finish_block(b, 0);
@@ -134,8 +134,8 @@ size_t PcapngCapture::capture(std::span<rte_mbuf* const> pkts, CaptureDirection 
       }
       copies[n++] = c;
     }
-    unsigned queued = rte_ring_mp_enqueue_burst(ring_, reinterpret_cast<void**>(copies), n,
-                                                nullptr);
+    unsigned queued =
+        rte_ring_mp_enqueue_burst(ring_, reinterpret_cast<void**>(copies), n, nullptr);
     if (queued < n) {
       rte_pktmbuf_free_bulk(copies + queued, n - queued);
       lost += n - queued;

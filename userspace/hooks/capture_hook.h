@@ -13,10 +13,9 @@ class CaptureHook final : public Hook {
   explicit CaptureHook(std::shared_ptr<PcapngCapture> capture) : capture_(std::move(capture)) {}
 
   void on_burst(const HookPoint& where, std::span<rte_mbuf* const> pkts) noexcept override {
-    capture_->capture(pkts,
-                      where.direction == HookDirection::Rx ? CaptureDirection::In
-                                                           : CaptureDirection::Out,
-                      to_index(where.queue));
+    capture_->capture(
+        pkts, where.direction == HookDirection::Rx ? CaptureDirection::In : CaptureDirection::Out,
+        to_index(where.queue));
   }
 
   PcapngCapture& capture() noexcept { return *capture_; }

@@ -66,8 +66,8 @@ Result<void> HookTable::remove(HookId id) {
     }
     if (keep == cur->count) continue;
     next->count = keep;
-    retired.emplace_back(lists_[s].exchange(keep ? next.release() : nullptr,
-                                            std::memory_order_acq_rel));
+    retired.emplace_back(
+        lists_[s].exchange(keep ? next.release() : nullptr, std::memory_order_acq_rel));
   }
   if (retired.empty()) return fail("no hook {}", id);
   // One grace period covers every list replaced above: after it no lcore holds any of them,

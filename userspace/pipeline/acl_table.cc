@@ -16,8 +16,7 @@ namespace {
 // one byte long (the protocol).
 enum : uint8_t { kProto, kSrc, kDst, kPorts };
 
-rte_acl_field_def field(uint8_t type, uint8_t size, uint8_t index, uint8_t input,
-                        uint32_t offset) {
+rte_acl_field_def field(uint8_t type, uint8_t size, uint8_t index, uint8_t input, uint32_t offset) {
   rte_acl_field_def d{};
   d.type = type;
   d.size = size;
@@ -73,8 +72,7 @@ void set_prefix(rte_acl_rule* r, int first, int words, const std::optional<IpPre
   }
 }
 
-void set_common(rte_acl_rule* r, const config::FiveTupleMatch& m, int ports_field,
-                uint32_t index) {
+void set_common(rte_acl_rule* r, const config::FiveTupleMatch& m, int ports_field, uint32_t index) {
   r->data.category_mask = 1;
   // First match wins: earlier rules get higher priorities.
   r->data.priority = static_cast<int32_t>(RTE_ACL_MAX_PRIORITY - index);

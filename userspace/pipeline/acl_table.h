@@ -19,8 +19,8 @@
 
 #include "config/config.h"
 #include "core/counter.h"
-#include "core/error.h"
 #include "core/dpdk_util.h"
+#include "core/error.h"
 
 namespace vecflow {
 

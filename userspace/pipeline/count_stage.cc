@@ -140,8 +140,7 @@ std::vector<RuleCount> CountStage::rules() const {
   return out;
 }
 
-Result<std::unique_ptr<Stage>> make_count_stage(const config::StageConfig& cfg,
-                                                StageContext& ctx) {
+Result<std::unique_ptr<Stage>> make_count_stage(const config::StageConfig& cfg, StageContext& ctx) {
   auto s = CountStage::create(cfg, ctx);
   if (!s) return std::unexpected(s.error());
   return std::unique_ptr<Stage>(std::move(*s));

@@ -79,11 +79,10 @@ class CountStage final : public PerPacketStage<CountStage> {
 
   config::CountBy by_;
   unsigned slots_;
-  std::vector<std::unique_ptr<FlowTable>> flows_;      // by lcore slot (by: flow)
-  std::vector<std::unique_ptr<RuleSlot[]>> rules_;     // by lcore slot (by: rule)
+  std::vector<std::unique_ptr<FlowTable>> flows_;   // by lcore slot (by: flow)
+  std::vector<std::unique_ptr<RuleSlot[]>> rules_;  // by lcore slot (by: rule)
 };
 
-Result<std::unique_ptr<Stage>> make_count_stage(const config::StageConfig& cfg,
-                                                StageContext& ctx);
+Result<std::unique_ptr<Stage>> make_count_stage(const config::StageConfig& cfg, StageContext& ctx);
 
 }  // namespace vecflow

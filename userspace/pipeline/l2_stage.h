@@ -16,8 +16,7 @@ namespace vecflow {
 
 class L2Stage final : public PerPacketStage<L2Stage> {
  public:
-  static Result<std::unique_ptr<L2Stage>> create(const config::StageConfig& cfg,
-                                                 StageContext& ctx);
+  static Result<std::unique_ptr<L2Stage>> create(const config::StageConfig& cfg, StageContext& ctx);
 
   struct VectorState {};
   VectorState begin(StageEnv&) noexcept { return {}; }

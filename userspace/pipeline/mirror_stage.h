@@ -57,7 +57,6 @@ class MirrorStage final : public Stage {
   unsigned slots_;
 };
 
-Result<std::unique_ptr<Stage>> make_mirror_stage(const config::StageConfig& cfg,
-                                                 StageContext& ctx);
+Result<std::unique_ptr<Stage>> make_mirror_stage(const config::StageConfig& cfg, StageContext& ctx);
 
 }  // namespace vecflow

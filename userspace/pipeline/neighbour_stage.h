@@ -51,8 +51,8 @@ class NeighbourStage final : public PerPacketStage<NeighbourStage> {
 
   NeighbourTable* table_;
   config::Unresolved policy_;
-  bool resolve_;         // a KernelSync drains resolution requests
-  uint64_t retry_tsc_;   // KernelSync::kResolveRetry in TSC cycles
+  bool resolve_;                    // a KernelSync drains resolution requests
+  uint64_t retry_tsc_;              // KernelSync::kResolveRetry in TSC cycles
   std::vector<uint64_t> port_mac_;  // source MAC of each port (NeighbourEntry word form), 0: keep
   std::unique_ptr<LcoreState[]> lcores_;
   unsigned slots_;

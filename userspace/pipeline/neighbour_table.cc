@@ -87,9 +87,8 @@ bool NeighbourTable::learn(PortId port, const IpAddress& ip, std::optional<MacAd
 
 std::vector<NeighbourKey> NeighbourTable::take_requests(size_t max) {
   std::vector<NeighbourRequest> reqs(max);
-  unsigned n = rte_ring_sc_dequeue_burst_elem(requests_.get(), reqs.data(),
-                                              sizeof(NeighbourRequest),
-                                              static_cast<unsigned>(max), nullptr);
+  unsigned n = rte_ring_sc_dequeue_burst_elem(
+      requests_.get(), reqs.data(), sizeof(NeighbourRequest), static_cast<unsigned>(max), nullptr);
   std::vector<NeighbourKey> keys;
   keys.reserve(n);
   std::lock_guard lock(mutex_);

@@ -26,10 +26,10 @@
 #include <rte_hash.h>
 #include <rte_ring_elem.h>
 
+#include "core/dpdk_util.h"
 #include "core/error.h"
 #include "core/ids.h"
 #include "core/net.h"
-#include "core/dpdk_util.h"
 
 namespace vecflow {
 
@@ -157,7 +157,7 @@ class NeighbourTable {
     NeighbourKey key;
     bool is_static = false;
   };
-  std::vector<Slot> slots_;  // by id; slots_[id] valid once the id exists
+  std::vector<Slot> slots_;    // by id; slots_[id] valid once the id exists
   std::vector<uint32_t> ids_;  // ids in creation order
 };
 

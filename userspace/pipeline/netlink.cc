@@ -157,7 +157,8 @@ NetlinkSocket::~NetlinkSocket() = default;
 
 Result<NetlinkSocket> NetlinkSocket::open(uint32_t groups, bool nonblocking) {
   NetlinkSocket s;
-  mnl_socket* nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0));
+  mnl_socket* nl =
+      mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0));
   if (nl == nullptr) return fail("cannot open a netlink socket: {}", errno_text(errno));
   s.sock_.reset(nl);
   if (mnl_socket_bind(nl, groups, MNL_SOCKET_AUTOPID) < 0)
@@ -218,8 +219,8 @@ Result<void> NetlinkSocket::dump(uint16_t type, int family,
         if (errno == EINTR) continue;
         return fail("netlink dump: {}", errno_text(errno));
       }
-      int rc = mnl_cb_run(buf.data(), static_cast<size_t>(n), nlh->nlmsg_seq, portid_, dispatch,
-                          &each);
+      int rc =
+          mnl_cb_run(buf.data(), static_cast<size_t>(n), nlh->nlmsg_seq, portid_, dispatch, &each);
       if (rc == MNL_CB_STOP) break;
       if (rc < 0) return fail("netlink dump: {}", errno_text(errno));
     }

@@ -20,8 +20,7 @@ bool needs_kernel(const config::StageConfig& s) {
 Pipeline::~Pipeline() = default;
 
 Result<std::unique_ptr<Pipeline>> Pipeline::build(const std::vector<config::StageConfig>& stages,
-                                                  StageContext ctx,
-                                                  const StageRegistry& registry) {
+                                                  StageContext ctx, const StageRegistry& registry) {
   if (ctx.qsbr == nullptr) return fail("the pipeline needs a grace-period domain (Qsbr)");
   if (ctx.lcore_slots == 0) return fail("the pipeline needs at least one lcore slot");
   if (stages.empty()) return fail("the pipeline has no stage");

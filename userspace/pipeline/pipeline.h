@@ -20,10 +20,10 @@ namespace vecflow {
 
 // Consecutive stages that run to completion on one worker: one scheduler queue.
 struct PipelineGroup {
-  size_t first = 0;                                 // index of its first stage
-  size_t count = 0;                                 // stages in the group
+  size_t first = 0;                                     // index of its first stage
+  size_t count = 0;                                     // stages in the group
   config::SchedType sched = config::SchedType::Atomic;  // the first stage's: the queue's type
-  std::string name;                                 // "route+neighbour+l2"
+  std::string name;                                     // "route+neighbour+l2"
 };
 
 // One line of `vecflowctl runtime`: a stage's counters summed over lcores.

@@ -16,7 +16,7 @@
 namespace vecflow {
 
 using StageFactory = Result<std::unique_ptr<Stage>> (*)(const config::StageConfig& cfg,
-                                                       StageContext& ctx);
+                                                        StageContext& ctx);
 
 class StageRegistry {
  public:

@@ -265,8 +265,7 @@ void RouteStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   }
 }
 
-Result<std::unique_ptr<Stage>> make_route_stage(const config::StageConfig& cfg,
-                                                StageContext& ctx) {
+Result<std::unique_ptr<Stage>> make_route_stage(const config::StageConfig& cfg, StageContext& ctx) {
   auto s = RouteStage::create(cfg, ctx);
   if (!s) return std::unexpected(s.error());
   return std::unique_ptr<Stage>(std::move(*s));

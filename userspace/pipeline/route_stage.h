@@ -112,7 +112,6 @@ class RouteStage final : public Stage {
   std::vector<config::Route> kernel_routes_;
 };
 
-Result<std::unique_ptr<Stage>> make_route_stage(const config::StageConfig& cfg,
-                                                StageContext& ctx);
+Result<std::unique_ptr<Stage>> make_route_stage(const config::StageConfig& cfg, StageContext& ctx);
 
 }  // namespace vecflow

@@ -27,15 +27,17 @@ bool host_bits_clear(const IpPrefix& p) {
   return true;
 }
 
-rte_fib_dir24_8_nh_sz fib4_nh_size(size_t leaves) {
-  // DIR-24-8 keeps one bit of each entry for itself: 1 byte holds leaves below 2^7 ...
-  if (leaves <= (1u << 7)) return RTE_FIB_DIR24_8_1B;
-  if (leaves <= (1u << 15)) return RTE_FIB_DIR24_8_2B;
+// The smallest FIB entry that holds a leaf or a tbl8 group index (an entry holds either),
+// `values` being the larger count: a smaller first level is faster to look up in and build.
+// One bit of each entry is the FIB's own: 1 byte holds values below 2^7 ...
+rte_fib_dir24_8_nh_sz fib4_nh_size(size_t values) {
+  if (values < (1u << 7)) return RTE_FIB_DIR24_8_1B;
+  if (values < (1u << 15)) return RTE_FIB_DIR24_8_2B;
   return RTE_FIB_DIR24_8_4B;
 }
 
-rte_fib_trie_nh_sz fib6_nh_size(size_t leaves) {
-  if (leaves <= (1u << 15)) return RTE_FIB6_TRIE_2B;
+rte_fib_trie_nh_sz fib6_nh_size(size_t values) {
+  if (values < (1u << 15)) return RTE_FIB6_TRIE_2B;
   return RTE_FIB6_TRIE_4B;
 }
 
@@ -113,8 +115,7 @@ Result<std::unique_ptr<RouteTable>> RouteTable::build(std::vector<RouteEntry> ro
     const config::Route& r = e.route;
     const std::string what = r.prefix.to_string();
     if (!host_bits_clear(r.prefix)) return fail("route {}: host bits set past the length", what);
-    if (!seen.emplace(r.prefix.addr.bytes, r.prefix.addr.version * 1000 + r.prefix.length)
-             .second) {
+    if (!seen.emplace(r.prefix.addr.bytes, r.prefix.addr.version * 1000 + r.prefix.length).second) {
       return fail("duplicate route {}", what);
     }
     std::vector<uint64_t> key;
@@ -169,7 +170,7 @@ Result<std::unique_ptr<RouteTable>> RouteTable::build(std::vector<RouteEntry> ro
       conf.type = RTE_FIB_DIR24_8;
       conf.default_nh = kNoRoute;
       conf.max_routes = static_cast<int>(v4.size());
-      conf.dir24_8.nh_sz = fib4_nh_size(t->leaves_.size());
+      conf.dir24_8.nh_sz = fib4_nh_size(std::max<size_t>(t->leaves_.size(), tbl8));
       conf.dir24_8.num_tbl8 = tbl8;
       std::string name = dpdk_name("fib4");
       t->fib4_.reset(rte_fib_create(name.c_str(), SOCKET_ID_ANY, &conf));
@@ -196,7 +197,7 @@ Result<std::unique_ptr<RouteTable>> RouteTable::build(std::vector<RouteEntry> ro
       conf.type = RTE_FIB6_TRIE;
       conf.default_nh = kNoRoute;
       conf.max_routes = static_cast<int>(v6.size());
-      conf.trie.nh_sz = fib6_nh_size(t->leaves_.size());
+      conf.trie.nh_sz = fib6_nh_size(std::max<size_t>(t->leaves_.size(), tbl8));
       conf.trie.num_tbl8 = tbl8;
       std::string name = dpdk_name("fib6");
       t->fib6_.reset(rte_fib6_create(name.c_str(), SOCKET_ID_ANY, &conf));

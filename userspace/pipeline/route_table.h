@@ -20,9 +20,9 @@
 #include <rte_fib6.h>
 
 #include "config/config.h"
+#include "core/dpdk_util.h"
 #include "core/error.h"
 #include "core/ids.h"
-#include "core/dpdk_util.h"
 #include "pipeline/stage.h"
 
 namespace vecflow {

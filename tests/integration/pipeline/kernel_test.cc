@@ -48,7 +48,8 @@ config::StageConfig stage(std::string type, T params, bool fuse = false) {
 config::Route via(const std::string& pfx, const std::string& gw, const std::string& port) {
   config::Route r;
   r.prefix = prefix(pfx);
-  r.nexthops.push_back(config::NextHop{gw.empty() ? std::nullopt : std::optional(address(gw)), port});
+  r.nexthops.push_back(
+      config::NextHop{gw.empty() ? std::nullopt : std::optional(address(gw)), port});
   return r;
 }
 
@@ -212,14 +213,16 @@ TEST_F(KernelLab, RoutesFollowTheKernel) {
 
   // A routing daemon adds routes: a gateway route, an ECMP route, a blackhole, a route out of
   // an interface vecflow does not own.
-  ASSERT_EQ(lab_->exec('a', "ip route add 203.0.113.0/24 via 198.51.100.2 dev lan0 && "
-                            "ip route add 10.9.0.0/16 nexthop via 198.51.100.2 dev lan0 "
-                            "nexthop via 192.0.2.2 dev wan0 && "
-                            "ip route add blackhole 10.66.0.0/16 && "
-                            "ip link add vpidum0 type veth peer name vpidum1 && ip link set vpidum0 up && "
-                            "ip route add 10.77.0.0/16 dev vpidum0 && "
-                            "ip -6 route add 2001:db8:99::/48 via 2001:db8:2::2 dev lan0"),
-            0);
+  ASSERT_EQ(
+      lab_->exec('a',
+                 "ip route add 203.0.113.0/24 via 198.51.100.2 dev lan0 && "
+                 "ip route add 10.9.0.0/16 nexthop via 198.51.100.2 dev lan0 "
+                 "nexthop via 192.0.2.2 dev wan0 && "
+                 "ip route add blackhole 10.66.0.0/16 && "
+                 "ip link add vpidum0 type veth peer name vpidum1 && ip link set vpidum0 up && "
+                 "ip route add 10.77.0.0/16 dev vpidum0 && "
+                 "ip -6 route add 2001:db8:99::/48 via 2001:db8:2::2 dev lan0"),
+      0);
   ASSERT_TRUE(poll_until([&] { return route_of("2001:db8:99::1") && route_of("10.77.1.1"); }));
   r = route_of("203.0.113.9");
   ASSERT_TRUE(r);
@@ -260,6 +263,7 @@ TEST_F(KernelLab, IcmpErrorsComeFromTheIngressInterfacesAddress) {
   ASSERT_EQ(lab_->exec('a', "ip addr flush dev wan0 && ip addr add 192.0.2.9/24 dev wan0"), 0);
   ASSERT_TRUE(poll_until([&] {
     rte_mbuf* a = run(make_frame(s));
-    return a != nullptr && pkt::ipv4(a)->src_addr == rte_cpu_to_be_32(address("192.0.2.9").v4_host());
+    return a != nullptr &&
+           pkt::ipv4(a)->src_addr == rte_cpu_to_be_32(address("192.0.2.9").v4_host());
   }));
 }

@@ -121,7 +121,7 @@ Tuple random_tuple(std::mt19937_64& rng, const config::AclStage& acl) {
   Tuple t;
   const config::AclRule* aim = rng() % 2 ? &acl.rules[rng() % acl.rules.size()] : nullptr;
   const auto* m = aim ? &aim->match : nullptr;
-  t.version = m && m->src ? m->src->addr.version
+  t.version = m && m->src   ? m->src->addr.version
               : m && m->dst ? m->dst->addr.version
                             : (rng() % 2 ? 4 : 6);
   t.src = m && m->src ? inside(rng, *m->src) : random_addr(rng, t.version);
@@ -192,8 +192,8 @@ TEST_F(Acl, ClassificationMatchesReferenceFirstMatch) {
       deepest = std::max(deepest, ref);
       if (got != expect && ++mismatches <= 5) {
         ADD_FAILURE() << t.src.to_string() << " -> " << t.dst.to_string() << " proto "
-                      << int(t.proto) << " " << t.sport << "->" << t.dport << ": rte_acl "
-                      << got << ", reference " << expect;
+                      << int(t.proto) << " " << t.sport << "->" << t.dport << ": rte_acl " << got
+                      << ", reference " << expect;
       }
     };
     for (uint32_t i = 0; i < n4; ++i)
@@ -287,7 +287,8 @@ TEST_F(Acl, ReplacingRulesKeepsTheCountsOfRulesThatStay) {
   next.rules[1].match.dst_port = config::PortRange{1000, 3000};  // "lab" changes: new count
   next.rules.push_back(rule("new", config::AclAction::Permit, {}));
   ASSERT_TRUE(acl->replace_rules(next));
-  h.run({pkt("10.0.0.1", "10.0.0.2", IPPROTO_TCP, 23), pkt("198.51.100.9", "10.0.0.2", IPPROTO_UDP, 2500)});
+  h.run({pkt("10.0.0.1", "10.0.0.2", IPPROTO_TCP, 23),
+         pkt("198.51.100.9", "10.0.0.2", IPPROTO_UDP, 2500)});
   auto rules = acl->rules();
   ASSERT_EQ(rules.size(), 5u);
   EXPECT_EQ(rules[0].count.packets, 3u);  // kept: 2 before, 1 after

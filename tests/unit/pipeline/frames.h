@@ -56,7 +56,9 @@ class CollectSinks final : public Sinks {
     to_kernel.insert(to_kernel.end(), p.begin(), p.end());
     handed_to_kernel += p.size();
   }
-  void next(std::span<rte_mbuf*> p) noexcept override { later.insert(later.end(), p.begin(), p.end()); }
+  void next(std::span<rte_mbuf*> p) noexcept override {
+    later.insert(later.end(), p.begin(), p.end());
+  }
   void copies(std::span<rte_mbuf*> p) noexcept override {
     copied.insert(copied.end(), p.begin(), p.end());
   }

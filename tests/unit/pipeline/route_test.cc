@@ -99,8 +99,7 @@ class ReferenceLpm {
 
 // Every route gets its own pair of gateways (ECMP), so every route has its own leaf and a
 // lookup that lands on the wrong route cannot return the right answer by chance.
-std::vector<RouteEntry> with_unique_leaves(const std::vector<IpPrefix>& prefixes,
-                                           uint8_t version) {
+std::vector<RouteEntry> with_unique_leaves(const std::vector<IpPrefix>& prefixes, uint8_t version) {
   size_t gateways = 2;
   while (gateways * (gateways - 1) < prefixes.size())
     ++gateways;
@@ -319,9 +318,9 @@ FrameSpec to(const std::string& dst, uint8_t ttl = 64) {
 
 TEST_F(Route, ForwardsDecrementsAndPlacesThePacket) {
   Harness h;
-  ASSERT_TRUE(h.build({stage("route", routes({route("198.51.100.0/24", "lan"),
-                                              route("0.0.0.0/0", "wan", "192.0.2.254"),
-                                              route("2001:db8:2::/64", "lan")}))}));
+  ASSERT_TRUE(h.build({stage(
+      "route", routes({route("198.51.100.0/24", "lan"), route("0.0.0.0/0", "wan", "192.0.2.254"),
+                       route("2001:db8:2::/64", "lan")}))}));
   auto* rs = h.pipeline->find<RouteStage>("route");
   ASSERT_NE(rs, nullptr);
 
@@ -357,10 +356,10 @@ TEST_F(Route, ForwardsDecrementsAndPlacesThePacket) {
 
 TEST_F(Route, HostBoundArpKernelAndDropRoutes) {
   Harness h;
-  ASSERT_TRUE(h.build({stage(
-      "route", routes({route("0.0.0.0/0", "wan", "192.0.2.254"),
-                       route_action("192.0.2.1/32", config::RouteAction::Kernel),
-                       route_action("10.0.0.0/8", config::RouteAction::Drop)}))}));
+  ASSERT_TRUE(
+      h.build({stage("route", routes({route("0.0.0.0/0", "wan", "192.0.2.254"),
+                                      route_action("192.0.2.1/32", config::RouteAction::Kernel),
+                                      route_action("10.0.0.0/8", config::RouteAction::Drop)}))}));
   for (const char* dst : {"224.0.0.5", "255.255.255.255", "192.0.2.1"}) {
     rte_mbuf* m = h.run_one(make_frame(to(dst)));
     ASSERT_NE(m, nullptr) << dst;
@@ -490,8 +489,7 @@ TEST_F(Route, ExpiredTtlIsAnsweredWithIcmpTimeExceeded) {
 
 TEST_F(Route, NoIcmpAboutIcmpErrorsOrWithoutASourceAddress) {
   Harness h;
-  ASSERT_TRUE(h.build({stage("route", routes({route("0.0.0.0/0", "lan", "198.51.100.2")},
-                                             true))}));
+  ASSERT_TRUE(h.build({stage("route", routes({route("0.0.0.0/0", "lan", "198.51.100.2")}, true))}));
   auto* rs = h.pipeline->find<RouteStage>("route");
   // No address on wan yet: expired packets are only dropped.
   EXPECT_EQ(h.run_one(make_frame(to("203.0.113.1", 1))), nullptr);

@@ -60,11 +60,10 @@ bool has_mac(rte_mbuf* m, const MacAddress& dst, const MacAddress& src) {
 TEST_F(Stages, NeighbourResolvesGatewaysFromStaticEntries) {
   Harness h;
   const MacAddress gw = mac("02:00:00:00:00:fe");
-  ASSERT_TRUE(h.build({stage("route", lab_routes()),
-                       stage("neighbour",
-                             neighbours(config::Unresolved::Drop,
-                                        {{address("192.0.2.254"), gw, "wan"}}),
-                             true)}));
+  ASSERT_TRUE(h.build(
+      {stage("route", lab_routes()),
+       stage("neighbour",
+             neighbours(config::Unresolved::Drop, {{address("192.0.2.254"), gw, "wan"}}), true)}));
   rte_mbuf* m = h.run_one(make_frame(to("203.0.113.5")));
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(meta(m).verdict, Verdict::Transmit);
@@ -82,9 +81,9 @@ TEST_F(Stages, NeighbourResolvesGatewaysFromStaticEntries) {
 TEST_F(Stages, UnresolvedNextHopsGoToTheKernelOrAreDropped) {
   for (auto policy : {config::Unresolved::Kernel, config::Unresolved::Drop}) {
     Harness h;
-    ASSERT_TRUE(h.build({stage("route", lab_routes()),
-                         stage("neighbour", neighbours(policy), true)}));
-    rte_mbuf* m = h.run_one(make_frame(to("203.0.113.5")));  // via an unknown gateway
+    ASSERT_TRUE(
+        h.build({stage("route", lab_routes()), stage("neighbour", neighbours(policy), true)}));
+    rte_mbuf* m = h.run_one(make_frame(to("203.0.113.5")));   // via an unknown gateway
     rte_mbuf* c = h.run_one(make_frame(to("198.51.100.9")));  // a connected host never seen
     auto s = h.accounting();
     if (policy == config::Unresolved::Kernel) {
@@ -157,7 +156,8 @@ TEST(NeighbourTableTest, ResolutionRequestsAreRateLimitedPerEntry) {
   EXPECT_EQ(keys[2].address(), address("2001:db8::5"));
   // Full: a new neighbour is refused, learning reports it.
   for (int i = 0; i < 200; ++i)
-    (*t)->ensure(NeighbourKey::of(PortId{0}, address(fmt::format("10.0.{}.{}", i / 200, i % 200 + 1))));
+    (*t)->ensure(
+        NeighbourKey::of(PortId{0}, address(fmt::format("10.0.{}.{}", i / 200, i % 200 + 1))));
   EXPECT_FALSE((*t)->learn(PortId{0}, address("10.9.9.9"), mac("02:00:00:00:00:01")));
 }
 
@@ -271,9 +271,9 @@ TEST_F(Stages, MirrorCopiesToAPortWithoutChargingIt) {
   EXPECT_TRUE(meta(c).flags & kMetaFlagCopy);
   ASSERT_EQ(h.sinks.tx.size(), 2u);
   EXPECT_EQ(c->pkt_len, h.sinks.tx[0]->pkt_len);
-  EXPECT_EQ(std::memcmp(rte_pktmbuf_mtod(c, void*), rte_pktmbuf_mtod(h.sinks.tx[0], void*),
-                        c->pkt_len),
-            0);
+  EXPECT_EQ(
+      std::memcmp(rte_pktmbuf_mtod(c, void*), rte_pktmbuf_mtod(h.sinks.tx[0], void*), c->pkt_len),
+      0);
   auto s = h.accounting();
   EXPECT_EQ(s.rx, 2u);
   EXPECT_EQ(s.unaccounted(), 0) << s.to_string();

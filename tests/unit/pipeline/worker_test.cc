@@ -97,8 +97,8 @@ TEST_F(Runner, SeparatesVerdictsAndCountsDropsAtTheIngressPort) {
   Harness h;
   StageRegistry reg = probe_registry();
   ASSERT_TRUE(h.build({stage("probe", config::CountStage{}, false, "a")}, reg));
-  std::vector<rte_mbuf*> in = {udp(1, kWan), udp(2), udp(3), udp(4), udp(9), udp(1, kLan),
-                               udp(1, kLan)};
+  std::vector<rte_mbuf*> in = {udp(1, kWan), udp(2),       udp(3),      udp(4),
+                               udp(9),       udp(1, kLan), udp(1, kLan)};
   rte_mbuf* kernel = in[1];
   rte_mbuf* tx_lan = in[2];
   rte_mbuf* tx_wan = in[3];
