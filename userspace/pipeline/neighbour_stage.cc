@@ -57,7 +57,7 @@ void NeighbourStage::unresolved(rte_mbuf* m, const NeighbourKey& key, uint32_t i
 void NeighbourStage::process_packet(rte_mbuf* m, VectorState& vs, StageEnv& env) noexcept {
   PacketMeta& pm = meta(m);
   LcoreState& st = lcores_[env.slot()];
-  if (pm.out_port == kNoPort) {
+  if (pm.out_port >= port_mac_.size()) {  // kNoPort: no stage placed it
     st.unplaced.add();
     return;
   }

@@ -1,5 +1,6 @@
 #include "runtime/qsbr.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <new>
 
@@ -11,11 +12,13 @@ namespace vecflow {
 
 namespace {
 
-// The reader the calling thread is bound to, and whether it is online right now: a writer
-// running on a reader's own thread reports that reader quiescent instead of waiting for it.
-thread_local const Qsbr* tl_domain = nullptr;
+// The domain and reader the calling thread last went online as: a writer running on a
+// reader's own thread reports that reader quiescent instead of waiting for it. Domains are
+// told apart by serial number, not address, since a new domain may reuse a freed one's.
+thread_local uint64_t tl_domain = 0;
 thread_local unsigned tl_reader = 0;
-thread_local bool tl_online = false;
+
+std::atomic<uint64_t> g_next_serial{1};
 
 }  // namespace
 
@@ -34,6 +37,10 @@ Result<std::unique_ptr<Qsbr>> Qsbr::create(unsigned readers) {
   std::unique_ptr<Qsbr> q(new Qsbr());
   q->v_.reset(v);
   q->readers_ = readers;
+  q->serial_ = g_next_serial.fetch_add(1);
+  q->online_.reset(new std::atomic<bool>[readers]);
+  for (unsigned i = 0; i < readers; ++i)
+    q->online_[i].store(false, std::memory_order_relaxed);
   if (rte_rcu_qsbr_init(v, readers) != 0)
     return fail("rte_rcu_qsbr_init({}): {}", readers, rte_strerror(rte_errno));
   // Every reader is registered up front and starts offline: registration is a bitmap update,
@@ -48,15 +55,15 @@ Result<std::unique_ptr<Qsbr>> Qsbr::create(unsigned readers) {
 Qsbr::~Qsbr() = default;
 
 void Qsbr::online(unsigned reader) noexcept {
+  online_[reader].store(true, std::memory_order_relaxed);
   rte_rcu_qsbr_thread_online(v_.get(), reader);
-  tl_domain = this;
+  tl_domain = serial_;
   tl_reader = reader;
-  tl_online = true;
 }
 
 void Qsbr::offline(unsigned reader) noexcept {
   rte_rcu_qsbr_thread_offline(v_.get(), reader);
-  if (tl_domain == this && tl_reader == reader) tl_online = false;
+  online_[reader].store(false, std::memory_order_relaxed);
 }
 
 void Qsbr::quiescent(unsigned reader) noexcept {
@@ -68,7 +75,8 @@ void Qsbr::synchronize() noexcept {
   // Called from a service of an online lcore: that lcore is between data-path calls, so it is
   // quiescent. (rte_rcu_qsbr_synchronize would also mark an offline caller online; this does
   // not.)
-  if (tl_domain == this && tl_online) rte_rcu_qsbr_quiescent(v_.get(), tl_reader);
+  if (tl_domain == serial_ && online_[tl_reader].load(std::memory_order_relaxed))
+    rte_rcu_qsbr_quiescent(v_.get(), tl_reader);
   rte_rcu_qsbr_check(v_.get(), token, true);
 }
 

@@ -16,6 +16,7 @@
 // online()/quiescent()/offline() itself.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -53,6 +54,8 @@ class Qsbr {
   };
   std::unique_ptr<rte_rcu_qsbr, Free> v_;
   unsigned readers_ = 0;
+  uint64_t serial_ = 0;                          // tells domains apart in thread-local state
+  std::unique_ptr<std::atomic<bool>[]> online_;  // by reader; written by the reader's thread
 };
 
 }  // namespace vecflow
