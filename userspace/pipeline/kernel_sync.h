@@ -115,6 +115,7 @@ class KernelSync final : public Service {
   bool links_dirty_ = false;
   Clock::time_point last_confirm_{};
   Clock::time_point retry_after_{};  // a failed read is tried again from then on
+  size_t acks_pending_ = 0;          // resolution requests whose answer was not read yet
   std::map<std::pair<uint16_t, std::array<uint8_t, 17>>, Clock::time_point> asked_;
   KernelSyncStats stats_;
 };

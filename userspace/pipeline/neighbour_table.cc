@@ -86,6 +86,7 @@ bool NeighbourTable::learn(PortId port, const IpAddress& ip, std::optional<MacAd
 }
 
 std::vector<NeighbourKey> NeighbourTable::take_requests(size_t max) {
+  if (rte_ring_empty(requests_.get())) return {};  // the usual case: no heap, no lock
   std::vector<NeighbourRequest> reqs(max);
   unsigned n = rte_ring_sc_dequeue_burst_elem(
       requests_.get(), reqs.data(), sizeof(NeighbourRequest), static_cast<unsigned>(max), nullptr);

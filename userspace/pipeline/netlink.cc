@@ -283,7 +283,7 @@ Result<void> NetlinkSocket::request_resolution(int ifindex, const IpAddress& ip)
   return {};
 }
 
-size_t NetlinkSocket::drain_acks() noexcept {
+size_t NetlinkSocket::drain_acks(size_t& pending) noexcept {
   size_t errors = 0;
   char buf[MNL_SOCKET_BUFFER_SIZE];
   for (;;) {
@@ -295,6 +295,7 @@ size_t NetlinkSocket::drain_acks() noexcept {
       if (m->nlmsg_type == NLMSG_ERROR) {
         auto* e = static_cast<const nlmsgerr*>(mnl_nlmsg_get_payload(m));
         if (e->error != 0) ++errors;
+        if (pending > 0) --pending;
       }
     }
   }

@@ -76,8 +76,9 @@ class NetlinkSocket {
   // creating the entry if needed, which makes the kernel send ARP / neighbour solicitation.
   // Does not wait for the answer (drain_acks() reads them).
   Result<void> request_resolution(int ifindex, const IpAddress& ip);
-  // Reads pending acknowledgements without blocking; returns how many reported an error.
-  size_t drain_acks() noexcept;
+  // Reads pending acknowledgements without blocking; returns how many reported an error and
+  // lowers `pending` by the number read.
+  size_t drain_acks(size_t& pending) noexcept;
 
   // Reads the events waiting on a non-blocking subscribed socket (at most `max`); an
   // overflow of the socket buffer (ENOBUFS: events were lost) is reported as Kind::Overrun.
