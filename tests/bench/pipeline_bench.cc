@@ -21,16 +21,14 @@
 #include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
-#include <rte_net.h>
 #include <rte_udp.h>
 #include <CLI/CLI.hpp>
 
 #include "core/accounting.h"
-#include "core/flow.h"
 #include "core/log.h"
 #include "core/packet.h"
+#include "core/parse.h"
 #include "hooks/hook_table.h"
-#include "pipeline/packet_view.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/worker.h"
 #include "runtime/eal.h"
@@ -149,15 +147,12 @@ void write_pcap(const std::string& path, std::mt19937_64& rng,
   pcap_close(dead);
 }
 
-// What a port's rx path does before the pipeline: parse, flow hash, metadata.
+// What a DPDK port's rx path does before the pipeline: the shared frame parser (packet type,
+// header lengths, flow hash), the vecflow port id, fresh metadata.
 void receive(rte_mbuf* m) noexcept {
-  rte_net_hdr_lens lens;
-  m->packet_type = rte_net_get_ptype(m, &lens, RTE_PTYPE_ALL_MASK);
-  m->l2_len = lens.l2_len;
-  m->l3_len = lens.l3_len;
+  parse_packet(m, true);
   m->port = kIn;
   reset_meta(m);
-  m->hash.rss = flow_hash(pkt::flow_key(m), true);
 }
 
 template <bool kHooks>

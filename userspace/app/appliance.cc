@@ -1,5 +1,7 @@
 #include "app/appliance.h"
 
+#include <systemd/sd-daemon.h>
+
 #include <algorithm>
 
 #include "core/log.h"
@@ -38,6 +40,11 @@ Result<std::unique_ptr<Appliance>> Appliance::create(config::ApplianceConfig cfg
   auto rt = Runtime::create(runtime_options(app->cfg_));
   if (!rt) return std::unexpected(rt.error());
   app->runtime_ = std::move(*rt);
+  // Steering goes first among the parts: AF_XDP ports register their sockets in its maps.
+  // A failure leaves nothing attached (XdpSteering::start unwinds) and names the port.
+  auto steering = steer::XdpSteering::start(steer::steer_setup(app->cfg_));
+  if (!steering) return fail("steering: {}", steering.error().message);
+  app->steering_ = std::move(*steering);
   return app;
 }
 
@@ -48,9 +55,15 @@ Result<void> Appliance::run() {
   if (auto r = runtime_->launch(); !r) return r;
   log->info("appliance '{}' running from {} (config {}), {} port(s) declared", cfg_.appliance.name,
             cfg_.source, cfg_.hash, cfg_.ports.size());
+  // Readiness for systemd (Type=notify): every lcore is polling its services, so the ports
+  // are forwarding. Outside systemd (no NOTIFY_SOCKET) this does nothing.
+  sd_notifyf(0, "READY=1\nSTATUS=forwarding: appliance '%s', %zu port(s)",
+             cfg_.appliance.name.c_str(), cfg_.ports.size());
   runtime_->run_control();
+  sd_notify(0, "STOPPING=1\nSTATUS=stopping");
   log->info("stopping");
   runtime_->join();
+  steering_->stop();
   return {};
 }
 

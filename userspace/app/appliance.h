@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "runtime/runtime.h"
+#include "steer/steering.h"
 
 namespace vecflow {
 
@@ -22,11 +23,16 @@ class Appliance {
 
   const config::ApplianceConfig& config() const noexcept { return cfg_; }
   Runtime& runtime() noexcept { return *runtime_; }
+  // XDP steering on the afxdp ports' interfaces: attached by create(), detached when run()
+  // returns (and by the destructor). AfXdpPort takes its xsks_map here, the control plane
+  // its counters.
+  steer::XdpSteering& steering() noexcept { return *steering_; }
 
  private:
   explicit Appliance(config::ApplianceConfig cfg) : cfg_(std::move(cfg)) {}
   config::ApplianceConfig cfg_;
   std::unique_ptr<Runtime> runtime_;
+  std::unique_ptr<steer::XdpSteering> steering_;
 };
 
 // EAL and back-off settings derived from the cpu and dpdk sections.

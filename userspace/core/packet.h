@@ -19,6 +19,7 @@
 #include "core/drop_reason.h"
 #include "core/error.h"
 #include "core/ids.h"
+#include "vecflow/xdp_meta.h"
 
 namespace vecflow {
 
@@ -31,7 +32,7 @@ enum class Verdict : uint8_t {
   Drop,          // drop, counted under drop_reason
 };
 
-inline constexpr uint16_t kNoRule = 0xffff;
+inline constexpr uint32_t kNoRule = VF_NO_RULE;  // the XDP metadata's "no rule"
 inline constexpr uint16_t kNoPort = 0xffff;
 inline constexpr uint32_t kNoNextHop = 0xffffffff;
 
@@ -46,15 +47,16 @@ inline constexpr uint8_t kMetaFlagCopy = 0x01;
 inline constexpr uint32_t kNextHopConnected = 0xfffffffe;
 
 struct PacketMeta {
-  uint16_t steer_rule;   // XDP steering rule that lifted the packet, kNoRule if none
+  uint32_t steer_rule;   // XDP steering rule that lifted the packet, kNoRule if none
+  uint32_t nexthop;      // next hop chosen by route (neighbour id, kNextHopConnected or
+                         // kNoNextHop), resolved to a MAC address by the neighbour stage
   uint16_t out_port;     // egress PortId once decided, kNoPort until then
   uint16_t drop_reason;  // DropReason, meaningful when verdict == Drop
   Verdict verdict;
-  uint8_t flags;     // kMetaFlag* bits
-  uint32_t nexthop;  // next hop chosen by route (neighbour id, kNextHopConnected or
-                     // kNoNextHop), resolved to a MAC address by the neighbour stage
+  uint8_t flags;  // kMetaFlag* bits
+  uint16_t reserved;
 };
-static_assert(sizeof(PacketMeta) == 12);
+static_assert(sizeof(PacketMeta) == 16);
 
 // Offset of PacketMeta in the mbuf, set once by register_packet_meta().
 extern int g_packet_meta_offset;
@@ -68,7 +70,7 @@ inline PacketMeta& meta(rte_mbuf* m) noexcept {
 
 // Resets the metadata of a freshly received packet.
 inline void reset_meta(rte_mbuf* m) noexcept {
-  meta(m) = PacketMeta{kNoRule, kNoPort, 0, Verdict::Continue, 0, kNoNextHop};
+  meta(m) = PacketMeta{kNoRule, kNoNextHop, kNoPort, 0, Verdict::Continue, 0, 0};
 }
 
 inline void set_drop(rte_mbuf* m, DropReason r) noexcept {

@@ -25,7 +25,8 @@ Result<std::unique_ptr<CountStage>> CountStage::create(const config::StageConfig
   std::unique_ptr<CountStage> s(new CountStage(cfg, ctx));
   for (unsigned l = 0; l < ctx.lcore_slots; ++l) {
     if (p.by == config::CountBy::Rule) {
-      s->rules_.emplace_back(new RuleSlot[kRuleSlots]);
+      s->rule_slots_ = ctx.steer_rules + 1;
+      s->rules_.emplace_back(new RuleSlot[s->rule_slots_]);
       continue;
     }
     auto t = std::make_unique<FlowTable>();
@@ -54,7 +55,9 @@ Result<std::unique_ptr<CountStage>> CountStage::create(const config::StageConfig
 
 void CountStage::process_packet(rte_mbuf* m, VectorState& vs, StageEnv&) noexcept {
   if (by_ == config::CountBy::Rule) {
-    RuleSlot& r = rules_[vs.slot][meta(m).steer_rule];
+    // Rule ids index steering.rules; kNoRule (and anything past the rules) takes the last slot.
+    const uint32_t rule = std::min(meta(m).steer_rule, rule_slots_ - 1);
+    RuleSlot& r = rules_[vs.slot][rule];
     r.packets.add();
     r.bytes.add(m->pkt_len);
     return;
@@ -129,8 +132,8 @@ uint64_t CountStage::untracked() const noexcept {
 std::vector<RuleCount> CountStage::rules() const {
   std::vector<RuleCount> out;
   if (rules_.empty()) return out;
-  for (size_t r = 0; r < kRuleSlots; ++r) {
-    RuleCount c{static_cast<uint16_t>(r), 0, 0};
+  for (uint32_t r = 0; r < rule_slots_; ++r) {
+    RuleCount c{r + 1 == rule_slots_ ? kNoRule : r, 0, 0};
     for (const auto& l : rules_) {
       c.packets += l[r].packets.load();
       c.bytes += l[r].bytes.load();

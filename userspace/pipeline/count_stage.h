@@ -4,7 +4,8 @@
 //              only by that lcore, so no lock and no shared line); the control plane reads the
 //              counters while workers run and merges the lcores' tables. A table holds
 //              max_flows flows; packets of flows beyond that are counted as untracked.
-//   by: rule   counters per XDP steering rule (PacketMeta::steer_rule), per lcore.
+//   by: rule   counters per XDP steering rule (PacketMeta::steer_rule), per lcore; packets
+//              no rule lifted (the steering default) have a counter of their own.
 //
 // Packets pass unchanged.
 #pragma once
@@ -27,7 +28,7 @@ struct FlowCount {
 };
 
 struct RuleCount {
-  uint16_t rule = 0;  // kNoRule: packets no steering rule lifted
+  uint32_t rule = 0;  // index in steering.rules, or kNoRule: packets no rule lifted
   uint64_t packets = 0;
   uint64_t bytes = 0;
 };
@@ -73,7 +74,6 @@ class CountStage final : public PerPacketStage<CountStage> {
     Counter packets;
     Counter bytes;
   };
-  static constexpr size_t kRuleSlots = 65536;  // every PacketMeta::steer_rule value
 
   CountStage(const config::StageConfig& cfg, StageContext& ctx);
 

@@ -52,6 +52,7 @@ struct StageContext {
   unsigned lcore_slots = 1;     // per-lcore counters are sized for this many lcores
   Qsbr* qsbr = nullptr;         // grace periods for replacing tables; required
   std::string capture_dir;      // mirror files are written only below this directory
+  uint32_t steer_rules = 0;     // steering rules in the file (PacketMeta::steer_rule < this)
   // Shared by the stages of one pipeline; set by Pipeline::build.
   NeighbourTable* neighbours = nullptr;
   KernelSync* kernel = nullptr;  // nullptr when no port has a kernel interface

@@ -317,11 +317,12 @@ TEST_F(Stages, CountKeepsPerFlowCountersAndTheTopFlows) {
 
 TEST_F(Stages, CountByRuleCountsSteeringRules) {
   Harness h;
+  h.ctx.steer_rules = 8;
   config::CountStage c;
   c.by = config::CountBy::Rule;
   ASSERT_TRUE(h.build({stage("count", c)}));
   std::vector<rte_mbuf*> in;
-  for (uint16_t r : {uint16_t{3}, uint16_t{3}, uint16_t{7}, kNoRule}) {
+  for (uint32_t r : {3u, 3u, 7u, kNoRule}) {
     rte_mbuf* m = make_frame(to("198.51.100.9"));
     meta(m).steer_rule = r;
     in.push_back(m);
