@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config clang llvm bpftool
   libbpf-dev libxdp-dev xdp-tools dpdk dpdk-dev libdpdk-dev
   libyaml-cpp-dev libboost-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libpcap-dev libsystemd-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libpcap-dev libsystemd-dev libmnl-dev
   # tests and demo: namespaces, traffic, formatting
   iproute2 iputils-ping netcat-openbsd ethtool kmod clang-format python3
   # the Debian package and its checks (ctest -L appliance): cpack's dpkg-shlibdeps,

@@ -19,6 +19,7 @@ vecflow_require_pkg(LIBBPF "libbpf>=1.0" libbpf-dev)
 vecflow_require_pkg(LIBXDP "libxdp>=1.2" libxdp-dev)
 vecflow_require_pkg(LIBPCAP libpcap libpcap-dev)
 vecflow_require_pkg(LIBSYSTEMD libsystemd libsystemd-dev)
+vecflow_require_pkg(LIBMNL libmnl libmnl-dev)
 
 # vecflow_require_package(<find_package name> <Debian package> [find_package args...])
 macro(vecflow_require_package name package)

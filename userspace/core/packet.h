@@ -36,13 +36,24 @@ inline constexpr uint32_t kNoRule = VF_NO_RULE;  // the XDP metadata's "no rule"
 inline constexpr uint16_t kNoPort = 0xffff;
 inline constexpr uint32_t kNoNextHop = 0xffffffff;
 
+// PacketMeta::flags bits.
+// A packet vecflow made (a mirror copy), not one that entered through a port: it is
+// transmitted on out_port but charged to no port's accounting (rx = tx + ... counts the
+// packets that entered). It reaches the tx path through Sinks::copies (pipeline/worker.h).
+inline constexpr uint8_t kMetaFlagCopy = 0x01;
+
+// PacketMeta::nexthop values besides a neighbour id (pipeline/neighbour_table.h).
+// The destination is on a connected network: the next hop is the packet's own destination.
+inline constexpr uint32_t kNextHopConnected = 0xfffffffe;
+
 struct PacketMeta {
   uint32_t steer_rule;   // XDP steering rule that lifted the packet, kNoRule if none
-  uint32_t nexthop;      // next-hop table index chosen by route, resolved by neighbour
+  uint32_t nexthop;      // next hop chosen by route (neighbour id, kNextHopConnected or
+                         // kNoNextHop), resolved to a MAC address by the neighbour stage
   uint16_t out_port;     // egress PortId once decided, kNoPort until then
   uint16_t drop_reason;  // DropReason, meaningful when verdict == Drop
   Verdict verdict;
-  uint8_t flags;
+  uint8_t flags;  // kMetaFlag* bits
   uint16_t reserved;
 };
 static_assert(sizeof(PacketMeta) == 16);
@@ -66,6 +77,10 @@ inline void set_drop(rte_mbuf* m, DropReason r) noexcept {
   PacketMeta& pm = meta(m);
   pm.verdict = Verdict::Drop;
   pm.drop_reason = static_cast<uint16_t>(r);
+}
+
+inline void set_kernel(rte_mbuf* m) noexcept {
+  meta(m).verdict = Verdict::Kernel;
 }
 
 inline void set_transmit(rte_mbuf* m, PortId out) noexcept {

@@ -159,6 +159,7 @@ void Lcore::run() noexcept {
   uint32_t nap_us = 1;
   uint64_t idle_since = rte_rdtsc();
   uint64_t round = round_.load(std::memory_order_relaxed);
+  if (qsbr_ != nullptr) qsbr_->online(qsbr_reader_);
 
   while (!stop_.load(std::memory_order_relaxed)) {
     const ServiceList* list = list_.load(std::memory_order_acquire);
@@ -182,6 +183,7 @@ void Lcore::run() noexcept {
     }
     // Quiescent point: from here on this lcore holds no pointer into `list`.
     round_.store(++round, std::memory_order_release);
+    if (qsbr_ != nullptr) qsbr_->quiescent(qsbr_reader_);
     stats_.rounds.add();
     if (!retired_.empty()) retired_.clear();
 
@@ -198,8 +200,12 @@ void Lcore::run() noexcept {
       stats_.idle_cycles.add(rte_rdtsc() - p0);
       continue;
     }
+    // Offline while napping or sleeping, so that table writers do not wait for an idle lcore.
+    if (qsbr_ != nullptr) qsbr_->offline(qsbr_reader_);
     idle_wait(idle_since, nap_us);
+    if (qsbr_ != nullptr) qsbr_->online(qsbr_reader_);
   }
+  if (qsbr_ != nullptr) qsbr_->offline(qsbr_reader_);
   round_.store(++round, std::memory_order_release);
   running_.store(false, std::memory_order_release);
   thread_.store(std::thread::id{});

@@ -12,6 +12,9 @@
 // The set of services can change while the lcore runs: set_services() publishes a new list
 // and returns only after the lcore finished every round that could still use the old one
 // (a quiescent-state wait), so a removed service can be destroyed at once.
+//
+// An lcore attached to a Qsbr (runtime/qsbr.h) is a reader of the data plane's shared tables:
+// online while it runs rounds, quiescent after each round, offline while it naps or sleeps.
 #pragma once
 
 #include <atomic>
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "core/counter.h"
+#include "runtime/qsbr.h"
 #include "runtime/service.h"
 
 namespace vecflow {
@@ -65,6 +69,13 @@ class Lcore {
   bool remove_service(const Service* service);
   std::vector<std::shared_ptr<Service>> services() const;
 
+  // Makes this lcore reader `reader` of `qsbr` (see the file comment). Call before run();
+  // nullptr detaches.
+  void attach_qsbr(Qsbr* qsbr, unsigned reader) noexcept {
+    qsbr_ = qsbr;
+    qsbr_reader_ = reader;
+  }
+
   // Runs the loop on the calling thread until request_stop(). Called once per start.
   void run() noexcept;
   // Async-signal-safe: sets a flag and wakes the lcore if it sleeps.
@@ -90,6 +101,8 @@ class Lcore {
   std::atomic<uint64_t> round_{0};
   std::atomic<ServiceList*> list_;  // owned: replaced lists are deleted after quiescence
   std::atomic<std::thread::id> thread_{};
+  Qsbr* qsbr_ = nullptr;
+  unsigned qsbr_reader_ = 0;
   mutable std::mutex writer_mutex_;  // serialises writers; the lcore never takes it
   // Lists replaced from the lcore's own thread, freed at the end of the round that may still
   // be iterating them. Only the lcore thread touches this.

@@ -17,6 +17,11 @@ Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) 
     if (id == options.eal.control_lcore) continue;
     rt->lcores_.push_back(std::make_unique<Lcore>(id, options.backoff));
   }
+  auto qsbr = Qsbr::create(static_cast<unsigned>(rt->lcores_.size()));
+  if (!qsbr) return std::unexpected(qsbr.error());
+  rt->qsbr_ = std::move(*qsbr);
+  for (size_t i = 0; i < rt->lcores_.size(); ++i)
+    rt->lcores_[i]->attach_qsbr(rt->qsbr_.get(), static_cast<unsigned>(i));
   return rt;
 }
 

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "runtime/eal.h"
 #include "runtime/lcore.h"
+#include "runtime/qsbr.h"
 
 namespace vecflow {
 
@@ -31,6 +32,8 @@ class Runtime {
   size_t slots() const noexcept { return lcores_.size(); }
   const std::vector<std::unique_ptr<Lcore>>& lcores() const noexcept { return lcores_; }
   const Eal& eal() const noexcept { return *eal_; }
+  // Grace periods for the data plane's shared tables: reader i is the lcore in slot i.
+  Qsbr& qsbr() noexcept { return *qsbr_; }
 
   // Launches every worker lcore other than the control lcore.
   Result<void> launch();
@@ -44,6 +47,7 @@ class Runtime {
  private:
   Runtime() = default;
   std::unique_ptr<Eal> eal_;
+  std::unique_ptr<Qsbr> qsbr_;                  // outlives the lcores that read through it
   std::vector<std::unique_ptr<Lcore>> lcores_;  // [0] is the control lcore
   bool launched_ = false;
 };

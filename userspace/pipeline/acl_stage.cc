@@ -1,0 +1,104 @@
+#include "pipeline/acl_stage.h"
+
+#include <cstring>
+
+#include "core/packet.h"
+#include "pipeline/packet_view.h"
+
+namespace vecflow {
+
+AclStage::AclStage(const config::StageConfig& cfg, StageContext& ctx)
+    : Stage(cfg.type, cfg.name, ctx.lcore_slots), qsbr_(ctx.qsbr), slots_(ctx.lcore_slots) {}
+
+Result<std::unique_ptr<AclStage>> AclStage::create(const config::StageConfig& cfg,
+                                                   StageContext& ctx) {
+  if (ctx.qsbr == nullptr) return fail("the acl stage needs the pipeline's grace-period domain");
+  auto table = AclTable::build(std::get<config::AclStage>(cfg.params), ctx.lcore_slots);
+  if (!table) return std::unexpected(table.error());
+  std::unique_ptr<AclStage> s(new AclStage(cfg, ctx));
+  s->table_.replace(std::move(*table), *ctx.qsbr);
+  return s;
+}
+
+Result<void> AclStage::replace_rules(const config::AclStage& acl) {
+  auto table = AclTable::build(acl, slots_);
+  if (!table) return std::unexpected(table.error());
+  std::lock_guard lock(mutex_);
+  AclTable* fresh = table->get();
+  std::unique_ptr<AclTable> old = table_.exchange(std::move(*table), *qsbr_);
+  // The old table is out of every worker's hands: its counts are final. The new table may
+  // already count; its carried base is added on top of what it counted meanwhile.
+  fresh->carry_over(*old);
+  return {};
+}
+
+std::vector<AclRuleReport> AclStage::rules() const {
+  std::lock_guard lock(mutex_);
+  const AclTable* t = table_.load();
+  const auto& acl = t->config();
+  std::vector<AclRuleReport> out;
+  out.reserve(acl.rules.size() + 1);
+  for (size_t i = 0; i < acl.rules.size(); ++i) {
+    const auto& r = acl.rules[i];
+    out.push_back(AclRuleReport{r.name, r.action, r.match, t->total(static_cast<uint32_t>(i + 1))});
+  }
+  out.push_back(AclRuleReport{"default", acl.default_action, {}, t->total(0)});
+  return out;
+}
+
+void AclStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
+  AclTable* t = table_.load_mutable();
+  const unsigned slot = env.slot();
+  AclKey4 k4[kClassifyBatch];
+  AclKey6 k6[kClassifyBatch];
+  const uint8_t* p4[kClassifyBatch];
+  const uint8_t* p6[kClassifyBatch];
+  uint16_t at4[kClassifyBatch];
+  uint16_t at6[kClassifyBatch];
+  uint32_t r4[kClassifyBatch];
+  uint32_t r6[kClassifyBatch];
+
+  for (size_t base = 0; base < pkts.size(); base += kClassifyBatch) {
+    const size_t end = std::min(pkts.size(), base + kClassifyBatch);
+    uint32_t n4 = 0, n6 = 0;
+    for (size_t i = base; i < end; ++i) {
+      const rte_mbuf* m = pkts[i];
+      if (pkt::is_ipv4(m)) {
+        const rte_ipv4_hdr* ip = pkt::ipv4(m);
+        AclKey4& k = k4[n4];
+        k.proto = ip->next_proto_id;
+        k.src = ip->src_addr;
+        k.dst = ip->dst_addr;
+        pkt::ports(m, k.src_port, k.dst_port);
+        p4[n4] = reinterpret_cast<const uint8_t*>(&k);
+        at4[n4++] = static_cast<uint16_t>(i);
+      } else if (pkt::is_ipv6(m)) {
+        const rte_ipv6_hdr* ip = pkt::ipv6(m);
+        AclKey6& k = k6[n6];
+        k.proto = pkt::l4_proto(m);
+        std::memcpy(k.src, ip->src_addr, 16);
+        std::memcpy(k.dst, ip->dst_addr, 16);
+        pkt::ports(m, k.src_port, k.dst_port);
+        p6[n6] = reinterpret_cast<const uint8_t*>(&k);
+        at6[n6++] = static_cast<uint16_t>(i);
+      }
+    }
+    if (n4) t->classify4(p4, r4, n4);
+    if (n6) t->classify6(p6, r6, n6);
+    for (uint32_t k = 0; k < n4 + n6; ++k) {
+      const bool v6 = k >= n4;
+      rte_mbuf* m = pkts[v6 ? at6[k - n4] : at4[k]];
+      const uint32_t result = v6 ? r6[k - n4] : r4[k];
+      t->count(slot, result, m->pkt_len);
+      if (!t->permits(result)) set_drop(m, DropReason::ACL_DENY);
+    }
+  }
+}
+
+Result<std::unique_ptr<Stage>> make_acl_stage(const config::StageConfig& cfg, StageContext& ctx) {
+  auto s = AclStage::create(cfg, ctx);
+  if (!s) return std::unexpected(s.error());
+  return std::unique_ptr<Stage>(std::move(*s));
+}
+
+}  // namespace vecflow

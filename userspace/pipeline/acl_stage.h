@@ -1,0 +1,58 @@
+// The `acl` stage: permits or denies IPv4/IPv6 packets by 5-tuple (AclTable), counting every
+// packet under the rule that decided it (or the default action). Denied packets are dropped
+// (acl_deny); permitted ones go on. Frames that are not IP pass untouched: ARP must reach the
+// kernel, and the route stage decides what else happens to them.
+//
+// The rule set is replaced while traffic runs (replace_rules): a new table is compiled, swapped
+// in under RCU, and rules kept from the old set keep their counts.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "pipeline/acl_table.h"
+#include "pipeline/rcu_ptr.h"
+#include "pipeline/stage.h"
+
+namespace vecflow {
+
+// One line of `vecflowctl acl`.
+struct AclRuleReport {
+  std::string name;  // "default" for the default action
+  config::AclAction action = config::AclAction::Permit;
+  config::FiveTupleMatch match;  // empty for the default action
+  AclRuleCount count;
+};
+
+class AclStage final : public Stage {
+ public:
+  // Packets classified per rte_acl_classify call.
+  static constexpr unsigned kClassifyBatch = 64;
+
+  static Result<std::unique_ptr<AclStage>> create(const config::StageConfig& cfg,
+                                                  StageContext& ctx);
+
+  void process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept override;
+
+  // ---- control plane ----
+  // Compiles and swaps in a new rule set; on failure the one in force stays.
+  Result<void> replace_rules(const config::AclStage& acl);
+  // The rules in force with their counters, the default action last.
+  std::vector<AclRuleReport> rules() const;
+  // The table in force (tests, benchmarks). Valid until the next replace_rules().
+  const AclTable& table() const noexcept { return *table_.load(); }
+
+ private:
+  AclStage(const config::StageConfig& cfg, StageContext& ctx);
+
+  Qsbr* qsbr_;
+  unsigned slots_;
+  RcuPtr<AclTable> table_;
+  mutable std::mutex mutex_;  // control plane only
+};
+
+Result<std::unique_ptr<Stage>> make_acl_stage(const config::StageConfig& cfg, StageContext& ctx);
+
+}  // namespace vecflow

@@ -1,0 +1,33 @@
+// ICMP "time exceeded" answers to packets whose TTL or hop limit ran out, built in place: the
+// expired packet's buffer becomes the answer (its L2 header, VLAN tags included, with the MAC
+// addresses swapped; a new IP and ICMP header; the start of the expired packet as the quote),
+// sent back out of the port it came in through to the previous hop. No buffer is allocated.
+//
+// The answer leaves with verdict Transmit on the ingress port, so for accounting the packet
+// that entered was transmitted (as its own error message).
+#pragma once
+
+#include <cstdint>
+
+#include <rte_mbuf.h>
+
+#include "core/net.h"
+
+namespace vecflow {
+
+// Bytes of the expired packet quoted in the answer: as much as keeps the message within the
+// minimum datagram every IPv4 host accepts (576, RFC 1812 4.3.2.3) / the IPv6 minimum MTU (1280,
+// RFC 4443 2.4(c)).
+inline constexpr uint32_t kIcmp4MaxQuote = 576 - 20 - 8;
+inline constexpr uint32_t kIcmp6MaxQuote = 1280 - 40 - 8;
+
+// Rewrite `m` (an IPv4 packet, single segment) into an ICMP time exceeded from `src_be`
+// (network order). Returns false, leaving `m` untouched, when no error may be sent for it (it
+// is an ICMP error itself, a non-first fragment, or from an unspecified, multicast or broadcast
+// source) or it does not fit the buffer.
+bool icmp4_time_exceeded(rte_mbuf* m, uint32_t src_be, const MacAddress& port_mac) noexcept;
+
+// The same for IPv6 (ICMPv6 type 3 code 0) from `src`.
+bool icmp6_time_exceeded(rte_mbuf* m, const uint8_t src[16], const MacAddress& port_mac) noexcept;
+
+}  // namespace vecflow

@@ -1,0 +1,67 @@
+#include "pipeline/l2_stage.h"
+
+#include <cstring>
+
+#include <rte_ether.h>
+
+#include "core/packet.h"
+#include "pipeline/packet_view.h"
+
+namespace vecflow {
+
+bool vlan_pop(rte_mbuf* m) noexcept {
+  if (m->data_len < sizeof(rte_ether_hdr) + sizeof(rte_vlan_hdr)) return false;
+  rte_ether_hdr* eth = pkt::eth(m);
+  if (eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_VLAN) &&
+      eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_QINQ)) {
+    return false;
+  }
+  // The 12 address bytes move 4 bytes forward over the tag; the rest stays in place.
+  auto* moved = reinterpret_cast<uint8_t*>(rte_pktmbuf_adj(m, sizeof(rte_vlan_hdr)));
+  std::memmove(moved, eth, 2 * RTE_ETHER_ADDR_LEN);
+  if (m->l2_len >= sizeof(rte_vlan_hdr)) m->l2_len -= sizeof(rte_vlan_hdr);
+  return true;
+}
+
+bool vlan_push(rte_mbuf* m, uint16_t vlan) noexcept {
+  m->vlan_tci = vlan;
+  return rte_vlan_insert(&m) == 0;  // moves the addresses, writes the tag, grows l2_len
+}
+
+L2Stage::L2Stage(const config::StageConfig& cfg, StageContext& ctx)
+    : PerPacketStage(cfg.type, cfg.name, ctx.lcore_slots), rewrite_(ctx.ports.size()) {
+  for (size_t i = 0; i < ctx.ports.size(); ++i) {
+    if (ctx.ports[i].mac != MacAddress{}) rewrite_[i].src = ctx.ports[i].mac;
+  }
+  for (const auto& p : std::get<config::L2Stage>(cfg.params).ports) {
+    Rewrite& w = rewrite_[ctx.port_index(p.port)];
+    if (p.src_mac) w.src = p.src_mac;
+    w.dst = p.dst_mac;
+    w.vlan_push = p.vlan_push.value_or(0);
+    w.vlan_pop = p.vlan_pop;
+  }
+}
+
+Result<std::unique_ptr<L2Stage>> L2Stage::create(const config::StageConfig& cfg,
+                                                 StageContext& ctx) {
+  return std::unique_ptr<L2Stage>(new L2Stage(cfg, ctx));
+}
+
+void L2Stage::process_packet(rte_mbuf* m, VectorState&, StageEnv&) noexcept {
+  const uint16_t out = meta(m).out_port;
+  if (out >= rewrite_.size()) return;  // kNoPort: not placed
+  const Rewrite& w = rewrite_[out];
+  if (w.vlan_pop) vlan_pop(m);
+  rte_ether_hdr* eth = pkt::eth(m);
+  if (w.src) std::memcpy(eth->src_addr.addr_bytes, w.src->bytes.data(), RTE_ETHER_ADDR_LEN);
+  if (w.dst) std::memcpy(eth->dst_addr.addr_bytes, w.dst->bytes.data(), RTE_ETHER_ADDR_LEN);
+  if (w.vlan_push != 0 && !vlan_push(m, w.vlan_push)) set_drop(m, DropReason::NOMBUF);
+}
+
+Result<std::unique_ptr<Stage>> make_l2_stage(const config::StageConfig& cfg, StageContext& ctx) {
+  auto s = L2Stage::create(cfg, ctx);
+  if (!s) return std::unexpected(s.error());
+  return std::unique_ptr<Stage>(std::move(*s));
+}
+
+}  // namespace vecflow

@@ -1,0 +1,44 @@
+// The `l2` stage: the Ethernet header a packet leaves with, per egress port. For a packet with
+// an egress port (meta.out_port): pop the outer VLAN tag (802.1Q or 802.1ad) when the port says
+// vlan_pop, set the source MAC (the port's `src_mac`, by default the port's own address) and
+// the destination MAC when the port gives one (a fixed peer; otherwise the neighbour stage's),
+// then push a VLAN tag when the port says vlan_push. Packets without an egress port pass.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "config/config.h"
+#include "pipeline/stage.h"
+
+namespace vecflow {
+
+class L2Stage final : public PerPacketStage<L2Stage> {
+ public:
+  static Result<std::unique_ptr<L2Stage>> create(const config::StageConfig& cfg, StageContext& ctx);
+
+  struct VectorState {};
+  VectorState begin(StageEnv&) noexcept { return {}; }
+  void process_packet(rte_mbuf* m, VectorState& vs, StageEnv& env) noexcept;
+
+ private:
+  struct Rewrite {
+    std::optional<MacAddress> src;
+    std::optional<MacAddress> dst;
+    uint16_t vlan_push = 0;  // 0: none (VLAN 0 is not a valid id to push)
+    bool vlan_pop = false;
+  };
+  L2Stage(const config::StageConfig& cfg, StageContext& ctx);
+  std::vector<Rewrite> rewrite_;  // by PortId
+};
+
+// Removes the outer 802.1Q / 802.1ad tag of `m` if it has one (l2_len follows).
+bool vlan_pop(rte_mbuf* m) noexcept;
+// Inserts an 802.1Q tag with `vlan` after the MAC addresses (l2_len follows). False when the
+// buffer has no headroom or is shared.
+bool vlan_push(rte_mbuf* m, uint16_t vlan) noexcept;
+
+Result<std::unique_ptr<Stage>> make_l2_stage(const config::StageConfig& cfg, StageContext& ctx);
+
+}  // namespace vecflow

@@ -1,0 +1,107 @@
+#include "pipeline/mirror_stage.h"
+
+#include <filesystem>
+
+#include <rte_errno.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include "core/dpdk_util.h"
+#include "core/packet.h"
+
+namespace vecflow {
+
+MirrorStage::MirrorStage(const config::StageConfig& cfg, StageContext& ctx)
+    : Stage(cfg.type, cfg.name, ctx.lcore_slots),
+      match_(std::get<config::MirrorStage>(cfg.params).match),
+      snaplen_(std::get<config::MirrorStage>(cfg.params).snaplen),
+      lcores_(new LcoreState[ctx.lcore_slots]),
+      slots_(ctx.lcore_slots) {}
+
+MirrorStage::~MirrorStage() {
+  if (pool_ != nullptr) rte_mempool_free(pool_);
+}
+
+Result<std::unique_ptr<MirrorStage>> MirrorStage::create(const config::StageConfig& cfg,
+                                                         StageContext& ctx) {
+  const auto& p = std::get<config::MirrorStage>(cfg.params);
+  std::unique_ptr<MirrorStage> s(new MirrorStage(cfg, ctx));
+  if (!p.pcapng.empty()) {
+    // The loader kept the name inside capture_dir; a relative name is relative to it.
+    std::filesystem::path path(p.pcapng);
+    if (path.is_relative()) path = std::filesystem::path(ctx.capture_dir) / path;
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    if (ec) return fail("cannot create {}: {}", path.parent_path().string(), ec.message());
+    std::vector<std::string> names;
+    for (const auto& port : ctx.ports)
+      names.push_back(port.name);
+    auto c = PcapngCapture::open(path.string(), names, p.snaplen);
+    if (!c) return std::unexpected(c.error());
+    s->capture_ = std::move(*c);
+  } else {
+    s->port_ = ctx.port_index(p.port);
+    std::string name = dpdk_name("mirror");
+    s->pool_ = rte_pktmbuf_pool_create(name.c_str(), kCopyPool, 64, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                       SOCKET_ID_ANY);
+    if (s->pool_ == nullptr)
+      return fail("cannot create the mirror's buffer pool: {}", rte_strerror(rte_errno));
+  }
+  return s;
+}
+
+void MirrorStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
+  LcoreState& st = lcores_[env.slot()];
+  rte_mbuf* taken[64];
+  unsigned n = 0;
+  uint64_t matched = 0;
+  auto flush = [&] {
+    if (n == 0) return;
+    size_t made = capture_->capture({taken, n}, CaptureDirection::Unknown, 0);
+    st.copies.add(made);
+    st.lost.add(n - made);
+    n = 0;
+  };
+  for (rte_mbuf* m : pkts) {
+    if (!match_.matches(m)) continue;
+    ++matched;
+    if (capture_) {
+      taken[n++] = m;
+      if (n == 64) flush();
+      continue;
+    }
+    rte_mbuf* c = rte_pktmbuf_copy(m, pool_, 0, snaplen_);
+    if (c == nullptr) {
+      st.lost.add();
+      continue;
+    }
+    PacketMeta& pm = meta(c);
+    pm.verdict = Verdict::Transmit;
+    pm.out_port = port_;
+    pm.nexthop = kNoNextHop;
+    pm.flags |= kMetaFlagCopy;
+    st.copies.add();
+    env.emit_copy(c);
+  }
+  if (capture_) flush();
+  st.matched.add(matched);
+}
+
+MirrorCounters MirrorStage::counters() const noexcept {
+  MirrorCounters c;
+  for (unsigned i = 0; i < slots_; ++i) {
+    c.matched += lcores_[i].matched.load();
+    c.copies += lcores_[i].copies.load();
+    c.lost += lcores_[i].lost.load();
+  }
+  return c;
+}
+
+Result<std::unique_ptr<Stage>> make_mirror_stage(const config::StageConfig& cfg,
+                                                 StageContext& ctx) {
+  auto s = MirrorStage::create(cfg, ctx);
+  if (!s) return std::unexpected(s.error());
+  return std::unique_ptr<Stage>(std::move(*s));
+}
+
+}  // namespace vecflow

@@ -1,0 +1,135 @@
+#include "pipeline/neighbour_table.h"
+
+#include <bit>
+
+#include <rte_errno.h>
+#include <rte_hash_crc.h>
+
+namespace vecflow {
+
+static_assert(std::endian::native == std::endian::little,
+              "NeighbourEntry::word keeps the MAC bytes in memory order");
+
+Result<std::unique_ptr<NeighbourTable>> NeighbourTable::create(uint32_t capacity) {
+  std::unique_ptr<NeighbourTable> t(new NeighbourTable());
+  std::string name = dpdk_name("neigh");
+  rte_hash_parameters p{};
+  p.name = name.c_str();
+  p.entries = capacity;
+  p.key_len = sizeof(NeighbourKey);
+  p.hash_func = rte_hash_crc;
+  p.socket_id = SOCKET_ID_ANY;
+  // Lock-free readers with one writer at a time; the extendable table guarantees that all
+  // `capacity` keys fit whatever their hashes.
+  p.extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF | RTE_HASH_EXTRA_FLAGS_EXT_TABLE;
+  t->hash_.reset(rte_hash_create(&p));
+  if (!t->hash_) return fail("cannot create the neighbour hash: {}", rte_strerror(rte_errno));
+  std::string rname = dpdk_name("neighreq");
+  t->requests_.reset(rte_ring_create_elem(rname.c_str(), sizeof(NeighbourRequest), kRequestRing,
+                                          SOCKET_ID_ANY, RING_F_SC_DEQ));
+  if (!t->requests_)
+    return fail("cannot create the neighbour request ring: {}", rte_strerror(rte_errno));
+  t->entries_.reset(new NeighbourEntry[capacity]);
+  t->capacity_ = capacity;
+  t->slots_.resize(capacity);
+  return t;
+}
+
+Result<uint32_t> NeighbourTable::ensure_locked(const NeighbourKey& key) {
+  int pos = rte_hash_lookup(hash_.get(), &key);
+  if (pos >= 0) return static_cast<uint32_t>(pos);
+  // A new entry's word is 0 (unresolved) before its key is published, so a reader that finds
+  // the key sees an unresolved entry until an address is stored.
+  pos = rte_hash_add_key(hash_.get(), &key);
+  if (pos < 0) {
+    return fail("neighbour table full ({} entries): {} on port {} not tracked", capacity_,
+                key.address().to_string(), key.port);
+  }
+  auto id = static_cast<uint32_t>(pos);
+  slots_[id] = Slot{key, false};
+  ids_.push_back(id);
+  return id;
+}
+
+Result<uint32_t> NeighbourTable::ensure(const NeighbourKey& key) {
+  std::lock_guard lock(mutex_);
+  return ensure_locked(key);
+}
+
+Result<uint32_t> NeighbourTable::set_static(PortId port, const IpAddress& ip,
+                                            const MacAddress& mac) {
+  std::lock_guard lock(mutex_);
+  auto id = ensure_locked(NeighbourKey::of(port, ip));
+  if (!id) return id;
+  slots_[*id].is_static = true;
+  entries_[*id].word.store(neighbour_word(mac), std::memory_order_release);
+  return id;
+}
+
+bool NeighbourTable::learn(PortId port, const IpAddress& ip, std::optional<MacAddress> mac) {
+  std::lock_guard lock(mutex_);
+  NeighbourKey key = NeighbourKey::of(port, ip);
+  uint32_t id;
+  if (!mac) {
+    // Forgetting an address needs no new entry.
+    int pos = rte_hash_lookup(hash_.get(), &key);
+    if (pos < 0) return true;
+    id = static_cast<uint32_t>(pos);
+  } else {
+    auto made = ensure_locked(key);
+    if (!made) return false;
+    id = *made;
+  }
+  if (slots_[id].is_static) return true;
+  entries_[id].word.store(mac ? neighbour_word(*mac) : 0, std::memory_order_release);
+  return true;
+}
+
+std::vector<NeighbourKey> NeighbourTable::take_requests(size_t max) {
+  if (rte_ring_empty(requests_.get())) return {};  // the usual case: no heap, no lock
+  std::vector<NeighbourRequest> reqs(max);
+  unsigned n = rte_ring_sc_dequeue_burst_elem(
+      requests_.get(), reqs.data(), sizeof(NeighbourRequest), static_cast<unsigned>(max), nullptr);
+  std::vector<NeighbourKey> keys;
+  keys.reserve(n);
+  std::lock_guard lock(mutex_);
+  for (unsigned i = 0; i < n; ++i)
+    keys.push_back(reqs[i].id == kNotFound ? reqs[i].key : slots_[reqs[i].id].key);
+  return keys;
+}
+
+std::vector<NeighbourKey> NeighbourTable::take_used() {
+  std::lock_guard lock(mutex_);
+  std::vector<NeighbourKey> used;
+  for (uint32_t id : ids_) {
+    if (entries_[id].used.load(std::memory_order_relaxed) != 0) {
+      entries_[id].used.store(0, std::memory_order_relaxed);
+      used.push_back(slots_[id].key);
+    }
+  }
+  return used;
+}
+
+std::vector<NeighbourInfo> NeighbourTable::entries() const {
+  std::lock_guard lock(mutex_);
+  std::vector<NeighbourInfo> out;
+  out.reserve(ids_.size());
+  for (uint32_t id : ids_) {
+    NeighbourInfo n;
+    n.id = id;
+    n.port = PortId{slots_[id].key.port};
+    n.ip = slots_[id].key.address();
+    n.is_static = slots_[id].is_static;
+    uint64_t w = entries_[id].word.load(std::memory_order_acquire);
+    if (w & NeighbourEntry::kResolved) n.mac = neighbour_mac(w);
+    out.push_back(n);
+  }
+  return out;
+}
+
+size_t NeighbourTable::size() const {
+  std::lock_guard lock(mutex_);
+  return ids_.size();
+}
+
+}  // namespace vecflow

@@ -1,0 +1,176 @@
+// Link-layer addresses of next hops, per (port, IP address): static entries from the appliance
+// file and entries learned from the kernel's neighbour table (ARP and ND reach the kernel
+// through XDP, so the kernel resolves, and vecflow follows it over netlink).
+//
+// Read per packet by the neighbour stage without a lock: the (port, IP) -> id hash is DPDK's
+// lock-free-read rte_hash, and an entry's address is one 64-bit word stored atomically, so a
+// reader sees the old or the new address, never half of one. Written by the control thread
+// (writers are serialised by a mutex the data path never takes).
+//
+// Ids are stable for the table's life: route tables keep the ids of their next hops, and
+// packets in flight between the route and the neighbour stage carry one in PacketMeta::nexthop.
+// So entries are never deleted or reused; one the kernel forgets stays, unresolved. That bounds
+// the table by the number of distinct (port, IP) pairs ever seen, which kCapacity caps.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <rte_hash.h>
+#include <rte_ring_elem.h>
+
+#include "core/dpdk_util.h"
+#include "core/error.h"
+#include "core/ids.h"
+#include "core/net.h"
+
+namespace vecflow {
+
+// The hash key. Plain bytes, zero padded: IPv4 addresses use ip[0..3].
+struct NeighbourKey {
+  uint16_t port = 0;
+  uint8_t version = 4;
+  uint8_t pad = 0;
+  uint8_t ip[16] = {};
+
+  static NeighbourKey of(PortId port, const IpAddress& a) noexcept {
+    NeighbourKey k;
+    k.port = to_index(port);
+    k.version = a.version;
+    std::memcpy(k.ip, a.bytes.data(), a.version == 4 ? 4 : 16);
+    return k;
+  }
+  IpAddress address() const noexcept {
+    IpAddress a;
+    a.version = version;
+    std::memcpy(a.bytes.data(), ip, version == 4 ? 4 : 16);
+    return a;
+  }
+};
+static_assert(sizeof(NeighbourKey) == 20);
+
+// A resolution request queued by the data path: an entry's id, or (for a destination the
+// table does not know yet) kNotFound and the key.
+struct NeighbourRequest {
+  uint32_t id;
+  NeighbourKey key;
+};
+static_assert(sizeof(NeighbourRequest) % 4 == 0);
+
+// One next hop as the data path reads it.
+struct alignas(32) NeighbourEntry {
+  // The MAC address in the low 48 bits, in wire order (byte 0 of the address is the lowest
+  // byte of the word on this little-endian target), and kResolved.
+  static constexpr uint64_t kResolved = uint64_t(1) << 63;
+  std::atomic<uint64_t> word{0};
+  // TSC of the last resolution request for this entry from the data path (rate limit).
+  std::atomic<uint64_t> requested{0};
+  // Set by the data path when it forwards through this entry; taken by the control thread to
+  // ask the kernel to keep confirming neighbours vecflow uses (the kernel does not see the
+  // traffic, so it would let them go stale).
+  std::atomic<uint32_t> used{0};
+};
+
+// What the control plane shows (`vecflowctl neighbours`).
+struct NeighbourInfo {
+  uint32_t id = 0;
+  PortId port{};
+  IpAddress ip;
+  std::optional<MacAddress> mac;  // empty: unresolved
+  bool is_static = false;
+};
+
+class NeighbourTable {
+ public:
+  // Distinct (port, IP) pairs the table can hold. Each costs ~100 bytes (entry, hash key and
+  // slot); 65536 covers a /16 of directly connected hosts, far above the kernel's own default
+  // neighbour limit (gc_thresh3 = 1024 per family). When full, new neighbours are not tracked
+  // and packets to them follow the `unresolved` policy.
+  static constexpr uint32_t kCapacity = 65536;
+  // Resolution requests the data path can queue before KernelSync drains them; more are
+  // dropped (the entry is asked again after kResolveRetry).
+  static constexpr uint32_t kRequestRing = 1024;
+  static constexpr uint32_t kNotFound = 0xffffffff;
+
+  static Result<std::unique_ptr<NeighbourTable>> create(uint32_t capacity = kCapacity);
+
+  // ---- data path (any worker lcore, no lock) ----
+
+  // The id of (port, ip), or kNotFound.
+  uint32_t find(const NeighbourKey& key) const noexcept {
+    int pos = rte_hash_lookup(hash_.get(), &key);
+    return pos < 0 ? kNotFound : static_cast<uint32_t>(pos);
+  }
+  NeighbourEntry& entry(uint32_t id) noexcept { return entries_[id]; }
+
+  // Queues a request that the kernel resolve entry `id` (KernelSync sends it), at most once
+  // per `retry_tsc` cycles. Racing lcores may both queue one; KernelSync sends it once.
+  void request_resolution(uint32_t id, uint64_t now_tsc, uint64_t retry_tsc) noexcept {
+    NeighbourEntry& e = entries_[id];
+    uint64_t last = e.requested.load(std::memory_order_relaxed);
+    if (last != 0 && now_tsc - last < retry_tsc) return;
+    e.requested.store(now_tsc, std::memory_order_relaxed);
+    NeighbourRequest req{id, {}};
+    rte_ring_mp_enqueue_elem(requests_.get(), &req, sizeof(req));
+  }
+  // The same for a destination without an entry (a connected host never seen); not rate
+  // limited here (there is no entry to remember the time in), KernelSync deduplicates.
+  void request_resolution(const NeighbourKey& key) noexcept {
+    NeighbourRequest req{kNotFound, key};
+    rte_ring_mp_enqueue_elem(requests_.get(), &req, sizeof(req));
+  }
+
+  // ---- control thread ----
+
+  // The id of (port, ip), made (unresolved) if it does not exist. Fails when the table is full.
+  Result<uint32_t> ensure(const NeighbourKey& key);
+  // A static entry: its address never changes with the kernel's.
+  Result<uint32_t> set_static(PortId port, const IpAddress& ip, const MacAddress& mac);
+  // The kernel's view of (port, ip): an address, or none (incomplete, failed, deleted).
+  // Ignored for static entries. Returns false when the table is full.
+  bool learn(PortId port, const IpAddress& ip, std::optional<MacAddress> mac);
+  // Takes up to `max` queued resolution requests, as keys.
+  std::vector<NeighbourKey> take_requests(size_t max);
+  // Keys of the entries the data path used since the last call (and clears their flags).
+  std::vector<NeighbourKey> take_used();
+  std::vector<NeighbourInfo> entries() const;
+  size_t size() const;
+
+ private:
+  NeighbourTable() = default;
+  Result<uint32_t> ensure_locked(const NeighbourKey& key);
+
+  DpdkPtr<rte_hash> hash_;
+  DpdkPtr<rte_ring> requests_;
+  std::unique_ptr<NeighbourEntry[]> entries_;
+  uint32_t capacity_ = 0;
+
+  mutable std::mutex mutex_;  // writers only
+  struct Slot {
+    NeighbourKey key;
+    bool is_static = false;
+  };
+  std::vector<Slot> slots_;    // by id; slots_[id] valid once the id exists
+  std::vector<uint32_t> ids_;  // ids in creation order
+};
+
+// The MAC address of a resolved word, and the word of an address.
+inline uint64_t neighbour_word(const MacAddress& mac) noexcept {
+  uint64_t w = 0;
+  std::memcpy(&w, mac.bytes.data(), 6);
+  return w | NeighbourEntry::kResolved;
+}
+inline MacAddress neighbour_mac(uint64_t word) noexcept {
+  MacAddress mac;
+  std::memcpy(mac.bytes.data(), &word, 6);
+  return mac;
+}
+
+}  // namespace vecflow

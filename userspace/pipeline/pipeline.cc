@@ -1,0 +1,79 @@
+#include "pipeline/pipeline.h"
+
+#include "pipeline/kernel_sync.h"
+#include "pipeline/neighbour_table.h"
+
+namespace vecflow {
+
+namespace {
+
+// Whether a stage needs the kernel: its routes, its addresses (ICMP sources) or its
+// neighbour resolution.
+bool needs_kernel(const config::StageConfig& s) {
+  if (const auto* r = std::get_if<config::RouteStage>(&s.params))
+    return r->from_kernel || r->icmp_time_exceeded;
+  return std::holds_alternative<config::NeighbourStage>(s.params);
+}
+
+}  // namespace
+
+Pipeline::~Pipeline() = default;
+
+Result<std::unique_ptr<Pipeline>> Pipeline::build(const std::vector<config::StageConfig>& stages,
+                                                  StageContext ctx, const StageRegistry& registry) {
+  if (ctx.qsbr == nullptr) return fail("the pipeline needs a grace-period domain (Qsbr)");
+  if (ctx.lcore_slots == 0) return fail("the pipeline needs at least one lcore slot");
+  if (stages.empty()) return fail("the pipeline has no stage");
+  std::unique_ptr<Pipeline> p(new Pipeline());
+  auto neighbours = NeighbourTable::create();
+  if (!neighbours) return std::unexpected(neighbours.error());
+  p->neighbours_ = std::move(*neighbours);
+  ctx.neighbours = p->neighbours_.get();
+  ctx.kernel = nullptr;
+
+  bool interfaces = std::any_of(ctx.ports.begin(), ctx.ports.end(),
+                                [](const PortInfo& port) { return !port.interface.empty(); });
+  if (interfaces && std::any_of(stages.begin(), stages.end(), needs_kernel)) {
+    auto k = KernelSync::create(ctx.ports, *p->neighbours_);
+    if (!k) return fail("following the kernel: {}", k.error().message);
+    p->kernel_ = std::move(*k);
+    ctx.kernel = p->kernel_.get();
+  }
+  p->ctx_ = ctx;
+
+  for (size_t i = 0; i < stages.size(); ++i) {
+    const config::StageConfig& sc = stages[i];
+    auto stage = registry.create(sc, ctx);
+    if (!stage) return std::unexpected(stage.error());
+    p->stages_.push_back(std::move(*stage));
+    if (i == 0 || !sc.fuse) {
+      p->groups_.push_back(PipelineGroup{i, 0, sc.sched, ""});
+    }
+    PipelineGroup& g = p->groups_.back();
+    g.name += (g.count ? "+" : "") + sc.name;
+    ++g.count;
+  }
+  return p;
+}
+
+std::vector<std::shared_ptr<Service>> Pipeline::control_services() const {
+  std::vector<std::shared_ptr<Service>> out;
+  if (kernel_) out.push_back(kernel_);
+  for (const auto& s : stages_) {
+    if (auto svc = s->control_service()) out.push_back(std::move(svc));
+  }
+  return out;
+}
+
+std::vector<StageReport> Pipeline::report() const {
+  std::vector<StageReport> out;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t i = 0; i < groups_[g].count; ++i) {
+      const Stage& s = *stages_[groups_[g].first + i];
+      out.push_back(StageReport{s.name(), s.type(), g, s.stats()});
+    }
+  }
+  return out;
+}
+
+}  // namespace vecflow

@@ -1,0 +1,117 @@
+// The `route` stage: longest-prefix match on the destination (IPv4 and IPv6), ECMP over a
+// route's next hops by flow hash, TTL / hop-limit decrement (IPv4 checksum updated
+// incrementally), expired packets counted and, when enabled, answered with ICMP time exceeded.
+//
+// Routes come from the appliance file, from the control plane (replace_routes), and with
+// `routes: from-kernel` from the kernel's routing table over netlink (KernelSync). A route in
+// the file wins over a kernel route for the same prefix. Every change builds a new RouteTable
+// and swaps it in under RCU.
+//
+// Per packet, in this order:
+//   - not IP: ARP goes to the kernel (it resolves neighbours), anything else is dropped
+//     (not_ip);
+//   - host-bound destinations go to the kernel: IPv4 multicast and limited broadcast, IPv6
+//     multicast and link-local;
+//   - lookup: no route or a `drop` route -> drop (no_route); a `kernel` route -> kernel;
+//   - forward: TTL/hop limit 0 or 1 -> ttl_expired (or an ICMP answer), else decrement, set
+//     meta.out_port and meta.nexthop (gateway's neighbour id, or kNextHopConnected) and leave
+//     the packet for the neighbour and l2 stages (verdict Continue).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "config/config.h"
+#include "pipeline/rcu_ptr.h"
+#include "pipeline/route_table.h"
+#include "pipeline/stage.h"
+
+namespace vecflow {
+
+// The addresses of a port's kernel interface, the source of the ICMP errors it sends.
+struct PortAddresses {
+  std::optional<IpAddress> v4;
+  std::optional<IpAddress> v6;
+};
+
+struct RouteCounters {
+  uint64_t forwarded = 0;
+  uint64_t to_kernel = 0;
+  uint64_t no_route = 0;
+  uint64_t ttl_expired = 0;
+  uint64_t icmp_sent = 0;
+  uint64_t not_ip = 0;
+};
+
+class RouteStage final : public Stage {
+ public:
+  // ICMP errors one lcore sends per second at most (the rest of the expired packets are only
+  // dropped): enough for traceroute and path diagnosis, too few to turn the box into an
+  // amplifier when a loop or a flood of TTL-1 packets arrives.
+  static constexpr uint32_t kIcmpPerSecond = 1000;
+  // Packets whose destinations are looked up in one rte_fib bulk call.
+  static constexpr unsigned kLookupBatch = 64;
+
+  static Result<std::unique_ptr<RouteStage>> create(const config::StageConfig& cfg,
+                                                    StageContext& ctx);
+  ~RouteStage() override;
+
+  void process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept override;
+
+  // ---- control plane (any thread; serialised internally) ----
+  // Replaces the routes of the appliance file (reload, `vecflowctl`); kernel routes stay.
+  Result<void> replace_routes(std::vector<config::Route> routes);
+  // Replaces the routes imported from the kernel (KernelSync).
+  Result<void> set_kernel_routes(std::vector<config::Route> routes);
+  // Sources of ICMP errors, by PortId (KernelSync).
+  void set_port_addresses(std::vector<PortAddresses> addresses);
+
+  bool follows_kernel() const noexcept { return from_kernel_; }
+  bool sends_icmp() const noexcept { return icmp_; }
+  // The routes in force, static and kernel-learned.
+  std::vector<RouteEntry> routes() const;
+  // The route that decides `addr` in the table in force, if any.
+  std::optional<RouteEntry> route_for(const IpAddress& addr) const;
+  RouteCounters counters() const noexcept;
+  // The table in force, for tests and benchmarks that look up directly. Valid until the next
+  // change; do not call while another thread changes routes.
+  const RouteTable& table() const noexcept { return *table_.load(); }
+
+ private:
+  struct alignas(64) LcoreState {
+    Counter forwarded, to_kernel, no_route, ttl_expired, icmp_sent, not_ip;
+    uint64_t icmp_window = 0;  // TSC start of the current one-second ICMP window
+    uint32_t icmp_in_window = 0;
+  };
+  struct AddressSet {
+    std::vector<PortAddresses> by_port;
+  };
+
+  RouteStage(const config::StageConfig& cfg, StageContext& ctx);
+  Result<void> rebuild_locked();
+  void expired(rte_mbuf* m, bool v6, const AddressSet* addrs, LcoreState& st,
+               uint64_t now) noexcept;
+
+  std::vector<PortInfo> ports_;
+  Qsbr* qsbr_;
+  NeighbourTable* neighbours_;
+  KernelSync* kernel_;
+  bool from_kernel_;
+  bool icmp_;
+  uint64_t tsc_hz_;
+  std::unique_ptr<LcoreState[]> lcores_;
+  unsigned slots_;
+
+  RcuPtr<RouteTable> table_;
+  RcuPtr<AddressSet> addresses_;
+  mutable std::mutex mutex_;  // control plane only
+  std::vector<config::Route> config_routes_;
+  std::vector<config::Route> kernel_routes_;
+};
+
+Result<std::unique_ptr<Stage>> make_route_stage(const config::StageConfig& cfg, StageContext& ctx);
+
+}  // namespace vecflow

@@ -1,0 +1,163 @@
+// A pipeline stage: one step of forwarding (acl, route, neighbour, l2 ...) that runs on whole
+// vectors of packets and records its decision in each packet's PacketMeta (core/packet.h):
+//
+//   Continue   on to the next stage (the packet may carry out_port/nexthop for later stages)
+//   Transmit   final: send on out_port now, skipping the remaining stages
+//   Kernel     final: hand to the kernel stack of the ingress interface
+//   Drop       final: drop, counted under drop_reason
+//
+// The stage is virtual per vector; the per-packet step is inlined through PerPacketStage
+// (a CRTP helper, after FastClick's ClassifyElement), so there is no virtual call per packet.
+//
+// Threading: process() runs on worker lcores, possibly on several at once for the same stage
+// (parallel and ordered queues, or a fused group on every worker), so anything it writes is
+// per lcore (indexed by StageEnv::slot()) or atomic. It never allocates, blocks, throws or
+// logs per packet. Tables it reads are replaced by the control thread under RCU (Qsbr): a
+// stage loads a table pointer once per vector and holds it only until process() returns.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <rte_cycles.h>
+#include <rte_mbuf.h>
+#include <rte_prefetch.h>
+
+#include "core/burst.h"
+#include "core/counter.h"
+#include "core/error.h"
+#include "core/net.h"
+#include "runtime/service.h"
+
+namespace vecflow {
+
+class Qsbr;
+class Sinks;
+class NeighbourTable;
+class KernelSync;
+
+// What a stage knows about a port.
+struct PortInfo {
+  std::string name;
+  MacAddress mac;         // the port's own address: the source MAC of frames it sends
+  std::string interface;  // kernel interface behind the port, "" if none (pure DPDK port)
+};
+
+// Everything a stage factory may use while it builds a stage (control thread).
+struct StageContext {
+  std::vector<PortInfo> ports;  // indexed by PortId
+  unsigned lcore_slots = 1;     // per-lcore counters are sized for this many lcores
+  Qsbr* qsbr = nullptr;         // grace periods for replacing tables; required
+  std::string capture_dir;      // mirror files are written only below this directory
+  uint32_t steer_rules = 0;     // steering rules in the file (PacketMeta::steer_rule < this)
+  // Shared by the stages of one pipeline; set by Pipeline::build.
+  NeighbourTable* neighbours = nullptr;
+  KernelSync* kernel = nullptr;  // nullptr when no port has a kernel interface
+
+  // The PortId of a port name; kNoPortIndex if there is none (the configuration loader has
+  // checked every name a stage's configuration gives).
+  static constexpr uint16_t kNoPortIndex = 0xffff;
+  uint16_t port_index(const std::string& name) const noexcept;
+};
+
+// Counters of one stage on one lcore, as VPP's `show runtime` shows them.
+struct alignas(64) StageLcoreStats {
+  Counter calls;    // vectors processed
+  Counter packets;  // packets in those vectors
+  Counter cycles;   // TSC cycles spent in process()
+};
+
+struct StageStats {
+  uint64_t calls = 0;
+  uint64_t packets = 0;
+  uint64_t cycles = 0;
+};
+
+// The worker lcore a stage runs on, for the duration of one process() call.
+class StageEnv {
+ public:
+  StageEnv(unsigned slot, Sinks& sinks) noexcept : slot_(slot), sinks_(&sinks) {}
+
+  // Index of per-lcore state (0 .. StageContext::lcore_slots-1).
+  unsigned slot() const noexcept { return slot_; }
+  // TSC when the vector started: one clock read per vector, shared by its stages.
+  uint64_t now() const noexcept { return now_; }
+
+  // Hands over a packet the stage made (a mirror copy: verdict Transmit, out_port set,
+  // kMetaFlagCopy). The runner passes it to Sinks::copies.
+  void emit_copy(rte_mbuf* m) noexcept {
+    copies_.push(m);
+    if (copies_.full()) flush_copies();
+  }
+
+ private:
+  friend class PipelineWorker;
+  void flush_copies() noexcept;
+
+  unsigned slot_;
+  Sinks* sinks_;
+  uint64_t now_ = 0;
+  Burst copies_{};
+};
+
+class Stage {
+ public:
+  Stage(std::string type, std::string name, unsigned lcore_slots);
+  virtual ~Stage() = default;
+  Stage(const Stage&) = delete;
+  Stage& operator=(const Stage&) = delete;
+
+  const std::string& type() const noexcept { return type_; }
+  const std::string& name() const noexcept { return name_; }
+
+  // Decides, or leaves for later stages, every packet of a vector. Every packet handed in has
+  // verdict Continue (the runner takes decided packets out between stages). A stage sets a
+  // final verdict only when later stages must not touch the packet.
+  virtual void process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept = 0;
+
+  // A service the control lcore must run for this stage (a capture writer), or nullptr.
+  virtual std::shared_ptr<Service> control_service() const { return nullptr; }
+
+  StageLcoreStats& lcore_stats(unsigned slot) noexcept { return stats_[slot]; }
+  // Summed over lcores; read by the control plane while workers run.
+  StageStats stats() const noexcept;
+
+ private:
+  std::string type_;
+  std::string name_;
+  unsigned slots_;
+  std::unique_ptr<StageLcoreStats[]> stats_;
+};
+
+// CRTP helper for stages that decide packet by packet. Derived provides
+//
+//   struct VectorState { ... };                       // what one vector needs (a table pointer)
+//   VectorState begin(StageEnv&) noexcept;            // once per vector
+//   void process_packet(rte_mbuf*, VectorState&, StageEnv&) noexcept;   // inlined
+template <typename Derived>
+class PerPacketStage : public Stage {
+ public:
+  using Stage::Stage;
+
+  // Packets ahead whose first data line is prefetched: far enough to cover a memory access
+  // (a few hundred cycles) at tens of cycles per packet, near enough that the lines are still
+  // in L1 when used.
+  static constexpr size_t kPrefetchAhead = 4;
+
+  void process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept final {
+    Derived& self = static_cast<Derived&>(*this);
+    auto state = self.begin(env);
+    const size_t n = pkts.size();
+    for (size_t i = 0; i < n && i < kPrefetchAhead; ++i)
+      rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kPrefetchAhead < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kPrefetchAhead], void*));
+      self.process_packet(pkts[i], state, env);
+    }
+  }
+};
+
+}  // namespace vecflow
