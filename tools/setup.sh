@@ -11,6 +11,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libpcap-dev libsystemd-dev
   # tests and demo: namespaces, traffic, formatting
   iproute2 iputils-ping netcat-openbsd ethtool kmod clang-format python3
+  # control-plane tests: the reference Prometheus text parser, a throwaway-user tool set
+  python3-prometheus-client passwd util-linux
 )
 
 missing=()
