@@ -114,8 +114,8 @@ void enhanced_packet(std::string& out, uint64_t ts_ns, const rte_mbuf* m, uint32
 bool valid_file_name(const std::string& name) {
   if (name.empty() || name.size() > 128 || name.front() == '.') return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   });
 }
 
@@ -137,11 +137,12 @@ Result<rte_bpf*> compile_capture_filter(const std::string& expression, uint32_t 
   rte_bpf_prm* prm = rte_bpf_convert(&prog);
   pcap_freecode(&prog);
   pcap_close(dead);
-  if (!prm) return fail("filter '{}': cannot convert to DPDK BPF: {}", expression,
-                        rte_strerror(rte_errno));
+  if (!prm)
+    return fail("filter '{}': cannot convert to DPDK BPF: {}", expression, rte_strerror(rte_errno));
   rte_bpf* bpf = rte_bpf_load(prm);
   rte_free(prm);
-  if (!bpf) return fail("filter '{}': DPDK BPF refused it: {}", expression, rte_strerror(rte_errno));
+  if (!bpf)
+    return fail("filter '{}': DPDK BPF refused it: {}", expression, rte_strerror(rte_errno));
   return bpf;
 }
 
@@ -213,8 +214,8 @@ Result<Json> CaptureManager::start(const CaptureRequest& req) {
   if (port == ports_.end()) {
     return fail("no port '{}' (ports: {})", req.port, fmt::join(ports_, ", "));
   }
-  size_t running = std::count_if(captures_.begin(), captures_.end(),
-                                 [](const auto& c) { return c->running; });
+  size_t running =
+      std::count_if(captures_.begin(), captures_.end(), [](const auto& c) { return c->running; });
   if (running >= kMaxCaptures) {
     return fail("{} captures run already; stop one first (vecflowctl capture stop ID)",
                 kMaxCaptures);
@@ -224,14 +225,14 @@ Result<Json> CaptureManager::start(const CaptureRequest& req) {
   c->request = req;
   if (c->request.snaplen == 0) c->request.snaplen = kDefaultSnaplen;
   std::time_t now = std::time(nullptr);
-  std::string name = req.file.empty()
-                         ? fmt::format("{}-{:%Y%m%dT%H%M%S}-{}.pcapng", req.port,
-                                       fmt::gmtime(now), c->id)
-                         : req.file;
+  std::string name = req.file.empty() ? fmt::format("{}-{:%Y%m%dT%H%M%S}-{}.pcapng", req.port,
+                                                    fmt::gmtime(now), c->id)
+                                      : req.file;
   if (!valid_file_name(name)) {
-    return fail("file '{}': a plain name of letters, digits, '.', '_' and '-' is expected; it is "
-                "written under {}",
-                name, dir_);
+    return fail(
+        "file '{}': a plain name of letters, digits, '.', '_' and '-' is expected; it is "
+        "written under {}",
+        name, dir_);
   }
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
@@ -262,9 +263,9 @@ Result<Json> CaptureManager::start(const CaptureRequest& req) {
     unlink(c->path.c_str());
     return fail("cannot write {}: {}", c->path, std::strerror(err));
   }
-  c->sink = std::make_shared<CaptureSink>(static_cast<PortId>(port - ports_.begin()),
-                                          req.directions, c->request.snaplen, c->ring, c->pool,
-                                          c->bpf);
+  c->sink =
+      std::make_shared<CaptureSink>(static_cast<PortId>(port - ports_.begin()), req.directions,
+                                    c->request.snaplen, c->ring, c->pool, c->bpf);
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   c->start_real_ns = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + ts.tv_nsec;
@@ -287,8 +288,8 @@ Result<Json> CaptureManager::start(const CaptureRequest& req) {
 void CaptureManager::schedule_drain() {
   drain_call_ = server_.schedule(kDrainInterval, [this] {
     drain();
-    bool any = std::any_of(captures_.begin(), captures_.end(),
-                           [](const auto& c) { return c->running; });
+    bool any =
+        std::any_of(captures_.begin(), captures_.end(), [](const auto& c) { return c->running; });
     if (any) {
       schedule_drain();
     } else {
@@ -353,8 +354,9 @@ void CaptureManager::finish(Capture& c, std::string_view why) {
     if (!c.request.count || c.packets < c.request.count) {
       const auto* rec = static_cast<const CaptureRecord*>(rte_mbuf_to_priv(mb));
       uint64_t dt = rec->tsc > c.start_tsc && hz ? rec->tsc - c.start_tsc : 0;
-      enhanced_packet(out, c.start_real_ns + static_cast<uint64_t>(static_cast<double>(dt) *
-                                                                   1e9 / static_cast<double>(hz)),
+      enhanced_packet(out,
+                      c.start_real_ns + static_cast<uint64_t>(static_cast<double>(dt) * 1e9 /
+                                                              static_cast<double>(hz)),
                       mb, rec->wire_len, rec->direction);
       ++c.packets;
       c.bytes += rte_pktmbuf_pkt_len(mb);
@@ -408,8 +410,7 @@ void CaptureManager::register_commands(Registry& registry) {
                     {"ELAPSED", "elapsed_s", Unit::Seconds},
                     {"FILE", "file"}})}};
   (void)registry.add_command(Command{
-      "capture",
-      "Start or stop a pcapng capture of a port (files under control.capture_dir)",
+      "capture", "Start or stop a pcapng capture of a port (files under control.capture_dir)",
       Access::Change,
       "action=start port=NAME [direction=rx|tx|both] [count=N] [duration_s=S] [filter=EXPR] "
       "[snaplen=N] [file=NAME] | action=stop [id=N]",
@@ -429,7 +430,9 @@ void CaptureManager::register_commands(Registry& registry) {
         a.require("port");
         req.port = a.string("port", "");
         std::string dir = a.choice("direction", "both", {"rx", "tx", "both"});
-        req.directions = dir == "rx" ? kCaptureRx : dir == "tx" ? kCaptureTx : kCaptureRx | kCaptureTx;
+        req.directions = dir == "rx"   ? kCaptureRx
+                         : dir == "tx" ? kCaptureTx
+                                       : kCaptureRx | kCaptureTx;
         req.count = a.uint("count", 0, 0, UINT64_MAX);
         req.duration_s = a.number("duration_s", 0, 0, 86400 * 7);
         req.filter = a.string("filter", "");
@@ -441,14 +444,13 @@ void CaptureManager::register_commands(Registry& registry) {
         return Json{{"captures", Json::array({*r})}};
       },
       view});
-  (void)registry.add_command(Command{
-      "captures", "Captures running and done", Access::Read, "",
-      [this](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {});
-        if (auto e = a.error()) return std::unexpected(*e);
-        return list();
-      },
-      view});
+  (void)registry.add_command(Command{"captures", "Captures running and done", Access::Read, "",
+                                     [this](const CommandContext& ctx) -> CommandResult {
+                                       ArgReader a(ctx.args, {});
+                                       if (auto e = a.error()) return std::unexpected(*e);
+                                       return list();
+                                     },
+                                     view});
 }
 
 }  // namespace vecflow::control

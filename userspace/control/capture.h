@@ -43,11 +43,11 @@ class PacketTap {
 struct CaptureRequest {
   std::string port;
   uint8_t directions = kCaptureRx | kCaptureTx;
-  uint64_t count = 0;        // stop after this many packets; 0: no limit
-  double duration_s = 0;     // stop after this long; 0: no limit
-  std::string filter;        // pcap filter expression; empty: everything
-  uint32_t snaplen = 0;      // 0: kDefaultSnaplen
-  std::string file;          // name under capture_dir; empty: chosen
+  uint64_t count = 0;     // stop after this many packets; 0: no limit
+  double duration_s = 0;  // stop after this long; 0: no limit
+  std::string filter;     // pcap filter expression; empty: everything
+  uint32_t snaplen = 0;   // 0: kDefaultSnaplen
+  std::string file;       // name under capture_dir; empty: chosen
 };
 
 class CaptureManager {

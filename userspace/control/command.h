@@ -85,7 +85,9 @@ struct Peer {
 //   if (auto e = a.error()) return std::unexpected(*e);
 class ArgReader {
  public:
+  // Keeps a reference to `args`: it must outlive the reader.
   ArgReader(const Json& args, std::initializer_list<std::string_view> known);
+  ArgReader(Json&& args, std::initializer_list<std::string_view> known) = delete;
 
   std::optional<std::string> string(std::string_view key);
   std::string string(std::string_view key, std::string fallback);
@@ -174,8 +176,8 @@ struct Command {
   std::string summary;  // one line, shown by `vecflowctl commands`
   Access access = Access::Read;
   std::string args_help;  // "[top=N] [by=packets|bytes]" for the help listing
-  Handler handler;
-  std::optional<View> view;  // how vecflowctl prints the result
+  Handler handler = nullptr;
+  std::optional<View> view = std::nullopt;  // how vecflowctl prints the result
 };
 
 }  // namespace vecflow::control

@@ -8,16 +8,15 @@ std::expected<Request, CommandError> parse_request(std::string_view text) {
   Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     // Tell a request cut short from one that is not JSON at all: parse again with exceptions
-    // to learn whether the parser stopped at the end of the input or before it.
+    // to learn where the parser stopped; one past the last byte means it ran out of input.
     try {
       Json again = Json::parse(text);
       (void)again;
     } catch (const Json::parse_error& e) {
-      if (std::string_view(e.what()).find("unexpected end of input") != std::string_view::npos) {
+      if (e.byte == text.size() + 1) {
         return std::unexpected(CommandError{
             ErrorCode::TruncatedRequest,
-            fmt::format("request ends after {} bytes inside a JSON value", text.size()),
-            {}});
+            fmt::format("request ends after {} bytes inside a JSON value", text.size()), {}});
       }
       return std::unexpected(CommandError{
           ErrorCode::MalformedRequest, fmt::format("request is not JSON: {}", e.what()), {}});

@@ -37,18 +37,18 @@ namespace {
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
 
-struct Run {
+struct Exec {
   int rc = -1;
   std::string out;
   std::string err;
 };
 
 // Runs a command line; captures stdout and stderr.
-Run run(const std::string& cmd) {
+Exec run(const std::string& cmd) {
   char tmpl[] = "/tmp/vct-err-XXXXXX";
   int fd = mkstemp(tmpl);
   close(fd);
-  Run r;
+  Exec r;
   r.out = sh_output(cmd + " 2>" + tmpl + "; echo \"rc=$?\"");
   auto pos = r.out.rfind("rc=");
   r.rc = std::stoi(r.out.substr(pos + 3));
@@ -64,7 +64,9 @@ std::string config_text(const std::string& name, const std::string& prefix,
                         const std::string& extra = "") {
   return "appliance: {name: " + name + "}\n" +
          "cpu: {control: 0, workers: [1]}\n"
-         "dpdk: {memory_mb: 128, hugepages: off, file_prefix: " + prefix + "}\n"
+         "dpdk: {memory_mb: 128, hugepages: off, file_prefix: " +
+         prefix +
+         "}\n"
          "ports:\n"
          "  - {name: wan, type: afxdp, interface: wan0}\n"
          "  - {name: lan, type: dpdk, devargs: \"net_af_packet0,iface=lan0\"}\n"
@@ -77,10 +79,15 @@ std::string config_text(const std::string& name, const std::string& prefix,
          "      - {prefix: 198.51.100.0/24, port: lan}\n"
          "      - {prefix: 192.0.2.0/24, port: wan}\n"
          "control:\n"
-         "  socket: " + socket + "\n"
-         "  group: \"" + group + "\"\n"
+         "  socket: " +
+         socket +
+         "\n"
+         "  group: \"" +
+         group +
+         "\"\n"
          "  metrics: 127.0.0.1:9469\n"
-         "  read_timeout_ms: 1000\n" + extra;
+         "  read_timeout_ms: 1000\n" +
+         extra;
 }
 
 // vecflowd in the lab's appliance namespace, stopped (SIGTERM, then SIGKILL) on destruction.
@@ -225,19 +232,17 @@ class VecflowctlTest : public ::testing::Test {
     ASSERT_TRUE(lab_->ok()) << "lab did not come up";
     ASSERT_TRUE(ready_) << "vecflowd did not start:\n" << log();
   }
-  void TearDown() override {
-    ASSERT_TRUE(daemon_->alive()) << "vecflowd died:\n" << log();
-  }
+  void TearDown() override { ASSERT_TRUE(daemon_->alive()) << "vecflowd died:\n" << log(); }
 
   static std::string log() {
     std::ifstream f(dir_ + "/vecflowd.log");
     return std::string(std::istreambuf_iterator<char>(f), {});
   }
-  static Run ctl(const std::string& args) {
+  static Exec ctl(const std::string& args) {
     return run(std::string(VECFLOWCTL_PATH) + " -s " + socket_ + " " + args);
   }
   static Json json(const std::string& args) {
-    Run r = ctl("--json " + args);
+    Exec r = ctl("--json " + args);
     EXPECT_EQ(r.rc, 0) << args << ": " << r.err;
     return Json::parse(r.out, nullptr, false);
   }
@@ -257,7 +262,7 @@ class VecflowctlTest : public ::testing::Test {
 TEST_F(VecflowctlTest, StatusHumanAndJson) {
   auto cfg = config::load_config(config_);
   ASSERT_TRUE(cfg);
-  Run r = ctl("status");
+  Exec r = ctl("status");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("vct-lab"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(config_), std::string::npos);
@@ -292,7 +297,7 @@ TEST_F(VecflowctlTest, LcoresCountTheRequestsTheTestMade) {
   ASSERT_EQ(b["lcores"].size(), 2u);
   EXPECT_EQ(b["lcores"][0]["role"], "control");
   EXPECT_EQ(b["lcores"][1]["lcore"], 1);
-  Run h = ctl("lcores");
+  Exec h = ctl("lcores");
   EXPECT_TRUE(std::regex_search(h.out, std::regex("0 +control +[0-9.]+%"))) << h.out;
 }
 
@@ -301,10 +306,10 @@ TEST_F(VecflowctlTest, ErrorsListEveryReasonAndAccountingBalances) {
   ASSERT_EQ(e["reasons"].size(), kDropReasonCount);
   EXPECT_EQ(e["total"], 0);
   EXPECT_EQ(e["reasons"][0]["reason"], drop_reason_name(static_cast<DropReason>(0)));
-  Run h = ctl("errors");
+  Exec h = ctl("errors");
   EXPECT_NE(h.out.find("dropped:"), std::string::npos);
   EXPECT_NE(h.out.find("at zero; --all shows them"), std::string::npos);
-  Run all = ctl("errors --all");
+  Exec all = ctl("errors --all");
   EXPECT_NE(all.out.find("no_route"), std::string::npos);
 
   Json acc = json("accounting");
@@ -316,7 +321,7 @@ TEST_F(VecflowctlTest, ErrorsListEveryReasonAndAccountingBalances) {
 }
 
 TEST_F(VecflowctlTest, CommandsOfPartsNotRunningAreNotServed) {
-  Run r = ctl("ports");
+  Exec r = ctl("ports");
   EXPECT_EQ(r.rc, 5);
   EXPECT_NE(r.err.find("unknown command 'ports'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("status"), std::string::npos);
@@ -329,7 +334,7 @@ TEST_F(VecflowctlTest, CommandsOfPartsNotRunningAreNotServed) {
 }
 
 TEST_F(VecflowctlTest, NotRunningAndUsageErrorsHaveTheirExitCodes) {
-  Run r = run(std::string(VECFLOWCTL_PATH) + " -s " + dir_ + "/nothing.sock status");
+  Exec r = run(std::string(VECFLOWCTL_PATH) + " -s " + dir_ + "/nothing.sock status");
   EXPECT_EQ(r.rc, 3);
   EXPECT_NE(r.err.find("vecflowd is not running"), std::string::npos) << r.err;
   EXPECT_EQ(ctl("flows --by colour").rc, 2);
@@ -339,7 +344,7 @@ TEST_F(VecflowctlTest, NotRunningAndUsageErrorsHaveTheirExitCodes) {
 
 TEST_F(VecflowctlTest, ReloadAppliesAGoodFileAndRefusesABadOne) {
   rewrite("vct-renamed", "logging: {level: debug}\n");
-  Run good = ctl("reload " + config_);
+  Exec good = ctl("reload " + config_);
   ASSERT_EQ(good.rc, 0) << good.err;
   EXPECT_NE(good.out.find("appliance.name"), std::string::npos) << good.out;
   EXPECT_NE(good.out.find("vct-renamed"), std::string::npos);
@@ -347,7 +352,7 @@ TEST_F(VecflowctlTest, ReloadAppliesAGoodFileAndRefusesABadOne) {
 
   std::string bad = dir_ + "/bad.yaml";
   std::ofstream(bad) << "ports:\n  - {name: wan, type: afxpd, interface: wan0}\n";
-  Run refused = ctl("reload " + bad);
+  Exec refused = ctl("reload " + bad);
   EXPECT_EQ(refused.rc, 1);
   EXPECT_NE(refused.err.find(bad + ":2:"), std::string::npos) << refused.err;
   EXPECT_NE(refused.err.find("did you mean 'afxdp'"), std::string::npos);
@@ -398,7 +403,7 @@ TEST_F(VecflowctlTest, SighupReloadsTheRunningFile) {
 
 TEST_F(VecflowctlTest, UnconfirmedReloadRevertsAndConfirmedStays) {
   rewrite("vct-try");
-  Run r = ctl("reload --confirm-within 1");
+  Exec r = ctl("reload --confirm-within 1");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("reverts unless confirmed within"), std::string::npos) << r.out;
   Json s = json("status");
@@ -427,15 +432,15 @@ TEST_F(VecflowctlTest, MetricsScrapeIsValidAndAgreesWithTheJson) {
   ASSERT_FALSE(text.empty());
   std::string file = dir_ + "/scrape.txt";
   std::ofstream(file) << text;
-  Run parsed = run(
-      "/usr/bin/python3 -c 'import sys,json\n"
-      "from prometheus_client.parser import text_string_to_metric_families as p\n"
-      "out={}\n"
-      "for f in p(open(sys.argv[1]).read()):\n"
-      "  for s in f.samples:\n"
-      "    out[s.name+json.dumps(s.labels,sort_keys=True)]=s.value\n"
-      "print(json.dumps(out))' " +
-      file);
+  Exec parsed =
+      run("/usr/bin/python3 -c 'import sys,json\n"
+          "from prometheus_client.parser import text_string_to_metric_families as p\n"
+          "out={}\n"
+          "for f in p(open(sys.argv[1]).read()):\n"
+          "  for s in f.samples:\n"
+          "    out[s.name+json.dumps(s.labels,sort_keys=True)]=s.value\n"
+          "print(json.dumps(out))' " +
+          file);
   ASSERT_EQ(parsed.rc, 0) << "not valid exposition format: " << parsed.err;
   Json samples = Json::parse(parsed.out);
   auto value = [&](const std::string& name, const Json& labels) {
@@ -468,13 +473,16 @@ TEST_F(VecflowctlTest, MetricsScrapeIsValidAndAgreesWithTheJson) {
     EXPECT_NE(text.find("# TYPE " + f["name"].get<std::string>() + " "), std::string::npos)
         << f["name"];
   }
-  EXPECT_TRUE(std::regex_search(text, std::regex("vecflow_lcore_busy_cycles_total\\{lcore=\"0\"\\} [0-9]+")));
+  EXPECT_TRUE(std::regex_search(
+      text, std::regex("vecflow_lcore_busy_cycles_total\\{lcore=\"0\"\\} [0-9]+")));
   EXPECT_NE(http_get(lab_->ns('a'), "/").find("/metrics"), std::string::npos);
 }
 
 TEST_F(VecflowctlTest, DpdkTelemetryShowsVecflowCommands) {
-  Run r = run("printf '/vecflow/errors\\n/vecflow/status\\n' | /usr/bin/python3 "
-              "/usr/bin/dpdk-telemetry.py -f " + prefix_);
+  Exec r =
+      run("printf '/vecflow/errors\\n/vecflow/status\\n' | /usr/bin/python3 "
+          "/usr/bin/dpdk-telemetry.py -f " +
+          prefix_);
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("\"/vecflow/errors\": {"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"no_route\": 0"), std::string::npos);
@@ -487,7 +495,7 @@ TEST_F(VecflowctlTest, HundredClientsAtOnceAreAllAnswered) {
     cmd += std::string(VECFLOWCTL_PATH) + " -s " + socket_ + " --json status >/dev/null || echo " +
            std::to_string(i) + " & ";
   }
-  Run r = run("(" + cmd + " wait)");
+  Exec r = run("(" + cmd + " wait)");
   EXPECT_EQ(r.out, "") << "clients that failed: " << r.out << r.err;
   EXPECT_EQ(ctl("status").rc, 0);
 }
@@ -526,18 +534,18 @@ TEST_F(VecflowctlTest, UsersOutsideTheGroupAreRefusedByTheKernel) {
   ASSERT_EQ(stat(socket_.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0660u);
   std::string ctl_cmd = std::string(VECFLOWCTL_PATH) + " -s " + socket_;
-  Run out = run("runuser -u " + accounts_->outside() + " -- " + ctl_cmd + " status");
+  Exec out = run("runuser -u " + accounts_->outside() + " -- " + ctl_cmd + " status");
   EXPECT_EQ(out.rc, 4) << out.err;
   EXPECT_NE(out.err.find("permission denied"), std::string::npos) << out.err;
-  Run in = run("runuser -u " + accounts_->inside() + " -- " + ctl_cmd + " status");
+  Exec in = run("runuser -u " + accounts_->inside() + " -- " + ctl_cmd + " status");
   EXPECT_EQ(in.rc, 0) << in.err;
   // Group members may change state too.
-  Run reload = run("runuser -u " + accounts_->inside() + " -- " + ctl_cmd + " reload");
+  Exec reload = run("runuser -u " + accounts_->inside() + " -- " + ctl_cmd + " reload");
   EXPECT_EQ(reload.rc, 0) << reload.err;
 }
 
 TEST_F(VecflowctlTest, WatchRedraws) {
-  Run r = run("timeout -s INT 2.5 " + std::string(VECFLOWCTL_PATH) + " -s " + socket_ +
+  Exec r = run("timeout -s INT 2.5 " + std::string(VECFLOWCTL_PATH) + " -s " + socket_ +
               " --watch 1 --json errors");
   EXPECT_EQ(r.rc, 0) << r.err;
   size_t lines = static_cast<size_t>(std::count(r.out.begin(), r.out.end(), '\n'));

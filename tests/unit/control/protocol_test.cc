@@ -13,8 +13,10 @@
 namespace vecflow::control {
 namespace {
 
-const MetricFamily kTestPackets{"vecflow_test_packets_total", "Packets \"seen\"\nby a test",
-                                MetricType::Counter, {"port", "queue"}};
+const MetricFamily kTestPackets{"vecflow_test_packets_total",
+                                "Packets \"seen\"\nby a test",
+                                MetricType::Counter,
+                                {"port", "queue"}};
 const MetricFamily kTestGauge{"vecflow_test_depth", "A gauge", MetricType::Gauge, {}};
 
 TEST(ParseRequest, AcceptsAMinimalRequest) {
@@ -106,12 +108,14 @@ TEST(ArgReader, ChecksTypesRangesAndChoices) {
     EXPECT_NE(a.error()->message.find("must be a string"), std::string::npos);
   }
   {
-    ArgReader a(Json{{"top", -3}}, {"top"});
+    Json negative = {{"top", -3}};
+    ArgReader a(negative, {"top"});
     a.uint("top", 10, 0, 100);
     EXPECT_TRUE(a.error());
   }
   {
-    ArgReader a(Json::object(), {"top"});
+    Json none = Json::object();
+    ArgReader a(none, {"top"});
     EXPECT_EQ(a.uint("top", 10, 1, 100), 10u);
     a.require("top");
     EXPECT_NE(a.error()->message.find("missing argument 'top'"), std::string::npos);
@@ -121,19 +125,18 @@ TEST(ArgReader, ChecksTypesRangesAndChoices) {
 class DispatchTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    ASSERT_TRUE(registry.add_command(Command{"echo", "echo args", Access::Read, "",
+                                             [](const CommandContext& c) -> CommandResult {
+                                               return Json{{"args", c.args}};
+                                             }}));
+    ASSERT_TRUE(registry.add_command(Command{"change", "changes", Access::Change, "",
+                                             [](const CommandContext&) -> CommandResult {
+                                               return Json{{"done", true}};
+                                             }}));
     ASSERT_TRUE(registry.add_command(Command{
-        "echo", "echo args", Access::Read, "", [](const CommandContext& c) -> CommandResult {
-          return Json{{"args", c.args}};
-        }}));
-    ASSERT_TRUE(registry.add_command(
-        Command{"change", "changes", Access::Change, "",
-                [](const CommandContext&) -> CommandResult { return Json{{"done", true}}; }}));
-    ASSERT_TRUE(registry.add_command(
-        Command{"throws", "a bug", Access::Read, "",
-                [](const CommandContext&) -> CommandResult {
-                  throw std::runtime_error("out of cheese");
-                },
-                View{{table("t", "/rows", {{"A", "a"}})}}}));
+        "throws", "a bug", Access::Read, "",
+        [](const CommandContext&) -> CommandResult { throw std::runtime_error("out of cheese"); },
+        View{{table("t", "/rows", {{"A", "a"}})}}}));
   }
   Json run(const std::string& text, bool may_change = false) {
     auto r = parse_request(text);
@@ -174,10 +177,10 @@ TEST_F(DispatchTest, AHandlerThatThrowsGetsAnInternalError) {
 TEST_F(DispatchTest, ViewIsSentOnlyWhenAsked) {
   EXPECT_FALSE(run(R"({"command":"echo"})").contains("view"));
   registry.remove_command("throws");
-  ASSERT_TRUE(registry.add_command(Command{
-      "viewed", "", Access::Read, "",
-      [](const CommandContext&) -> CommandResult { return Json::object(); },
-      View{{table("t", "/rows", {{"A", "a", Unit::Pps}})}}}));
+  ASSERT_TRUE(registry.add_command(
+      Command{"viewed", "", Access::Read, "",
+              [](const CommandContext&) -> CommandResult { return Json::object(); },
+              View{{table("t", "/rows", {{"A", "a", Unit::Pps}})}}}));
   Json r = run(R"({"command":"viewed","view":true})");
   ASSERT_TRUE(r.contains("view"));
   EXPECT_EQ(r["view"][0]["columns"][0]["unit"], "pps");

@@ -93,9 +93,8 @@ class ReloadTest : public ::testing::Test {
 };
 
 TEST_F(ReloadTest, GoodFileIsAppliedAndReported) {
-  std::string path =
-      write("next.yaml", variant("name: before}\nlogging: {level: info}",
-                                 "name: after}\nlogging: {level: debug}"));
+  std::string path = write("next.yaml", variant("name: before}\nlogging: {level: info}",
+                                                "name: after}\nlogging: {level: debug}"));
   auto r = reloader_->reload(path, 0);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ((*r)["applied"], Json::array({"appliance", "logging"}));
@@ -108,9 +107,9 @@ TEST_F(ReloadTest, GoodFileIsAppliedAndReported) {
 }
 
 TEST_F(ReloadTest, SectionsNoPartAppliesWaitForARestart) {
-  std::string path = write(
-      "next.yaml", variant("name: before}\nlogging: {level: info}\ndpdk: {memory_mb: 256}",
-                           "name: after}\nlogging: {level: info}\ndpdk: {memory_mb: 512}"));
+  std::string path =
+      write("next.yaml", variant("name: before}\nlogging: {level: info}\ndpdk: {memory_mb: 256}",
+                                 "name: after}\nlogging: {level: info}\ndpdk: {memory_mb: 512}"));
   auto r = reloader_->reload(path, 0);
   ASSERT_TRUE(r);
   EXPECT_EQ((*r)["applied"], Json::array({"appliance"}));
@@ -142,9 +141,8 @@ TEST_F(ReloadTest, FileWithErrorsIsRefusedWithLocationsAndNothingChanges) {
 TEST_F(ReloadTest, FailingSectionPutsBackTheOnesAppliedBeforeIt) {
   fail_logging_ = true;
   Json before = config_to_json(running_);
-  std::string path =
-      write("next.yaml", variant("name: before}\nlogging: {level: info}",
-                                 "name: after}\nlogging: {level: debug}"));
+  std::string path = write("next.yaml", variant("name: before}\nlogging: {level: info}",
+                                                "name: after}\nlogging: {level: debug}"));
   auto r = reloader_->reload(path, 0);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("applying 'logging' failed"), std::string::npos);
@@ -208,8 +206,7 @@ TEST_F(ReloadTest, ReloadNeedsChangeAccess) {
   Request r;
   r.command = "reload";
   Peer nobody;
-  EXPECT_EQ(registry_.dispatch(r, nobody, server_->rates())["error"]["code"],
-            "permission_denied");
+  EXPECT_EQ(registry_.dispatch(r, nobody, server_->rates())["error"]["code"], "permission_denied");
 }
 
 }  // namespace

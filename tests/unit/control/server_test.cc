@@ -73,12 +73,13 @@ class RawClient {
     std::string l = line(timeout);
     return l.empty() ? Json() : Json::parse(l);
   }
-  // True when the server closed the connection (EOF) within the timeout.
+  // True when the server closed the connection within the timeout: EOF, or a reset when it
+  // closed with bytes of ours still unread.
   bool closed(std::chrono::milliseconds timeout = 5000ms) {
     pollfd p{fd_, POLLIN, 0};
     if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
     char b[64];
-    return ::recv(fd_, b, sizeof(b), 0) == 0;
+    return ::recv(fd_, b, sizeof(b), 0) <= 0;
   }
 
  private:
@@ -96,15 +97,15 @@ class ServerTest : public ::testing::Test {
     options_.socket_path = dir_ + "/run/control.sock";
     options_.group = "";
     options_.read_timeout_ms = 2000;
-    ASSERT_TRUE(registry_.add_command(Command{
-        "ping", "answers", Access::Read, "",
-        [this](const CommandContext& c) -> CommandResult {
-          handler_thread_ = std::this_thread::get_id();
-          return Json{{"pong", c.args.value("n", 0)}};
-        }}));
-    ASSERT_TRUE(registry_.add_command(
-        Command{"poke", "changes state", Access::Change, "",
-                [](const CommandContext&) -> CommandResult { return Json{{"poked", true}}; }}));
+    ASSERT_TRUE(registry_.add_command(Command{"ping", "answers", Access::Read, "",
+                                              [this](const CommandContext& c) -> CommandResult {
+                                                handler_thread_ = std::this_thread::get_id();
+                                                return Json{{"pong", c.args.value("n", 0)}};
+                                              }}));
+    ASSERT_TRUE(registry_.add_command(Command{"poke", "changes state", Access::Change, "",
+                                              [](const CommandContext&) -> CommandResult {
+                                                return Json{{"poked", true}};
+                                              }}));
   }
 
   void start() {
@@ -335,10 +336,15 @@ TEST_F(ServerTest, PostAndTimersWakeTheSleepingLcore) {
   EXPECT_TRUE(posted);
   EXPECT_TRUE(fired);
   EXPECT_EQ(ran_on, lcore_thread_);
-  server_->post([&] { call.reset(); });
+  std::atomic<bool> released{false};
+  server_->post([&] {
+    call.reset();
+    released = true;
+  });
   deadline = std::chrono::steady_clock::now() + 5s;
-  while (call && std::chrono::steady_clock::now() < deadline)
+  while (!released && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(released);
 }
 
 TEST_F(ServerTest, CancelledCallDoesNotRun) {
@@ -354,7 +360,16 @@ TEST_F(ServerTest, CancelledCallDoesNotRun) {
   std::this_thread::sleep_for(400ms);
   EXPECT_TRUE(cancelled);
   EXPECT_FALSE(fired);
-  server_->post([&] { call.reset(); });
+  // The call belongs to the control thread: release it there before the test's locals go.
+  std::atomic<bool> released{false};
+  server_->post([&] {
+    call.reset();
+    released = true;
+  });
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!released && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(released);
 }
 
 TEST_F(ServerTest, ReloadRequestRunsTheHandlerOnTheControlThread) {
@@ -378,16 +393,23 @@ TEST_F(ServerTest, ReloadRequestRunsTheHandlerOnTheControlThread) {
 
 TEST_F(ServerTest, SamplerKeepsRatesOfRegisteredCounters) {
   static const MetricFamily kTicks{"vecflow_test_ticks_total", "ticks", MetricType::Counter, {}};
-  std::atomic<uint64_t> ticks{0};
-  registry_.add_collector("test", [&](Snapshot& s) { s.add(kTicks, {}, ticks += 100); });
+  // Statics: the collector and posted calls run on the lcore until TearDown stops it.
+  static std::atomic<uint64_t> ticks{0};
+  static std::atomic<double> rate{-1};
+  registry_.add_collector("test", [](Snapshot& s) { s.add(kTicks, {}, ticks += 100); });
   start();
   auto deadline = std::chrono::steady_clock::now() + 5s;
-  std::atomic<bool> ready{false};
-  while (!ready && std::chrono::steady_clock::now() < deadline) {
-    server_->post([&] { ready = server_->rates().ready(); });
+  while (rate < 0 && std::chrono::steady_clock::now() < deadline) {
+    server_->post([this] {
+      auto r = server_->rates().rate(kTicks, {});
+      if (r) rate = *r;
+    });
     std::this_thread::sleep_for(100ms);
   }
-  ASSERT_TRUE(ready) << "no two samples within 5 s";
+  // 100 per collection; requests between samples collect too, so at least 100 per interval.
+  ASSERT_GE(rate,
+            100.0 / std::chrono::duration<double>(ControlServer::kSampleInterval).count() * 0.5)
+      << "no rate within 5 s";
 }
 
 // ---- HTTP /metrics ------------------------------------------------------------------------------
@@ -417,8 +439,7 @@ std::string http(const std::string& endpoint, const std::string& request) {
 }
 
 TEST_F(ServerTest, MetricsEndpointServesTheSnapshot) {
-  static const MetricFamily kSeen{"vecflow_test_seen_total", "seen", MetricType::Counter,
-                                  {"port"}};
+  static const MetricFamily kSeen{"vecflow_test_seen_total", "seen", MetricType::Counter, {"port"}};
   registry_.add_collector("test", [](Snapshot& s) { s.add(kSeen, {"wan"}, 42); });
   options_.metrics_address = "127.0.0.1:0";
   start();
@@ -430,8 +451,9 @@ TEST_F(ServerTest, MetricsEndpointServesTheSnapshot) {
   EXPECT_NE(r.find("vecflow_test_seen_total{port=\"wan\"} 42\n"), std::string::npos);
   EXPECT_NE(http(ep, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").find("404"),
             std::string::npos);
-  EXPECT_NE(http(ep, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: "
-                     "close\r\n\r\n")
+  EXPECT_NE(http(ep,
+                 "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: "
+                 "close\r\n\r\n")
                 .find("405"),
             std::string::npos);
   // Keep-alive: two requests on one connection, two answers.
@@ -459,7 +481,8 @@ TEST_F(ServerTest, MetricsAddressInUseFailsStartUp) {
   EXPECT_FALSE(std::filesystem::exists(second.socket_path));  // nothing left behind
 }
 
-// ---- credentials ----------------------------------------------------------------------------------
+// ---- credentials
+// ----------------------------------------------------------------------------------
 
 // Runs `request` from a child process with the given credentials; returns the error code of
 // the reply ("" when ok), or "connect" when the kernel refused the connection.
@@ -479,7 +502,9 @@ std::string as_user(const std::string& path, uid_t uid, gid_t gid, std::vector<g
         c.send_text(request + "\n");
         std::string l = c.line();
         Json r = Json::parse(l, nullptr, false);
-        out = r.is_discarded() ? "noreply" : r["ok"].get<bool>() ? "" : r["error"]["code"].get<std::string>();
+        out = r.is_discarded()      ? "noreply"
+              : r["ok"].get<bool>() ? ""
+                                    : r["error"]["code"].get<std::string>();
       }
     }
     ssize_t n = write(pipefd[1], out.data(), out.size());
