@@ -109,19 +109,32 @@ int run_once(const Options& o, Client& client, const std::string& command, const
   return vecflowctl::kOk;
 }
 
+std::expected<Client, vecflowctl::ClientError> connect(const Options& o) {
+  return Client::connect(o.socket, std::chrono::milliseconds(o.timeout_ms));
+}
+
 int execute(const Options& o, const std::string& command, const Json& args) {
-  auto client = Client::connect(o.socket, std::chrono::milliseconds(o.timeout_ms));
-  if (!client) {
-    std::cerr << "vecflowctl: " << client.error().message << "\n";
-    return client.error().code;
+  if (o.watch <= 0) {
+    auto client = connect(o);
+    if (!client) {
+      std::cerr << "vecflowctl: " << client.error().message << "\n";
+      return client.error().code;
+    }
+    return run_once(o, *client, command, args, false);
   }
-  if (o.watch <= 0) return run_once(o, *client, command, args, false);
   struct sigaction sa {};
   sa.sa_handler = on_interrupt;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   bool tty = isatty(STDOUT_FILENO);
   while (!g_interrupted) {
+    // A connection per redraw: vecflowd closes connections idle past control.read_timeout_ms,
+    // and a restarted vecflowd is picked up on the next round.
+    auto client = connect(o);
+    if (!client) {
+      std::cerr << "vecflowctl: " << client.error().message << "\n";
+      return client.error().code;
+    }
     int rc = run_once(o, *client, command, args, tty && !o.json);
     if (rc != vecflowctl::kOk) return rc;
     auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.watch);

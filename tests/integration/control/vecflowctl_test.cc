@@ -283,7 +283,12 @@ TEST_F(VecflowctlTest, StatusHumanAndJson) {
 }
 
 TEST_F(VecflowctlTest, LcoresCountTheRequestsTheTestMade) {
+  // Rates exist once the control plane has two samples (one sampling interval after start).
   Json a = json("lcores");
+  for (int i = 0; i < 40 && a["interval_s"].get<double>() == 0; ++i) {
+    std::this_thread::sleep_for(100ms);
+    a = json("lcores");
+  }
   auto busy_polls = [](const Json& j) {
     for (const auto& s : j["services"])
       if (s["service"] == "control") return s["busy_polls"].get<uint64_t>();
@@ -545,7 +550,7 @@ TEST_F(VecflowctlTest, UsersOutsideTheGroupAreRefusedByTheKernel) {
 }
 
 TEST_F(VecflowctlTest, WatchRedraws) {
-  Exec r = run("timeout -s INT 2.5 " + std::string(VECFLOWCTL_PATH) + " -s " + socket_ +
+  Exec r = run("timeout --preserve-status -s INT 2.5 " + std::string(VECFLOWCTL_PATH) + " -s " + socket_ +
               " --watch 1 --json errors");
   EXPECT_EQ(r.rc, 0) << r.err;
   size_t lines = static_cast<size_t>(std::count(r.out.begin(), r.out.end(), '\n'));
