@@ -68,9 +68,14 @@ up() {
   in_ns "$A" sysctl -qw net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0
   for pair in "$C eth0" "$A wan0" "$A lan0" "$S eth0"; do
     set -- $pair
-    # GRO lets a veth receive XDP-redirected frames and batch them; it costs nothing here.
-    in_ns "$1" ethtool -K "$2" gro on >/dev/null 2>&1 || true
     in_ns "$1" ip link set "$2" up
+  done
+  # GRO lets a veth receive XDP-redirected frames and batch them; it costs nothing here. Set
+  # once both ends are up: the kernel recomputes whether a veth accepts redirected frames
+  # (ndo_xdp_xmit) when its peer's GRO changes on a running device.
+  for pair in "$C eth0" "$A wan0" "$A lan0" "$S eth0"; do
+    set -- $pair
+    in_ns "$1" ethtool -K "$2" gro on >/dev/null 2>&1 || true
   done
   in_ns "$C" ip route add default via 192.0.2.1
   in_ns "$C" ip -6 route add default via 2001:db8:1::1

@@ -13,6 +13,9 @@ PACKAGES=(
   iproute2 iputils-ping netcat-openbsd ethtool kmod clang-format python3
   # control-plane tests: the reference Prometheus text parser, a throwaway-user tool set
   python3-prometheus-client passwd util-linux
+  # the Debian package and its checks (ctest -L appliance): cpack's dpkg-shlibdeps,
+  # systemd-analyze, man page rendering
+  dpkg-dev systemd groff-base file
 )
 
 missing=()

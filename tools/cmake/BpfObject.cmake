@@ -7,7 +7,12 @@
 # directory holds the skeleton. User space links that target and opens the program through
 # the skeleton, so the object it loads is always the one built with it. The path of the object
 # is exported as the property BPF_OBJECT of the target, for consumers that need the file
-# itself (DPDK's net_af_xdp takes `xdp_prog=PATH`).
+# itself (DPDK's net_af_xdp takes `xdp_prog=PATH`). Every object is recorded in the global
+# property VECFLOW_BPF_OBJECTS, and appliance/ installs them all into VECFLOW_BPF_INSTALL_DIR
+# (/usr/lib/vecflow/bpf in the package).
+
+# Relative to the install prefix (/usr on an appliance).
+set(VECFLOW_BPF_INSTALL_DIR lib/vecflow/bpf)
 
 find_program(VECFLOW_BPF_CLANG NAMES clang clang-14)
 if(NOT VECFLOW_BPF_CLANG)
@@ -62,4 +67,5 @@ function(vecflow_bpf_object name source)
   target_include_directories(bpf_${name} INTERFACE ${skel_dir})
   target_link_libraries(bpf_${name} INTERFACE PkgConfig::LIBBPF)
   set_target_properties(bpf_${name} PROPERTIES BPF_OBJECT ${obj})
+  set_property(GLOBAL APPEND PROPERTY VECFLOW_BPF_OBJECTS ${obj})
 endfunction()

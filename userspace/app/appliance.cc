@@ -1,10 +1,13 @@
 #include "app/appliance.h"
 
+#include <systemd/sd-daemon.h>
+
 #include <algorithm>
 #include <ctime>
 
 #include "app/version.h"
 #include "control/builtin.h"
+#include "control/parts/steering.h"
 #include "core/log.h"
 
 namespace vecflow {
@@ -37,6 +40,7 @@ RuntimeOptions runtime_options(const config::ApplianceConfig& cfg) {
   }
   o.eal.file_prefix = cfg.dpdk.file_prefix;
   o.eal.extra_args = cfg.dpdk.eal_args;
+  o.eal.multiprocess = cfg.dpdk.multiprocess;
   o.eal.pci = std::any_of(cfg.ports.begin(), cfg.ports.end(), [](const config::PortConfig& p) {
     auto* d = std::get_if<config::DpdkPort>(&p.kind);
     return d && d->is_pci;
@@ -69,6 +73,11 @@ Result<std::unique_ptr<Appliance>> Appliance::create(config::ApplianceConfig cfg
   auto rt = Runtime::create(runtime_options(app->cfg_));
   if (!rt) return std::unexpected(rt.error());
   app->runtime_ = std::move(*rt);
+  // Steering goes first among the parts: AF_XDP ports register their sockets in its maps.
+  // A failure leaves nothing attached (XdpSteering::start unwinds) and names the port.
+  auto steering = steer::XdpSteering::start(steer::steer_setup(app->cfg_));
+  if (!steering) return fail("steering: {}", steering.error().message);
+  app->steering_ = std::move(*steering);
   app->outcomes_ = std::make_unique<OutcomeTable>(app->runtime_->slots(), app->cfg_.ports.size());
   if (auto r = app->start_control(); !r) return std::unexpected(r.error());
   return app;
@@ -118,16 +127,19 @@ Result<void> Appliance::start_control() {
        }});
   reloader_->register_commands(registry_);
 
+  // The data-path parts, one line each (userspace/control/parts/).
+  control::register_steering(registry_, *reloader_, *steering_, cfg_);
+
   drop_log_ = std::make_unique<control::DropLogger>();
   server_->add_sample_listener(
       [log = drop_log_.get()](const control::Snapshot& s) { log->observe(s); });
 
-  pdump_ = std::make_unique<control::PdumpGuard>();
+  pdump_ = std::make_unique<control::PdumpGuard>(runtime_->eal().shared_memory());
   registry_.add_status("dpdk_tools", [this](const control::CommandContext&) {
-    return control::Json{{"telemetry", "dpdk-telemetry.py --file-prefix " + cfg_.dpdk.file_prefix +
-                                           ": /vecflow/<command>"},
-                         {"pdump", pdump_->state().ready},
-                         {"pdump_detail", pdump_->state().detail}};
+    return control::Json{
+        {"telemetry", "dpdk-telemetry.py -f " + cfg_.dpdk.file_prefix + ": /vecflow/<command>"},
+        {"pdump", pdump_->state().ready},
+        {"pdump_detail", pdump_->state().detail}};
   });
 
   // Last: the bridge offers every read-only command registered so far.
@@ -154,9 +166,15 @@ Result<void> Appliance::run() {
   if (auto r = runtime_->launch(); !r) return r;
   log->info("appliance '{}' running from {} (config {}), {} port(s) declared", cfg_.appliance.name,
             cfg_.source, cfg_.hash, cfg_.ports.size());
+  // Readiness for systemd (Type=notify): every lcore is polling its services, so the ports
+  // are forwarding. Outside systemd (no NOTIFY_SOCKET) this does nothing.
+  sd_notifyf(0, "READY=1\nSTATUS=forwarding: appliance '%s', %zu port(s)",
+             cfg_.appliance.name.c_str(), cfg_.ports.size());
   runtime_->run_control();
+  sd_notify(0, "STOPPING=1\nSTATUS=stopping");
   log->info("stopping");
   runtime_->join();
+  steering_->stop();
   return {};
 }
 

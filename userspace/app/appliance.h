@@ -17,6 +17,7 @@
 #include "core/accounting.h"
 #include "core/error.h"
 #include "runtime/runtime.h"
+#include "steer/steering.h"
 
 namespace vecflow {
 
@@ -35,6 +36,10 @@ class Appliance {
   // The running configuration; reload replaces its sections on the control thread.
   const config::ApplianceConfig& config() const noexcept { return cfg_; }
   Runtime& runtime() noexcept { return *runtime_; }
+  // XDP steering on the afxdp ports' interfaces: attached by create(), detached when run()
+  // returns (and by the destructor). AfXdpPort takes its xsks_map here, the control plane
+  // its counters.
+  steer::XdpSteering& steering() noexcept { return *steering_; }
   // Per (lcore slot, ingress port) outcome counters; parts take the rows of their lcores.
   OutcomeTable& outcomes() noexcept { return *outcomes_; }
   control::Registry& control_registry() noexcept { return registry_; }
@@ -46,6 +51,7 @@ class Appliance {
 
   config::ApplianceConfig cfg_;
   std::unique_ptr<Runtime> runtime_;
+  std::unique_ptr<steer::XdpSteering> steering_;
   std::unique_ptr<OutcomeTable> outcomes_;
   std::unique_ptr<control::PdumpGuard> pdump_;
   control::Registry registry_;

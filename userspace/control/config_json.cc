@@ -327,7 +327,8 @@ Json config_to_json(const ApplianceConfig& c) {
                {"file_prefix", c.dpdk.file_prefix},
                {"eal_args", c.dpdk.eal_args},
                {"mbufs", c.dpdk.mbufs},
-               {"mbuf_cache", c.dpdk.mbuf_cache}};
+               {"mbuf_cache", c.dpdk.mbuf_cache},
+               {"multiprocess", c.dpdk.multiprocess}};
   j["logging"] = {{"level", log_level_name(c.logging.level)}};
   Json ports = Json::array();
   for (const auto& p : c.ports)

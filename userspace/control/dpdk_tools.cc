@@ -208,20 +208,24 @@ TelemetryBridge::~TelemetryBridge() {
   g_target.registry = nullptr;
 }
 
-PdumpGuard::PdumpGuard() {
-  int rc = rte_pdump_init();
-  if (rc == 0) {
-    state_ = {true, "dpdk-dumpcap can capture the DPDK ports of this vecflowd"};
+PdumpGuard::PdumpGuard(bool secondaries_can_attach) {
+  if (rte_pdump_init() != 0) {
+    state_ = {false,
+              fmt::format("rte_pdump_init: {}; use vecflowctl capture", rte_strerror(rte_errno))};
     return;
   }
-  int err = rte_errno;
-  state_ = {false, fmt::format("rte_pdump_init: {}: dpdk-dumpcap needs EAL's shared configuration, "
-                               "which --in-memory and --no-huge turn off; use vecflowctl capture",
-                               rte_strerror(err))};
+  initialised_ = true;
+  if (secondaries_can_attach) {
+    state_ = {true, "dpdk-dumpcap --file-prefix <dpdk.file_prefix> can capture DPDK ports"};
+  } else {
+    state_ = {false,
+              "dpdk-dumpcap cannot attach: EAL runs --in-memory or --no-huge; set "
+              "dpdk.multiprocess: true (needs hugepages), or use vecflowctl capture"};
+  }
 }
 
 PdumpGuard::~PdumpGuard() {
-  if (state_.ready) rte_pdump_uninit();
+  if (initialised_) rte_pdump_uninit();
 }
 
 }  // namespace vecflow::control

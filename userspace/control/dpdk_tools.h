@@ -51,7 +51,9 @@ struct PdumpState {
 // unavailable. rte_pdump_uninit() runs at exit through PdumpGuard.
 class PdumpGuard {
  public:
-  PdumpGuard();
+  // `secondaries_can_attach`: EAL keeps its memory where secondary processes can map it
+  // (Eal::shared_memory()).
+  explicit PdumpGuard(bool secondaries_can_attach);
   ~PdumpGuard();
   PdumpGuard(const PdumpGuard&) = delete;
   PdumpGuard& operator=(const PdumpGuard&) = delete;
@@ -59,6 +61,7 @@ class PdumpGuard {
 
  private:
   PdumpState state_;
+  bool initialised_ = false;
 };
 
 }  // namespace vecflow::control

@@ -16,7 +16,8 @@ std::expected<Request, CommandError> parse_request(std::string_view text) {
       if (e.byte == text.size() + 1) {
         return std::unexpected(CommandError{
             ErrorCode::TruncatedRequest,
-            fmt::format("request ends after {} bytes inside a JSON value", text.size()), {}});
+            fmt::format("request ends after {} bytes inside a JSON value", text.size()),
+            {}});
       }
       return std::unexpected(CommandError{
           ErrorCode::MalformedRequest, fmt::format("request is not JSON: {}", e.what()), {}});

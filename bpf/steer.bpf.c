@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * vecflow's XDP steering program: the first decision a frame meets. It parses the frame
+ * (vecflow/parse.h, shared with user space), classifies it against the live rule set
+ * (vecflow/steer_abi.h explains the tuple-space classifier and the double-buffered sets),
+ * and passes it to the kernel, drops it, redirects it to another interface, sends it back out,
+ * or lifts it to the AF_XDP socket of its rx queue with vf_xdp_meta in front.
+ *
+ * One instance runs per interface; its maps are that interface's. Every frame is counted
+ * once under exactly one verdict, so rx_packets equals the sum of verdicts.
+ */
+#include <linux/bpf.h>
+
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "vecflow/flow.h"
+#include "vecflow/parse.h"
+#include "vecflow/steer_abi.h"
+#include "vecflow/xdp_meta.h"
+
+/* Sizes the loader overrides before loading (bpf_map__set_max_entries). */
+#define VF_DEFAULT_RULE_ENTRIES 4096
+#define VF_DEFAULT_RULE_STATS (2 * 1024)
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct vf_steer_config);
+} vf_config SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, VF_STEER_SETS);
+  __type(key, __u32);
+  __type(value, struct vf_steer_set);
+} vf_sets SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, VF_DEFAULT_RULE_ENTRIES);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, struct vf_rule_key);
+  __type(value, struct vf_rule_value);
+} vf_rules SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, VF_STEER_SETS * 2 * VF_PORTS);
+  __type(key, __u32);
+  __type(value, __u16);
+} vf_port_class SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, VF_DEFAULT_RULE_STATS);
+  __type(key, __u32);
+  __type(value, struct vf_rule_counter);
+} vf_rule_stats SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct vf_steer_stats);
+} vf_stats SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+  __uint(max_entries, VF_STEER_MAX_REDIRECT_TARGETS);
+  __type(key, __u32);
+  __type(value, __u32);
+} vf_devmap SEC(".maps");
+
+/* The AF_XDP sockets of this interface, keyed by rx queue. The name is fixed: DPDK's
+ * net_af_xdp PMD looks the map up by it when given this object as `xdp_prog`. */
+struct {
+  __uint(type, BPF_MAP_TYPE_XSKMAP);
+  __uint(max_entries, VF_STEER_MAX_QUEUES);
+  __type(key, __u32);
+  __type(value, __u32);
+} xsks_map SEC(".maps");
+
+static __always_inline int count_verdict(struct vf_steer_stats* st, enum vf_steer_verdict v,
+                                         int xdp_action) {
+  st->verdict[v]++;
+  return xdp_action;
+}
+
+/* Counter indexes the verifier can see are in bounds (steer_abi.h sizes the arrays). */
+static __always_inline __u32 reason_slot(int r) {
+  return (__u32)r & (VF_STEER_REASON_SLOTS - 1);
+}
+static __always_inline __u32 action_slot(__u8 a) {
+  return a & (VF_STEER_ACTION_SLOTS - 1);
+}
+
+static __always_inline int drop(struct vf_steer_stats* st, enum vf_drop_reason why) {
+  st->drop[reason_slot(why)]++;
+  return count_verdict(st, VF_VERDICT_DROP, XDP_DROP);
+}
+
+/* Pass or drop: the only actions `malformed` and `no_socket` may take. */
+static __always_inline int pass_or_drop(struct vf_steer_stats* st, __u8 action,
+                                        enum vf_drop_reason why) {
+  if (action == VF_ACT_DROP) return drop(st, why);
+  return count_verdict(st, VF_VERDICT_PASS, XDP_PASS);
+}
+
+/* The parser and the classifier are global (non-static) functions: the verifier checks each
+ * once on its own instead of once per path through its caller, which keeps verification of
+ * the whole program fast. */
+
+/* Parses the frame of `ctx` into *out; returns VF_PARSE_OK or a vf_drop_reason. */
+__attribute__((noinline)) int vf_parse_xdp(struct xdp_md* ctx, struct vf_parsed* out) {
+  if (!out) return VF_DROP_L2_TRUNCATED;
+  const __u8* data = (const __u8*)(long)ctx->data;
+  const __u8* end = (const __u8*)(long)ctx->data_end;
+  return vf_parse_frame(data, end, out);
+}
+
+/* Finds the best rule of set `set_idx` for the parsed frame into *best, which holds the
+ * set's default on entry. Returns 0, or -1 if the set is missing. */
+__attribute__((noinline)) int vf_classify(const struct vf_parsed* p, __u32 set_idx,
+                                          struct vf_rule_value* best) {
+  if (!p || !best) return -1;
+  const struct vf_steer_set* set = bpf_map_lookup_elem(&vf_sets, &set_idx);
+  if (!set) return -1;
+  struct vf_rule_key base = {};
+  __builtin_memcpy(base.src, p->key.src, sizeof(base.src));
+  __builtin_memcpy(base.dst, p->key.dst, sizeof(base.dst));
+  __u32 sidx = (set_idx * 2) * VF_PORTS + bpf_ntohs(p->key.src_port);
+  __u32 didx = (set_idx * 2 + 1) * VF_PORTS + bpf_ntohs(p->key.dst_port);
+  const __u16* sc = bpf_map_lookup_elem(&vf_port_class, &sidx);
+  const __u16* dc = bpf_map_lookup_elem(&vf_port_class, &didx);
+  base.src_port = sc ? *sc : 0;
+  base.dst_port = dc ? *dc : 0;
+  base.vlan = (p->flags & VF_PARSED_VLAN) ? (p->vlan_tci & 0x0fff) : VF_VLAN_NONE;
+  base.l3 = p->key.ip_version == 4         ? VF_L3_IPV4
+            : p->key.ip_version == 6       ? VF_L3_IPV6
+            : p->eth_proto == VF_ETH_P_ARP ? VF_L3_ARP
+                                           : VF_L3_OTHER;
+  base.proto = p->key.l4_proto;
+  base.l4 = (p->flags & VF_PARSED_L4) ? 1 : 0;
+
+  __u32 count = set->tuple_count;
+  __u32 best_rank = best->rank;
+  for (__u32 i = 0; i < VF_STEER_MAX_TUPLES; i++) {
+    if (i >= count) break;
+    const struct vf_tuple* t = &set->tuples[i];
+    /* Tuples come sorted by their best rank: none after this one can do better. */
+    if (t->max_rank <= best_rank) break;
+    struct vf_rule_key k;
+    k.set_tuple = (set_idx << 8) | i;
+    for (int w = 0; w < 4; w++) {
+      k.src[w] = base.src[w] & t->src_mask[w];
+      k.dst[w] = base.dst[w] & t->dst_mask[w];
+    }
+    k.src_port = base.src_port & t->src_port_mask;
+    k.dst_port = base.dst_port & t->dst_port_mask;
+    k.vlan = base.vlan & t->vlan_mask;
+    k.l3 = base.l3 & t->l3_mask;
+    k.proto = base.proto & t->proto_mask;
+    k.l4 = base.l4 & t->l4_mask;
+    k.pad[0] = k.pad[1] = k.pad[2] = 0;
+    const struct vf_rule_value* v = bpf_map_lookup_elem(&vf_rules, &k);
+    if (v && v->rank > best_rank) {
+      *best = *v;
+      best_rank = v->rank;
+    }
+  }
+  return 0;
+}
+
+/* Writes vf_xdp_meta in front of the frame. Returns 0, or -1 when the driver has no room. */
+static __always_inline int write_meta(struct xdp_md* ctx, const struct vf_parsed* p, __u32 rule_id,
+                                      __u32 symmetric) {
+  if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct vf_xdp_meta))) return -1;
+  void* data = (void*)(long)ctx->data;
+  struct vf_xdp_meta* m = (void*)(long)ctx->data_meta;
+  if ((void*)(m + 1) > data) return -1;
+  m->flow_hash = vf_flow_hash(&p->key, symmetric);
+  m->rule_id = rule_id;
+  m->vlan_tci = p->vlan_tci;
+  m->l3_len = p->l3_len;
+  m->l2_len = (__u8)p->l2_len;
+  m->ip_version = p->key.ip_version;
+  m->l4_proto = p->key.l4_proto;
+  m->flags = p->flags & (VF_META_FRAGMENT | VF_META_LATER_FRAG | VF_META_VLAN);
+  m->reserved = 0;
+  m->magic = VF_XDP_META_MAGIC;
+  return 0;
+}
+
+SEC("xdp")
+int vf_steer(struct xdp_md* ctx) {
+  const __u8* data = (const __u8*)(long)ctx->data;
+  const __u8* end = (const __u8*)(long)ctx->data_end;
+  __u32 zero = 0;
+
+  struct vf_steer_stats* st = bpf_map_lookup_elem(&vf_stats, &zero);
+  if (!st) return XDP_PASS; /* cannot happen: a one-entry array always has entry 0 */
+  st->rx_packets++;
+  st->rx_bytes += end - data;
+
+  const struct vf_steer_config* cfg = bpf_map_lookup_elem(&vf_config, &zero);
+  __u32 active = cfg ? cfg->active : 0;
+  if (active == 0) {
+    st->unconfigured++;
+    return count_verdict(st, VF_VERDICT_PASS, XDP_PASS);
+  }
+  __u32 set_idx = (active - 1) & 1;
+  const struct vf_steer_set* set = bpf_map_lookup_elem(&vf_sets, &set_idx);
+  if (!set) return count_verdict(st, VF_VERDICT_PASS, XDP_PASS); /* cannot happen */
+
+  struct vf_parsed p;
+  int bad = vf_parse_xdp(ctx, &p);
+  if (bad != VF_PARSE_OK) {
+    st->malformed[reason_slot(bad)]++;
+    st->action[action_slot(set->malformed.action)]++;
+    return pass_or_drop(st, set->malformed.action, (enum vf_drop_reason)bad);
+  }
+
+  struct vf_rule_value r = set->default_action;
+  if (vf_classify(&p, set_idx, &r)) return count_verdict(st, VF_VERDICT_PASS, XDP_PASS);
+  if (r.rank == 0) st->default_hits++;
+  st->action[action_slot(r.action)]++;
+  if (r.rank) {
+    __u32 slot = set_idx * set->rule_capacity + r.rule_id;
+    struct vf_rule_counter* rc = bpf_map_lookup_elem(&vf_rule_stats, &slot);
+    if (rc) {
+      rc->packets++;
+      rc->bytes += end - data;
+    }
+  }
+
+  switch (r.action) {
+    case VF_ACT_PASS:
+      return count_verdict(st, VF_VERDICT_PASS, XDP_PASS);
+    case VF_ACT_DROP:
+      return drop(st, VF_DROP_STEER_RULE);
+    case VF_ACT_TX:
+      return count_verdict(st, VF_VERDICT_TX, XDP_TX);
+    case VF_ACT_REDIRECT:
+      if (bpf_redirect_map(&vf_devmap, r.ifindex, 0) == XDP_REDIRECT)
+        return count_verdict(st, VF_VERDICT_REDIRECT, XDP_REDIRECT);
+      return drop(st, VF_DROP_REDIRECT_FAILED);
+    case VF_ACT_USERSPACE: {
+      __u32 queue = ctx->rx_queue_index;
+      if (!bpf_map_lookup_elem(&xsks_map, &queue)) {
+        st->no_socket_fallback++;
+        return pass_or_drop(st, set->no_socket.action, VF_DROP_NO_XSK);
+      }
+      if (write_meta(ctx, &p, r.rule_id, set->symmetric_hash)) st->meta_unavailable++;
+      /* The socket can go away between the lookup and the redirect: fall back then too. */
+      if (bpf_redirect_map(&xsks_map, queue, 0) == XDP_REDIRECT)
+        return count_verdict(st, VF_VERDICT_USERSPACE, XDP_REDIRECT);
+      st->no_socket_fallback++;
+      return pass_or_drop(st, set->no_socket.action, VF_DROP_NO_XSK);
+    }
+    default:
+      return count_verdict(st, VF_VERDICT_PASS, XDP_PASS);
+  }
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

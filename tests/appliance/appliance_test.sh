@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Checks of what the package ships, run by ctest (label: appliance):
+#
+#   appliance_test.sh man    PROGRAM MAN_PAGE[.gz]        every option of --help is documented,
+#                                                    the page renders without groff warnings
+#   appliance_test.sh unit   VECFLOWD UNIT           systemd-analyze verify says nothing
+#   appliance_test.sh completion FILE TRAFGEN [VECFLOWCTL]
+#                                                    bash completion offers the subcommands
+#                                                    and options the program's help lists
+#   appliance_test.sh deb    BUILD_DIR               the .deb holds the FHS paths, its conffile,
+#                                                    maintainer scripts and plugin dependencies
+set -euo pipefail
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+case "$1" in
+  man)
+    program=$2 page=$3
+    if [[ "$page" == *.gz ]]; then
+      zcat "$page" >"${TMPDIR:-/tmp}/vap-man.$$"
+      page=${TMPDIR:-/tmp}/vap-man.$$
+      trap 'rm -f "$page"' EXIT
+    fi
+    opts=$("$program" --help | grep -oE -- '--[a-z][a-z-]+' | sort -u)
+    [ -n "$opts" ] || fail "no options found in vecflowd --help"
+    for o in $opts; do
+      # troff escapes each dash of an option as \-
+      grep -qF -- "$(printf '%s' "$o" | sed 's/-/\\-/g')" "$page" ||
+        fail "$(basename "$program") $o is not documented in $page"
+    done
+    warnings=$(sed 's/@VERSION@/0/' "$page" | groff -man -ww -z 2>&1)
+    [ -z "$warnings" ] || fail "groff warnings in $page:"$'\n'"$warnings"
+    echo "ok: $(echo "$opts" | wc -l) options documented, page renders cleanly"
+    ;;
+
+  unit)
+    vecflowd=$2 unit=$3
+    # The unit exactly as shipped, except that it starts the vecflowd of this build tree
+    # (systemd-analyze checks that ExecStart= names an executable).
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    sed "s|/usr/sbin/vecflowd|$vecflowd|g" "$unit" >"$tmp/$(basename "$unit")"
+    # verify exits 0 on unknown keys and bad values: any message at all is a failure.
+    out=$(systemd-analyze verify --man=no "$tmp/$(basename "$unit")" 2>&1) ||
+      fail "systemd-analyze verify failed: $out"
+    [ -z "$out" ] || fail "systemd-analyze verify: $out"
+    echo "ok: systemd-analyze verify accepts $(basename "$unit")"
+    ;;
+
+  completion)
+    file=$2 trafgen=$3 vecflowctl=${4:-}
+    # shellcheck disable=SC1090
+    source "$file"
+    complete_words() {  # words...: prints what completing the last word offers
+      COMP_WORDS=("$@")
+      COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+      _vecflowctl
+      echo "${COMPREPLY[*]}"
+    }
+    expect() {  # expected-words -- words...
+      local want=$1 got
+      shift
+      got=$(complete_words "$@")
+      [ "$got" = "$want" ] || fail "completing '$*' offered '$got', expected '$want'"
+    }
+    # The mechanism, on a CLI11 program with subcommands that is always built.
+    expect "send recv" "$trafgen" ""
+    expect "send" "$trafgen" se
+    expect "--dev --dst --dst-mac --dst-port --duration" "$trafgen" send --d
+    expect "--idle-exit" "$trafgen" recv --dev eth0 --id
+    if [ -n "$vecflowctl" ]; then
+      expect "status" "$vecflowctl" stat
+      expect "--json" "$vecflowctl" --js
+      complete_words "$vecflowctl" "" | grep -qw reload || fail "vecflowctl: no reload offered"
+    fi
+    echo "ok: completion follows the programs' help"
+    ;;
+
+  deb)
+    build=$2
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    (cd "$build" && cpack -G DEB -B "$tmp" >"$tmp/cpack.log" 2>&1) ||
+      { cat "$tmp/cpack.log"; fail "cpack -G DEB failed"; }
+    deb=$(ls "$tmp"/vecflow_*.deb)
+    dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$tmp/files"
+    for f in /usr/sbin/vecflowd /lib/systemd/system/vecflowd.service \
+             /usr/lib/sysusers.d/vecflow.conf /usr/lib/tmpfiles.d/vecflow.conf \
+             /usr/lib/sysctl.d/60-vecflow-hugepages.conf /etc/vecflow/appliance.yaml \
+             /usr/share/doc/vecflow/reference.yaml /usr/share/man/man8/vecflowd.8.gz; do
+      grep -qx -- "$f" "$tmp/files" || fail "$f missing from the package"
+    done
+    if [ -x "$build/tools/vecflowctl/vecflowctl" ]; then
+      for f in /usr/bin/vecflowctl /usr/share/bash-completion/completions/vecflowctl \
+               /usr/share/man/man1/vecflowctl.1.gz; do
+        grep -qx -- "$f" "$tmp/files" || fail "$f missing from the package"
+      done
+    fi
+    # Every BPF object of the build is shipped.
+    while read -r obj; do
+      grep -qx -- "/usr/lib/vecflow/bpf/$(basename "$obj")" "$tmp/files" ||
+        fail "$(basename "$obj") missing from /usr/lib/vecflow/bpf"
+    done < <(find "$build" -name '*.bpf.o' -not -path '*/_CPack_Packages/*')
+    # Nothing outside the FHS places a package may use.
+    bad=$(grep -vE '^/(etc/vecflow|lib/systemd/system|usr/(s?bin|lib|share))(/|$)|^/(etc|lib|usr)?/?$' \
+          "$tmp/files" | grep -v '/$' || true)
+    [ -z "$bad" ] || fail "files outside the expected paths: $bad"
+    # Binaries are stripped.
+    dpkg-deb -x "$deb" "$tmp/root"
+    file "$tmp/root/usr/sbin/vecflowd" | grep -q 'stripped' &&
+      ! file "$tmp/root/usr/sbin/vecflowd" | grep -q 'not stripped' ||
+      fail "vecflowd is not stripped"
+    [ "$(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles)" = /etc/vecflow/appliance.yaml ] ||
+      fail "conffiles must list /etc/vecflow/appliance.yaml"
+    for s in postinst prerm postrm; do
+      dpkg-deb --ctrl-tarfile "$deb" | tar -t | grep -qx "./$s" || fail "no $s"
+      dpkg-deb --ctrl-tarfile "$deb" | tar -xO "./$s" | sh -n || fail "$s does not parse"
+    done
+    depends=$(dpkg-deb -f "$deb" Depends)
+    # shlibdeps found the linked libraries; the EAL plugins are declared by name.
+    for d in librte-eal23 libsystemd0 libyaml-cpp librte-mempool-ring23 librte-bus-vdev23 \
+             librte-net-af-xdp23 librte-net-af-packet23 systemd; do
+      grep -q -- "$d" <<<"$depends" || fail "Depends lacks $d: $depends"
+    done
+    echo "ok: $(basename "$deb"): $(wc -l <"$tmp/files") paths, Depends: $depends"
+    ;;
+
+  *) echo "usage: $0 man|unit|deb ..." >&2; exit 2 ;;
+esac

@@ -1,0 +1,129 @@
+// Runs the steering program through BPF_PROG_TEST_RUN: loads an instance, installs a
+// steering section compiled for one ingress port, and runs frames. Shared by the BPF tests
+// and the benchmark.
+#pragma once
+
+#include <bpf/bpf.h>
+#include <net/if.h>
+#include <sys/mman.h>
+#include <xdp/xsk.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "steer/program.h"
+#include "steer/rules.h"
+#include "steer/steering.h"
+#include "support/frame_builder.h"
+#include "support/lab.h"
+#include "vecflow/xdp_meta.h"
+
+namespace vecflow::test {
+
+inline constexpr const char* kIngressPort = "wan";
+// Redirect targets in tests resolve to this ifindex (loopback exists everywhere).
+inline constexpr uint32_t kRedirectIfindex = 1;
+
+struct RunResult {
+  int xdp_action = -1;
+  uint32_t meta_size = 0;
+  vf_xdp_meta meta{};
+};
+
+class SteerHarness {
+ public:
+  // Loads a fresh instance; `limits` sized for the largest set this harness will install.
+  explicit SteerHarness(steer::SteerProgram::Limits limits = {}) {
+    steer::route_bpf_logs();
+    auto p = steer::SteerProgram::load(limits);
+    if (!p) {
+      error_ = p.error().message;
+      return;
+    }
+    program_ = std::move(*p);
+  }
+  bool ok() const { return program_ != nullptr; }
+  const std::string& error() const { return error_; }
+  steer::SteerProgram& program() { return *program_; }
+
+  Result<steer::CompiledRules> install(const config::SteeringSection& s) {
+    auto c = steer::compile_rules(
+        s, kIngressPort, [](std::string_view) -> Result<uint32_t> { return kRedirectIfindex; });
+    if (!c) return c;
+    if (auto r = program_->install(*c); !r) return std::unexpected(r.error());
+    return c;
+  }
+
+  RunResult run(const Bytes& frame) {
+    RunResult r;
+    std::vector<uint8_t> out(frame.size() + 256);
+    LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_out = out.data(),
+                .data_size_in = uint32_t(frame.size()), .data_size_out = uint32_t(out.size()),
+                .repeat = 1);
+    if (bpf_prog_test_run_opts(program_->prog_fd(), &opts) != 0) return r;
+    r.xdp_action = int(opts.retval);
+    if (opts.data_size_out >= frame.size() + sizeof(vf_xdp_meta)) {
+      r.meta_size = uint32_t(opts.data_size_out - frame.size());
+      std::memcpy(&r.meta, out.data() + r.meta_size - sizeof(vf_xdp_meta), sizeof(r.meta));
+    }
+    return r;
+  }
+
+  // Average ns per run of `frame` over `repeat` runs inside the kernel.
+  double ns_per_run(const Bytes& frame, int repeat) {
+    LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(),
+                .data_size_in = uint32_t(frame.size()), .repeat = repeat);
+    if (bpf_prog_test_run_opts(program_->prog_fd(), &opts) != 0) return -1;
+    return double(opts.duration);
+  }
+
+ private:
+  std::unique_ptr<steer::SteerProgram> program_;
+  std::string error_;
+};
+
+// An AF_XDP socket bound to queue 0 of the loopback of a private namespace, so the program's
+// `userspace` path finds a socket in xsks_map and writes its metadata under BPF_PROG_TEST_RUN.
+class LoopbackXsk {
+ public:
+  explicit LoopbackXsk(const std::string& ns) : ns_(ns) {
+    if (sh("ip netns add " + ns_ + " && ip netns exec " + ns_ + " ip link set lo up") != 0) return;
+    NetnsScope in(ns_);
+    if (!in.ok()) return;
+    size_ = kFrames * XSK_UMEM__DEFAULT_FRAME_SIZE;
+    buffer_ = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buffer_ == MAP_FAILED) {
+      buffer_ = nullptr;
+      return;
+    }
+    if (xsk_umem__create(&umem_, buffer_, size_, &fq_, &cq_, nullptr)) return;
+    xsk_socket_config cfg{};
+    cfg.rx_size = XSK_RING_CONS__DEFAULT_NUM_DESCS;
+    cfg.tx_size = XSK_RING_PROD__DEFAULT_NUM_DESCS;
+    cfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
+    cfg.bind_flags = XDP_COPY;
+    if (xsk_socket__create(&xsk_, "lo", 0, umem_, &rx_, &tx_, &cfg)) xsk_ = nullptr;
+  }
+  ~LoopbackXsk() {
+    if (xsk_) xsk_socket__delete(xsk_);
+    if (umem_) xsk_umem__delete(umem_);
+    if (buffer_) munmap(buffer_, size_);
+    sh("ip netns del " + ns_ + " 2>/dev/null");
+  }
+  bool ok() const { return xsk_ != nullptr; }
+  int fd() const { return xsk_socket__fd(xsk_); }
+
+ private:
+  static constexpr uint32_t kFrames = 64;
+  std::string ns_;
+  void* buffer_ = nullptr;
+  size_t size_ = 0;
+  xsk_umem* umem_ = nullptr;
+  xsk_socket* xsk_ = nullptr;
+  xsk_ring_prod fq_{}, tx_{};
+  xsk_ring_cons cq_{}, rx_{};
+};
+
+}  // namespace vecflow::test

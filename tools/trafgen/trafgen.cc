@@ -1,0 +1,433 @@
+// trafgen: vecflow's traffic generator and receiver, run inside a namespace of the lab.
+//
+//   trafgen send --dev eth0 --dst 198.51.100.2 --dst-mac 02:.. [--flows 1024] [--size 60]
+//                [--proto udp|tcp] [--rate PPS] [--count N | --duration S] [--json]
+//   trafgen recv --dev eth0 [--duration S] [--idle-exit MS] [--json]
+//
+// The sender writes prebuilt frames into an AF_PACKET TX ring (TPACKET_V2) with
+// PACKET_QDISC_BYPASS, one sendto() per batch: about 1 Mpps of 64 B frames on one vCPU here,
+// which is what the kernel's veth path can take. xdp-trafgen and pktgen are not available on
+// these machines (see MACHINE.md), hence this tool. Each payload carries the flow number and a
+// per-flow sequence number; the receiver (TPACKET_V3 RX ring) counts per flow and reports loss
+// (sequence gaps) and reordering (a sequence number below one already seen).
+#include <arpa/inet.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "frame.h"
+
+namespace {
+
+using namespace vecflow;
+using namespace vecflow::trafgen;
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) {
+  g_stop.store(true);
+}
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+[[noreturn]] void die(const std::string& what) {
+  std::cerr << "trafgen: " << what << "\n";
+  std::exit(2);
+}
+
+int open_packet_socket(const std::string& dev, int& ifindex) {
+  int fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
+  if (fd < 0) die(fmt::format("AF_PACKET socket: {} (needs root)", std::strerror(errno)));
+  ifindex = static_cast<int>(if_nametoindex(dev.c_str()));
+  if (ifindex == 0) die(fmt::format("interface {} does not exist", dev));
+  sockaddr_ll sll{};
+  sll.sll_family = AF_PACKET;
+  sll.sll_protocol = htons(ETH_P_ALL);
+  sll.sll_ifindex = ifindex;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sll), sizeof(sll)) < 0) {
+    die(fmt::format("bind to {}: {}", dev, std::strerror(errno)));
+  }
+  return fd;
+}
+
+MacAddress interface_mac(const std::string& dev) {
+  std::ifstream f("/sys/class/net/" + dev + "/address");
+  std::string s;
+  f >> s;
+  auto mac = parse_mac_address(s);
+  if (!mac) die(fmt::format("cannot read the MAC address of {}", dev));
+  return *mac;
+}
+
+std::optional<IpAddress> interface_ip(const std::string& dev, int version) {
+  // `ip -o addr` is simpler than walking netlink here, and this runs once at start-up.
+  std::string cmd =
+      fmt::format("ip -o -{} addr show dev {} scope global 2>/dev/null", version, dev);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return std::nullopt;
+  char line[512];
+  std::optional<IpAddress> out;
+  if (fgets(line, sizeof(line), p)) {
+    std::string s(line);
+    auto pos = s.find(version == 4 ? "inet " : "inet6 ");
+    if (pos != std::string::npos) {
+      auto start = s.find(' ', pos) + 1;
+      auto end = s.find('/', start);
+      out = parse_ip_address(s.substr(start, end - start));
+    }
+  }
+  pclose(p);
+  return out;
+}
+
+struct SendOptions {
+  std::string dev;
+  std::string src;
+  std::string dst;
+  std::string dst_mac;
+  uint32_t flows = 1;
+  size_t size = 60;
+  std::string proto = "udp";
+  uint16_t src_port = 1024;
+  uint16_t dst_port = 9;
+  double rate = 0;  // packets per second; 0 = as fast as possible
+  uint64_t count = 0;
+  double duration = 0;
+  bool json = false;
+};
+
+// TPACKET_V2 ring geometry. 2048-byte frames hold any standard-MTU frame; 4096 frames (8 MiB)
+// keep the kernel busy between our batches without costing much memory.
+constexpr unsigned kTxFrameSize = 2048;
+constexpr unsigned kTxFrames = 4096;
+constexpr unsigned kTxBlockSize = 1u << 16;
+// Frames written per sendto(): amortises the syscall, small enough to keep pacing smooth.
+constexpr unsigned kTxBatch = 64;
+
+int run_send(const SendOptions& o) {
+  SendOptions opt = o;
+  FrameSpec spec;
+  auto dst = parse_ip_address(opt.dst);
+  if (!dst) die(fmt::format("--dst {} is not an IP address", opt.dst));
+  spec.dst_ip = *dst;
+  std::optional<IpAddress> src =
+      opt.src.empty() ? interface_ip(opt.dev, dst->version) : parse_ip_address(opt.src);
+  if (!src || src->version != dst->version) die("give --src of the same IP version as --dst");
+  spec.src_ip = *src;
+  spec.src_mac = interface_mac(opt.dev);
+  auto dmac = parse_mac_address(opt.dst_mac);
+  if (!dmac) die("--dst-mac is required (the next hop's MAC, e.g. the appliance's wan0)");
+  spec.dst_mac = *dmac;
+  spec.tcp = opt.proto == "tcp";
+  spec.src_port = opt.src_port;
+  spec.dst_port = opt.dst_port;
+  spec.frame_size = opt.size;
+  if (opt.size < min_frame_size(spec) || opt.size > kTxFrameSize - TPACKET2_HDRLEN) {
+    die(fmt::format("--size must be {}..{}", min_frame_size(spec), kTxFrameSize - TPACKET2_HDRLEN));
+  }
+
+  std::vector<FlowFrame> frames;
+  frames.reserve(opt.flows);
+  for (uint32_t f = 0; f < opt.flows; ++f)
+    frames.push_back(build_flow_frame(spec, f));
+  std::vector<uint32_t> seq(opt.flows, 0);
+
+  int ifindex = 0;
+  int fd = open_packet_socket(opt.dev, ifindex);
+  int v = TPACKET_V2;
+  if (setsockopt(fd, SOL_PACKET, PACKET_VERSION, &v, sizeof(v)) < 0) die("PACKET_VERSION");
+  int one = 1;
+  setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one));
+  tpacket_req req{kTxBlockSize, kTxFrames * kTxFrameSize / kTxBlockSize, kTxFrameSize, kTxFrames};
+  if (setsockopt(fd, SOL_PACKET, PACKET_TX_RING, &req, sizeof(req)) < 0) {
+    die(fmt::format("PACKET_TX_RING: {}", std::strerror(errno)));
+  }
+  size_t ring_bytes = size_t{req.tp_block_size} * req.tp_block_nr;
+  auto* ring =
+      static_cast<uint8_t*>(mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  if (ring == MAP_FAILED) die("mmap of the TX ring failed");
+
+  uint64_t start = now_ns();
+  uint64_t end = opt.duration > 0 ? start + static_cast<uint64_t>(opt.duration * 1e9) : UINT64_MAX;
+  uint64_t limit = opt.count > 0 ? opt.count : UINT64_MAX;
+  double ns_per_pkt = opt.rate > 0 ? 1e9 / opt.rate : 0;
+  uint64_t sent = 0;
+  uint64_t bytes = 0;
+  unsigned slot = 0;
+  uint32_t flow = 0;
+  uint64_t ring_full_waits = 0;
+
+  while (!g_stop.load(std::memory_order_relaxed) && sent < limit) {
+    uint64_t t = now_ns();
+    if (t >= end) break;
+    if (ns_per_pkt > 0) {
+      uint64_t due = start + static_cast<uint64_t>(static_cast<double>(sent) * ns_per_pkt);
+      if (t < due) {
+        if (due - t > 50'000) usleep(static_cast<useconds_t>((due - t) / 1000 / 2));
+        continue;
+      }
+    }
+    unsigned batch = 0;
+    while (batch < kTxBatch && sent < limit) {
+      auto* hdr = reinterpret_cast<tpacket2_hdr*>(ring + size_t{slot} * kTxFrameSize);
+      if (hdr->tp_status != TP_STATUS_AVAILABLE) {
+        ++ring_full_waits;
+        break;
+      }
+      uint8_t* data = reinterpret_cast<uint8_t*>(hdr) + TPACKET2_HDRLEN - sizeof(sockaddr_ll);
+      FlowFrame& ff = frames[flow];
+      std::memcpy(data, ff.bytes.data(), ff.bytes.size());
+      stamp(ff, data, seq[flow]++, t);
+      hdr->tp_len = static_cast<uint32_t>(ff.bytes.size());
+      hdr->tp_status = TP_STATUS_SEND_REQUEST;
+      slot = (slot + 1) % kTxFrames;
+      flow = flow + 1 == opt.flows ? 0 : flow + 1;
+      bytes += ff.bytes.size();
+      ++sent;
+      ++batch;
+      if (ns_per_pkt > 0 &&
+          static_cast<double>(sent) * ns_per_pkt > static_cast<double>(t - start) + 1e6)
+        break;
+    }
+    if (send(fd, nullptr, 0, batch == kTxBatch ? MSG_DONTWAIT : 0) < 0 && errno != EAGAIN &&
+        errno != ENOBUFS) {
+      die(fmt::format("send: {}", std::strerror(errno)));
+    }
+  }
+  // Wait until the kernel has taken every frame we queued.
+  for (int i = 0; i < 1000; ++i) {
+    send(fd, nullptr, 0, 0);
+    bool pending = false;
+    for (unsigned s = 0; s < kTxFrames && !pending; ++s) {
+      auto* hdr = reinterpret_cast<tpacket2_hdr*>(ring + size_t{s} * kTxFrameSize);
+      pending = hdr->tp_status == TP_STATUS_SEND_REQUEST || hdr->tp_status == TP_STATUS_SENDING;
+    }
+    if (!pending) break;
+    usleep(1000);
+  }
+  double secs = static_cast<double>(now_ns() - start) / 1e9;
+  munmap(ring, ring_bytes);
+  close(fd);
+
+  double pps = static_cast<double>(sent) / secs;
+  double bps = static_cast<double>(bytes + 24 * sent) * 8 / secs;  // + FCS, preamble, IFG
+  if (opt.json) {
+    nlohmann::json j = {{"sent", sent},
+                        {"bytes", bytes},
+                        {"seconds", secs},
+                        {"pps", pps},
+                        {"bps", bps},
+                        {"flows", opt.flows},
+                        {"frame_size", opt.size},
+                        {"ring_full_waits", ring_full_waits}};
+    std::cout << j.dump() << "\n";
+  } else {
+    std::cout << fmt::format(
+        "sent {} packets ({} flows, {} B) in {:.3f} s: {:.3f} Mpps, {:.3f} Gbit/s\n", sent,
+        opt.flows, opt.size, secs, pps / 1e6, bps / 1e9);
+  }
+  return 0;
+}
+
+struct RecvOptions {
+  std::string dev;
+  double duration = 0;
+  unsigned idle_exit_ms = 0;
+  bool json = false;
+};
+
+struct FlowState {
+  uint64_t received = 0;
+  uint32_t next = 0;  // next expected sequence number
+  uint32_t max_seen = 0;
+  bool seen = false;
+};
+
+// TPACKET_V3 RX ring: blocks of frames handed over whole, so one poll() wakes up for many
+// packets. 64 blocks of 1 MiB absorb bursts of a few hundred thousand 64 B frames.
+constexpr unsigned kRxBlockSize = 1u << 20;
+constexpr unsigned kRxBlocks = 64;
+constexpr unsigned kRxFrameSize = 2048;
+// Flows beyond this are counted as foreign rather than growing the table without bound.
+constexpr uint32_t kMaxFlows = 16u << 20;
+
+int run_recv(const RecvOptions& opt) {
+  int ifindex = 0;
+  int fd = open_packet_socket(opt.dev, ifindex);
+  int v = TPACKET_V3;
+  if (setsockopt(fd, SOL_PACKET, PACKET_VERSION, &v, sizeof(v)) < 0) die("PACKET_VERSION");
+  tpacket_req3 req{};
+  req.tp_block_size = kRxBlockSize;
+  req.tp_block_nr = kRxBlocks;
+  req.tp_frame_size = kRxFrameSize;
+  req.tp_frame_nr = kRxBlockSize / kRxFrameSize * kRxBlocks;
+  req.tp_retire_blk_tov = 10;  // ms: hand over a partly filled block at low rates
+  if (setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req)) < 0) {
+    die(fmt::format("PACKET_RX_RING: {}", std::strerror(errno)));
+  }
+  size_t ring_bytes = size_t{kRxBlockSize} * kRxBlocks;
+  auto* ring = static_cast<uint8_t*>(
+      mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_LOCKED, fd, 0));
+  if (ring == MAP_FAILED) {
+    ring =
+        static_cast<uint8_t*>(mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  }
+  if (ring == MAP_FAILED) die("mmap of the RX ring failed");
+
+  std::vector<FlowState> flows;
+  uint64_t received = 0, bytes = 0, foreign = 0, reordered = 0;
+  uint64_t first_ns = 0, last_ns = 0;
+  uint64_t start = now_ns();
+  uint64_t end = opt.duration > 0 ? start + static_cast<uint64_t>(opt.duration * 1e9) : UINT64_MAX;
+  unsigned block = 0;
+  // Ready for traffic: a test harness waits for this line before it starts sending.
+  std::cerr << "trafgen: receiving on " << opt.dev << "\n";
+
+  while (!g_stop.load(std::memory_order_relaxed)) {
+    uint64_t t = now_ns();
+    if (t >= end) break;
+    if (opt.idle_exit_ms > 0 && received > 0 &&
+        t - last_ns > uint64_t{opt.idle_exit_ms} * 1'000'000) {
+      break;
+    }
+    auto* bd = reinterpret_cast<tpacket_block_desc*>(ring + size_t{block} * kRxBlockSize);
+    if (!(bd->hdr.bh1.block_status & TP_STATUS_USER)) {
+      pollfd pfd{fd, POLLIN | POLLERR, 0};
+      poll(&pfd, 1, 10);
+      continue;
+    }
+    uint32_t n = bd->hdr.bh1.num_pkts;
+    auto* ph = reinterpret_cast<tpacket3_hdr*>(reinterpret_cast<uint8_t*>(bd) +
+                                               bd->hdr.bh1.offset_to_first_pkt);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint8_t* frame = reinterpret_cast<uint8_t*>(ph) + ph->tp_mac;
+      PayloadHeader p;
+      // Outgoing frames of this host are seen too; count only what arrives.
+      auto* sll = reinterpret_cast<sockaddr_ll*>(reinterpret_cast<uint8_t*>(ph) +
+                                                 TPACKET_ALIGN(sizeof(tpacket3_hdr)));
+      if (sll->sll_pkttype != PACKET_OUTGOING) {
+        if (read_payload(frame, ph->tp_snaplen, p) && p.flow < kMaxFlows) {
+          if (p.flow >= flows.size()) flows.resize(p.flow + 1);
+          FlowState& fs = flows[p.flow];
+          ++fs.received;
+          if (!fs.seen || p.seq >= fs.next) {
+            fs.next = p.seq + 1;
+          } else {
+            ++reordered;
+          }
+          fs.max_seen = fs.seen ? std::max(fs.max_seen, p.seq) : p.seq;
+          fs.seen = true;
+          ++received;
+          bytes += ph->tp_len;
+          last_ns = now_ns();
+          if (first_ns == 0) first_ns = last_ns;
+        } else {
+          ++foreign;
+        }
+      }
+      ph = reinterpret_cast<tpacket3_hdr*>(reinterpret_cast<uint8_t*>(ph) + ph->tp_next_offset);
+    }
+    bd->hdr.bh1.block_status = TP_STATUS_KERNEL;
+    block = (block + 1) % kRxBlocks;
+  }
+  tpacket_stats_v3 st{};
+  socklen_t len = sizeof(st);
+  getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, &st, &len);
+  munmap(ring, ring_bytes);
+  close(fd);
+
+  uint64_t expected = 0;
+  uint32_t nflows = 0;
+  for (const auto& f : flows) {
+    if (!f.seen) continue;
+    ++nflows;
+    expected += uint64_t{f.max_seen} + 1;  // sequence numbers start at 0
+  }
+  uint64_t lost = expected > received ? expected - received : 0;
+  double secs = last_ns > first_ns ? static_cast<double>(last_ns - first_ns) / 1e9 : 0;
+  double pps = secs > 0 ? static_cast<double>(received) / secs : 0;
+  double bps = secs > 0 ? static_cast<double>(bytes + 24 * received) * 8 / secs : 0;
+  if (opt.json) {
+    nlohmann::json j = {{"received", received},
+                        {"bytes", bytes},
+                        {"flows", nflows},
+                        {"lost", lost},
+                        {"reordered", reordered},
+                        {"foreign", foreign},
+                        {"seconds", secs},
+                        {"pps", pps},
+                        {"bps", bps},
+                        {"socket_drops", st.tp_drops}};
+    std::cout << j.dump() << "\n";
+  } else {
+    std::cout << fmt::format(
+        "received {} packets in {} flows over {:.3f} s: {:.3f} Mpps, {:.3f} Gbit/s; lost {} "
+        "(sequence gaps), reordered {}, foreign {}, socket drops {}\n",
+        received, nflows, secs, pps / 1e6, bps / 1e9, lost, reordered, foreign, st.tp_drops);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"trafgen: vecflow's traffic generator (AF_PACKET TX ring) and receiver"};
+  app.require_subcommand(1);
+  SendOptions so;
+  auto* send_cmd = app.add_subcommand("send", "Send test traffic out of an interface");
+  send_cmd->add_option("--dev", so.dev, "Interface to send on")->required();
+  send_cmd->add_option("--dst", so.dst, "Destination IP (IPv4 or IPv6)")->required();
+  send_cmd->add_option("--src", so.src, "Source IP (default: the interface's address)");
+  send_cmd->add_option("--dst-mac", so.dst_mac, "Next hop MAC (the appliance's interface)")
+      ->required();
+  send_cmd->add_option("--flows", so.flows, "Number of flows (source ports, then addresses)")
+      ->check(CLI::Range(1u, 16u << 20));
+  send_cmd->add_option("--size", so.size, "Frame size in bytes without FCS (60 = 64 B frames)");
+  send_cmd->add_option("--proto", so.proto, "udp or tcp")->check(CLI::IsMember({"udp", "tcp"}));
+  send_cmd->add_option("--src-port", so.src_port, "First source port");
+  send_cmd->add_option("--dst-port", so.dst_port, "Destination port");
+  send_cmd->add_option("--rate", so.rate, "Packets per second (default: as fast as possible)");
+  send_cmd->add_option("--count", so.count, "Packets to send");
+  send_cmd->add_option("--duration", so.duration, "Seconds to send");
+  send_cmd->add_flag("--json", so.json, "Print the result as JSON");
+
+  RecvOptions ro;
+  auto* recv_cmd = app.add_subcommand("recv", "Count test traffic arriving on an interface");
+  recv_cmd->add_option("--dev", ro.dev, "Interface to receive on")->required();
+  recv_cmd->add_option("--duration", ro.duration, "Seconds to receive (default: until signalled)");
+  recv_cmd->add_option("--idle-exit", ro.idle_exit_ms,
+                       "Stop once no packet arrived for this many ms after the first");
+  recv_cmd->add_flag("--json", ro.json, "Print the result as JSON");
+  CLI11_PARSE(app, argc, argv);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  if (*send_cmd) {
+    if (so.count == 0 && so.duration <= 0) so.duration = 1;
+    return run_send(so);
+  }
+  return run_recv(ro);
+}

@@ -1,0 +1,107 @@
+// One loaded instance of the XDP steering program (bpf/steer.bpf.c) and its maps: installs
+// compiled rule sets atomically and reads the counters. XdpSteering attaches instances to
+// interfaces; tests and the benchmark run an instance through BPF_PROG_TEST_RUN directly.
+//
+// Thread safety: one control thread calls install() and counters(); the data path is the
+// kernel's.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/drop_reason.h"
+#include "core/error.h"
+#include "steer/rules.h"
+#include "vecflow/steer_abi.h"
+
+struct steer_bpf;
+struct bpf_object;
+
+namespace vecflow::steer {
+
+// Counters of one program instance, summed over CPUs.
+struct SteerCounters {
+  uint64_t rx_packets = 0;
+  uint64_t rx_bytes = 0;
+  std::array<uint64_t, VF_VERDICT_COUNT> verdict{};
+  std::array<uint64_t, VF_ACT_COUNT> action{};
+  uint64_t default_hits = 0;
+  uint64_t no_socket_fallback = 0;
+  uint64_t meta_unavailable = 0;
+  uint64_t unconfigured = 0;
+  std::array<uint64_t, kDropReasonCount> malformed{};  // parse errors by reason
+  std::array<uint64_t, kDropReasonCount> drop{};       // XDP_DROP verdicts by reason
+  std::vector<vf_rule_counter> rules;  // by rule id, for the rule set installed last
+
+  SteerCounters& operator+=(const SteerCounters& o);
+};
+
+struct SteerDeleter {
+  void operator()(steer_bpf* s) const noexcept;
+};
+using SteerSkeleton = std::unique_ptr<steer_bpf, SteerDeleter>;
+
+class SteerProgram {
+ public:
+  // Map sizes, fixed when the program is loaded. A rule set that outgrows them needs a new
+  // instance (XdpSteering sizes them from the rules it starts with, with headroom).
+  struct Limits {
+    uint32_t rules = 1024;         // rule ids per set (per-rule counters)
+    uint32_t rule_entries = 4096;  // classifier entries per set
+  };
+  // Limits that fit `rules` with room to grow by `headroom` times before a restart.
+  static Limits limits_for(const CompiledRules& rules, uint32_t headroom);
+
+  static Result<std::unique_ptr<SteerProgram>> load(const Limits& limits);
+  // Takes over an instance someone else loaded from the same object (DPDK's net_af_xdp with
+  // `xdp_prog=`): finds its maps by name through the kernel. Its map sizes are the object's
+  // defaults. The first install() clears whatever rule set the instance held.
+  static Result<std::unique_ptr<SteerProgram>> adopt(uint32_t prog_id);
+  ~SteerProgram();
+  SteerProgram(const SteerProgram&) = delete;
+  SteerProgram& operator=(const SteerProgram&) = delete;
+
+  // Writes `rules` into the idle set, then makes it the live one with a single store: a frame
+  // is classified by the previous set or by this one, never by a mix. The previous set's
+  // entries are removed at the next install (after kSetReuseGrace).
+  Result<void> install(const CompiledRules& rules);
+
+  Result<SteerCounters> counters() const;
+
+  int prog_fd() const noexcept;
+  int xsks_map_fd() const noexcept;
+  const Limits& limits() const noexcept { return limits_; }
+  // Opens a second instance of the object, not yet loaded, whose maps are this instance's:
+  // libxdp loads it when attaching (as a dispatcher component or alone), and the rules and
+  // counters stay where install() and counters() look.
+  Result<SteerSkeleton> open_sharing_maps() const;
+
+  // An XDP program runs to completion inside one NAPI poll (microseconds). A set that stopped
+  // being live is rewritten only after this much time, so no frame still running with the old
+  // set index can see a half-cleared set. Orders of magnitude above the real bound, and far
+  // below how often an operator replaces rules.
+  static constexpr std::chrono::milliseconds kSetReuseGrace{50};
+
+ private:
+  // The program's and maps' descriptors, from the skeleton or from adoption.
+  struct Fds {
+    int prog = -1, config = -1, sets = -1, rules = -1, rule_stats = -1, stats = -1, devmap = -1,
+        xsks = -1, port_class = -1;
+  };
+  SteerProgram(SteerSkeleton skel, Fds fds, Limits limits);
+
+  SteerSkeleton skel_;  // empty for an adopted instance
+  Fds fds_;
+  std::vector<int> owned_fds_;  // adopted descriptors, closed with this object
+  bool contents_known_ = true;  // false until install() cleared an adopted instance
+  Limits limits_;
+  std::array<std::vector<vf_rule_key>, VF_STEER_SETS> installed_;
+  std::vector<uint32_t> redirect_targets_;
+  uint32_t live_rule_count_ = 0;
+  std::chrono::steady_clock::time_point last_flip_{};
+};
+
+}  // namespace vecflow::steer
