@@ -280,6 +280,10 @@ TEST_F(VecflowctlTest, StatusHumanAndJson) {
   EXPECT_EQ(s["ports"][1]["name"], "lan");
   EXPECT_EQ(s["lcores"][0]["services"], Json::array({"control"}));
   EXPECT_GT(s["uptime_s"].get<double>(), 0);
+  // --no-huge: no shared memory for dpdk-dumpcap, and status says why.
+  EXPECT_FALSE(s["dpdk_tools"]["pdump"].get<bool>());
+  EXPECT_NE(s["dpdk_tools"]["pdump_detail"].get<std::string>().find("dpdk.multiprocess"),
+            std::string::npos);
 }
 
 TEST_F(VecflowctlTest, LcoresCountTheRequestsTheTestMade) {
@@ -334,8 +338,71 @@ TEST_F(VecflowctlTest, CommandsOfPartsNotRunningAreNotServed) {
   std::vector<std::string> names;
   for (const auto& x : c["commands"])
     names.push_back(x["name"]);
-  for (const char* n : {"status", "lcores", "errors", "accounting", "reload", "metrics"})
+  for (const char* n :
+       {"status", "lcores", "errors", "accounting", "reload", "metrics", "steering"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+}
+
+// Steering counts what the test sends to the appliance's wan0, and a reload that changes a
+// rule takes effect in XDP at once.
+TEST_F(VecflowctlTest, SteeringCountsTrafficAndReloadChangesRules) {
+  auto wan = [](const Json& j) {
+    for (const auto& p : j["ports"])
+      if (p["port"] == "wan") return p;
+    return Json();
+  };
+  auto rule = [](const Json& j, const std::string& name) {
+    for (const auto& r : j["rules"])
+      if (r["rule"] == name) return r;
+    return Json();
+  };
+  Json before = json("steering");
+  ASSERT_TRUE(wan(before).is_object()) << before.dump();
+  EXPECT_EQ(wan(before)["interface"], "wan0");
+  ASSERT_EQ(lab_->exec('c', "ping -c 5 -i 0.2 -W 1 192.0.2.1 >/dev/null"), 0);
+  lab_->exec('c', "nc -z -w 1 192.0.2.1 22");  // refused by the kernel: the SYN passed
+  Json after = json("steering");
+  // Five echo requests and one SYN at least (ARP and the TCP reset's neighbours add more).
+  EXPECT_GE(wan(after)["rx_packets"].get<uint64_t>() - wan(before)["rx_packets"].get<uint64_t>(),
+            6u);
+  EXPECT_GE(rule(after, "ssh")["packets"].get<uint64_t>() -
+                rule(before, "ssh")["packets"].get<uint64_t>(),
+            1u);
+  EXPECT_GE(wan(after)["pass"].get<uint64_t>(), 6u);
+  Exec human = ctl("steering");
+  EXPECT_TRUE(std::regex_search(human.out, std::regex("wan +wan0 +[a-z ]+ +(native|generic)")))
+      << human.out;
+  EXPECT_TRUE(std::regex_search(human.out, std::regex("ssh +0 +pass +[1-9]"))) << human.out;
+
+  // The same counter in /metrics.
+  std::string text = http_get(lab_->ns('a'), "/metrics");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      text, m,
+      std::regex("vecflow_steer_rule_hits_total\\{port=\"wan\",rule=\"ssh\"\\} ([0-9]+)")));
+  EXPECT_GE(std::stoull(m[1]), rule(after, "ssh")["packets"].get<uint64_t>());
+
+  // Reload: ssh now dropped in XDP.
+  std::string extra;
+  {
+    std::ifstream f(config_);
+    extra.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  extra.replace(extra.find("dst_port: 22}, action: pass}"), 28, "dst_port: 22}, action: drop}");
+  std::ofstream(config_) << extra;
+  Json r = json("reload");
+  EXPECT_EQ(r["applied"], Json::array({"steering"})) << r.dump();
+  uint64_t drops_before = json("errors")["total"];
+  EXPECT_NE(lab_->exec('c', "nc -z -w 1 192.0.2.1 22"), 0);  // no answer: dropped
+  Json e = json("errors");
+  EXPECT_GE(e["total"].get<uint64_t>() - drops_before, 1u);
+  bool xdp_steer_drop = false;
+  for (const auto& w : e["by_port"])
+    xdp_steer_drop |= w["port"] == "wan" && w["reason"] == "steer_rule" && w["layer"] == "xdp";
+  EXPECT_TRUE(xdp_steer_drop) << e["by_port"].dump();
+  rewrite("vct-lab");
+  ASSERT_EQ(ctl("reload").rc, 0);
+  EXPECT_EQ(lab_->exec('c', "ping -c 1 -W 1 192.0.2.1 >/dev/null"), 0);
 }
 
 TEST_F(VecflowctlTest, NotRunningAndUsageErrorsHaveTheirExitCodes) {
@@ -550,11 +617,101 @@ TEST_F(VecflowctlTest, UsersOutsideTheGroupAreRefusedByTheKernel) {
 }
 
 TEST_F(VecflowctlTest, WatchRedraws) {
-  Exec r = run("timeout --preserve-status -s INT 2.5 " + std::string(VECFLOWCTL_PATH) + " -s " + socket_ +
-              " --watch 1 --json errors");
+  Exec r = run("timeout --preserve-status -s INT 2.5 " + std::string(VECFLOWCTL_PATH) + " -s " +
+               socket_ + " --watch 1 --json errors");
   EXPECT_EQ(r.rc, 0) << r.err;
   size_t lines = static_cast<size_t>(std::count(r.out.begin(), r.out.end(), '\n'));
   EXPECT_GE(lines, 2u) << r.out;
+}
+
+// 2 MB hugepages for one test: reserves what is missing and mounts hugetlbfs if nothing is
+// mounted; gives back exactly what it added (only if nobody changed the reservation since).
+class Hugepages {
+ public:
+  explicit Hugepages(unsigned pages) {
+    before_ = read_number("/proc/sys/vm/nr_hugepages");
+    unsigned free = meminfo("HugePages_Free:");
+    if (free < pages) {
+      added_ = pages - free;
+      write_number("/proc/sys/vm/nr_hugepages", before_ + added_);
+    }
+    mount_ = sh_output("awk '$3 == \"hugetlbfs\" {print $2; exit}' /proc/mounts");
+    while (!mount_.empty() && mount_.back() == '\n')
+      mount_.pop_back();
+    if (mount_.empty()) {
+      mount_ = "/dev/hugepages";
+      mounted_ = sh("mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages") == 0;
+    }
+    ok_ = meminfo("HugePages_Free:") >= pages && !mount_.empty();
+  }
+  ~Hugepages() {
+    if (mounted_) sh("umount /dev/hugepages");
+    if (added_ && read_number("/proc/sys/vm/nr_hugepages") == before_ + added_)
+      write_number("/proc/sys/vm/nr_hugepages", before_);
+  }
+  bool ok() const { return ok_; }
+  const std::string& mount() const { return mount_; }
+
+ private:
+  static unsigned read_number(const char* path) {
+    std::ifstream f(path);
+    unsigned v = 0;
+    f >> v;
+    return v;
+  }
+  static void write_number(const char* path, unsigned v) { std::ofstream(path) << v; }
+  static unsigned meminfo(const std::string& key) {
+    std::string out = sh_output("awk '$1 == \"" + key + "\" {print $2}' /proc/meminfo");
+    return out.empty() ? 0 : static_cast<unsigned>(std::stoul(out));
+  }
+  unsigned before_ = 0;
+  unsigned added_ = 0;
+  std::string mount_;
+  bool mounted_ = false;
+  bool ok_ = false;
+};
+
+// With dpdk.multiprocess, EAL keeps its memory where DPDK's secondary processes map it, and
+// vecflowd's rte_pdump_init answers their capture requests: dpdk-dumpcap lists and captures a
+// DPDK port of vecflowd. (The port is a net_null vdev given to EAL directly: it is the DPDK
+// port the test can make exist before the ports part opens the file's ports.)
+TEST(VecflowdDpdkTools, DumpcapCapturesWhenMultiprocess) {
+  VECFLOW_REQUIRE_NETNS();
+  Hugepages huge(96);
+  if (!huge.ok()) GTEST_SKIP() << "cannot reserve 96 free 2 MB hugepages with hugetlbfs mounted";
+  Lab lab(unique_name("vct"));
+  ASSERT_TRUE(lab.ok());
+  char tmpl[] = "/tmp/vct-mp-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::string socket = dir + "/control.sock";
+  std::string config = dir + "/a.yaml";
+  std::string prefix = lab.name() + "-mp";
+  std::string text = config_text("vct-mp", prefix, socket, "");
+  text.replace(text.find("hugepages: off"), 14,
+               "hugepages: on, multiprocess: true, eal_args: [\"--vdev=net_null0\"]");
+  std::ofstream(config) << text;
+  {
+    Daemon d(lab, config, dir + "/log");
+    ASSERT_TRUE(d.wait_ready(socket));
+    Exec status = run(std::string(VECFLOWCTL_PATH) + " -s " + socket + " --json status");
+    Json s = Json::parse(status.out);
+    EXPECT_TRUE(s["hugepages"].get<bool>());
+    EXPECT_TRUE(s["dpdk_tools"]["pdump"].get<bool>()) << s["dpdk_tools"].dump();
+    Exec list = run("timeout 60 dpdk-dumpcap --file-prefix=" + prefix + " -D");
+    EXPECT_EQ(list.rc, 0) << list.err;
+    EXPECT_NE(list.out.find("net_null0"), std::string::npos) << list.out << list.err;
+    std::string pcap = dir + "/dumpcap.pcapng";
+    Exec capture = run("timeout 60 dpdk-dumpcap --file-prefix=" + prefix +
+                       " -i net_null0 -a duration:1 -w " + pcap);
+    EXPECT_EQ(capture.rc, 0) << capture.out << capture.err;
+    EXPECT_NE((capture.out + capture.err).find("Packets captured: 0"), std::string::npos)
+        << capture.out << capture.err;
+    EXPECT_TRUE(std::filesystem::exists(pcap));
+    EXPECT_EQ(d.stop(), 0);
+  }
+  // EAL leaves its page files behind with shared memory: give the pages back.
+  sh("rm -f " + huge.mount() + "/" + prefix + "map_*");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(VecflowdStop, StopsCleanlyAndRemovesItsSocket) {

@@ -12,7 +12,7 @@ namespace {
 // Names of the program's actions and verdicts, in steer_abi.h order.
 constexpr std::array<std::string_view, VF_ACT_COUNT> kActions = {"pass", "drop", "userspace", "tx",
                                                                  "redirect"};
-static_assert(VF_VERDICT_COUNT == VF_ACT_COUNT);
+static_assert(static_cast<int>(VF_VERDICT_COUNT) == static_cast<int>(VF_ACT_COUNT));
 
 inline const MetricFamily kRxPackets{"vecflow_steer_rx_packets_total",
                                      "Frames the XDP steering program saw on a port's interface",
