@@ -11,6 +11,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libpcap-dev libsystemd-dev libmnl-dev
   # tests and demo: namespaces, traffic, formatting
   iproute2 iputils-ping netcat-openbsd ethtool kmod clang-format python3
+  # control-plane tests: the reference Prometheus text parser, a throwaway-user tool set
+  python3-prometheus-client passwd util-linux
   # the Debian package and its checks (ctest -L appliance): cpack's dpkg-shlibdeps,
   # systemd-analyze, man page rendering
   dpkg-dev systemd groff-base file

@@ -3,10 +3,24 @@
 #include <systemd/sd-daemon.h>
 
 #include <algorithm>
+#include <ctime>
 
+#include "app/version.h"
+#include "control/builtin.h"
+#include "control/parts/steering.h"
 #include "core/log.h"
 
 namespace vecflow {
+namespace {
+
+// The control lcore's back-off when it serves only the control plane: after a request it
+// spins, naps up to 1 ms, and after 2 ms without work sleeps on the control server's
+// descriptors. A control request then waits at most one nap (1 ms) or one wake-up from
+// poll(2); an idle box wakes its control lcore once per sampling tick plus a few naps,
+// instead of napping through the data lcores' longer interrupt_after_ms.
+constexpr BackoffConfig kControlBackoff{1000, 2};
+
+}  // namespace
 
 RuntimeOptions runtime_options(const config::ApplianceConfig& cfg) {
   RuntimeOptions o;
@@ -26,13 +40,32 @@ RuntimeOptions runtime_options(const config::ApplianceConfig& cfg) {
   }
   o.eal.file_prefix = cfg.dpdk.file_prefix;
   o.eal.extra_args = cfg.dpdk.eal_args;
+  o.eal.multiprocess = cfg.dpdk.multiprocess;
   o.eal.pci = std::any_of(cfg.ports.begin(), cfg.ports.end(), [](const config::PortConfig& p) {
     auto* d = std::get_if<config::DpdkPort>(&p.kind);
     return d && d->is_pci;
   });
   o.backoff.idle_sleep_max_us = cfg.cpu.idle_sleep_max_us;
   o.backoff.interrupt_after_ms = cfg.cpu.interrupt_after_ms;
+  o.control_backoff = kControlBackoff;
   return o;
+}
+
+spdlog::level::level_enum spdlog_level(config::LogLevel l) {
+  using config::LogLevel;
+  switch (l) {
+    case LogLevel::Trace:
+      return spdlog::level::trace;
+    case LogLevel::Debug:
+      return spdlog::level::debug;
+    case LogLevel::Info:
+      return spdlog::level::info;
+    case LogLevel::Warn:
+      return spdlog::level::warn;
+    case LogLevel::Error:
+      return spdlog::level::err;
+  }
+  return spdlog::level::info;
 }
 
 Result<std::unique_ptr<Appliance>> Appliance::create(config::ApplianceConfig cfg) {
@@ -45,10 +78,88 @@ Result<std::unique_ptr<Appliance>> Appliance::create(config::ApplianceConfig cfg
   auto steering = steer::XdpSteering::start(steer::steer_setup(app->cfg_));
   if (!steering) return fail("steering: {}", steering.error().message);
   app->steering_ = std::move(*steering);
+  app->outcomes_ = std::make_unique<OutcomeTable>(app->runtime_->slots(), app->cfg_.ports.size());
+  if (auto r = app->start_control(); !r) return std::unexpected(r.error());
   return app;
 }
 
-Appliance::~Appliance() = default;
+// The control plane and what it shows of the parts that exist in this build.
+Result<void> Appliance::start_control() {
+  auto server = control::ControlServer::create(control::server_options(cfg_.control), registry_);
+  if (!server) return std::unexpected(server.error());
+  server_ = std::move(*server);
+
+  control::register_introspection(registry_);
+  control::register_status(
+      registry_, control::StatusSource{kVersion, control::monotonic_ns(), std::time(nullptr), &cfg_,
+                                       runtime_->eal().hugepages()});
+  control::register_runtime(registry_, *runtime_);
+  std::vector<std::string> port_names;
+  for (const auto& p : cfg_.ports)
+    port_names.push_back(p.name);
+  control::register_accounting(registry_, *outcomes_, std::move(port_names));
+  control::register_errors(registry_);
+
+  // What the app itself applies live; every other section waits for its part to register.
+  reloader_ = std::make_unique<control::Reloader>(cfg_, *server_);
+  reloader_->add_section("appliance", {nullptr, [](const config::ApplianceConfig&) {
+                                         return Result<void>{};  // status reads the name
+                                       }});
+  reloader_->add_section("logging", {nullptr, [](const config::ApplianceConfig& next) {
+                                       log::init(spdlog_level(next.logging.level));
+                                       return Result<void>{};
+                                     }});
+  reloader_->add_section(
+      "control",
+      {[](const config::ApplianceConfig& running, const config::ApplianceConfig& next) {
+         std::vector<std::string> why;
+         const auto& a = running.control;
+         const auto& b = next.control;
+         if (a.socket != b.socket || a.socket_mode != b.socket_mode || a.group != b.group)
+           why.push_back("the control socket's path, mode and group are set when it is bound");
+         if (a.metrics != b.metrics) why.push_back("the metrics endpoint is bound at start");
+         if (a.capture_dir != b.capture_dir) why.push_back("capture_dir is read at start");
+         return why;
+       },
+       [this](const config::ApplianceConfig& next) {
+         server_->set_limits(next.control.max_request_bytes, next.control.read_timeout_ms);
+         return Result<void>{};
+       }});
+  reloader_->register_commands(registry_);
+
+  // The data-path parts, one line each (userspace/control/parts/).
+  control::register_steering(registry_, *reloader_, *steering_, cfg_);
+
+  drop_log_ = std::make_unique<control::DropLogger>();
+  server_->add_sample_listener(
+      [log = drop_log_.get()](const control::Snapshot& s) { log->observe(s); });
+
+  pdump_ = std::make_unique<control::PdumpGuard>(runtime_->eal().shared_memory());
+  registry_.add_status("dpdk_tools", [this](const control::CommandContext&) {
+    return control::Json{
+        {"telemetry", "dpdk-telemetry.py -f " + cfg_.dpdk.file_prefix + ": /vecflow/<command>"},
+        {"pdump", pdump_->state().ready},
+        {"pdump_detail", pdump_->state().detail}};
+  });
+
+  // Last: the bridge offers every read-only command registered so far.
+  auto telemetry = control::TelemetryBridge::create(*server_, registry_);
+  if (!telemetry) return std::unexpected(telemetry.error());
+  telemetry_ = std::move(*telemetry);
+
+  runtime_->control().add_service(server_);
+  return {};
+}
+
+Appliance::~Appliance() {
+  // The control plane goes first, while the parts it reads still exist; EAL goes last.
+  telemetry_.reset();
+  if (runtime_ && server_) runtime_->control().remove_service(server_.get());
+  drop_log_.reset();
+  reloader_.reset();
+  server_.reset();
+  pdump_.reset();
+}
 
 Result<void> Appliance::run() {
   auto log = log::get("app");
@@ -69,6 +180,10 @@ Result<void> Appliance::run() {
 
 void Appliance::request_stop() noexcept {
   if (runtime_) runtime_->request_stop();
+}
+
+void Appliance::request_reload() noexcept {
+  if (server_) server_->request_reload();
 }
 
 }  // namespace vecflow

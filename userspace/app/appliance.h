@@ -1,10 +1,20 @@
 // The appliance: wires the engine's parts from one ApplianceConfig and runs them until a
-// stop is requested (SIGINT/SIGTERM).
+// stop is requested (SIGINT/SIGTERM). SIGHUP reloads the running file.
+//
+// Each part plugs into the control plane here: it registers its commands, counters and
+// `status` sections in the Registry (userspace/control/parts/ holds one register function per
+// part), and, if it can apply its section of the file while running, a SectionReloader.
 #pragma once
 
 #include <memory>
 
 #include "config/config.h"
+#include "control/dpdk_tools.h"
+#include "control/drop_log.h"
+#include "control/registry.h"
+#include "control/reload.h"
+#include "control/server.h"
+#include "core/accounting.h"
 #include "core/error.h"
 #include "runtime/runtime.h"
 #include "steer/steering.h"
@@ -20,22 +30,40 @@ class Appliance {
   Result<void> run();
   // Async-signal-safe.
   void request_stop() noexcept;
+  // Async-signal-safe: reloads the running file on the control thread, like `vecflowctl reload`.
+  void request_reload() noexcept;
 
+  // The running configuration; reload replaces its sections on the control thread.
   const config::ApplianceConfig& config() const noexcept { return cfg_; }
   Runtime& runtime() noexcept { return *runtime_; }
   // XDP steering on the afxdp ports' interfaces: attached by create(), detached when run()
   // returns (and by the destructor). AfXdpPort takes its xsks_map here, the control plane
   // its counters.
   steer::XdpSteering& steering() noexcept { return *steering_; }
+  // Per (lcore slot, ingress port) outcome counters; parts take the rows of their lcores.
+  OutcomeTable& outcomes() noexcept { return *outcomes_; }
+  control::Registry& control_registry() noexcept { return registry_; }
+  control::ControlServer& control_server() noexcept { return *server_; }
 
  private:
   explicit Appliance(config::ApplianceConfig cfg) : cfg_(std::move(cfg)) {}
+  Result<void> start_control();
+
   config::ApplianceConfig cfg_;
   std::unique_ptr<Runtime> runtime_;
   std::unique_ptr<steer::XdpSteering> steering_;
+  std::unique_ptr<OutcomeTable> outcomes_;
+  std::unique_ptr<control::PdumpGuard> pdump_;
+  control::Registry registry_;
+  std::shared_ptr<control::ControlServer> server_;
+  std::unique_ptr<control::Reloader> reloader_;
+  std::unique_ptr<control::DropLogger> drop_log_;
+  std::unique_ptr<control::TelemetryBridge> telemetry_;
 };
 
 // EAL and back-off settings derived from the cpu and dpdk sections.
 RuntimeOptions runtime_options(const config::ApplianceConfig& cfg);
+
+spdlog::level::level_enum spdlog_level(config::LogLevel level);
 
 }  // namespace vecflow

@@ -3,9 +3,12 @@
 //   vecflowd                       run the embedded demo configuration
 //   vecflowd -c /etc/vecflow/appliance.yaml
 //   vecflowd --check FILE          validate a file: prints "ok" or every located error
+//
+// SIGINT/SIGTERM stop it; SIGHUP reloads the running file (like `vecflowctl reload`).
 #include <signal.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -24,21 +27,8 @@ void on_signal(int) {
   if (g_appliance) g_appliance->request_stop();
 }
 
-spdlog::level::level_enum to_spdlog(vecflow::config::LogLevel l) {
-  using vecflow::config::LogLevel;
-  switch (l) {
-    case LogLevel::Trace:
-      return spdlog::level::trace;
-    case LogLevel::Debug:
-      return spdlog::level::debug;
-    case LogLevel::Info:
-      return spdlog::level::info;
-    case LogLevel::Warn:
-      return spdlog::level::warn;
-    case LogLevel::Error:
-      return spdlog::level::err;
-  }
-  return spdlog::level::info;
+void on_hangup(int) {
+  if (g_appliance) g_appliance->request_reload();
 }
 
 int print_errors(const std::vector<vecflow::config::ConfigError>& errors) {
@@ -67,6 +57,7 @@ int main(int argc, char** argv) {
   cli.add_flag("--print-demo-config", print_demo, "Print the embedded demo configuration");
   cli.add_flag("-V,--version", version, "Print the version");
   cli.footer(
+      "Signals: SIGINT/SIGTERM stop, SIGHUP reloads the file (see vecflowctl reload).\n"
       "Exit status: 0 on clean shutdown or valid files, 1 on configuration errors, 2 on "
       "start-up failures.\nReference of every key: /usr/share/doc/vecflow/reference.yaml "
       "(configs/reference.yaml in the source).");
@@ -93,11 +84,14 @@ int main(int argc, char** argv) {
     return rc;
   }
 
+  // An absolute path, so status names the file wherever vecflowctl runs and SIGHUP re-reads
+  // the same file whatever the daemon's working directory becomes.
   auto cfg = config_path.empty()
                  ? vecflow::config::load_config_text(vecflow::kDemoConfig, "<embedded demo>")
-                 : vecflow::config::load_config(config_path);
+                 : vecflow::config::load_config(
+                       std::filesystem::absolute(config_path).lexically_normal().string());
   if (!cfg) return print_errors(cfg.error());
-  vecflow::log::init(to_spdlog(cfg->logging.level));
+  vecflow::log::init(vecflow::spdlog_level(cfg->logging.level));
   auto log = vecflow::log::get("app");
   log->info("vecflowd {} starting", vecflow::kVersion);
 
@@ -112,6 +106,8 @@ int main(int argc, char** argv) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sa.sa_handler = on_hangup;
+  sigaction(SIGHUP, &sa, nullptr);
 
   auto rc = (*app)->run();
   g_appliance = nullptr;

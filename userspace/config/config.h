@@ -61,6 +61,9 @@ struct DpdkSection {
   std::vector<std::string> eal_args;
   uint32_t mbufs = 16384;  // packet buffers in the shared pool
   uint32_t mbuf_cache = 256;
+  // Let DPDK secondary processes (dpdk-dumpcap, dpdk-proc-info) attach: EAL keeps its
+  // hugepage memory in files they can map instead of running in-memory. Needs hugepages.
+  bool multiprocess = false;
 };
 
 enum class LogLevel { Trace, Debug, Info, Warn, Error };

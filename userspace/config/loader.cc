@@ -132,8 +132,9 @@ void read_cpu(Ctx& ctx, const YAML::Node& n, CpuSection& out) {
 }
 
 void read_dpdk(Ctx& ctx, const YAML::Node& n, DpdkSection& out) {
-  MapReader m(ctx, n, "dpdk",
-              {"memory_mb", "hugepages", "file_prefix", "eal_args", "mbufs", "mbuf_cache"});
+  MapReader m(
+      ctx, n, "dpdk",
+      {"memory_mb", "hugepages", "file_prefix", "eal_args", "mbufs", "mbuf_cache", "multiprocess"});
   m.get("memory_mb", out.memory_mb, 64, 1 << 20);
   m.get_enum<HugePages>(
       "hugepages", out.hugepages,
@@ -151,6 +152,12 @@ void read_dpdk(Ctx& ctx, const YAML::Node& n, DpdkSection& out) {
   m.get_strings("eal_args", out.eal_args);
   m.get("mbufs", out.mbufs, 1024, 16u << 20);
   m.get("mbuf_cache", out.mbuf_cache, 0, 512);  // RTE_MEMPOOL_CACHE_MAX_SIZE
+  if (m.get("multiprocess", out.multiprocess) && out.multiprocess &&
+      out.hugepages == HugePages::Off) {
+    ctx.error(m.child("multiprocess"), "dpdk.multiprocess",
+              "needs hugepages (secondary processes map the primary's hugepage files); set "
+              "hugepages: auto or on");
+  }
 }
 
 void read_logging(Ctx& ctx, const YAML::Node& n, LoggingSection& out) {

@@ -60,6 +60,10 @@ class OutcomeTable {
   PortOutcomes& at(size_t lcore_slot, PortId port) noexcept {
     return cells_[lcore_slot * ports_ + static_cast<size_t>(port)];
   }
+  // For readers (the control plane): loads of single-writer counters.
+  const PortOutcomes& at(size_t lcore_slot, PortId port) const noexcept {
+    return cells_[lcore_slot * ports_ + static_cast<size_t>(port)];
+  }
   AccountingSnapshot port_snapshot(PortId port) const noexcept;
   AccountingSnapshot total_snapshot() const noexcept;
   size_t lcore_slots() const noexcept { return slots_; }

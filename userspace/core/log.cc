@@ -1,13 +1,20 @@
 #include "core/log.h"
 
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <syslog.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <systemd/sd-journal.h>
 
 namespace vecflow::log {
 namespace {
@@ -45,7 +52,64 @@ std::unique_ptr<spdlog::formatter> make_formatter() {
   return f;
 }
 
+// True when stderr is connected to the journal: JOURNAL_STREAM names its device and inode
+// (systemd.exec(5)); an inherited variable with another stderr does not count.
+bool stderr_is_journal() {
+  const char* js = std::getenv("JOURNAL_STREAM");
+  if (!js) return false;
+  struct stat st {};
+  if (fstat(STDERR_FILENO, &st) != 0) return false;
+  unsigned long long dev = 0, ino = 0;
+  if (std::sscanf(js, "%llu:%llu", &dev, &ino) != 2) return false;
+  return dev == st.st_dev && ino == st.st_ino;
+}
+
+int syslog_priority(spdlog::level::level_enum level) {
+  switch (level) {
+    case spdlog::level::trace:
+    case spdlog::level::debug:
+      return LOG_DEBUG;
+    case spdlog::level::info:
+      return LOG_INFO;
+    case spdlog::level::warn:
+      return LOG_WARNING;
+    case spdlog::level::err:
+      return LOG_ERR;
+    case spdlog::level::critical:
+      return LOG_CRIT;
+    default:
+      return LOG_INFO;
+  }
+}
+
 }  // namespace
+
+void event(const std::shared_ptr<spdlog::logger>& logger, spdlog::level::level_enum level,
+           std::string_view message, std::initializer_list<Field> fields) {
+  if (!logger->should_log(level)) return;
+  static const bool journal = stderr_is_journal();
+  if (journal) {
+    std::vector<std::string> lines;
+    lines.push_back(fmt::format("MESSAGE={}: {}", logger->name(), message));
+    lines.push_back(fmt::format("PRIORITY={}", syslog_priority(level)));
+    lines.push_back("SYSLOG_IDENTIFIER=vecflowd");
+    lines.push_back(fmt::format("VECFLOW_SUBSYSTEM={}", logger->name()));
+    for (const auto& f : fields) {
+      std::string key;
+      for (char c : f.key)
+        key += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      lines.push_back(fmt::format("VECFLOW_{}={}", key, f.value));
+    }
+    std::vector<iovec> iov;
+    for (auto& l : lines)
+      iov.push_back(iovec{l.data(), l.size()});
+    if (sd_journal_sendv(iov.data(), static_cast<int>(iov.size())) == 0) return;
+  }
+  std::string text(message);
+  for (const auto& f : fields)
+    text += fmt::format(" {}={}", f.key, f.value);
+  logger->log(level, "{}", text);
+}
 
 void init(spdlog::level::level_enum level) {
   std::lock_guard lock(g_mutex);

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string_view>
 
@@ -20,6 +21,18 @@ void init(spdlog::level::level_enum level);
 
 // The logger of a subsystem, created on first use.
 std::shared_ptr<spdlog::logger> get(std::string_view subsystem);
+
+// A structured field of a log event: "port" = "wan".
+struct Field {
+  std::string_view key;
+  std::string_view value;
+};
+
+// Logs `message` with fields an operator can filter on. Under journald (stderr is the journal
+// stream) the entry carries them as VECFLOW_<KEY>=value fields (journalctl VECFLOW_PORT=wan);
+// elsewhere they follow the message as key=value. Not for the data path.
+void event(const std::shared_ptr<spdlog::logger>& logger, spdlog::level::level_enum level,
+           std::string_view message, std::initializer_list<Field> fields);
 
 // Lets at most `burst` events through per `period_ns`, for reports from hot paths.
 // Single-threaded: each lcore owns its limiters.

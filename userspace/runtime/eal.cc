@@ -125,7 +125,11 @@ Result<std::vector<std::string>> eal_args(const EalOptions& o, const HugePageInf
   // --no-huge implies EAL's legacy memory mode, which refuses --in-memory; without hugepages
   // there are no page files to keep out of the file system anyway (the unique file prefix
   // keeps runtime files apart).
-  args.push_back(use_huge ? "--in-memory" : "--no-huge");
+  if (!use_huge) {
+    args.push_back("--no-huge");
+  } else if (!o.multiprocess) {
+    args.push_back("--in-memory");
+  }
   if (!o.pci) args.push_back("--no-pci");
   if (!o.telemetry) args.push_back("--no-telemetry");
   args.insert(args.end(), o.extra_args.begin(), o.extra_args.end());
@@ -153,6 +157,8 @@ Result<std::unique_ptr<Eal>> Eal::init(const EalOptions& options) {
   }
   auto eal = std::unique_ptr<Eal>(new Eal());
   eal->hugepages_ = std::find(args->begin(), args->end(), "--no-huge") == args->end();
+  eal->shared_memory_ =
+      eal->hugepages_ && std::find(args->begin(), args->end(), "--in-memory") == args->end();
   eal->args_ = std::move(*args);
   return eal;
 }

@@ -24,6 +24,9 @@ struct EalOptions {
   std::string file_prefix = "vecflow";
   bool pci = false;       // scan the PCI bus (only when a port names a PCI device)
   bool telemetry = true;  // DPDK telemetry socket, for dpdk-telemetry.py
+  // Keep hugepage memory in files secondary processes can map (no --in-memory). Without
+  // hugepages EAL has no shared memory and this changes nothing.
+  bool multiprocess = false;
   std::vector<std::string> extra_args;
 };
 
@@ -43,11 +46,14 @@ class Eal {
   ~Eal();  // rte_eal_cleanup
 
   bool hugepages() const noexcept { return hugepages_; }
+  // Secondary processes (dpdk-dumpcap) can attach: hugepages kept in files.
+  bool shared_memory() const noexcept { return shared_memory_; }
   const std::vector<std::string>& args() const noexcept { return args_; }
 
  private:
   Eal() = default;
   bool hugepages_ = false;
+  bool shared_memory_ = false;
   std::vector<std::string> args_;
 };
 

@@ -1,5 +1,7 @@
 #include "runtime/runtime.h"
 
+#include <algorithm>
+
 #include <rte_launch.h>
 #include <rte_lcore.h>
 
@@ -12,7 +14,12 @@ Result<std::unique_ptr<Runtime>> Runtime::create(const RuntimeOptions& options) 
   if (!eal) return std::unexpected(eal.error());
   auto rt = std::unique_ptr<Runtime>(new Runtime());
   rt->eal_ = std::move(*eal);
-  rt->lcores_.push_back(std::make_unique<Lcore>(options.eal.control_lcore, options.backoff));
+  const auto& workers = options.eal.worker_lcores;
+  bool control_is_worker =
+      std::find(workers.begin(), workers.end(), options.eal.control_lcore) != workers.end();
+  rt->lcores_.push_back(std::make_unique<Lcore>(
+      options.eal.control_lcore,
+      control_is_worker ? options.backoff : options.control_backoff.value_or(options.backoff)));
   for (unsigned id : options.eal.worker_lcores) {
     if (id == options.eal.control_lcore) continue;
     rt->lcores_.push_back(std::make_unique<Lcore>(id, options.backoff));

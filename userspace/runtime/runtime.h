@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/error.h"
@@ -17,6 +18,10 @@ namespace vecflow {
 struct RuntimeOptions {
   EalOptions eal;
   BackoffConfig backoff;
+  // Back-off of the control lcore when it runs no data-plane services (it is not among the
+  // workers); unset: `backoff`. Control-plane work tolerates milliseconds, so it can go to
+  // sleep on its descriptors much sooner than a data lcore.
+  std::optional<BackoffConfig> control_backoff;
 };
 
 class Runtime {

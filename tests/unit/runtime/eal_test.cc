@@ -39,6 +39,14 @@ TEST(EalArgs, BuiltFromTheAppliance) {
   EXPECT_THAT(*args, Not(Contains("--no-huge")));
   EXPECT_THAT(*args, Contains("--in-memory"));
 
+  // Multi-process: hugepages stay in files secondary processes can map.
+  opts.eal.multiprocess = true;
+  args = eal_args(opts.eal, plenty);
+  ASSERT_TRUE(args);
+  EXPECT_THAT(*args, Not(Contains("--in-memory")));
+  EXPECT_THAT(*args, Not(Contains("--no-huge")));
+  opts.eal.multiprocess = false;
+
   opts.eal.hugepages = HugePagePolicy::On;
   auto refused = eal_args(opts.eal, none);
   ASSERT_FALSE(refused);

@@ -1,0 +1,214 @@
+// Captures: the command and its files, with a test tap standing in for the hook points the
+// pipeline provides. The files are read back with libpcap, as tcpdump would.
+#include <gtest/gtest.h>
+
+#include <pcap/pcap.h>
+#include <rte_ether.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_udp.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "control/capture.h"
+#include "support/eal_env.h"
+
+namespace vecflow::control {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The hook points' side, as a test double: remembers the attached sinks.
+class TestTap final : public PacketTap {
+ public:
+  Result<void> attach(std::shared_ptr<CaptureSink> sink) override {
+    sinks.push_back(std::move(sink));
+    return {};
+  }
+  void detach(const CaptureSink* sink) noexcept override {
+    std::erase_if(sinks, [sink](const auto& s) { return s.get() == sink; });
+  }
+  std::vector<std::shared_ptr<CaptureSink>> sinks;
+};
+
+rte_mempool* packet_pool() {
+  static rte_mempool* pool =
+      rte_pktmbuf_pool_create("vct_cap_test", 1023, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  return pool;
+}
+
+// An Ethernet/IPv4/UDP (or TCP when proto is 6) frame of `len` bytes to `dst_port`.
+rte_mbuf* frame(uint8_t proto, uint16_t dst_port, uint16_t len) {
+  rte_mbuf* m = rte_pktmbuf_alloc(packet_pool());
+  char* p = rte_pktmbuf_append(m, len);
+  std::memset(p, 0, len);
+  auto* eth = reinterpret_cast<rte_ether_hdr*>(p);
+  eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(eth + 1);
+  ip->version_ihl = 0x45;
+  ip->total_length = rte_cpu_to_be_16(len - sizeof(rte_ether_hdr));
+  ip->time_to_live = 64;
+  ip->next_proto_id = proto;
+  ip->src_addr = rte_cpu_to_be_32(0xc0000202);
+  ip->dst_addr = rte_cpu_to_be_32(0xc6336402);
+  auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + 1);
+  udp->src_port = rte_cpu_to_be_16(40000);
+  udp->dst_port = rte_cpu_to_be_16(dst_port);
+  return m;
+}
+
+struct Packet {
+  uint32_t caplen, len;
+};
+
+std::vector<Packet> read_pcap(const std::string& path, std::string* ifname = nullptr) {
+  char err[PCAP_ERRBUF_SIZE];
+  pcap_t* p =
+      pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, err);
+  EXPECT_NE(p, nullptr) << err;
+  std::vector<Packet> out;
+  if (!p) return out;
+  EXPECT_EQ(pcap_datalink(p), DLT_EN10MB);
+  pcap_pkthdr* h;
+  const u_char* data;
+  while (pcap_next_ex(p, &h, &data) == 1)
+    out.push_back({h->caplen, h->len});
+  pcap_close(p);
+  (void)ifname;
+  return out;
+}
+
+class CaptureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    VECFLOW_REQUIRE_EAL();
+    char tmpl[] = "/tmp/vct-cap-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    ServerOptions o;
+    o.socket_path = dir_ + "/c.sock";
+    o.group = "";
+    auto s = ControlServer::create(o, registry_);
+    ASSERT_TRUE(s) << s.error().message;
+    server_ = *s;
+    captures_ = std::make_unique<CaptureManager>(*server_, tap_, dir_ + "/captures",
+                                                 std::vector<std::string>{"wan", "lan"});
+    captures_->register_commands(registry_);
+  }
+  void TearDown() override {
+    captures_.reset();
+    server_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  Json call(const std::string& command, Json args) {
+    Request r;
+    r.command = command;
+    r.args = std::move(args);
+    Peer root;
+    root.may_change = true;
+    return registry_.dispatch(r, root, server_->rates());
+  }
+  void offer(CaptureDirection dir, std::vector<rte_mbuf*> pkts) {
+    for (auto& s : tap_.sinks)
+      s->offer(pkts.data(), static_cast<uint16_t>(pkts.size()), dir, 0);
+    for (auto* m : pkts)
+      rte_pktmbuf_free(m);  // the data path keeps its packets: the sink copied them
+  }
+  void pump(std::chrono::milliseconds d) {
+    auto until = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < until) {
+      server_->poll();
+      std::this_thread::sleep_for(2ms);
+    }
+  }
+
+  std::string dir_;
+  Registry registry_;
+  std::shared_ptr<ControlServer> server_;
+  TestTap tap_;
+  std::unique_ptr<CaptureManager> captures_;
+};
+
+TEST_F(CaptureTest, WritesWhatTheTapOffersUntilStopped) {
+  Json r = call("capture", {{"action", "start"}, {"port", "wan"}, {"file", "a.pcapng"}});
+  ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
+  ASSERT_EQ(tap_.sinks.size(), 1u);
+  EXPECT_EQ(tap_.sinks[0]->port(), static_cast<PortId>(0));
+  offer(kCaptureRx, {frame(17, 53, 100), frame(6, 22, 200)});
+  offer(kCaptureTx, {frame(17, 53, 60)});
+  pump(50ms);
+  Json list = call("captures", Json::object());
+  EXPECT_EQ(list["result"]["captures"][0]["packets"], 3);
+  EXPECT_EQ(list["result"]["captures"][0]["state"], "running");
+  Json s = call("capture", {{"action", "stop"}});
+  ASSERT_TRUE(s["ok"].get<bool>()) << s.dump();
+  EXPECT_TRUE(tap_.sinks.empty());
+  auto pkts = read_pcap(dir_ + "/captures/a.pcapng");
+  ASSERT_EQ(pkts.size(), 3u);
+  EXPECT_EQ(pkts[0].len, 100u);
+  EXPECT_EQ(pkts[1].caplen, 200u);
+}
+
+TEST_F(CaptureTest, FilterSnaplenAndCountApply) {
+  Json r = call("capture", {{"action", "start"},
+                            {"port", "lan"},
+                            {"direction", "rx"},
+                            {"filter", "udp dst port 53"},
+                            {"snaplen", 64},
+                            {"count", 2},
+                            {"file", "dns.pcapng"}});
+  ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
+  offer(kCaptureTx, {frame(17, 53, 100)});  // wrong direction
+  offer(kCaptureRx, {frame(6, 53, 100), frame(17, 53, 300), frame(17, 80, 100), frame(17, 53, 120),
+                     frame(17, 53, 130)});
+  pump(100ms);
+  EXPECT_TRUE(tap_.sinks.empty()) << "count reached: the tap is let go";
+  Json list = call("captures", Json::object());
+  EXPECT_EQ(list["result"]["captures"][0]["ended"], "count reached");
+  auto pkts = read_pcap(dir_ + "/captures/dns.pcapng");
+  ASSERT_EQ(pkts.size(), 2u);
+  EXPECT_EQ(pkts[0].caplen, 64u);
+  EXPECT_EQ(pkts[0].len, 300u);
+  EXPECT_EQ(pkts[1].len, 120u);
+}
+
+TEST_F(CaptureTest, DurationEndsACapture) {
+  Json r = call("capture", {{"action", "start"}, {"port", "wan"}, {"duration_s", 0.1}});
+  ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
+  pump(400ms);
+  Json list = call("captures", Json::object());
+  EXPECT_EQ(list["result"]["captures"][0]["ended"], "duration reached");
+  std::string file = list["result"]["captures"][0]["file"];
+  EXPECT_TRUE(file.starts_with(dir_ + "/captures/wan-"));
+  EXPECT_TRUE(read_pcap(file).empty());
+}
+
+TEST_F(CaptureTest, RefusesBadRequests) {
+  auto code = [&](Json args) {
+    args["action"] = "start";
+    Json r = call("capture", args);
+    return r["ok"].get<bool>() ? std::string("ok") : r["error"]["message"].get<std::string>();
+  };
+  EXPECT_NE(code({{"port", "dmz"}}).find("no port 'dmz'"), std::string::npos);
+  EXPECT_NE(code({{"port", "wan"}, {"file", "../../etc/x"}}).find("plain name"), std::string::npos);
+  EXPECT_NE(code({{"port", "wan"}, {"filter", "udp port banana"}}).find("filter"),
+            std::string::npos);
+  EXPECT_NE(code({{"port", "wan"}, {"direction", "up"}}).find("direction"), std::string::npos);
+  EXPECT_EQ(code({{"port", "wan"}, {"file", "x.pcapng"}}), "ok");
+  EXPECT_NE(code({{"port", "wan"}, {"file", "x.pcapng"}}).find("File exists"), std::string::npos);
+  EXPECT_EQ(call("capture", {{"action", "stop"}, {"id", 99}})["error"]["code"], "failed");
+  EXPECT_EQ(call("capture", Json::object())["error"]["code"], "bad_arguments");
+}
+
+TEST_F(CaptureTest, ALimitedNumberRunAtOnce) {
+  for (size_t i = 0; i < CaptureManager::kMaxCaptures; ++i)
+    ASSERT_TRUE(call("capture", {{"action", "start"}, {"port", "wan"}})["ok"].get<bool>());
+  Json r = call("capture", {{"action", "start"}, {"port", "wan"}});
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("stop one first"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace vecflow::control

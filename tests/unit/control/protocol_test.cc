@@ -1,0 +1,316 @@
+// The control protocol without sockets: request parsing, replies, dispatch, argument checks,
+// metric snapshots and their Prometheus text, configuration diffs.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "config/config.h"
+#include "control/config_json.h"
+#include "control/metrics.h"
+#include "control/registry.h"
+#include "support/lab.h"
+
+namespace vecflow::control {
+namespace {
+
+const MetricFamily kTestPackets{"vecflow_test_packets_total",
+                                "Packets \"seen\"\nby a test",
+                                MetricType::Counter,
+                                {"port", "queue"}};
+const MetricFamily kTestGauge{"vecflow_test_depth", "A gauge", MetricType::Gauge, {}};
+
+TEST(ParseRequest, AcceptsAMinimalRequest) {
+  auto r = parse_request(R"({"command":"status"})");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->command, "status");
+  EXPECT_TRUE(r->id.is_null());
+  EXPECT_TRUE(r->args.is_null());
+}
+
+TEST(ParseRequest, KeepsIdArgsAndVersion) {
+  auto r = parse_request(R"({"version":1,"id":"a7","command":"flows","args":{"top":5}})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->id, "a7");
+  EXPECT_EQ(r->args["top"], 5);
+}
+
+TEST(ParseRequest, MalformedJsonIsMalformed) {
+  auto r = parse_request("status please");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::MalformedRequest);
+}
+
+TEST(ParseRequest, CutShortIsTruncated) {
+  auto r = parse_request(R"({"command":"sta)");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::TruncatedRequest);
+}
+
+TEST(ParseRequest, RejectsNonObjectsMissingCommandAndBadArgs) {
+  EXPECT_EQ(parse_request("[1,2]").error().code, ErrorCode::MalformedRequest);
+  EXPECT_EQ(parse_request(R"({"args":{}})").error().code, ErrorCode::MalformedRequest);
+  EXPECT_EQ(parse_request(R"({"command":7})").error().code, ErrorCode::MalformedRequest);
+  EXPECT_EQ(parse_request(R"({"command":"x","args":[1]})").error().code,
+            ErrorCode::MalformedRequest);
+  EXPECT_EQ(parse_request(R"({"command":"x","verbose":true})").error().code,
+            ErrorCode::MalformedRequest);
+}
+
+TEST(ParseRequest, OtherVersionsAreRefusedWithTheSupportedOne) {
+  auto r = parse_request(R"({"version":2,"command":"status"})");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::UnsupportedVersion);
+  EXPECT_EQ(r.error().details["supported"][0], kProtocolVersion);
+}
+
+TEST(ParseRequest, InvalidUtf8IsMalformedNotACrash) {
+  auto r = parse_request("{\"command\":\"\xff\xfe\"}");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::MalformedRequest);
+}
+
+TEST(Reply, CarriesVersionIdAndErrorCode) {
+  Json ok = reply_ok("x", Json{{"a", 1}}, nullptr);
+  EXPECT_EQ(ok["version"], kProtocolVersion);
+  EXPECT_EQ(ok["id"], "x");
+  EXPECT_TRUE(ok["ok"].get<bool>());
+  EXPECT_FALSE(ok.contains("view"));
+  Json err = reply_error(nullptr, CommandError{ErrorCode::BadArguments, "no", {}});
+  EXPECT_FALSE(err.contains("id"));
+  EXPECT_FALSE(err["ok"].get<bool>());
+  EXPECT_EQ(err["error"]["code"], "bad_arguments");
+}
+
+TEST(ArgReader, RejectsUnknownKeysWithTheKnownOnes) {
+  Json args = {{"top", 5}, {"sort", "x"}};
+  ArgReader a(args, {"top", "by"});
+  ASSERT_TRUE(a.error());
+  EXPECT_EQ(a.error()->code, ErrorCode::BadArguments);
+  EXPECT_NE(a.error()->message.find("'sort'"), std::string::npos);
+  EXPECT_NE(a.error()->message.find("top, by"), std::string::npos);
+}
+
+TEST(ArgReader, ChecksTypesRangesAndChoices) {
+  Json args = {{"top", 0}, {"by", "flows"}, {"name", 3}};
+  {
+    ArgReader a(args, {"top", "by", "name"});
+    a.uint("top", 10, 1, 100);
+    EXPECT_NE(a.error()->message.find("expected 1..100"), std::string::npos);
+  }
+  {
+    ArgReader a(args, {"top", "by", "name"});
+    a.choice("by", "packets", {"packets", "bytes"});
+    EXPECT_NE(a.error()->message.find("packets, bytes"), std::string::npos);
+  }
+  {
+    ArgReader a(args, {"top", "by", "name"});
+    a.string("name");
+    EXPECT_NE(a.error()->message.find("must be a string"), std::string::npos);
+  }
+  {
+    Json negative = {{"top", -3}};
+    ArgReader a(negative, {"top"});
+    a.uint("top", 10, 0, 100);
+    EXPECT_TRUE(a.error());
+  }
+  {
+    Json none = Json::object();
+    ArgReader a(none, {"top"});
+    EXPECT_EQ(a.uint("top", 10, 1, 100), 10u);
+    a.require("top");
+    EXPECT_NE(a.error()->message.find("missing argument 'top'"), std::string::npos);
+  }
+}
+
+class DispatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(registry.add_command(Command{"echo", "echo args", Access::Read, "",
+                                             [](const CommandContext& c) -> CommandResult {
+                                               return Json{{"args", c.args}};
+                                             }}));
+    ASSERT_TRUE(registry.add_command(Command{"change", "changes", Access::Change, "",
+                                             [](const CommandContext&) -> CommandResult {
+                                               return Json{{"done", true}};
+                                             }}));
+    ASSERT_TRUE(registry.add_command(Command{
+        "throws", "a bug", Access::Read, "",
+        [](const CommandContext&) -> CommandResult { throw std::runtime_error("out of cheese"); },
+        View{{table("t", "/rows", {{"A", "a"}})}}}));
+  }
+  Json run(const std::string& text, bool may_change = false) {
+    auto r = parse_request(text);
+    EXPECT_TRUE(r);
+    Peer p;
+    p.may_change = may_change;
+    return registry.dispatch(*r, p, rates);
+  }
+  Registry registry;
+  RateWindow rates;
+};
+
+TEST_F(DispatchTest, UnknownCommandListsWhatIsServed) {
+  Json r = run(R"({"command":"ports"})");
+  EXPECT_EQ(r["error"]["code"], "unknown_command");
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("change, echo, throws"),
+            std::string::npos);
+}
+
+TEST_F(DispatchTest, RegisteringANameTwiceFails) {
+  auto r = registry.add_command(Command{"echo", "", Access::Read, "", nullptr});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("twice"), std::string::npos);
+}
+
+TEST_F(DispatchTest, ChangeNeedsAPrivilegedPeer) {
+  EXPECT_EQ(run(R"({"command":"change"})")["error"]["code"], "permission_denied");
+  EXPECT_TRUE(run(R"({"command":"change"})", true)["ok"].get<bool>());
+}
+
+TEST_F(DispatchTest, AHandlerThatThrowsGetsAnInternalError) {
+  Json r = run(R"({"command":"throws","id":9})");
+  EXPECT_EQ(r["id"], 9);
+  EXPECT_EQ(r["error"]["code"], "internal");
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("out of cheese"), std::string::npos);
+}
+
+TEST_F(DispatchTest, ViewIsSentOnlyWhenAsked) {
+  EXPECT_FALSE(run(R"({"command":"echo"})").contains("view"));
+  registry.remove_command("throws");
+  ASSERT_TRUE(registry.add_command(
+      Command{"viewed", "", Access::Read, "",
+              [](const CommandContext&) -> CommandResult { return Json::object(); },
+              View{{table("t", "/rows", {{"A", "a", Unit::Pps}})}}}));
+  Json r = run(R"({"command":"viewed","view":true})");
+  ASSERT_TRUE(r.contains("view"));
+  EXPECT_EQ(r["view"][0]["columns"][0]["unit"], "pps");
+}
+
+TEST(Snapshot, SumsSeriesAddedTwiceAndMatchesLabels) {
+  Snapshot s;
+  s.add(kTestPackets, {"wan", "0"}, 5);
+  s.add(kTestPackets, {"wan", "0"}, 7);
+  s.add(kTestPackets, {"wan", "1"}, 1);
+  s.add(kTestPackets, {"lan", "0"}, 100);
+  EXPECT_EQ(s.count(kTestPackets, {"wan", "0"}), 12u);
+  EXPECT_EQ(s.sum(kTestPackets, {{"port", "wan"}}), 13);
+  EXPECT_EQ(s.sum(kTestPackets), 113);
+  EXPECT_EQ(s.sum(kTestPackets, {{"nope", "x"}}), 0);
+  EXPECT_EQ(s.count(kTestPackets, {"dmz", "0"}), 0u);
+}
+
+TEST(Snapshot, RendersPrometheusTextWithEscaping) {
+  Snapshot s;
+  s.add(kTestPackets, {"w\"a\\n\nx", "0"}, 3);
+  s.set(kTestGauge, {}, 0.5);
+  std::string text = render_prometheus(s);
+  EXPECT_NE(text.find("# HELP vecflow_test_packets_total Packets \"seen\"\\nby a test\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("# TYPE vecflow_test_packets_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("vecflow_test_packets_total{port=\"w\\\"a\\\\n\\nx\",queue=\"0\"} 3\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("# TYPE vecflow_test_depth gauge\nvecflow_test_depth 0.5\n"),
+            std::string::npos);
+}
+
+TEST(RateWindow, RatesNeedTwoSamplesAndIgnoreResets) {
+  RateWindow w;
+  Snapshot a(1'000'000'000);
+  a.add(kTestPackets, {"wan", "0"}, 100);
+  w.push(a);
+  EXPECT_FALSE(w.rate(kTestPackets, {"wan", "0"}));
+  Snapshot b(3'000'000'000);
+  b.add(kTestPackets, {"wan", "0"}, 700);
+  w.push(b);
+  ASSERT_TRUE(w.rate(kTestPackets, {"wan", "0"}));
+  EXPECT_DOUBLE_EQ(*w.rate(kTestPackets, {"wan", "0"}), 300.0);
+  EXPECT_DOUBLE_EQ(w.interval_s(), 2.0);
+  Snapshot c(4'000'000'000);
+  c.add(kTestPackets, {"wan", "0"}, 5);  // a part restarted its counters
+  w.push(c);
+  EXPECT_FALSE(w.rate(kTestPackets, {"wan", "0"}));
+}
+
+config::ApplianceConfig load(const std::string& text) {
+  auto c = config::load_config_text(text, "<test>");
+  EXPECT_TRUE(c) << (c ? "" : c.error()[0].to_string());
+  return c ? *c : config::ApplianceConfig{};
+}
+
+constexpr const char* kBase = R"(
+appliance: {name: a}
+ports:
+  - {name: wan, type: afxdp, interface: veth-x0}
+  - {name: lan, type: dpdk, devargs: "net_af_packet0,iface=veth-x1"}
+steering:
+  rules:
+    - {name: arp, match: {l3: arp}, action: pass}
+    - {name: ssh, match: {proto: tcp, dst_port: 22}, action: pass}
+)";
+
+TEST(ConfigDiff, IdenticalFilesHaveNoChanges) {
+  EXPECT_TRUE(diff_configs(load(kBase), load(kBase)).empty());
+}
+
+TEST(ConfigDiff, MatchesRulesByNameAndReportsOrder) {
+  std::string next = kBase;
+  next.replace(next.find("    - {name: arp"), 0,
+               "    - {name: dns, match: {proto: udp, dst_port: 53}, action: drop}\n");
+  next.replace(next.find("dst_port: 22}, action: pass"), 27, "dst_port: 22}, action: drop");
+  // A rule inserted first is one added rule, not every later rule changed.
+  auto changes = diff_configs(load(kBase), load(next));
+  ASSERT_EQ(changes.size(), 2u) << to_json(changes[0]).dump();
+  EXPECT_EQ(changes[0].path, "steering.rules[ssh].action");
+  EXPECT_EQ(changes[0].from, "pass");
+  EXPECT_EQ(changes[0].to, "drop");
+  EXPECT_EQ(changes[1].path, "steering.rules[dns]");
+  EXPECT_EQ(changes[1].op, "added");
+}
+
+TEST(ConfigDiff, ReportsRulesThatChangedOrder) {
+  std::string next = kBase;
+  std::string arp = "    - {name: arp, match: {l3: arp}, action: pass}\n";
+  next.erase(next.find(arp), arp.size());
+  next += arp;
+  auto changes = diff_configs(load(kBase), load(next));
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].op, "reordered");
+  EXPECT_EQ(changes[0].path, "steering.rules");
+  EXPECT_EQ(changes[0].to, Json::array({"ssh", "arp"}));
+}
+
+TEST(ConfigDiff, ReportsSectionsOfScalarChanges) {
+  std::string next = kBase;
+  next.replace(next.find("name: a}"), 8, "name: b}");
+  next += "control: {read_timeout_ms: 700}\n";
+  auto changes = diff_configs(load(kBase), load(next));
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].section, "appliance");
+  EXPECT_EQ(changes[1].path, "control.read_timeout_ms");
+  EXPECT_EQ(changes[1].to, 700);
+}
+
+TEST(ConfigDiff, CopySectionReplacesOnlyThatSection) {
+  auto a = load(kBase);
+  std::string next = kBase;
+  next.replace(next.find("name: a}"), 8, "name: b}");
+  next += "logging: {level: debug}\n";
+  auto b = load(next);
+  copy_section(a, b, "logging");
+  auto left = diff_configs(a, b);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].section, "appliance");
+}
+
+TEST(ConfigJson, ReferenceFileSerialisesEverySection) {
+  auto cfg = config::load_config(test::source_path("configs/reference.yaml"));
+  ASSERT_TRUE(cfg);
+  Json j = config_to_json(*cfg);
+  for (const auto& s : config_sections())
+    EXPECT_TRUE(j.contains(s)) << s;
+  EXPECT_EQ(j["pipeline"].size(), cfg->pipeline.size());
+  EXPECT_EQ(j["control"]["mode"], "0660");
+}
+
+}  // namespace
+}  // namespace vecflow::control

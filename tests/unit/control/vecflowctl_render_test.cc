@@ -1,0 +1,59 @@
+// vecflowctl's human output: units, aligned tables, hidden zero rows, fields.
+#include <gtest/gtest.h>
+
+#include "render.h"
+
+namespace vecflowctl {
+namespace {
+
+TEST(FormatValue, PrintsUnits) {
+  EXPECT_EQ(format_value(Json(12), "pps"), "12 pps");
+  EXPECT_EQ(format_value(Json(1234567.0), "pps"), "1.23 Mpps");
+  EXPECT_EQ(format_value(Json(98700.0), "bps"), "98.7 Kbps");
+  EXPECT_EQ(format_value(Json(1536), "bytes"), "1.5 KiB");
+  EXPECT_EQ(format_value(Json(12.345), "percent"), "12.3%");
+  EXPECT_EQ(format_value(Json(3725.0), "seconds"), "1h02m05s");
+  EXPECT_EQ(format_value(Json(200000.0), "seconds"), "2d07h33m");
+  EXPECT_EQ(format_value(Json(497.88), "count"), "498");
+  EXPECT_EQ(format_value(Json(nullptr), "pps"), "-");
+  EXPECT_EQ(format_value(Json(true), ""), "yes");
+  EXPECT_EQ(format_value(Json::array({1, 2}), ""), "1, 2");
+}
+
+const Json kView = Json::parse(R"([
+  {"kind":"fields","title":"","rows":"","columns":[
+     {"header":"name","key":"/name"},{"header":"missing","key":"/nope"},
+     {"header":"uptime","key":"/up","unit":"seconds"}]},
+  {"kind":"table","title":"reasons","rows":"/reasons","hide_zero":"/count","columns":[
+     {"header":"REASON","key":"reason"},{"header":"COUNT","key":"count","unit":"count"}]}
+])");
+
+TEST(Render, AlignsFieldsAndTablesAndHidesZeroRows) {
+  Json result = {{"name", "edge-1"},
+                 {"up", 5.0},
+                 {"reasons", Json::array({{{"reason", "no_route"}, {"count", 1200}},
+                                          {{"reason", "acl_deny"}, {"count", 0}},
+                                          {{"reason", "ttl_expired"}, {"count", 3}}})}};
+  EXPECT_EQ(render(result, kView, false),
+            "name:    edge-1\n"
+            "uptime:  5.0s\n"
+            "\n"
+            "reasons:\n"
+            "REASON       COUNT\n"
+            "no_route      1200\n"
+            "ttl_expired      3\n"
+            "(1 more at zero; --all shows them)\n");
+  EXPECT_NE(render(result, kView, true).find("acl_deny"), std::string::npos);
+}
+
+TEST(Render, EmptyTablesSayNone) {
+  Json result = {{"name", "x"}, {"up", 1.0}, {"reasons", Json::array()}};
+  EXPECT_NE(render(result, kView, false).find("reasons:\n  none\n"), std::string::npos);
+}
+
+TEST(Render, WithoutAViewPrintsJson) {
+  EXPECT_EQ(render(Json{{"a", 1}}, Json(), false), "{\n  \"a\": 1\n}\n");
+}
+
+}  // namespace
+}  // namespace vecflowctl

@@ -1,0 +1,328 @@
+// vecflowctl: the operator's view of a running vecflowd, over its control socket.
+//
+//   vecflowctl status                      is it up, what runs, which file
+//   vecflowctl errors                      where packets are dropped and why
+//   vecflowctl --watch 1 lcores            which core is busy, redrawn every second
+//   vecflowctl --json accounting | jq ...  the same data for scripts
+//   vecflowctl reload /etc/vecflow/appliance.yaml --confirm-within 60
+//
+// Exit status: see ExitCode in client.h and the README.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "client.h"
+#include "render.h"
+
+namespace {
+
+using vecflowctl::Client;
+using vecflowctl::ExitCode;
+using vecflowctl::Json;
+
+volatile sig_atomic_t g_interrupted = 0;
+
+void on_interrupt(int) {
+  g_interrupted = 1;
+}
+
+ExitCode exit_code_for(const std::string& error_code) {
+  if (error_code == "unknown_command") return vecflowctl::kNotServed;
+  if (error_code == "permission_denied") return vecflowctl::kPermission;
+  if (error_code == "bad_arguments") return vecflowctl::kUsage;
+  if (error_code == "malformed_request" || error_code == "unsupported_version" ||
+      error_code == "truncated_request" || error_code == "request_too_large" ||
+      error_code == "timeout" || error_code == "busy") {
+    return vecflowctl::kProtocol;
+  }
+  return vecflowctl::kCommandFailed;
+}
+
+// "key=value": the value as JSON when it parses (numbers, true, {"a":1}), else as a string.
+bool parse_assignment(const std::string& text, Json& args) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) return false;
+  std::string value = text.substr(eq + 1);
+  Json v = Json::parse(value, nullptr, false);
+  args[text.substr(0, eq)] = v.is_discarded() ? Json(value) : v;
+  return true;
+}
+
+struct Options {
+  std::string socket;
+  bool json = false;
+  bool all = false;
+  double watch = 0;
+  int timeout_ms = 10000;
+};
+
+int print_error(const Options& o, const Json& reply) {
+  const Json& e = reply["error"];
+  std::string code = e.value("code", "failed");
+  if (o.json) {
+    std::cout << Json{{"error", e}}.dump(2) << "\n";
+  } else {
+    std::cerr << "vecflowctl: " << e.value("message", "error") << "\n";
+    if (e.contains("details") && e["details"].contains("errors")) {
+      for (const auto& err : e["details"]["errors"])
+        std::cerr << "  " << err.value("text", "") << "\n";
+    }
+  }
+  return exit_code_for(code);
+}
+
+// Sends one command and prints the reply; returns the exit code.
+int run_once(const Options& o, Client& client, const std::string& command, const Json& args,
+             bool clear) {
+  Json request = {{"version", 1}, {"command", command}};
+  if (!args.empty()) request["args"] = args;
+  if (!o.json) request["view"] = true;
+  auto reply = client.call(request);
+  if (!reply) {
+    std::cerr << "vecflowctl: " << reply.error().message << "\n";
+    return reply.error().code;
+  }
+  if (!(*reply)["ok"].get<bool>()) return print_error(o, *reply);
+  const Json& result = (*reply)["result"];
+  if (o.json) {
+    std::cout << (o.watch > 0 ? result.dump() : result.dump(2)) << std::endl;
+    return vecflowctl::kOk;
+  }
+  std::string text = vecflowctl::render(result, reply->value("view", Json()), o.all);
+  if (clear) {
+    std::time_t now = std::time(nullptr);
+    char when[32];
+    std::strftime(when, sizeof(when), "%H:%M:%S", std::localtime(&now));
+    std::cout << "\033[H\033[2J"
+              << fmt::format("every {}s: vecflowctl {}   {}\n\n", o.watch, command, when);
+  }
+  std::cout << text << std::flush;
+  return vecflowctl::kOk;
+}
+
+std::expected<Client, vecflowctl::ClientError> connect(const Options& o) {
+  return Client::connect(o.socket, std::chrono::milliseconds(o.timeout_ms));
+}
+
+int execute(const Options& o, const std::string& command, const Json& args) {
+  if (o.watch <= 0) {
+    auto client = connect(o);
+    if (!client) {
+      std::cerr << "vecflowctl: " << client.error().message << "\n";
+      return client.error().code;
+    }
+    return run_once(o, *client, command, args, false);
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  bool tty = isatty(STDOUT_FILENO);
+  while (!g_interrupted) {
+    // A connection per redraw: vecflowd closes connections idle past control.read_timeout_ms,
+    // and a restarted vecflowd is picked up on the next round.
+    auto client = connect(o);
+    if (!client) {
+      std::cerr << "vecflowctl: " << client.error().message << "\n";
+      return client.error().code;
+    }
+    int rc = run_once(o, *client, command, args, tty && !o.json);
+    if (rc != vecflowctl::kOk) return rc;
+    auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.watch);
+    while (!g_interrupted && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!tty && !o.json) std::cout << "\n";
+  }
+  return vecflowctl::kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"vecflowctl: status and control of a running vecflowd"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  Options o;
+  const char* env_socket = std::getenv("VECFLOW_SOCKET");
+  o.socket = env_socket ? env_socket : "/run/vecflow/control.sock";
+  app.add_option("-s,--socket", o.socket,
+                 "Control socket (default: $VECFLOW_SOCKET or "
+                 "/run/vecflow/control.sock)");
+  app.add_flag("-j,--json", o.json, "Print the result as JSON, for scripts");
+  app.add_option("-w,--watch", o.watch, "Redraw every SECONDS until interrupted")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(0.1, 86400.0));
+  app.add_flag("-a,--all", o.all, "Also show rows that are zero");
+  app.add_option("--timeout", o.timeout_ms, "Milliseconds to wait for vecflowd's answer")
+      ->check(CLI::Range(100, 600000));
+  app.footer(
+      "Exit status: 0 ok, 1 the command failed, 2 usage error, 3 vecflowd not running, "
+      "4 permission denied,\n5 command not served by this vecflowd, 6 no valid reply.");
+
+  std::string command;
+  Json args = Json::object();
+
+  // Read-only commands without arguments.
+  struct Simple {
+    const char* name;
+    const char* help;
+  };
+  for (const Simple& s : std::initializer_list<Simple>{
+           {"status", "Is it up: version, uptime, configuration, lcores, ports, scheduler"},
+           {"lcores", "Which core is busy: busy/idle/sleep of every lcore and service"},
+           {"accounting", "Where each port's packets went: rx = tx + kernel + dropped"},
+           {"errors", "Every drop reason with its count across the box"},
+           {"commands", "The commands this vecflowd serves"},
+           {"ports", "Ports and queues: packets, bytes, rates, drops, link, AF_XDP mode"},
+           {"steering", "XDP steering: hits per rule and action, parse errors"},
+           {"sched", "Scheduler: per worker busy/idle, events, vectors, migrations"},
+           {"pipeline", "Pipeline stages: calls, packets, vectors, cycles per packet"},
+           {"routes", "The routing table in use"},
+           {"acl", "The ACL rules in use, with hits"},
+           {"neighbours", "The neighbour (ARP/NDP) table in use"},
+           {"confirm", "Keep a reload made with --confirm-within"},
+           {"rollback", "Revert a reload made with --confirm-within now"}}) {
+    std::string name = s.name;
+    app.add_subcommand(name, s.help)->callback([&command, name] { command = name; });
+  }
+
+  auto* metrics = app.add_subcommand("metrics", "Every counter, the numbers /metrics serves");
+  std::string family;
+  metrics->add_option("--family", family, "Only families whose name starts with PREFIX");
+  metrics->callback([&] {
+    command = "metrics";
+    if (!family.empty()) args["family"] = family;
+  });
+
+  auto* config = app.add_subcommand("config", "The running configuration, defaults filled in");
+  std::string section;
+  config->add_option("section", section, "Only this section (ports, steering, ...)");
+  config->callback([&] {
+    command = "config";
+    if (!section.empty()) args["section"] = section;
+  });
+
+  auto* flows = app.add_subcommand("flows", "Top flows by packets or bytes");
+  unsigned top = 20;
+  std::string by = "packets";
+  flows->add_option("-n,--top", top, "How many flows")->check(CLI::Range(1, 100000));
+  flows->add_option("--by", by, "Order by packets or bytes")
+      ->check(CLI::IsMember({"packets", "bytes"}));
+  flows->callback([&] {
+    command = "flows";
+    args["top"] = top;
+    args["by"] = by;
+  });
+
+  auto* reload = app.add_subcommand(
+      "reload", "Validate and apply an appliance file (default: the running one)");
+  std::string file;
+  unsigned confirm_within = 0;
+  reload->add_option("file", file, "Appliance file")->check(CLI::ExistingFile);
+  reload
+      ->add_option("--confirm-within", confirm_within,
+                   "Revert unless `vecflowctl confirm` comes within SECONDS")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(1u, 86400u));
+  reload->callback([&] {
+    command = "reload";
+    if (!file.empty()) args["file"] = std::filesystem::absolute(file).lexically_normal().string();
+    if (confirm_within > 0) args["confirm_within"] = confirm_within;
+  });
+
+  auto* capture = app.add_subcommand("capture", "Packet captures to pcapng files");
+  capture->require_subcommand(1);
+  auto* cap_start = capture->add_subcommand("start", "Start capturing on a port");
+  std::string cap_port, cap_dir = "both", cap_filter, cap_file;
+  unsigned cap_count = 0, cap_snaplen = 0;
+  double cap_duration = 0;
+  cap_start->add_option("port", cap_port, "Port name")->required();
+  cap_start->add_option("--direction", cap_dir, "rx, tx or both")
+      ->check(CLI::IsMember({"rx", "tx", "both"}));
+  cap_start->add_option("-c,--count", cap_count, "Stop after N packets");
+  cap_start->add_option("-d,--duration", cap_duration, "Stop after SECONDS");
+  cap_start->add_option("-f,--filter", cap_filter, "pcap filter expression (as tcpdump)");
+  cap_start->add_option("--snaplen", cap_snaplen, "Bytes kept of each packet");
+  cap_start->add_option("--file", cap_file, "File name under control.capture_dir");
+  cap_start->callback([&] {
+    command = "capture";
+    args = {{"action", "start"}, {"port", cap_port}, {"direction", cap_dir}};
+    if (cap_count) args["count"] = cap_count;
+    if (cap_duration > 0) args["duration_s"] = cap_duration;
+    if (!cap_filter.empty()) args["filter"] = cap_filter;
+    if (cap_snaplen) args["snaplen"] = cap_snaplen;
+    if (!cap_file.empty()) args["file"] = cap_file;
+  });
+  auto* cap_stop = capture->add_subcommand("stop", "Stop a capture (all when no id)");
+  unsigned cap_id = 0;
+  cap_stop->add_option("id", cap_id, "Capture id");
+  cap_stop->callback([&] {
+    command = "capture";
+    args = {{"action", "stop"}};
+    if (cap_id) args["id"] = cap_id;
+  });
+  capture->add_subcommand("list", "Captures running and done")->callback([&] {
+    command = "captures";
+  });
+
+  auto* hooks = app.add_subcommand("hooks", "Rx/tx hooks: list, add, remove");
+  hooks->require_subcommand(1);
+  hooks->add_subcommand("list", "Hooks in place")->callback([&] {
+    command = "hooks";
+    args = {{"action", "list"}};
+  });
+  auto* hooks_add = hooks->add_subcommand("add", "Add a hook: KIND key=value ...");
+  std::string hook_kind;
+  std::vector<std::string> hook_params;
+  hooks_add->add_option("kind", hook_kind, "Hook kind")->required();
+  hooks_add->add_option("params", hook_params, "key=value parameters");
+  auto* hooks_remove = hooks->add_subcommand("remove", "Remove a hook by id");
+  unsigned hook_id = 0;
+  hooks_remove->add_option("id", hook_id, "Hook id")->required();
+  hooks_remove->callback([&] {
+    command = "hooks";
+    args = {{"action", "remove"}, {"id", hook_id}};
+  });
+
+  auto* call = app.add_subcommand("call", "Any command: COMMAND key=value ...");
+  std::string call_name;
+  std::vector<std::string> call_params;
+  call->add_option("command", call_name, "Command name")->required();
+  call->add_option("params", call_params, "key=value arguments (values may be JSON)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? vecflowctl::kOk : vecflowctl::kUsage;
+  }
+  if (hooks_add->parsed()) {
+    command = "hooks";
+    args = {{"action", "add"}, {"kind", hook_kind}};
+    for (const auto& p : hook_params) {
+      if (!parse_assignment(p, args)) {
+        std::cerr << "vecflowctl: '" << p << "' is not key=value\n";
+        return vecflowctl::kUsage;
+      }
+    }
+  }
+  if (call->parsed()) {
+    command = call_name;
+    for (const auto& p : call_params) {
+      if (!parse_assignment(p, args)) {
+        std::cerr << "vecflowctl: '" << p << "' is not key=value\n";
+        return vecflowctl::kUsage;
+      }
+    }
+  }
+  return execute(o, command, args);
+}

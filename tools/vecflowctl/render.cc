@@ -1,0 +1,199 @@
+#include "render.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace vecflowctl {
+namespace {
+
+// SI prefixes for rates: "1.23 Mpps".
+std::string si(double v, std::string_view unit) {
+  static constexpr const char* kPrefix[] = {"", "K", "M", "G", "T"};
+  size_t i = 0;
+  double a = std::fabs(v);
+  while (a >= 1000 && i + 1 < std::size(kPrefix)) {
+    a /= 1000;
+    v /= 1000;
+    ++i;
+  }
+  if (i == 0) return fmt::format("{:.0f} {}", v, unit);
+  return fmt::format("{:.{}f} {}{}", v, a >= 100 ? 0 : a >= 10 ? 1 : 2, kPrefix[i], unit);
+}
+
+std::string bytes(double v) {
+  static constexpr const char* kPrefix[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  size_t i = 0;
+  while (v >= 1024 && i + 1 < std::size(kPrefix)) {
+    v /= 1024;
+    ++i;
+  }
+  return i == 0 ? fmt::format("{:.0f} B", v) : fmt::format("{:.1f} {}", v, kPrefix[i]);
+}
+
+std::string duration(double s) {
+  if (s < 60) return fmt::format("{:.1f}s", s);
+  auto total = static_cast<uint64_t>(s);
+  uint64_t d = total / 86400, h = total / 3600 % 24, m = total / 60 % 60, sec = total % 60;
+  if (d > 0) return fmt::format("{}d{:02}h{:02}m", d, h, m);
+  if (h > 0) return fmt::format("{}h{:02}m{:02}s", h, m, sec);
+  return fmt::format("{}m{:02}s", m, sec);
+}
+
+std::string plain(const Json& v) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    return d == std::floor(d) && std::fabs(d) < 1e15 ? fmt::format("{:.0f}", d)
+                                                     : fmt::format("{:.2f}", d);
+  }
+  if (v.is_array()) {
+    std::string out;
+    for (const auto& x : v)
+      out += (out.empty() ? "" : ", ") + plain(x);
+    return out.empty() ? "-" : out;
+  }
+  if (v.is_object()) {
+    std::string out;
+    for (const auto& [k, x] : v.items()) {
+      if (x.is_null()) continue;
+      out += fmt::format("{}{}={}", out.empty() ? "" : " ", k, plain(x));
+    }
+    return out;
+  }
+  return v.dump();
+}
+
+const Json* lookup(const Json& object, const std::string& key) {
+  try {
+    if (!key.empty() && key.front() == '/') {
+      Json::json_pointer p(key);
+      return object.contains(p) ? &object.at(p) : nullptr;
+    }
+    if (key.empty()) return &object;
+    if (!object.is_object()) return nullptr;
+    auto it = object.find(key);
+    return it == object.end() ? nullptr : &*it;
+  } catch (const Json::exception&) {
+    return nullptr;
+  }
+}
+
+bool is_numeric_unit(std::string_view unit) {
+  return !unit.empty();
+}
+
+bool is_zero(const Json* v) {
+  return !v || v->is_null() || (v->is_number() && v->get<double>() == 0);
+}
+
+void render_fields(std::string& out, const Json& result, const Json& block) {
+  const Json* object = lookup(result, block.value("rows", ""));
+  if (!object) return;
+  std::vector<std::pair<std::string, std::string>> lines;
+  for (const auto& col : block["columns"]) {
+    const Json* v = lookup(*object, col.value("key", ""));
+    if (!v || v->is_null() || (v->is_array() && v->empty())) continue;
+    lines.emplace_back(col.value("header", ""), format_value(*v, col.value("unit", "")));
+  }
+  size_t width = 0;
+  for (const auto& [name, value] : lines)
+    width = std::max(width, name.size());
+  for (const auto& [name, value] : lines)
+    out += fmt::format("{:<{}}  {}\n", name + ":", width + 1, value);
+}
+
+void render_table(std::string& out, const Json& result, const Json& block, bool all) {
+  const Json* rows = lookup(result, block.value("rows", ""));
+  std::string title = block.value("title", "");
+  const Json& cols = block["columns"];
+  std::string hide = block.value("hide_zero", "");
+  std::vector<std::vector<std::string>> cells;
+  std::vector<std::string> header;
+  std::vector<bool> right;
+  for (const auto& c : cols) {
+    header.push_back(c.value("header", ""));
+    right.push_back(is_numeric_unit(c.value("unit", "")));
+  }
+  size_t hidden = 0;
+  if (rows && rows->is_array()) {
+    for (const auto& row : *rows) {
+      if (!all && !hide.empty() && is_zero(lookup(row, hide))) {
+        ++hidden;
+        continue;
+      }
+      std::vector<std::string> line;
+      for (const auto& c : cols) {
+        const Json* v = lookup(row, c.value("key", ""));
+        line.push_back(v ? format_value(*v, c.value("unit", "")) : "-");
+      }
+      cells.push_back(std::move(line));
+    }
+  }
+  if (!out.empty()) out += "\n";
+  if (!title.empty()) out += title + ":\n";
+  if (cells.empty()) {
+    out += hidden > 0 ? fmt::format("  none ({} at zero; --all shows them)\n", hidden)
+                      : std::string("  none\n");
+    return;
+  }
+  std::vector<size_t> width(header.size());
+  for (size_t i = 0; i < header.size(); ++i) {
+    width[i] = header[i].size();
+    for (const auto& line : cells)
+      width[i] = std::max(width[i], line[i].size());
+  }
+  auto emit = [&](const std::vector<std::string>& line) {
+    std::string text;
+    for (size_t i = 0; i < line.size(); ++i) {
+      bool last = i + 1 == line.size();
+      if (right[i]) {
+        text += fmt::format("{:>{}}", line[i], width[i]);
+      } else {
+        text += last ? line[i] : fmt::format("{:<{}}", line[i], width[i]);
+      }
+      if (!last) text += "  ";
+    }
+    while (!text.empty() && text.back() == ' ')
+      text.pop_back();
+    out += text + "\n";
+  };
+  emit(header);
+  for (const auto& line : cells)
+    emit(line);
+  if (hidden > 0) out += fmt::format("({} more at zero; --all shows them)\n", hidden);
+}
+
+}  // namespace
+
+std::string format_value(const Json& v, std::string_view unit) {
+  if (v.is_null()) return "-";
+  if (!v.is_number()) return plain(v);
+  double d = v.get<double>();
+  if (unit == "pps") return si(d, "pps");
+  if (unit == "bps") return si(d, "bps");
+  if (unit == "bytes") return bytes(d);
+  if (unit == "percent") return fmt::format("{:.1f}%", d);
+  if (unit == "seconds") return duration(d);
+  if (unit == "count" || unit == "cycles") return fmt::format("{:.0f}", d);
+  return plain(v);
+}
+
+std::string render(const Json& result, const Json& view, bool all) {
+  if (!view.is_array() || view.empty()) return result.dump(2) + "\n";
+  std::string out;
+  for (const auto& block : view) {
+    if (block.value("kind", "") == "fields") {
+      render_fields(out, result, block);
+    } else {
+      render_table(out, result, block, all);
+    }
+  }
+  return out;
+}
+
+}  // namespace vecflowctl

@@ -1,0 +1,451 @@
+#include "control/builtin.h"
+
+#include <unistd.h>
+
+#include <fmt/chrono.h>
+
+#include "control/families.h"
+#include "core/drop_reason.h"
+#include "runtime/cycles.h"
+
+namespace vecflow::control {
+namespace {
+
+inline const MetricFamily kBuildInfo{
+    "vecflow_build_info", "vecflowd version (value is 1)", MetricType::Gauge, {"version"}};
+inline const MetricFamily kConfigInfo{"vecflow_config_info",
+                                      "Running appliance file (value is 1)",
+                                      MetricType::Gauge,
+                                      {"name", "source", "hash"}};
+inline const MetricFamily kStartTime{"vecflow_start_time_seconds",
+                                     "Start time of vecflowd since the Unix epoch",
+                                     MetricType::Gauge,
+                                     {}};
+inline const MetricFamily kTscHz{
+    "vecflow_tsc_hz", "TSC ticks per second (converts *_cycles_total)", MetricType::Gauge, {}};
+
+inline const MetricFamily kLcoreBusy{"vecflow_lcore_busy_cycles_total",
+                                     "TSC cycles an lcore spent in polls that did work",
+                                     MetricType::Counter,
+                                     {"lcore"}};
+inline const MetricFamily kLcoreIdle{"vecflow_lcore_idle_cycles_total",
+                                     "TSC cycles an lcore spent in polls that found nothing",
+                                     MetricType::Counter,
+                                     {"lcore"}};
+inline const MetricFamily kLcoreSleep{"vecflow_lcore_sleep_cycles_total",
+                                      "TSC cycles an lcore spent napping or asleep",
+                                      MetricType::Counter,
+                                      {"lcore"}};
+inline const MetricFamily kLcoreRounds{"vecflow_lcore_rounds_total",
+                                       "Rounds of an lcore's service loop",
+                                       MetricType::Counter,
+                                       {"lcore"}};
+inline const MetricFamily kLcoreNaps{
+    "vecflow_lcore_naps_total", "Idle naps of an lcore", MetricType::Counter, {"lcore"}};
+inline const MetricFamily kLcoreInterruptSleeps{
+    "vecflow_lcore_interrupt_sleeps_total",
+    "Times an lcore slept on its services' wake-up descriptors",
+    MetricType::Counter,
+    {"lcore"}};
+inline const MetricFamily kServicePolls{
+    "vecflow_service_polls_total", "Polls of a service", MetricType::Counter, {"lcore", "service"}};
+inline const MetricFamily kServiceBusyPolls{"vecflow_service_busy_polls_total",
+                                            "Polls of a service that did work",
+                                            MetricType::Counter,
+                                            {"lcore", "service"}};
+inline const MetricFamily kServiceBusy{"vecflow_service_busy_cycles_total",
+                                       "TSC cycles a service spent in polls that did work",
+                                       MetricType::Counter,
+                                       {"lcore", "service"}};
+inline const MetricFamily kServiceIdle{"vecflow_service_idle_cycles_total",
+                                       "TSC cycles a service spent in polls that found nothing",
+                                       MetricType::Counter,
+                                       {"lcore", "service"}};
+
+std::string iso_time(std::time_t t) {
+  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(t));
+}
+
+Json number_or_null(std::optional<double> v) {
+  return v ? Json(*v) : Json(nullptr);
+}
+
+// Percentage of wall time a cycle counter advanced over the last sampling interval.
+Json percent(const RateWindow& rates, const MetricFamily& f, Labels labels) {
+  auto r = rates.rate(f, labels);
+  uint64_t hz = tsc_hz();
+  if (!r || hz == 0) return nullptr;
+  return *r * 100.0 / static_cast<double>(hz);
+}
+
+std::string_view port_type(const config::PortConfig& p) {
+  return p.is_afxdp() ? "afxdp" : "dpdk";
+}
+
+}  // namespace
+
+void register_introspection(Registry& registry) {
+  (void)registry.add_command(
+      Command{"commands", "List the commands this vecflowd serves", Access::Read, "",
+              [&registry](const CommandContext& ctx) -> CommandResult {
+                ArgReader a(ctx.args, {});
+                if (auto e = a.error()) return std::unexpected(*e);
+                Json list = Json::array();
+                for (const Command* c : registry.commands()) {
+                  list.push_back({{"name", c->name},
+                                  {"access", c->access == Access::Change ? "change" : "read"},
+                                  {"args", c->args_help},
+                                  {"summary", c->summary}});
+                }
+                return Json{{"commands", std::move(list)}};
+              },
+              View{{table("", "/commands",
+                          {{"COMMAND", "name"},
+                           {"ACCESS", "access"},
+                           {"ARGS", "args"},
+                           {"SUMMARY", "summary"}})}}});
+
+  (void)registry.add_command(
+      Command{"metrics", "Every counter, as one snapshot (the numbers /metrics serves)",
+              Access::Read, "[family=PREFIX]",
+              [](const CommandContext& ctx) -> CommandResult {
+                ArgReader a(ctx.args, {"family"});
+                std::string prefix = a.string("family", "");
+                if (auto e = a.error()) return std::unexpected(*e);
+                Json families = Json::array();
+                Json rows = Json::array();
+                for (const auto& fam : ctx.snapshot.families()) {
+                  const MetricFamily& f = *fam.family;
+                  if (!f.name.starts_with(prefix)) continue;
+                  Json series = Json::array();
+                  for (const auto& [labels, value] : fam.series) {
+                    Json l = Json::object();
+                    std::string text;
+                    for (size_t i = 0; i < labels.size(); ++i) {
+                      l[std::string(f.labels[i])] = labels[i];
+                      text += fmt::format("{}{}={}", i ? "," : "", f.labels[i], labels[i]);
+                    }
+                    Json v = value.integral ? Json(value.count) : Json(value.real);
+                    series.push_back({{"labels", l}, {"value", v}});
+                    rows.push_back({{"name", f.name}, {"labels", text}, {"value", v}});
+                  }
+                  families.push_back({{"name", f.name},
+                                      {"type", f.type == MetricType::Counter ? "counter" : "gauge"},
+                                      {"help", f.help},
+                                      {"series", std::move(series)}});
+                }
+                return Json{{"families", std::move(families)}, {"samples", std::move(rows)}};
+              },
+              View{{table("", "/samples",
+                          {{"METRIC", "name"}, {"LABELS", "labels"}, {"VALUE", "value"}})}}});
+}
+
+void register_status(Registry& registry, StatusSource source) {
+  registry.add_collector("process", [source](Snapshot& s) {
+    s.set(kBuildInfo, {source.version}, 1);
+    s.set(kConfigInfo,
+          {source.running->appliance.name, source.running->source, source.running->hash}, 1);
+    s.set(kStartTime, {}, static_cast<double>(source.started_at));
+  });
+
+  (void)registry.add_command(Command{
+      "status", "Is it up: version, uptime, configuration, lcores, ports, scheduler", Access::Read,
+      "",
+      [&registry, source](const CommandContext& ctx) -> CommandResult {
+        ArgReader a(ctx.args, {});
+        if (auto e = a.error()) return std::unexpected(*e);
+        const config::ApplianceConfig& cfg = *source.running;
+        Json sections = registry.status_sections(ctx);
+        Json out;
+        out["name"] = cfg.appliance.name;
+        out["version"] = source.version;
+        out["pid"] = getpid();
+        out["started_at"] = iso_time(source.started_at);
+        out["uptime_s"] = static_cast<double>(monotonic_ns() - source.started_ns) / 1e9;
+        Json conf = {{"source", cfg.source}, {"hash", cfg.hash}};
+        if (sections.contains("config")) conf.update(sections["config"]);
+        out["config"] = std::move(conf);
+        Json workers = Json::array();
+        for (unsigned w : cfg.cpu.workers)
+          workers.push_back(w);
+        out["control_lcore"] = cfg.cpu.control;
+        out["workers"] = std::move(workers);
+        out["hugepages"] = source.hugepages;
+        out["scheduler"] = {{"backend", config::to_string(cfg.scheduler.backend)}};
+        if (sections.contains("scheduler")) out["scheduler"].update(sections["scheduler"]);
+        if (sections.contains("ports")) {
+          out["ports"] = sections["ports"];
+        } else {
+          // No part has opened ports in this vecflowd: say so rather than guess a link state.
+          Json ports = Json::array();
+          for (const auto& p : cfg.ports) {
+            const std::string* iface = p.kernel_interface();
+            ports.push_back({{"name", p.name},
+                             {"type", port_type(p)},
+                             {"interface", iface ? *iface : ""},
+                             {"state", "not opened"}});
+          }
+          out["ports"] = std::move(ports);
+        }
+        for (auto& [key, value] : sections.items()) {
+          if (key != "config" && key != "scheduler" && key != "ports") out[key] = value;
+        }
+        return out;
+      },
+      View{{fields("", "",
+                   {{"name", "/name"},
+                    {"version", "/version"},
+                    {"uptime", "/uptime_s", Unit::Seconds},
+                    {"config", "/config/source"},
+                    {"config hash", "/config/hash"},
+                    {"restart required for", "/config/restart_required"},
+                    {"confirm pending", "/config/confirm_pending/deadline_in_s", Unit::Seconds},
+                    {"control lcore", "/control_lcore"},
+                    {"workers", "/workers"},
+                    {"hugepages", "/hugepages"},
+                    {"scheduler", "/scheduler/backend"}}),
+            table("lcores", "/lcores",
+                  {{"LCORE", "lcore"},
+                   {"ROLE", "role"},
+                   {"BUSY", "busy_pct", Unit::Percent},
+                   {"SERVICES", "services"}}),
+            table("ports", "/ports",
+                  {{"PORT", "name"},
+                   {"TYPE", "type"},
+                   {"INTERFACE", "interface"},
+                   {"STATE", "state"}})}}});
+}
+
+void register_runtime(Registry& registry, Runtime& runtime) {
+  registry.add_collector("runtime", [&runtime](Snapshot& s) {
+    s.set(kTscHz, {}, static_cast<double>(tsc_hz()));
+    for (const auto& l : runtime.lcores()) {
+      std::string id = std::to_string(l->id());
+      const LcoreStats& st = l->stats();
+      s.add(kLcoreBusy, {id}, st.busy_cycles.load());
+      s.add(kLcoreIdle, {id}, st.idle_cycles.load());
+      s.add(kLcoreSleep, {id}, st.sleep_cycles.load());
+      s.add(kLcoreRounds, {id}, st.rounds.load());
+      s.add(kLcoreNaps, {id}, st.naps.load());
+      s.add(kLcoreInterruptSleeps, {id}, st.interrupt_sleeps.load());
+      for (const auto& svc : l->services()) {
+        const ServiceStats& ss = svc->stats();
+        s.add(kServicePolls, {id, svc->name()}, ss.polls.load());
+        s.add(kServiceBusyPolls, {id, svc->name()}, ss.busy_polls.load());
+        s.add(kServiceBusy, {id, svc->name()}, ss.busy_cycles.load());
+        s.add(kServiceIdle, {id, svc->name()}, ss.idle_cycles.load());
+      }
+    }
+  });
+
+  // The one-line-per-lcore summary of `status`.
+  registry.add_status("lcores", [&runtime](const CommandContext& ctx) {
+    Json rows = Json::array();
+    for (size_t i = 0; i < runtime.lcores().size(); ++i) {
+      const auto& l = runtime.lcores()[i];
+      Json names = Json::array();
+      for (const auto& svc : l->services())
+        names.push_back(svc->name());
+      rows.push_back({{"lcore", l->id()},
+                      {"role", i == 0 ? "control" : "worker"},
+                      {"busy_pct", percent(ctx.rates, kLcoreBusy, {std::to_string(l->id())})},
+                      {"services", std::move(names)}});
+    }
+    return rows;
+  });
+
+  (void)registry.add_command(Command{
+      "lcores", "Which core is busy: busy/idle/sleep time of every lcore and service", Access::Read,
+      "",
+      [&runtime](const CommandContext& ctx) -> CommandResult {
+        ArgReader a(ctx.args, {});
+        if (auto e = a.error()) return std::unexpected(*e);
+        Json lcores = Json::array();
+        Json services = Json::array();
+        for (size_t i = 0; i < runtime.lcores().size(); ++i) {
+          const auto& l = runtime.lcores()[i];
+          std::string id = std::to_string(l->id());
+          const Snapshot& s = ctx.snapshot;
+          bool sleeping = false;
+          Json names = Json::array();
+          for (const auto& svc : l->services()) {
+            names.push_back(svc->name());
+            sleeping |= svc->stats().sleeping.load(std::memory_order_relaxed);
+            services.push_back(
+                {{"lcore", l->id()},
+                 {"service", svc->name()},
+                 {"busy_pct", percent(ctx.rates, kServiceBusy, {id, svc->name()})},
+                 {"polls_per_s", number_or_null(ctx.rates.rate(kServicePolls, {id, svc->name()}))},
+                 {"polls", s.count(kServicePolls, {id, svc->name()})},
+                 {"busy_polls", s.count(kServiceBusyPolls, {id, svc->name()})},
+                 {"busy_cycles", s.count(kServiceBusy, {id, svc->name()})},
+                 {"idle_cycles", s.count(kServiceIdle, {id, svc->name()})},
+                 {"sleeps", svc->stats().sleeps.load()}});
+          }
+          lcores.push_back({{"lcore", l->id()},
+                            {"role", i == 0 ? "control" : "worker"},
+                            {"busy_pct", percent(ctx.rates, kLcoreBusy, {id})},
+                            {"idle_pct", percent(ctx.rates, kLcoreIdle, {id})},
+                            {"sleep_pct", percent(ctx.rates, kLcoreSleep, {id})},
+                            {"asleep", sleeping},
+                            {"rounds", s.count(kLcoreRounds, {id})},
+                            {"naps", s.count(kLcoreNaps, {id})},
+                            {"interrupt_sleeps", s.count(kLcoreInterruptSleeps, {id})},
+                            {"busy_cycles", s.count(kLcoreBusy, {id})},
+                            {"idle_cycles", s.count(kLcoreIdle, {id})},
+                            {"sleep_cycles", s.count(kLcoreSleep, {id})},
+                            {"services", std::move(names)}});
+        }
+        return Json{{"interval_s", ctx.rates.interval_s()},
+                    {"tsc_hz", tsc_hz()},
+                    {"lcores", std::move(lcores)},
+                    {"services", std::move(services)}};
+      },
+      View{{table("lcores", "/lcores",
+                  {{"LCORE", "lcore"},
+                   {"ROLE", "role"},
+                   {"BUSY", "busy_pct", Unit::Percent},
+                   {"IDLE", "idle_pct", Unit::Percent},
+                   {"SLEEP", "sleep_pct", Unit::Percent},
+                   {"ROUNDS", "rounds", Unit::Count},
+                   {"NAPS", "naps", Unit::Count},
+                   {"ASLEEP", "asleep"}}),
+            table("services", "/services",
+                  {{"LCORE", "lcore"},
+                   {"SERVICE", "service"},
+                   {"BUSY", "busy_pct", Unit::Percent},
+                   {"POLLS/S", "polls_per_s", Unit::Count},
+                   {"POLLS", "polls", Unit::Count},
+                   {"BUSY POLLS", "busy_polls", Unit::Count},
+                   {"SLEEPS", "sleeps", Unit::Count}})}}});
+}
+
+void register_accounting(Registry& registry, const OutcomeTable& table_ref,
+                         std::vector<std::string> ports) {
+  registry.add_collector("accounting", [&table_ref, ports](Snapshot& s) {
+    for (size_t p = 0; p < ports.size() && p < table_ref.ports(); ++p) {
+      const std::string& name = ports[p];
+      uint64_t rx = 0, rx_bytes = 0, tx = 0, tx_bytes = 0, kernel = 0;
+      std::array<uint64_t, kDropReasonCount> drops{};
+      for (size_t l = 0; l < table_ref.lcore_slots(); ++l) {
+        const PortOutcomes& o = table_ref.at(l, static_cast<PortId>(p));
+        rx += o.rx_packets.load();
+        rx_bytes += o.rx_bytes.load();
+        tx += o.tx_packets.load();
+        tx_bytes += o.tx_bytes.load();
+        kernel += o.kernel_packets.load();
+        for (size_t r = 0; r < kDropReasonCount; ++r)
+          drops[r] += o.drops.load(static_cast<DropReason>(r));
+      }
+      s.add(kAccountRxPackets, {name}, rx);
+      s.add(kAccountRxBytes, {name}, rx_bytes);
+      s.add(kAccountTxPackets, {name}, tx);
+      s.add(kAccountTxBytes, {name}, tx_bytes);
+      s.add(kAccountKernelPackets, {name}, kernel);
+      for (size_t r = 0; r < kDropReasonCount; ++r) {
+        s.add(kDrops, {name, drop_reason_name(static_cast<DropReason>(r)), "userspace"}, drops[r]);
+      }
+    }
+  });
+
+  (void)registry.add_command(Command{
+      "accounting", "Where the packets of each port went: rx = tx + kernel + dropped (+ in flight)",
+      Access::Read, "",
+      [ports](const CommandContext& ctx) -> CommandResult {
+        ArgReader a(ctx.args, {});
+        if (auto e = a.error()) return std::unexpected(*e);
+        const Snapshot& s = ctx.snapshot;
+        Json rows = Json::array();
+        for (const auto& name : ports) {
+          uint64_t rx = s.count(kAccountRxPackets, {name});
+          uint64_t tx = s.count(kAccountTxPackets, {name});
+          uint64_t kernel = s.count(kAccountKernelPackets, {name});
+          auto dropped =
+              static_cast<uint64_t>(s.sum(kDrops, {{"port", name}, {"layer", "userspace"}}));
+          auto rx_pps = ctx.rates.rate(kAccountRxPackets, {name});
+          auto rx_Bps = ctx.rates.rate(kAccountRxBytes, {name});
+          auto tx_pps = ctx.rates.rate(kAccountTxPackets, {name});
+          auto tx_Bps = ctx.rates.rate(kAccountTxBytes, {name});
+          rows.push_back({{"port", name},
+                          {"rx_packets", rx},
+                          {"rx_bytes", s.count(kAccountRxBytes, {name})},
+                          {"tx_packets", tx},
+                          {"tx_bytes", s.count(kAccountTxBytes, {name})},
+                          {"kernel_packets", kernel},
+                          {"dropped", dropped},
+                          // Counters are read one by one while workers run, so a packet between
+                          // stages shows here; on a drained box this is zero.
+                          {"in_flight",
+                           static_cast<int64_t>(rx) - static_cast<int64_t>(tx + kernel + dropped)},
+                          {"rx_pps", number_or_null(rx_pps)},
+                          {"rx_bps", rx_Bps ? Json(*rx_Bps * 8) : Json(nullptr)},
+                          {"tx_pps", number_or_null(tx_pps)},
+                          {"tx_bps", tx_Bps ? Json(*tx_Bps * 8) : Json(nullptr)}});
+        }
+        return Json{{"interval_s", ctx.rates.interval_s()}, {"ports", std::move(rows)}};
+      },
+      View{{table("", "/ports",
+                  {{"PORT", "port"},
+                   {"RX", "rx_packets", Unit::Count},
+                   {"RX RATE", "rx_pps", Unit::Pps},
+                   {"RX BITS", "rx_bps", Unit::Bps},
+                   {"TX", "tx_packets", Unit::Count},
+                   {"TX RATE", "tx_pps", Unit::Pps},
+                   {"KERNEL", "kernel_packets", Unit::Count},
+                   {"DROPPED", "dropped", Unit::Count},
+                   {"IN FLIGHT", "in_flight", Unit::Count}})}}});
+}
+
+void register_errors(Registry& registry) {
+  (void)registry.add_command(Command{
+      "errors", "Where packets are dropped and why: every drop reason across the box", Access::Read,
+      "",
+      [](const CommandContext& ctx) -> CommandResult {
+        ArgReader a(ctx.args, {});
+        if (auto e = a.error()) return std::unexpected(*e);
+        const Snapshot& s = ctx.snapshot;
+        Json reasons = Json::array();
+        uint64_t total = 0;
+        for (size_t r = 0; r < kDropReasonCount; ++r) {
+          auto reason = static_cast<DropReason>(r);
+          std::string name(drop_reason_name(reason));
+          auto count = static_cast<uint64_t>(s.sum(kDrops, {{"reason", name}}));
+          total += count;
+          reasons.push_back(
+              {{"reason", name},
+               {"count", count},
+               {"rate_pps", number_or_null(ctx.rates.rate_sum(kDrops, {{"reason", name}}))},
+               {"description", drop_reason_text(reason)}});
+        }
+        // Where: each (port, reason, layer) series that counted something.
+        Json where = Json::array();
+        if (const auto* fam = s.find(kDrops.name)) {
+          for (const auto& [labels, value] : fam->series) {
+            if (value.count == 0) continue;
+            where.push_back({{"port", labels[0]},
+                             {"reason", labels[1]},
+                             {"layer", labels[2]},
+                             {"count", value.count}});
+          }
+        }
+        return Json{{"total", total},
+                    {"rate_pps", number_or_null(ctx.rates.rate_sum(kDrops))},
+                    {"interval_s", ctx.rates.interval_s()},
+                    {"reasons", std::move(reasons)},
+                    {"by_port", std::move(where)}};
+      },
+      View{{fields("", "", {{"dropped", "/total", Unit::Count}, {"rate", "/rate_pps", Unit::Pps}}),
+            table("reasons", "/reasons",
+                  {{"REASON", "reason"},
+                   {"COUNT", "count", Unit::Count},
+                   {"RATE", "rate_pps", Unit::Pps},
+                   {"DESCRIPTION", "description"}},
+                  "/count"),
+            table("by port", "/by_port",
+                  {{"PORT", "port"},
+                   {"REASON", "reason"},
+                   {"LAYER", "layer"},
+                   {"COUNT", "count", Unit::Count}})}}});
+}
+
+}  // namespace vecflow::control

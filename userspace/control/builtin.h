@@ -1,0 +1,50 @@
+// The commands and counters of what every vecflowd has: the process and its configuration
+// (`status`), the runtime's lcores and services (`lcores`), the exact packet accounting
+// (`accounting`), every drop of the box (`errors`), and the registry itself (`commands`,
+// `metrics`). The data-path parts add theirs through control/parts/.
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "control/registry.h"
+#include "core/accounting.h"
+#include "runtime/runtime.h"
+
+namespace vecflow::control {
+
+// `commands` (what this vecflowd serves) and `metrics` (one snapshot of every counter, the
+// same numbers a /metrics scrape shows).
+void register_introspection(Registry& registry);
+
+struct StatusSource {
+  std::string version;
+  uint64_t started_ns = 0;     // monotonic_ns() at start
+  std::time_t started_at = 0;  // wall clock at start
+  // The running configuration, owned by the app and replaced by reload on the control thread.
+  const config::ApplianceConfig* running = nullptr;
+  bool hugepages = false;  // EAL runs on hugepages
+};
+
+// `status`: name, version, uptime, configuration (file, hash), lcores, ports, scheduler. Parts
+// add sections with Registry::add_status(); until a part reports the ports' state, `status`
+// lists the declared ports as "not opened".
+void register_status(Registry& registry, StatusSource source);
+
+// `lcores` and the vecflow_lcore_* / vecflow_service_* families: busy, idle and sleep time of
+// every lcore and service, read from the runtime's single-writer counters.
+void register_runtime(Registry& registry, Runtime& runtime);
+
+// `accounting` and the vecflow_accounting_* families plus vecflow_drops_total{layer=
+// "userspace"}: the OutcomeTable summed per ingress port. `ports` names the table's columns.
+void register_accounting(Registry& registry, const OutcomeTable& table,
+                         std::vector<std::string> ports);
+
+// `errors`: every drop reason with its count across the box (the vecflow_drops_total family,
+// whichever part added to it), with rates and the ports that dropped.
+void register_errors(Registry& registry);
+
+}  // namespace vecflow::control

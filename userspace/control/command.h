@@ -1,0 +1,183 @@
+// Commands of the control protocol: what a part registers, what a handler receives and returns.
+//
+// A command is a name, an access level, a one-line summary, a handler and, for commands whose
+// result is a table, a View that tells vecflowctl how to print it. Handlers run on the control
+// thread (the control lcore's ControlServer service), one at a time, so they may read the
+// parts' tables without locks; they read data-path counters through their single-writer
+// Counters, never through locks. A handler must answer quickly: it runs between the control
+// lcore's polls.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace vecflow::control {
+
+// Key order is kept so replies read in the order a handler wrote them.
+using Json = nlohmann::ordered_json;
+
+// Version of the request/response protocol (README "Control protocol"). A request may name
+// the version it speaks; the server answers requests of versions it knows and refuses others.
+inline constexpr int kProtocolVersion = 1;
+
+enum class ErrorCode {
+  MalformedRequest,    // not JSON, or not an object with a string "command"
+  TruncatedRequest,    // the connection closed inside a request
+  RequestTooLarge,     // longer than control.max_request_bytes
+  Timeout,             // no complete request within control.read_timeout_ms
+  Busy,                // too many connections at once
+  UnsupportedVersion,  // "version" the server does not speak
+  UnknownCommand,      // no such command in this vecflowd
+  BadArguments,        // an argument missing, unknown, of the wrong type or out of range
+  PermissionDenied,    // a state-changing command from a peer outside root/control.group
+  InvalidConfig,       // reload: the file has errors (details: each located error)
+  Failed,              // the command ran and could not do what was asked
+  Internal,            // a bug: the handler threw; the server keeps running
+};
+
+// "malformed_request", ... as they appear on the wire.
+std::string_view to_string(ErrorCode code) noexcept;
+
+struct CommandError {
+  ErrorCode code = ErrorCode::Failed;
+  std::string message;  // one line an operator can act on
+  Json details;         // optional structured detail (reload: the located errors)
+};
+
+using CommandResult = std::expected<Json, CommandError>;
+
+template <typename... Args>
+std::unexpected<CommandError> command_error(ErrorCode code, fmt::format_string<Args...> f,
+                                            Args&&... args) {
+  return std::unexpected(CommandError{code, fmt::format(f, std::forward<Args>(args)...), {}});
+}
+
+// Read: anyone who can open the socket. Change: root, the daemon's own user, or a member of
+// control.group, checked against the peer's SO_PEERCRED/SO_PEERGROUPS credentials.
+enum class Access { Read, Change };
+
+// The process at the other end of a control connection, as the kernel reports it.
+struct Peer {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups (SO_PEERGROUPS)
+  bool may_change = false;    // decided once per connection by the server
+};
+
+// Reads a command's arguments (a JSON object), rejecting unknown keys and values of the wrong
+// type or range. The first problem is kept and returned by error():
+//
+//   ArgReader a(ctx.args, {"top", "by"});
+//   uint64_t top = a.uint("top", 10, 1, 10000);
+//   std::string by = a.choice("by", "packets", {"packets", "bytes"});
+//   if (auto e = a.error()) return std::unexpected(*e);
+class ArgReader {
+ public:
+  // Keeps a reference to `args`: it must outlive the reader.
+  ArgReader(const Json& args, std::initializer_list<std::string_view> known);
+  ArgReader(Json&& args, std::initializer_list<std::string_view> known) = delete;
+
+  std::optional<std::string> string(std::string_view key);
+  std::string string(std::string_view key, std::string fallback);
+  uint64_t uint(std::string_view key, uint64_t fallback, uint64_t min, uint64_t max);
+  std::optional<uint64_t> uint(std::string_view key, uint64_t min, uint64_t max);
+  double number(std::string_view key, double fallback, double min, double max);
+  bool boolean(std::string_view key, bool fallback);
+  std::string choice(std::string_view key, std::string fallback,
+                     std::initializer_list<std::string_view> allowed);
+  // Records an error for a required argument that is absent.
+  void require(std::string_view key);
+
+  std::optional<CommandError> error() const { return error_; }
+
+ private:
+  const Json* find(std::string_view key) const;
+  void fail(std::string message);
+
+  const Json& args_;
+  std::optional<CommandError> error_;
+};
+
+// ---- how vecflowctl prints a result ------------------------------------------------------------
+
+// Units tell vecflowctl how to print a number: rates get SI prefixes (1.20 Mpps, 980 kbit/s),
+// byte counts binary ones (1.5 MiB), percentages one decimal.
+enum class Unit {
+  None,     // printed as is (strings, ids)
+  Count,    // integer with thousands grouping
+  Bytes,    // byte count: B, KiB, MiB ...
+  Pps,      // packets per second
+  Bps,      // bits per second (the data carries bits/s)
+  Percent,  // 0..100
+  Seconds,  // a duration in seconds: 3d 04:05:06 for long ones
+  Cycles,   // TSC cycles
+};
+
+std::string_view to_string(Unit u) noexcept;
+
+struct Column {
+  std::string header;  // "RX PPS"
+  std::string key;     // JSON pointer inside a row ("/rx/pps") or a plain member name
+  Unit unit = Unit::None;
+};
+
+// One block of output: a table over an array of objects (`rows` is a JSON pointer to the
+// array), or a list of "name: value" fields of one object (`rows` points to the object).
+struct Block {
+  enum class Kind { Table, Fields };
+  Kind kind = Kind::Table;
+  std::string title;
+  std::string rows;
+  std::vector<Column> columns;
+  // Table only: leave out rows whose value at this key is 0 unless vecflowctl --all.
+  std::string hide_zero;
+};
+
+struct View {
+  std::vector<Block> blocks;
+  Json to_json() const;
+};
+
+// Builders that keep registrations short.
+Block table(std::string title, std::string rows, std::vector<Column> columns,
+            std::string hide_zero = {});
+Block fields(std::string title, std::string object, std::vector<Column> columns);
+
+// ---- commands ---------------------------------------------------------------------------------
+
+class Snapshot;
+class RateWindow;
+
+// What a handler receives. `snapshot` holds every registered counter as collected for this
+// request; `rates` gives per-second rates over the control plane's last sampling interval.
+struct CommandContext {
+  const Json& args;
+  const Peer& peer;
+  const Snapshot& snapshot;
+  const RateWindow& rates;
+};
+
+using Handler = std::function<CommandResult(const CommandContext&)>;
+
+struct Command {
+  std::string name;     // "ports"
+  std::string summary;  // one line, shown by `vecflowctl commands`
+  Access access = Access::Read;
+  std::string args_help;  // "[top=N] [by=packets|bytes]" for the help listing
+  Handler handler = nullptr;
+  std::optional<View> view = std::nullopt;  // how vecflowctl prints the result
+};
+
+}  // namespace vecflow::control

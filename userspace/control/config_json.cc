@@ -1,0 +1,400 @@
+#include "control/config_json.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+namespace vecflow::control {
+namespace {
+
+using namespace config;
+
+template <typename T>
+Json opt(const std::optional<T>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
+
+Json opt_prefix(const std::optional<IpPrefix>& p) {
+  return p ? Json(p->to_string()) : Json(nullptr);
+}
+
+Json range(const std::optional<PortRange>& r) {
+  if (!r) return nullptr;
+  return r->low == r->high ? Json(fmt::format("{}", r->low))
+                           : Json(fmt::format("{}-{}", r->low, r->high));
+}
+
+Json action(const SteerAction& a) {
+  if (a.kind == SteerActionKind::Redirect) return Json{{"redirect", a.redirect_port}};
+  return to_string(a.kind);
+}
+
+std::string_view l3_name(L3Proto p) {
+  switch (p) {
+    case L3Proto::Ipv4:
+      return "ipv4";
+    case L3Proto::Ipv6:
+      return "ipv6";
+    case L3Proto::Arp:
+      return "arp";
+  }
+  return "?";
+}
+
+std::string_view xdp_mode_name(XdpAttachMode m) {
+  switch (m) {
+    case XdpAttachMode::Auto:
+      return "auto";
+    case XdpAttachMode::Native:
+      return "native";
+    case XdpAttachMode::Generic:
+      return "generic";
+  }
+  return "?";
+}
+
+std::string_view hugepages_name(HugePages h) {
+  switch (h) {
+    case HugePages::Auto:
+      return "auto";
+    case HugePages::On:
+      return "on";
+    case HugePages::Off:
+      return "off";
+  }
+  return "?";
+}
+
+std::string_view log_level_name(LogLevel l) {
+  switch (l) {
+    case LogLevel::Trace:
+      return "trace";
+    case LogLevel::Debug:
+      return "debug";
+    case LogLevel::Info:
+      return "info";
+    case LogLevel::Warn:
+      return "warn";
+    case LogLevel::Error:
+      return "error";
+  }
+  return "?";
+}
+
+std::string_view flow_id_name(FlowIdSource f) {
+  switch (f) {
+    case FlowIdSource::Auto:
+      return "auto";
+    case FlowIdSource::Xdp:
+      return "xdp";
+    case FlowIdSource::Rss:
+      return "rss";
+    case FlowIdSource::Software:
+      return "software";
+  }
+  return "?";
+}
+
+Json five_tuple(const FiveTupleMatch& m) {
+  return {{"src", opt_prefix(m.src)},
+          {"dst", opt_prefix(m.dst)},
+          {"proto", opt(m.l4_proto)},
+          {"src_port", range(m.src_port)},
+          {"dst_port", range(m.dst_port)}};
+}
+
+Json port_json(const PortConfig& p) {
+  Json j = {{"name", p.name}, {"lcore", opt(p.lcore)}};
+  if (const auto* a = std::get_if<AfXdpPort>(&p.kind)) {
+    Json queues = Json::array();
+    for (const auto& q : a->queues) {
+      queues.push_back({{"first", q.first}, {"count", q.count}, {"owner", to_string(q.owner)}});
+    }
+    j["type"] = "afxdp";
+    j["interface"] = a->interface;
+    j["queues"] = std::move(queues);
+    j["mode"] = to_string(a->mode);
+    j["xdp_mode"] = xdp_mode_name(a->xdp_mode);
+    j["busy_poll"] = {{"enabled", a->busy_poll.enabled},
+                      {"budget", a->busy_poll.budget},
+                      {"timeout_us", a->busy_poll.timeout_us}};
+    j["ring_size"] = a->ring_size;
+    j["frame_size"] = a->frame_size;
+  } else {
+    const auto& d = std::get<DpdkPort>(p.kind);
+    j["type"] = "dpdk";
+    j[d.is_pci ? "pci" : "devargs"] = d.devargs;
+    j["queues"] = d.queues;
+    j["rx_descriptors"] = d.rx_descriptors;
+    j["tx_descriptors"] = d.tx_descriptors;
+  }
+  return j;
+}
+
+Json rule_json(const SteerRule& r) {
+  const SteerMatch& m = r.match;
+  Json match = {{"port", opt(m.port)},
+                {"vlan", opt(m.vlan)},
+                {"l3", m.l3 ? Json(l3_name(*m.l3)) : Json(nullptr)},
+                {"src", opt_prefix(m.src)},
+                {"dst", opt_prefix(m.dst)},
+                {"proto", opt(m.l4_proto)},
+                {"src_port", range(m.src_port)},
+                {"dst_port", range(m.dst_port)}};
+  return {
+      {"name", r.name}, {"priority", r.priority}, {"match", match}, {"action", action(r.action)}};
+}
+
+Json nexthop_json(const NextHop& n) {
+  return {{"via", n.via ? Json(n.via->to_string()) : Json(nullptr)}, {"port", n.port}};
+}
+
+Json stage_params(const StageConfig& s) {
+  return std::visit(
+      [](const auto& p) -> Json {
+        using T = std::decay_t<decltype(p)>;
+        if constexpr (std::is_same_v<T, RouteStage>) {
+          Json routes = Json::array();
+          for (const auto& r : p.routes) {
+            Json hops = Json::array();
+            for (const auto& n : r.nexthops)
+              hops.push_back(nexthop_json(n));
+            std::string_view act = r.action == RouteAction::Forward  ? "forward"
+                                   : r.action == RouteAction::Kernel ? "kernel"
+                                                                     : "drop";
+            routes.push_back(
+                {{"prefix", r.prefix.to_string()}, {"action", act}, {"nexthops", std::move(hops)}});
+          }
+          return {{"routes", std::move(routes)},
+                  {"from_kernel", p.from_kernel},
+                  {"icmp_time_exceeded", p.icmp_time_exceeded}};
+        } else if constexpr (std::is_same_v<T, NeighbourStage>) {
+          Json entries = Json::array();
+          for (const auto& e : p.entries) {
+            entries.push_back(
+                {{"ip", e.ip.to_string()}, {"mac", e.mac.to_string()}, {"port", e.port}});
+          }
+          return {{"static", std::move(entries)},
+                  {"from_kernel", p.from_kernel},
+                  {"unresolved", p.unresolved == Unresolved::Kernel ? "kernel" : "drop"}};
+        } else if constexpr (std::is_same_v<T, AclStage>) {
+          Json rules = Json::array();
+          for (const auto& r : p.rules) {
+            Json j = {{"name", r.name},
+                      {"action", r.action == AclAction::Permit ? "permit" : "deny"}};
+            j.update(five_tuple(r.match));
+            rules.push_back(std::move(j));
+          }
+          return {{"default", p.default_action == AclAction::Permit ? "permit" : "deny"},
+                  {"rules", std::move(rules)}};
+        } else if constexpr (std::is_same_v<T, L2Stage>) {
+          Json ports = Json::array();
+          for (const auto& r : p.ports) {
+            ports.push_back({{"port", r.port},
+                             {"src_mac", r.src_mac ? Json(r.src_mac->to_string()) : Json(nullptr)},
+                             {"dst_mac", r.dst_mac ? Json(r.dst_mac->to_string()) : Json(nullptr)},
+                             {"vlan_push", opt(r.vlan_push)},
+                             {"vlan_pop", r.vlan_pop}});
+          }
+          return {{"ports", std::move(ports)}};
+        } else if constexpr (std::is_same_v<T, MirrorStage>) {
+          Json to = p.pcapng.empty() ? Json{{"port", p.port}} : Json{{"pcapng", p.pcapng}};
+          return {{"match", five_tuple(p.match)}, {"to", std::move(to)}, {"snaplen", p.snaplen}};
+        } else {
+          static_assert(std::is_same_v<T, CountStage>);
+          return {{"by", p.by == CountBy::Flow ? "flow" : "rule"}, {"max_flows", p.max_flows}};
+        }
+      },
+      s.params);
+}
+
+// ---- diff -------------------------------------------------------------------------------------
+
+std::string key_of(const Json& items) {
+  if (!items.is_array() || items.empty()) return {};
+  for (const char* key : {"name", "prefix", "ip", "port"}) {
+    std::set<std::string> seen;
+    bool ok = true;
+    for (const auto& item : items) {
+      if (!item.is_object() || !item.contains(key) || !item[key].is_string() ||
+          !seen.insert(item[key].get<std::string>()).second) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok) return key;
+  }
+  return {};
+}
+
+void diff_values(const std::string& section, const std::string& path, const Json& a, const Json& b,
+                 std::vector<ConfigChange>& out);
+
+void diff_arrays(const std::string& section, const std::string& path, const Json& a, const Json& b,
+                 std::vector<ConfigChange>& out) {
+  std::string ka = key_of(a);
+  std::string kb = key_of(b);
+  std::string key = ka == kb ? ka : std::string();
+  if ((a.empty() || b.empty()) && !(ka.empty() && kb.empty())) key = ka.empty() ? kb : ka;
+  if (key.empty()) {
+    size_t n = std::max(a.size(), b.size());
+    for (size_t i = 0; i < n; ++i) {
+      std::string p = fmt::format("{}[{}]", path, i);
+      if (i >= a.size()) {
+        out.push_back({section, p, "added", nullptr, b[i]});
+      } else if (i >= b.size()) {
+        out.push_back({section, p, "removed", a[i], nullptr});
+      } else {
+        diff_values(section, p, a[i], b[i], out);
+      }
+    }
+    return;
+  }
+  auto find = [&key](const Json& list, const std::string& name) -> const Json* {
+    for (const auto& item : list) {
+      if (item[key] == name) return &item;
+    }
+    return nullptr;
+  };
+  std::vector<std::string> common_a;
+  for (const auto& item : a) {
+    std::string name = item[key].get<std::string>();
+    std::string p = fmt::format("{}[{}]", path, name);
+    if (const Json* other = find(b, name)) {
+      common_a.push_back(name);
+      diff_values(section, p, item, *other, out);
+    } else {
+      out.push_back({section, p, "removed", item, nullptr});
+    }
+  }
+  std::vector<std::string> common_b;
+  for (const auto& item : b) {
+    std::string name = item[key].get<std::string>();
+    if (find(a, name)) {
+      common_b.push_back(name);
+    } else {
+      out.push_back({section, fmt::format("{}[{}]", path, name), "added", nullptr, item});
+    }
+  }
+  if (common_a != common_b) {
+    out.push_back({section, path, "reordered", Json(common_a), Json(common_b)});
+  }
+}
+
+void diff_values(const std::string& section, const std::string& path, const Json& a, const Json& b,
+                 std::vector<ConfigChange>& out) {
+  if (a == b) return;
+  if (a.is_object() && b.is_object()) {
+    for (const auto& [k, v] : a.items()) {
+      std::string p = path.empty() ? k : path + "." + k;
+      if (b.contains(k)) {
+        diff_values(section, p, v, b[k], out);
+      } else {
+        out.push_back({section, p, "removed", v, nullptr});
+      }
+    }
+    for (const auto& [k, v] : b.items()) {
+      if (!a.contains(k))
+        out.push_back({section, path.empty() ? k : path + "." + k, "added", nullptr, v});
+    }
+    return;
+  }
+  if (a.is_array() && b.is_array()) {
+    diff_arrays(section, path, a, b, out);
+    return;
+  }
+  out.push_back({section, path, "changed", a, b});
+}
+
+}  // namespace
+
+const std::vector<std::string>& config_sections() {
+  static const std::vector<std::string> kSections = {"appliance", "cpu",      "dpdk",
+                                                     "logging",   "ports",    "steering",
+                                                     "scheduler", "pipeline", "control"};
+  return kSections;
+}
+
+Json config_to_json(const ApplianceConfig& c) {
+  Json j;
+  j["appliance"] = {{"name", c.appliance.name}};
+  j["cpu"] = {{"control", c.cpu.control},
+              {"workers", c.cpu.workers},
+              {"idle_sleep_max_us", c.cpu.idle_sleep_max_us},
+              {"interrupt_after_ms", c.cpu.interrupt_after_ms}};
+  j["dpdk"] = {{"memory_mb", c.dpdk.memory_mb},
+               {"hugepages", hugepages_name(c.dpdk.hugepages)},
+               {"file_prefix", c.dpdk.file_prefix},
+               {"eal_args", c.dpdk.eal_args},
+               {"mbufs", c.dpdk.mbufs},
+               {"mbuf_cache", c.dpdk.mbuf_cache},
+               {"multiprocess", c.dpdk.multiprocess}};
+  j["logging"] = {{"level", log_level_name(c.logging.level)}};
+  Json ports = Json::array();
+  for (const auto& p : c.ports)
+    ports.push_back(port_json(p));
+  j["ports"] = std::move(ports);
+  Json rules = Json::array();
+  for (const auto& r : c.steering.rules)
+    rules.push_back(rule_json(r));
+  j["steering"] = {{"default", action(c.steering.default_action)},
+                   {"malformed", action(c.steering.malformed)},
+                   {"no_socket", action(c.steering.no_socket)},
+                   {"symmetric_hash", c.steering.symmetric_hash},
+                   {"rules", std::move(rules)}};
+  const auto& s = c.scheduler;
+  j["scheduler"] = {{"backend", to_string(s.backend)},
+                    {"device", s.device},
+                    {"devargs", s.devargs},
+                    {"workers", s.workers},
+                    {"vector", {{"size", s.vector_size}, {"timeout_us", s.vector_timeout_us}}},
+                    {"queue_depth", s.queue_depth},
+                    {"flow_id", flow_id_name(s.flow_id)}};
+  Json stages = Json::array();
+  for (const auto& st : c.pipeline) {
+    Json stage = {
+        {"name", st.name}, {"stage", st.type}, {"sched", to_string(st.sched)}, {"fuse", st.fuse}};
+    stage.update(stage_params(st));
+    stages.push_back(std::move(stage));
+  }
+  j["pipeline"] = std::move(stages);
+  j["control"] = {{"socket", c.control.socket},
+                  {"mode", fmt::format("{:04o}", c.control.socket_mode)},
+                  {"group", c.control.group},
+                  {"metrics", c.control.metrics},
+                  {"capture_dir", c.control.capture_dir},
+                  {"max_request_bytes", c.control.max_request_bytes},
+                  {"read_timeout_ms", c.control.read_timeout_ms}};
+  return j;
+}
+
+std::vector<ConfigChange> diff_configs(const ApplianceConfig& before,
+                                       const ApplianceConfig& after) {
+  Json a = config_to_json(before);
+  Json b = config_to_json(after);
+  std::vector<ConfigChange> out;
+  for (const auto& section : config_sections())
+    diff_values(section, section, a[section], b[section], out);
+  return out;
+}
+
+Json to_json(const ConfigChange& c) {
+  Json j = {{"section", c.section}, {"path", c.path}, {"op", c.op}};
+  if (c.op != "added") j["from"] = c.from;
+  if (c.op != "removed") j["to"] = c.to;
+  return j;
+}
+
+void copy_section(ApplianceConfig& to, const ApplianceConfig& from, std::string_view section) {
+  if (section == "appliance") to.appliance = from.appliance;
+  if (section == "cpu") to.cpu = from.cpu;
+  if (section == "dpdk") to.dpdk = from.dpdk;
+  if (section == "logging") to.logging = from.logging;
+  if (section == "ports") to.ports = from.ports;
+  if (section == "steering") to.steering = from.steering;
+  if (section == "scheduler") to.scheduler = from.scheduler;
+  if (section == "pipeline") to.pipeline = from.pipeline;
+  if (section == "control") to.control = from.control;
+}
+
+}  // namespace vecflow::control

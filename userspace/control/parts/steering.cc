@@ -1,0 +1,217 @@
+#include "control/parts/steering.h"
+
+#include <array>
+#include <string_view>
+
+#include "control/families.h"
+#include "core/drop_reason.h"
+
+namespace vecflow::control {
+namespace {
+
+// Names of the program's actions and verdicts, in steer_abi.h order.
+constexpr std::array<std::string_view, VF_ACT_COUNT> kActions = {"pass", "drop", "userspace", "tx",
+                                                                 "redirect"};
+static_assert(static_cast<int>(VF_VERDICT_COUNT) == static_cast<int>(VF_ACT_COUNT));
+
+inline const MetricFamily kRxPackets{"vecflow_steer_rx_packets_total",
+                                     "Frames the XDP steering program saw on a port's interface",
+                                     MetricType::Counter,
+                                     {"port"}};
+inline const MetricFamily kRxBytes{"vecflow_steer_rx_bytes_total",
+                                   "Bytes the XDP steering program saw on a port's interface",
+                                   MetricType::Counter,
+                                   {"port"}};
+inline const MetricFamily kVerdicts{
+    "vecflow_steer_verdicts_total",
+    "What the XDP program finally did with each frame (after fallbacks)",
+    MetricType::Counter,
+    {"port", "verdict"}};
+inline const MetricFamily kActionCount{
+    "vecflow_steer_actions_total",
+    "Action chosen for each frame by a rule, the default or the malformed policy",
+    MetricType::Counter,
+    {"port", "action"}};
+inline const MetricFamily kDefaultHits{"vecflow_steer_default_hits_total",
+                                       "Well-formed frames no steering rule matched",
+                                       MetricType::Counter,
+                                       {"port"}};
+inline const MetricFamily kNoSocket{
+    "vecflow_steer_no_socket_fallbacks_total",
+    "Frames for user space with no AF_XDP socket on their queue (steering.no_socket applied)",
+    MetricType::Counter,
+    {"port"}};
+inline const MetricFamily kMetaUnavailable{
+    "vecflow_steer_meta_unavailable_total",
+    "Frames lifted without XDP metadata (the driver gave no headroom)",
+    MetricType::Counter,
+    {"port"}};
+inline const MetricFamily kUnconfigured{"vecflow_steer_unconfigured_total",
+                                        "Frames passed because the program had no rule set yet",
+                                        MetricType::Counter,
+                                        {"port"}};
+inline const MetricFamily kParseErrors{"vecflow_steer_parse_errors_total",
+                                       "Frames the XDP parser rejected, by reason",
+                                       MetricType::Counter,
+                                       {"port", "reason"}};
+inline const MetricFamily kRuleHits{"vecflow_steer_rule_hits_total",
+                                    "Frames a steering rule matched",
+                                    MetricType::Counter,
+                                    {"port", "rule"}};
+inline const MetricFamily kRuleBytes{"vecflow_steer_rule_bytes_total",
+                                     "Bytes of the frames a steering rule matched",
+                                     MetricType::Counter,
+                                     {"port", "rule"}};
+
+Json rate_or_null(const RateWindow& rates, const MetricFamily& f, LabelMatch match) {
+  auto r = rates.rate_sum(f, match);
+  return r ? Json(*r) : Json(nullptr);
+}
+
+}  // namespace
+
+void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteering& steering,
+                       const config::ApplianceConfig& running) {
+  registry.add_collector("steering", [&steering, &running](Snapshot& s) {
+    for (const auto& itf : steering.interfaces()) {
+      auto c = steering.counters(itf.port);
+      if (!c) continue;  // the interface went away: nothing to read, nothing to invent
+      const std::string& port = itf.port;
+      s.add(kRxPackets, {port}, c->rx_packets);
+      s.add(kRxBytes, {port}, c->rx_bytes);
+      for (size_t i = 0; i < VF_ACT_COUNT; ++i) {
+        s.add(kVerdicts, {port, kActions[i]}, c->verdict[i]);
+        s.add(kActionCount, {port, kActions[i]}, c->action[i]);
+      }
+      s.add(kDefaultHits, {port}, c->default_hits);
+      s.add(kNoSocket, {port}, c->no_socket_fallback);
+      s.add(kMetaUnavailable, {port}, c->meta_unavailable);
+      s.add(kUnconfigured, {port}, c->unconfigured);
+      for (size_t r = 0; r < kDropReasonCount; ++r) {
+        auto reason = drop_reason_name(static_cast<DropReason>(r));
+        s.add(kParseErrors, {port, reason}, c->malformed[r]);
+        s.add(kDrops, {port, reason, "xdp"}, c->drop[r]);
+      }
+      // Rule ids index the steering section's rules of the set installed last.
+      const auto& rules = running.steering.rules;
+      for (size_t id = 0; id < c->rules.size() && id < rules.size(); ++id) {
+        s.add(kRuleHits, {port, rules[id].name}, c->rules[id].packets);
+        s.add(kRuleBytes, {port, rules[id].name}, c->rules[id].bytes);
+      }
+    }
+  });
+
+  registry.add_status("steering", [&steering](const CommandContext&) {
+    Json rows = Json::array();
+    for (const auto& itf : steering.interfaces()) {
+      rows.push_back({{"port", itf.port},
+                      {"interface", itf.interface},
+                      {"prog_id", itf.prog_id},
+                      {"attach", itf.adopted      ? "dpdk net_af_xdp"
+                                 : itf.dispatcher ? "libxdp dispatcher"
+                                                  : "single program"},
+                      {"mode", itf.generic ? "generic" : "native"}});
+    }
+    return rows;
+  });
+
+  (void)registry.add_command(Command{
+      "steering",
+      "XDP steering: frames per port and verdict, hits per rule and action, parse errors",
+      Access::Read, "",
+      [&steering, &running](const CommandContext& ctx) -> CommandResult {
+        ArgReader a(ctx.args, {});
+        if (auto e = a.error()) return std::unexpected(*e);
+        const Snapshot& s = ctx.snapshot;
+        const RateWindow& rates = ctx.rates;
+        Json ports = Json::array();
+        for (const auto& itf : steering.interfaces()) {
+          const std::string& p = itf.port;
+          Json row = {{"port", p},
+                      {"interface", itf.interface},
+                      {"attach", itf.adopted      ? "dpdk net_af_xdp"
+                                 : itf.dispatcher ? "libxdp dispatcher"
+                                                  : "single program"},
+                      {"mode", itf.generic ? "generic" : "native"},
+                      {"rx_packets", s.count(kRxPackets, {p})},
+                      {"rx_bytes", s.count(kRxBytes, {p})},
+                      {"rx_pps", rate_or_null(rates, kRxPackets, {{"port", p}})},
+                      {"rx_bps", [&] {
+                         auto r = rates.rate(kRxBytes, {p});
+                         return r ? Json(*r * 8) : Json(nullptr);
+                       }()}};
+          for (auto v : kActions)
+            row[std::string(v)] = s.count(kVerdicts, {p, v});
+          row["default_hits"] = s.count(kDefaultHits, {p});
+          row["no_socket_fallbacks"] = s.count(kNoSocket, {p});
+          row["meta_unavailable"] = s.count(kMetaUnavailable, {p});
+          row["unconfigured"] = s.count(kUnconfigured, {p});
+          ports.push_back(std::move(row));
+        }
+        Json actions = Json::array();
+        for (auto v : kActions) {
+          actions.push_back({{"action", v},
+                             {"count", static_cast<uint64_t>(s.sum(kActionCount, {{"action", v}}))},
+                             {"pps", rate_or_null(rates, kActionCount, {{"action", v}})}});
+        }
+        Json rules = Json::array();
+        for (const auto& r : running.steering.rules) {
+          Json action = r.action.kind == config::SteerActionKind::Redirect
+                            ? Json("redirect " + r.action.redirect_port)
+                            : Json(config::to_string(r.action.kind));
+          rules.push_back({{"rule", r.name},
+                           {"priority", r.priority},
+                           {"action", action},
+                           {"packets", static_cast<uint64_t>(s.sum(kRuleHits, {{"rule", r.name}}))},
+                           {"bytes", static_cast<uint64_t>(s.sum(kRuleBytes, {{"rule", r.name}}))},
+                           {"pps", rate_or_null(rates, kRuleHits, {{"rule", r.name}})}});
+        }
+        Json parse = Json::array();
+        for (size_t r = 0; r < kDropReasonCount; ++r) {
+          std::string name(drop_reason_name(static_cast<DropReason>(r)));
+          parse.push_back(
+              {{"reason", name},
+               {"count", static_cast<uint64_t>(s.sum(kParseErrors, {{"reason", name}}))}});
+        }
+        return Json{{"interval_s", rates.interval_s()},
+                    {"default", config::to_string(running.steering.default_action.kind)},
+                    {"ports", std::move(ports)},
+                    {"rules", std::move(rules)},
+                    {"actions", std::move(actions)},
+                    {"parse_errors", std::move(parse)}};
+      },
+      View{
+          {table("interfaces", "/ports",
+                 {{"PORT", "port"},
+                  {"INTERFACE", "interface"},
+                  {"XDP", "attach"},
+                  {"MODE", "mode"},
+                  {"RX", "rx_packets", Unit::Count},
+                  {"RX RATE", "rx_pps", Unit::Pps},
+                  {"PASS", "pass", Unit::Count},
+                  {"DROP", "drop", Unit::Count},
+                  {"USERSPACE", "userspace", Unit::Count},
+                  {"TX", "tx", Unit::Count},
+                  {"REDIRECT", "redirect", Unit::Count},
+                  {"NO SOCKET", "no_socket_fallbacks", Unit::Count}}),
+           table("rules", "/rules",
+                 {{"RULE", "rule"},
+                  {"PRIO", "priority"},
+                  {"ACTION", "action"},
+                  {"HITS", "packets", Unit::Count},
+                  {"BYTES", "bytes", Unit::Bytes},
+                  {"RATE", "pps", Unit::Pps}}),
+           table(
+               "actions", "/actions",
+               {{"ACTION", "action"}, {"COUNT", "count", Unit::Count}, {"RATE", "pps", Unit::Pps}}),
+           table("parse errors", "/parse_errors",
+                 {{"REASON", "reason"}, {"COUNT", "count", Unit::Count}}, "/count")}}});
+
+  // Rule sets are swapped atomically per interface (SteerProgram::install); what decides the
+  // interfaces (the ports section) is not part of this section.
+  reloader.add_section("steering", {nullptr, [&steering](const config::ApplianceConfig& next) {
+                                      return steering.replace_rules(next.steering);
+                                    }});
+}
+
+}  // namespace vecflow::control

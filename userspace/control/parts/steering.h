@@ -1,0 +1,17 @@
+// The XDP steering part in the control plane: `steering` (per interface, per rule and per
+// action counts, parse errors), its counters in /metrics, its XDP drops in `errors`, its
+// interfaces in `status`, and live reload of the steering section.
+#pragma once
+
+#include "config/config.h"
+#include "control/registry.h"
+#include "control/reload.h"
+#include "steer/steering.h"
+
+namespace vecflow::control {
+
+// `running` is the appliance's running configuration (rule names, by rule id).
+void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteering& steering,
+                       const config::ApplianceConfig& running);
+
+}  // namespace vecflow::control
