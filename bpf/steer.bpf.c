@@ -217,6 +217,12 @@ int vf_steer(struct xdp_md* ctx) {
   struct vf_parsed p;
   int bad = vf_parse_xdp(ctx, &p);
   if (bad != VF_PARSE_OK) {
+    /* The parser sees the frame's first buffer. Drivers never hand this program (no frags
+     * flag) a frame in several buffers: they refuse to attach it where frames could exceed
+     * one. BPF_PROG_TEST_RUN does (first 3520 bytes linear, the rest in fragments); such a
+     * frame is too big rather than malformed. Asked on the malformed path only, so well-formed
+     * traffic pays nothing for it. */
+    if (bpf_xdp_get_buff_len(ctx) > (__u64)(end - data)) bad = VF_DROP_FRAME_TOO_BIG;
     st->malformed[reason_slot(bad)]++;
     st->action[action_slot(set->malformed.action)]++;
     return pass_or_drop(st, set->malformed.action, (enum vf_drop_reason)bad);

@@ -28,6 +28,7 @@ inline constexpr uint32_t kRedirectIfindex = 1;
 
 struct RunResult {
   int xdp_action = -1;
+  int error = 0;  // -errno when BPF_PROG_TEST_RUN refused the frame (xdp_action is then -1)
   uint32_t meta_size = 0;
   vf_xdp_meta meta{};
 };
@@ -62,7 +63,10 @@ class SteerHarness {
     LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_out = out.data(),
                 .data_size_in = uint32_t(frame.size()), .data_size_out = uint32_t(out.size()),
                 .repeat = 1);
-    if (bpf_prog_test_run_opts(program_->prog_fd(), &opts) != 0) return r;
+    if (int err = bpf_prog_test_run_opts(program_->prog_fd(), &opts); err != 0) {
+      r.error = err;
+      return r;
+    }
     r.xdp_action = int(opts.retval);
     if (opts.data_size_out >= frame.size() + sizeof(vf_xdp_meta)) {
       r.meta_size = uint32_t(opts.data_size_out - frame.size());

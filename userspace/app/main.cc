@@ -3,6 +3,7 @@
 //   vecflowd                       run the embedded demo configuration
 //   vecflowd -c /etc/vecflow/appliance.yaml
 //   vecflowd --check FILE          validate a file: prints "ok" or every located error
+//   vecflowd --list-drop-reasons   every drop reason with its meaning (README's table)
 //
 // SIGINT/SIGTERM stop it; SIGHUP reloads the running file (like `vecflowctl reload`).
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include "app/demo_config.h"
 #include "app/version.h"
 #include "config/config.h"
+#include "core/drop_reason.h"
 #include "core/log.h"
 
 namespace {
@@ -47,6 +49,7 @@ int main(int argc, char** argv) {
   std::string config_path;
   std::vector<std::string> check_paths;
   bool print_demo = false;
+  bool list_drop_reasons = false;
   bool version = false;
   cli.add_option("-c,--config", config_path,
                  "Appliance file to run (default: the embedded demo configuration)");
@@ -55,6 +58,8 @@ int main(int argc, char** argv) {
                  "every error with file:line:col")
       ->type_name("FILE");
   cli.add_flag("--print-demo-config", print_demo, "Print the embedded demo configuration");
+  cli.add_flag("--list-drop-reasons", list_drop_reasons,
+               "Print every drop reason the counters use, with its meaning");
   cli.add_flag("-V,--version", version, "Print the version");
   cli.footer(
       "Signals: SIGINT/SIGTERM stop, SIGHUP reloads the file (see vecflowctl reload).\n"
@@ -69,6 +74,10 @@ int main(int argc, char** argv) {
   }
   if (print_demo) {
     std::cout << vecflow::kDemoConfig;
+    return 0;
+  }
+  if (list_drop_reasons) {
+    std::cout << vecflow::drop_reasons_markdown();
     return 0;
   }
   if (!check_paths.empty()) {

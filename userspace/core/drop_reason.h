@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "vecflow/drop_reasons.h"
@@ -25,5 +26,10 @@ std::string_view drop_reason_name(DropReason r) noexcept;
 // One line an operator can read.
 std::string_view drop_reason_text(DropReason r) noexcept;
 std::optional<DropReason> drop_reason_from_name(std::string_view name) noexcept;
+
+// Every reason as an aligned Markdown table (index, name, meaning), the operator's list:
+// `vecflowd --list-drop-reasons` prints it and README.md carries it (a test keeps them equal).
+// The index is the slot in the XDP programs' counter arrays, for reading them with bpftool.
+std::string drop_reasons_markdown();
 
 }  // namespace vecflow

@@ -35,7 +35,8 @@ uint32_t packet_type_of(const ParsedFrame& p) noexcept;
 // Parses the mbuf's first segment and fills m->packet_type, m->l2_len, m->l3_len and
 // m->hash.rss (vf_flow_hash of the 5-tuple, `symmetric` as steering.symmetric_hash) with
 // RTE_MBUF_F_RX_RSS_HASH. The hash is set for malformed frames too (from what was read), so
-// every packet has a flow id. Returns nullopt, or the reason the frame is malformed.
+// every packet has a flow id. Returns nullopt, or the reason the frame is malformed;
+// FRAME_TOO_BIG for a chained mbuf (user space, like XDP, takes frames in one buffer).
 std::optional<DropReason> parse_packet(rte_mbuf* m, bool symmetric) noexcept;
 
 }  // namespace vecflow

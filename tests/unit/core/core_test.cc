@@ -1,3 +1,4 @@
+#include <fstream>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include "core/net.h"
 #include "core/packet.h"
 #include "support/eal_env.h"
+#include "support/lab.h"
 #include "vecflow/xdp_meta.h"
 
 using namespace vecflow;
@@ -24,6 +26,22 @@ TEST(DropReason, NamesRoundTripAndAreUnique) {
   }
   EXPECT_EQ(drop_reason_name(DropReason::IPV4_BAD_IHL), "ipv4_bad_ihl");
   EXPECT_FALSE(drop_reason_from_name("no_such_reason"));
+}
+
+// README.md's table of drop reasons is the enum's, in order, with the same meanings: the
+// documentation cannot drift from the list the counters use.
+TEST(DropReason, ReadmeTableIsTheList) {
+  std::ifstream in(test::source_path("README.md"));
+  std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string begin = "<!-- drop-reasons:", end = "<!-- end drop-reasons -->";
+  size_t b = readme.find(begin);
+  ASSERT_NE(b, std::string::npos) << "README.md has no drop-reasons block";
+  b = readme.find('\n', b) + 1;
+  size_t e = readme.find(end, b);
+  ASSERT_NE(e, std::string::npos);
+  EXPECT_EQ(readme.substr(b, e - b), drop_reasons_markdown())
+      << "README.md's drop-reason table is stale: replace it with the output of "
+         "`vecflowd --list-drop-reasons`";
 }
 
 FlowKey v4_key(uint32_t src, uint32_t dst, uint16_t sp, uint16_t dp) {
