@@ -104,8 +104,11 @@ class PortsPart : public ::testing::Test {
  protected:
   void SetUp() override {
     VECFLOW_REQUIRE_EAL();
+    // DPDK names (pool, vdev) are unique per test.
+    static unsigned seq = 0;
+    unsigned n = seq++;
     PacketPoolOptions o;
-    o.name = "vpt_pool";
+    o.name = fmt::format("vpt_pool{}", n);
     o.mbufs = 1024;
     o.cache = 0;
     auto p = PacketPool::create(o);
@@ -113,7 +116,8 @@ class PortsPart : public ::testing::Test {
     pool_ = std::move(*p);
     // net_ring without arguments loops each tx queue back to the rx queue of the same index.
     auto cfg = config::load_config_text(
-        "ports:\n  - {name: ring, type: dpdk, devargs: net_ring_vpt0}\n", "t.yaml");
+        fmt::format("ports:\n  - {{name: ring, type: dpdk, devargs: net_ring_vpt{}}}\n", n),
+        "t.yaml");
     ASSERT_TRUE(cfg) << cfg.error().front().to_string();
     PortEnvironment env = port_environment(*cfg);
     env.pool = pool_.get();
