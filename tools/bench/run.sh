@@ -5,7 +5,8 @@
 #
 #   sudo tools/bench/run.sh                         everything: 3 interleaved rounds, medians
 #   sudo tools/bench/run.sh --rounds 5 --seconds 5  longer, steadier
-#   sudo tools/bench/run.sh --only e2e,sched        some parts (e2e, sched, pipeline, steer, ports)
+#   sudo tools/bench/run.sh --only e2e,sched        some parts: e2e, rules, sched, pipeline,
+#                                                   steer, ports
 #   sudo tools/bench/run.sh --quick                 one point per part, no hugepages: checks
 #                                                   that every row is measured or says why not
 #   sudo tools/bench/run.sh --out DIR               results there (default bench-results/<time>)
@@ -38,7 +39,7 @@ done
 
 if [ "$do_build" = 1 ]; then
   cmake -S . -B "$build" -G Ninja >/dev/null
-  cmake --build "$build" --target vecflowd trafgen xsk_fwd steer_bench vecflow_sched_bench \
+  cmake --build "$build" --target vecflowd vecflowctl trafgen xsk_fwd steer_bench vecflow_sched_bench \
     pipeline_bench vf_port_bench
 fi
 

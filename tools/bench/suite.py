@@ -13,8 +13,9 @@ tree so that all rows are measured in the same run under the same machine load:
   pipeline     pipeline_bench (ACL + route, vector 1 vs 64, route tables that grow)
   steering     steer_bench (XDP rule scaling, BPF_PROG_TEST_RUN)
   ports        vf_port_bench (per port kind, against its raw reference)
-  growth       e2e rate and vecflowd memory as flows grow; rate (and memory) as rules and
-               routes grow
+  growth       e2e rate and vecflowd memory as flows grow (1 -> 1M) and as vecflowd's steering
+               rules grow (1 -> 100k); the pipeline's rate and memory as routes grow (1 -> 100k);
+               the XDP program's cost per frame as rules grow (steer_bench)
 
 A row carries a number, or an explicit reason why there is none ("not measured: ..."): no
 figure is ever made up. Output: results.md, results.json, raw/ (each tool's own output) and,
@@ -44,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 E2E_SIZES = [(60, "64 B"), (1514, "1500 B")]
 E2E_FLOWS = [1, 1024]
 GROWTH_FLOWS = [1, 1024, 65536, 1 << 20]
+GROWTH_RULES = [1, 1000, 100000]
 # A row whose receiver saw less than this share of what was sent did not forward: its rate
 # would be a measurement of a broken path, so the row gives the reason instead.
 MIN_DELIVERED = 0.01
@@ -224,7 +226,7 @@ class Suite:
         except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError):
             pass
 
-    def start_forwarder(self, kind, extra_rules=""):
+    def start_forwarder(self, kind, extra_rules="", timeout=60):
         """Sets the appliance namespace up for one row. Returns (process or None, reason)."""
         if kind == "linux":
             self.sh("a", "sysctl", "-qw", "net.ipv4.ip_forward=1")
@@ -243,7 +245,7 @@ class Suite:
             client_mac=self.client_mac, extra_rules=extra_rules))
         p = self.spawn(self.ns("a", self.bin("userspace/app/vecflowd"), "-c", str(cfg)),
                        self.raw / f"vecflowd-{kind}.log")
-        return self.wait_ready(p, "running from", "vecflowd")
+        return self.wait_ready(p, "running from", "vecflowd", timeout)
 
     def wait_ready(self, p, marker, name, timeout=60):
         path = Path(p.log_file.name)
@@ -266,6 +268,29 @@ class Suite:
             self.sh("a", "sysctl", "-qw", "net.ipv4.ip_forward=0")
         elif p is not None:
             self.stop(p)
+
+    def counters(self, kind):
+        """vecflowd's own accounting (rx, tx, kernel, drops per reason), summed over its ports;
+        None for forwarders that are not vecflowd or when vecflowctl cannot answer."""
+        if kind not in ("redirect", "pipeline"):
+            return None
+        out = {}
+        ctl = [self.bin("tools/vecflowctl/vecflowctl"), "--socket", str(self.out / f"{kind}.sock"),
+               "--json"]
+        try:
+            acc = json.loads(subprocess.run(ctl + ["accounting"], capture_output=True, text=True,
+                                            timeout=10).stdout)
+            err = json.loads(subprocess.run(ctl + ["errors"], capture_output=True, text=True,
+                                            timeout=10).stdout)
+        except (ValueError, subprocess.TimeoutExpired):
+            return None
+        for port in acc.get("ports", []):
+            for key in ("rx_packets", "tx_packets", "kernel_packets"):
+                out[key] = out.get(key, 0) + port.get(key, 0)
+        for r in err.get("reasons", []):
+            if r.get("count"):
+                out[r["reason"]] = out.get(r["reason"], 0) + r["count"]
+        return out
 
     @staticmethod
     def memory(p):
@@ -295,12 +320,16 @@ class Suite:
         rate. Returns {(kind, point): dict}."""
         samples = {}
         reasons = {}
+        counted = {}  # vecflowd's own counters over the measured runs
         for r in range(rounds):
             for kind, _ in self.E2E_ROWS:
                 if kind in reasons and all((kind, pt) in reasons for pt in points):
                     continue
                 log(f"{group}: round {r + 1}/{rounds}: {kind}")
-                p, why = self.start_forwarder(kind)
+                try:
+                    p, why = self.start_forwarder(kind)
+                except FileNotFoundError as e:
+                    p, why = None, f"not measured: {e}"
                 if why:
                     for pt in points:
                         reasons[(kind, pt)] = why
@@ -308,6 +337,7 @@ class Suite:
                 self.warm()
                 for pt in points:
                     size, flows = pt
+                    before = self.counters(kind)
                     try:
                         s, rcv = self.send_recv(size, flows, seconds)
                     except (RuntimeError, subprocess.TimeoutExpired,
@@ -318,6 +348,12 @@ class Suite:
                     if p is not None and p.poll() is not None:
                         reasons[(kind, pt)] = f"not measured: {kind} forwarder exited"
                         continue
+                    after = self.counters(kind)
+                    if before is not None and after is not None:
+                        delta = {k: after[k] - before.get(k, 0) for k in after}
+                        counted.setdefault((kind, pt), {})
+                        for k, v in delta.items():
+                            counted[(kind, pt)][k] = counted[(kind, pt)].get(k, 0) + v
                     samples.setdefault((kind, pt), []).append((s, rcv, mem))
                 self.stop_forwarder(kind, p)
         out = {}
@@ -337,6 +373,7 @@ class Suite:
                     "reordered": sum(r["reordered"] for _, r, _ in ss),
                     "memory_kib": max((m for _, _, m in ss if m), default=None),
                     "rounds": len(ss),
+                    "vecflowd": counted.get((kind, pt)),
                 }
                 if recv < MIN_DELIVERED * sent:
                     what = {"pipeline": "vecflowd did not forward",
@@ -365,6 +402,16 @@ class Suite:
                         note += f"; {d['mpps'] / ceil:.2f}x the raw AF_XDP ceiling"
                 if kind == "redirect":
                     note += "; frames leave unmodified (no MAC rewrite)"
+                c = d.get("vecflowd")
+                if c and kind == "pipeline":
+                    drops = sorted(((v, k) for k, v in c.items()
+                                    if k not in ("rx_packets", "tx_packets", "kernel_packets")
+                                    and v > 0), reverse=True)
+                    note += (f"; vecflowd counted rx {c.get('rx_packets', 0)}, tx "
+                             f"{c.get('tx_packets', 0)}, kernel {c.get('kernel_packets', 0)}"
+                             + "".join(f", {k} {v}" for v, k in drops)
+                             + f" (lost before vecflowd's rx: "
+                               f"{max(0, d['sent'] - c.get('rx_packets', 0))})")
                 self.res.add(group, name, label_point(pt), d["mpps"], "Mpps",
                              vs=None if kind == "linux" else names["linux"],
                              ratio=(d["mpps"] / base) if base and kind != "linux" else None,
@@ -389,6 +436,63 @@ class Suite:
             self.flow_growth = (gpoints, gdata)
         finally:
             self.cleanup()
+
+    def run_rules_e2e(self):
+        """vecflowd's XDP redirect with 1 .. 100k steering rules in its file: the rate of the
+        fast path and vecflowd's memory as the rule set grows. The extra rules have the redirect
+        rule's shape (port, source host, protocol, port) and never match the test traffic."""
+        group = PART_GROUPS["rules"]
+        counts = [1, 1000] if self.a.quick else GROWTH_RULES
+        self.lab_up()
+        samples, reasons = {}, {}
+        try:
+            for r in range(self.a.rounds):
+                for n in counts:
+                    log(f"rules growth: round {r + 1}/{self.a.rounds}: {n} rules")
+                    extra = "\n".join(
+                        f"    - {{name: b{i}, match: {{port: wan, src: 10.{i >> 16 & 255}."
+                        f"{i >> 8 & 255}.{i & 255}/32, proto: udp, dst_port: 7}}, action: drop}}"
+                        for i in range(1, n))
+                    try:
+                        p, why = self.start_forwarder("redirect", extra, timeout=300)
+                    except FileNotFoundError as e:
+                        p, why = None, f"not measured: {e}"
+                    if why:
+                        reasons[n] = why
+                        continue
+                    self.warm()
+                    try:
+                        s, rcv = self.send_recv(60, 1024, self.a.seconds)
+                        samples.setdefault(n, []).append((s, rcv, self.memory(p)))
+                    except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
+                        reasons[n] = f"not measured: {e}"
+                    self.stop(p)
+        finally:
+            self.cleanup()
+        base = None
+        for n in counts:
+            ss = samples.get(n)
+            if not ss:
+                self.res.add(group, "vecflowd XDP redirect rule",
+                             f"{n} rule{'s' if n > 1 else ''}", reason=reasons.get(n, "not measured"))
+                continue
+            sent = sum(x["sent"] for x, _, _ in ss)
+            recv = sum(x["received"] for _, x, _ in ss)
+            if recv < MIN_DELIVERED * sent:
+                self.res.add(group, "vecflowd XDP redirect rule",
+                             f"{n} rule{'s' if n > 1 else ''}",
+                             reason=f"not measured: the redirect rule did not forward "
+                                    f"(received {recv} of {sent} sent)")
+                continue
+            mpps = statistics.median(x["pps"] for _, x, _ in ss) / 1e6
+            if n == counts[0]:
+                base = mpps
+            self.res.add(group, "vecflowd XDP redirect rule", f"{n} rule{'s' if n > 1 else ''}",
+                         mpps, "Mpps", vs="1 rule" if n != counts[0] and base else None,
+                         ratio=mpps / base if n != counts[0] and base else None,
+                         memory_kib=max((m for _, _, m in ss if m), default=None),
+                         note=f"64 B, 1024 flows; delivered {100 * recv / sent:.1f}%; memory: "
+                              "vecflowd (BPF maps are kernel memory, not counted)")
 
     # ---- existing benchmark tools -----------------------------------------------------
 
@@ -441,9 +545,11 @@ class Suite:
             pk = tables.get((1, flows, 64))
             if pk is None:
                 continue
-            self.res.add("growth: flows (scheduler)", "builtin, vector 64, 1 lcore", f"{flows} flows",
-                         pk[0] / 1e6 if pk[0] else None, "Mpps", vs="1 flow" if flows != "1" else None,
-                         ratio=pk[0] / base if base and flows != "1" else None,
+            ratio = pk[0] / base if base and pk[0] and flows != "1" else None
+            self.res.add("growth: flows (scheduler)", "builtin, vector 64, 1 lcore",
+                         f"{flows} flow{'s' if flows != '1' else ''}",
+                         pk[0] / 1e6 if pk[0] else None, "Mpps", vs="1 flow" if ratio else None,
+                         ratio=ratio,
                          note="fixed-size scheduler state: memory does not grow with flows")
 
     def run_pipeline(self):
@@ -487,7 +593,7 @@ class Suite:
                     note = "one packet per stage call"
                 self.res.add(group, "ACL 1k rules + route", f"{n} routes, vector {vec}", v,
                              "Mpps", vs=vs, ratio=ratio,
-                             memory_kib=mem.get(n) // 1024 if vec == 64 and n in mem else None,
+                             memory_kib=mem.get(n) if vec == 64 else None,
                              note=note + ("; memory: DPDK heap taken by the pipeline"
                                           if vec == 64 and n in mem else ""))
 
@@ -577,6 +683,7 @@ class Suite:
             "hugepages": self.a.hugepages, "cpus": os.cpu_count(),
             "load_start": load_start, "load_end": list(load_end),
             "kernel": os.uname().release, "peak_rss_kib": self.rss_by_tool,
+            "parts": self.a.only.split(","),
         }
         (self.out / "results.json").write_text(
             json.dumps({"meta": meta, "rows": self.res.rows}, indent=1) + "\n")
@@ -628,37 +735,61 @@ class Suite:
                 f.write(f"{pt[1]} " + " ".join(
                     f"{data[(k, pt)]['mpps']:.3f}" if "mpps" in data[(k, pt)] else "?"
                     for k in kinds) + "\n")
-        script = f"""
-set terminal pngcairo size 1400,560 noenhanced
-set output '{self.out / "curves.png"}'
-set datafile missing '?'
-set multiplot layout 1,2
+        panels = []
+        if has_points(vec):
+            panels.append(f"""
 set title 'scheduler: rate vs vector size (1 lcore, 1k flows)'
 set logscale xy 2
 set xlabel 'vector size (packets per event)'
 set ylabel 'Mpps (per CPU second)'
-set key top left
-set grid
-plot '{vec}' using 1:2 with linespoints title 'builtin', \
-     '' using 1:3 with linespoints title 'event_dsw', \
+plot '{vec}' using 1:2 with linespoints title 'builtin', \\
+     '' using 1:3 with linespoints title 'event_dsw', \\
      '' using 1:4 with linespoints title 'event_sw'
+""")
+        if has_points(fl):
+            panels.append(f"""
 set title 'end to end over veth: rate vs flows (64 B)'
 set logscale x 4
 unset logscale y
 set yrange [0:*]
 set xlabel 'flows'
 set ylabel 'Mpps received'
-plot '{fl}' using 1:2 with linespoints title 'Linux forwarding', \
-     '' using 1:3 with linespoints title 'XDP redirect', \
-     '' using 1:4 with linespoints title 'raw AF_XDP', \
+plot '{fl}' using 1:2 with linespoints title 'Linux forwarding', \\
+     '' using 1:3 with linespoints title 'XDP redirect', \\
+     '' using 1:4 with linespoints title 'raw AF_XDP', \\
      '' using 1:5 with linespoints title 'vecflow user space'
-unset multiplot
-"""
+""")
+        if not panels:
+            log("no curve has points (quick run, or the parts did not run): no curves.png")
+            return
+        script = (f"""set terminal pngcairo size {700 * len(panels)},560 noenhanced
+set output '{self.out / "curves.png"}'
+set datafile missing '?'
+set key top left
+set grid
+set multiplot layout 1,{len(panels)}
+""" + "".join(panels) + "unset multiplot\n")
         (self.out / "curves.gp").write_text(script)
         r = subprocess.run(["gnuplot", str(self.out / "curves.gp")], capture_output=True,
                            text=True)
         if r.returncode != 0:
             log(f"gnuplot failed: {r.stderr.strip()[:300]}")
+
+
+# The group a part's rows go to when the part cannot run at all.
+PART_GROUPS = {"e2e": "end to end (veth)", "sched": "scheduler (1 atomic queue)",
+               "pipeline": "growth: routes (pipeline, 1 core)",
+               "steer": "growth: rules (XDP steering program)", "ports": "ports (1 core, rx -> tx)",
+               "rules": "growth: rules (e2e, vecflowd XDP redirect)"}
+
+
+def has_points(path):
+    """A data file with at least two measured values (a curve needs two points)."""
+    n = 0
+    for line in Path(path).read_text().splitlines():
+        if not line.startswith("#"):
+            n += sum(1 for x in line.split()[1:] if x != "?")
+    return n >= 2
 
 
 def fmt_load(l):
@@ -673,7 +804,7 @@ def parse_si(s):
     return float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}[m.group(2)]
 
 
-def check(path):
+def check(path, parts=None):
     """The smoke test's assertion: every row has a measured number or an explicit reason, and
     every part of the suite produced at least one row."""
     data = json.loads(Path(path).read_text())
@@ -681,9 +812,8 @@ def check(path):
     bad = [r for r in rows
            if not ((isinstance(r["value"], (int, float)) and r["value"] > 0)
                    or (r["value"] is None and r["reason"] and r["reason"].strip()))]
-    groups = {r["group"].split(" (")[0] for r in rows}
-    want = {"end to end", "scheduler", "growth: routes", "growth: rules", "growth: flows",
-            "ports"}
+    groups = {r["group"] for r in rows}
+    want = {PART_GROUPS[p] for p in (parts or data["meta"].get("parts") or PART_GROUPS)}
     missing = sorted(want - groups)
     for r in bad:
         print(f"check: row without a number or a reason: {r}", file=sys.stderr)
@@ -712,7 +842,7 @@ def main():
                     help="seconds per scheduler point and round")
     ap.add_argument("--hugepages", action="store_true",
                     help="DPDK tools use the hugepages run.sh reserved")
-    ap.add_argument("--only", default="e2e,sched,pipeline,steer,ports",
+    ap.add_argument("--only", default="e2e,rules,sched,pipeline,steer,ports",
                     help="comma-separated parts to run")
     ap.add_argument("--check", metavar="RESULTS_JSON",
                     help="only check a results.json (the smoke test's assertion)")
@@ -729,8 +859,8 @@ def main():
     s = Suite(a)
     started = datetime.datetime.now().isoformat(timespec="seconds")
     load_start = list(os.getloadavg())
-    parts = {"e2e": s.run_e2e, "sched": s.run_sched, "pipeline": s.run_pipeline,
-             "steer": s.run_steer, "ports": s.run_ports}
+    parts = {"e2e": s.run_e2e, "rules": s.run_rules_e2e, "sched": s.run_sched,
+             "pipeline": s.run_pipeline, "steer": s.run_steer, "ports": s.run_ports}
 
     def on_term(signum, _):
         raise KeyboardInterrupt
@@ -738,7 +868,10 @@ def main():
     signal.signal(signal.SIGTERM, on_term)
     try:
         for name in a.only.split(","):
-            parts[name]()
+            try:
+                parts[name]()
+            except FileNotFoundError as e:  # a tool that is not built
+                s.res.add(PART_GROUPS[name], name, "all", reason=f"not measured: {e}")
     except KeyboardInterrupt:
         log("interrupted: writing what was measured")
     finally:
