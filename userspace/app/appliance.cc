@@ -7,6 +7,9 @@
 
 #include "app/version.h"
 #include "control/builtin.h"
+#include "control/parts/pipeline.h"
+#include "control/parts/ports.h"
+#include "control/parts/sched.h"
 #include "control/parts/steering.h"
 #include "core/log.h"
 
@@ -132,6 +135,24 @@ Result<void> Appliance::start_control() {
 
   // The data-path parts, one line each (userspace/control/parts/).
   control::register_steering(registry_, *reloader_, *steering_, cfg_);
+  if (datapath_->has_ports()) {
+    std::vector<Port*> ports;
+    for (const auto& p : datapath_->ports())
+      ports.push_back(p.get());
+    control::register_ports(registry_, std::move(ports));
+    std::vector<const sched::RxAdapter*> rx;
+    for (const auto& a : datapath_->rx_adapters())
+      rx.push_back(a.get());
+    std::vector<const sched::Worker*> workers;
+    for (const auto& w : datapath_->workers())
+      workers.push_back(w.get());
+    std::vector<const sched::TxAdapter*> tx;
+    for (const auto& t : datapath_->tx_adapters())
+      tx.push_back(t.get());
+    control::register_sched(registry_, datapath_->scheduler(), std::move(rx), std::move(workers),
+                            std::move(tx));
+    control::register_pipeline(registry_, datapath_->pipeline());
+  }
 
   drop_log_ = std::make_unique<control::DropLogger>();
   server_->add_sample_listener(

@@ -57,6 +57,8 @@ class DataPath {
   // events still held when `timeout_ms` ran out (0 when drained).
   uint64_t drain(unsigned timeout_ms = 1000) noexcept;
 
+  // False when the file declares no port (then nothing below exists).
+  bool has_ports() const noexcept { return sched_ != nullptr; }
   const std::vector<std::unique_ptr<Port>>& ports() const noexcept { return ports_; }
   PacketPool& pool() noexcept { return *pool_; }
   Pipeline& pipeline() noexcept { return *pipeline_; }
