@@ -25,6 +25,7 @@ cd "$(dirname "$0")/../.."
 build=build
 do_build=1
 huge=1
+cmdline="$0 $*"
 args=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -77,4 +78,4 @@ if [ "$huge" = 1 ]; then
 fi
 
 echo "bench: load $(cut -d' ' -f1-3 /proc/loadavg) at start" >&2
-python3 tools/bench/suite.py --build-dir "$build" "${args[@]}"
+VECFLOW_BENCH_COMMAND=$cmdline python3 tools/bench/suite.py --build-dir "$build" "${args[@]}"
