@@ -677,25 +677,28 @@ class Suite:
     # ---- output -----------------------------------------------------------------------
 
     def write(self, started, load_start):
-        load_end = os.getloadavg()
         meta = {
             "started": started, "finished": datetime.datetime.now().isoformat(timespec="seconds"),
             "command": os.environ.get("VECFLOW_BENCH_COMMAND") or " ".join(sys.argv),
             "quick": self.a.quick, "rounds": self.a.rounds, "seconds": self.a.seconds,
             "hugepages": self.a.hugepages, "cpus": os.cpu_count(),
-            "load_start": load_start, "load_end": list(load_end),
+            "load_start": load_start, "load_end": list(os.getloadavg()),
             "kernel": os.uname().release, "peak_rss_kib": self.rss_by_tool,
             "parts": self.a.only.split(","),
         }
         (self.out / "results.json").write_text(
             json.dumps({"meta": meta, "rows": self.res.rows}, indent=1) + "\n")
+        self.write_markdown(meta)
+        self.plot()
+
+    def write_markdown(self, meta):
         lines = [
             "# vecflow benchmark suite",
             "",
             f"`{meta['command']}`: {meta['started']} to {meta['finished']}, kernel "
-            f"{meta['kernel']}, {meta['cpus']} CPUs, load {fmt_load(load_start)} at start, "
-            f"{fmt_load(load_end)} at end; hugepages: {'yes' if self.a.hugepages else 'no'}; "
-            f"{self.a.rounds} round(s), medians.",
+            f"{meta['kernel']}, {meta['cpus']} CPUs, load {fmt_load(meta['load_start'])} at "
+            f"start, {fmt_load(meta['load_end'])} at end; hugepages: "
+            f"{'yes' if meta['hugepages'] else 'no'}; {meta['rounds']} round(s), medians.",
             "",
             "End to end: trafgen (AF_PACKET TX ring, client ns, CPU 0) -> forwarder (appliance "
             "ns; threaded NAPI on wan0; user-space forwarders on CPU 1) -> trafgen recv (server "
@@ -715,30 +718,29 @@ class Suite:
                 r["note"].replace("|", "/")))
         (self.out / "results.md").write_text("\n".join(lines) + "\n")
         print("\n".join(lines))
-        self.plot()
 
     def targets(self):
-        """Issue 8's end-to-end targets for this machine, against this run's figures."""
+        """Issue 8's end-to-end targets for this machine, against this run's rows."""
         out = ["Targets (issue 8, 64 B): vecflow user space >= 2x Linux forwarding, >= 0.8x the "
                "raw AF_XDP ceiling."]
-        data = getattr(self, "e2e_data", {})
-        for pt in sorted({pt for _, pt in data}):
-            if pt[0] != 60:
+        names = dict(self.E2E_ROWS)
+        rows = {(r["benchmark"], r["point"]): r for r in self.res.rows
+                if r["group"] == PART_GROUPS["e2e"] and r["point"].startswith("64 B")}
+        for point in dict.fromkeys(p for _, p in rows):
+            ours = rows.get((names["pipeline"], point))
+            if ours is None:
                 continue
-            v = data[("pipeline", pt)].get("mpps")
-            lin = data[("linux", pt)].get("mpps")
-            raw = data[("xsk", pt)].get("mpps")
-            where = f"- 64 B, {plural(pt[1], 'flow')}: "
-            if v is None:
-                out.append(where + data[("pipeline", pt)]["reason"])
+            if ours["value"] is None:
+                out.append(f"- {point}: {ours['reason']}")
                 continue
             parts = []
-            for ref, name, goal in ((lin, "Linux", 2.0), (raw, "raw AF_XDP", 0.8)):
-                if ref:
-                    r = v / ref
+            for kind, goal in (("linux", 2.0), ("xsk", 0.8)):
+                ref = rows.get((names[kind], point))
+                if ref and ref["value"]:
+                    r = ours["value"] / ref["value"]
                     verdict = "met" if r >= goal else f"MISSED by {goal - r:.2f}x"
-                    parts.append(f"{r:.2f}x {name} ({verdict})")
-            out.append(where + "; ".join(parts))
+                    parts.append(f"{r:.2f}x {names[kind]} ({verdict})")
+            out.append(f"- {point}: " + "; ".join(parts))
         return out
 
     def plot(self):
@@ -777,6 +779,7 @@ plot '{vec}' using 1:2 with linespoints title 'builtin', \\
             panels.append(f"""
 set title 'end to end over veth: rate vs flows (64 B)'
 set logscale x 4
+set xtics ("1" 1, "16" 16, "256" 256, "4k" 4096, "64k" 65536, "1M" 1048576)
 unset logscale y
 set yrange [0:*]
 set xlabel 'flows'
@@ -835,6 +838,17 @@ def parse_si(s):
     return float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}[m.group(2)]
 
 
+def render(path):
+    """Writes results.md again from results.json (after a change to the Markdown layout)."""
+    data = json.loads(path.read_text())
+    s = Suite.__new__(Suite)
+    s.out = path.parent
+    s.res = Results()
+    s.res.rows = data["rows"]
+    s.write_markdown(data["meta"])
+    return 0
+
+
 def check(path, parts=None):
     """The smoke test's assertion: every row has a measured number or an explicit reason, and
     every part of the suite produced at least one row."""
@@ -877,9 +891,13 @@ def main():
                     help="comma-separated parts to run")
     ap.add_argument("--check", metavar="RESULTS_JSON",
                     help="only check a results.json (the smoke test's assertion)")
+    ap.add_argument("--render", metavar="RESULTS_JSON",
+                    help="only write results.md again from a results.json (same directory)")
     a = ap.parse_args()
     if a.check:
         return check(a.check)
+    if a.render:
+        return render(Path(a.render))
     if os.geteuid() != 0:
         print("bench: needs root (namespaces, XDP, AF_XDP, BPF_PROG_TEST_RUN)", file=sys.stderr)
         return 2
