@@ -16,6 +16,8 @@ PACKAGES=(
   # the Debian package and its checks (ctest -L appliance): cpack's dpkg-shlibdeps,
   # systemd-analyze, man page rendering
   dpkg-dev systemd groff-base file
+  # the benchmark suite's curves (tools/bench/run.sh)
+  gnuplot-nox
 )
 
 missing=()
