@@ -15,6 +15,7 @@
 // ingress port (wan/lan), bit 1 keeps malformed frames (steering.malformed: pass).
 #include <sanitizer/asan_interface.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
