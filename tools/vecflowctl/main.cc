@@ -15,6 +15,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include <fmt/format.h>
@@ -182,17 +183,44 @@ int main(int argc, char** argv) {
            {"accounting", "Where each port's packets went: rx = tx + kernel + dropped"},
            {"errors", "Every drop reason with its count across the box"},
            {"commands", "The commands this vecflowd serves"},
-           {"ports", "Ports and queues: packets, bytes, rates, drops, link, AF_XDP mode"},
            {"steering", "XDP steering: hits per rule and action, parse errors"},
            {"sched", "Scheduler: per worker busy/idle, events, vectors, migrations"},
-           {"pipeline", "Pipeline stages: calls, packets, vectors, cycles per packet"},
-           {"routes", "The routing table in use"},
-           {"acl", "The ACL rules in use, with hits"},
-           {"neighbours", "The neighbour (ARP/NDP) table in use"},
+           {"pipeline", "Pipeline stages: calls, packets, packets per call, cycles per packet"},
            {"confirm", "Keep a reload made with --confirm-within"},
            {"rollback", "Revert a reload made with --confirm-within now"}}) {
     std::string name = s.name;
     app.add_subcommand(name, s.help)->callback([&command, name] { command = name; });
+  }
+
+  // Table commands that take an optional filter: the option's value goes as argument `key`.
+  struct Filtered {
+    const char* name;
+    const char* help;
+    std::vector<std::pair<const char*, const char*>> options;  // {key, help}
+  };
+  std::map<std::string, std::string> filters;
+  for (const Filtered& f : std::initializer_list<Filtered>{
+           {"ports",
+            "Ports and queues: packets, bytes, rates, drops, link, AF_XDP mode",
+            {{"port", "Only this port"}}},
+           {"routes",
+            "The routes in use per route stage, and what each stage did",
+            {{"stage", "Only this route stage"},
+             {"lookup", "Also show the route that decides this IP address"}}},
+           {"acl", "The ACL rules in use, in order, with hits", {{"stage", "Only this acl stage"}}},
+           {"neighbours",
+            "The neighbour (ARP/NDP) table in use",
+            {{"port", "Only next hops on this port"}}}}) {
+    std::string name = f.name;
+    auto* sub = app.add_subcommand(name, f.help);
+    for (const auto& [key, help] : f.options)
+      sub->add_option(std::string("--") + key, filters[name + "." + key], help);
+    sub->callback([&command, &args, &filters, name] {
+      command = name;
+      for (const auto& [k, v] : filters) {
+        if (k.starts_with(name + ".") && !v.empty()) args[k.substr(name.size() + 1)] = v;
+      }
+    });
   }
 
   auto* metrics = app.add_subcommand("metrics", "Every counter, the numbers /metrics serves");

@@ -7,6 +7,9 @@
 
 #include "app/version.h"
 #include "control/builtin.h"
+#include "control/parts/pipeline.h"
+#include "control/parts/ports.h"
+#include "control/parts/sched.h"
 #include "control/parts/steering.h"
 #include "core/log.h"
 
@@ -79,6 +82,9 @@ Result<std::unique_ptr<Appliance>> Appliance::create(config::ApplianceConfig cfg
   if (!steering) return fail("steering: {}", steering.error().message);
   app->steering_ = std::move(*steering);
   app->outcomes_ = std::make_unique<OutcomeTable>(app->runtime_->slots(), app->cfg_.ports.size());
+  auto dp = DataPath::create(app->cfg_, *app->runtime_, *app->steering_, *app->outcomes_);
+  if (!dp) return std::unexpected(dp.error());
+  app->datapath_ = std::move(*dp);
   if (auto r = app->start_control(); !r) return std::unexpected(r.error());
   return app;
 }
@@ -129,6 +135,24 @@ Result<void> Appliance::start_control() {
 
   // The data-path parts, one line each (userspace/control/parts/).
   control::register_steering(registry_, *reloader_, *steering_, cfg_);
+  if (datapath_->has_ports()) {
+    std::vector<Port*> ports;
+    for (const auto& p : datapath_->ports())
+      ports.push_back(p.get());
+    control::register_ports(registry_, std::move(ports));
+    std::vector<const sched::RxAdapter*> rx;
+    for (const auto& a : datapath_->rx_adapters())
+      rx.push_back(a.get());
+    std::vector<const sched::Worker*> workers;
+    for (const auto& w : datapath_->workers())
+      workers.push_back(w.get());
+    std::vector<const sched::TxAdapter*> tx;
+    for (const auto& t : datapath_->tx_adapters())
+      tx.push_back(t.get());
+    control::register_sched(registry_, datapath_->scheduler(), std::move(rx), std::move(workers),
+                            std::move(tx));
+    control::register_pipeline(registry_, datapath_->pipeline());
+  }
 
   drop_log_ = std::make_unique<control::DropLogger>();
   server_->add_sample_listener(
@@ -174,6 +198,10 @@ Result<void> Appliance::run() {
   sd_notify(0, "STOPPING=1\nSTATUS=stopping");
   log->info("stopping");
   runtime_->join();
+  // Every lcore has stopped receiving: what is in flight is carried to its final outcome, so
+  // the counters a stopped appliance leaves add up exactly.
+  if (uint64_t left = datapath_->drain(); left > 0)
+    log->warn("{} event(s) still in flight after the drain timeout", left);
   steering_->stop();
   return {};
 }

@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "app/datapath.h"
 #include "config/config.h"
 #include "control/dpdk_tools.h"
 #include "control/drop_log.h"
@@ -42,6 +43,8 @@ class Appliance {
   steer::XdpSteering& steering() noexcept { return *steering_; }
   // Per (lcore slot, ingress port) outcome counters; parts take the rows of their lcores.
   OutcomeTable& outcomes() noexcept { return *outcomes_; }
+  // Ports, scheduler, pipeline; nothing to forward when the file declares no port.
+  DataPath& datapath() noexcept { return *datapath_; }
   control::Registry& control_registry() noexcept { return registry_; }
   control::ControlServer& control_server() noexcept { return *server_; }
 
@@ -53,6 +56,7 @@ class Appliance {
   std::unique_ptr<Runtime> runtime_;
   std::unique_ptr<steer::XdpSteering> steering_;
   std::unique_ptr<OutcomeTable> outcomes_;
+  std::unique_ptr<DataPath> datapath_;
   std::unique_ptr<control::PdumpGuard> pdump_;
   control::Registry registry_;
   std::shared_ptr<control::ControlServer> server_;

@@ -5,6 +5,7 @@
 #include <fmt/chrono.h>
 
 #include "control/families.h"
+#include "control/values.h"
 #include "core/drop_reason.h"
 #include "runtime/cycles.h"
 
@@ -21,61 +22,13 @@ inline const MetricFamily kStartTime{"vecflow_start_time_seconds",
                                      "Start time of vecflowd since the Unix epoch",
                                      MetricType::Gauge,
                                      {}};
-inline const MetricFamily kTscHz{
-    "vecflow_tsc_hz", "TSC ticks per second (converts *_cycles_total)", MetricType::Gauge, {}};
-
-inline const MetricFamily kLcoreBusy{"vecflow_lcore_busy_cycles_total",
-                                     "TSC cycles an lcore spent in polls that did work",
-                                     MetricType::Counter,
-                                     {"lcore"}};
-inline const MetricFamily kLcoreIdle{"vecflow_lcore_idle_cycles_total",
-                                     "TSC cycles an lcore spent in polls that found nothing",
-                                     MetricType::Counter,
-                                     {"lcore"}};
-inline const MetricFamily kLcoreSleep{"vecflow_lcore_sleep_cycles_total",
-                                      "TSC cycles an lcore spent napping or asleep",
-                                      MetricType::Counter,
-                                      {"lcore"}};
-inline const MetricFamily kLcoreRounds{"vecflow_lcore_rounds_total",
-                                       "Rounds of an lcore's service loop",
-                                       MetricType::Counter,
-                                       {"lcore"}};
-inline const MetricFamily kLcoreNaps{
-    "vecflow_lcore_naps_total", "Idle naps of an lcore", MetricType::Counter, {"lcore"}};
-inline const MetricFamily kLcoreInterruptSleeps{
-    "vecflow_lcore_interrupt_sleeps_total",
-    "Times an lcore slept on its services' wake-up descriptors",
-    MetricType::Counter,
-    {"lcore"}};
-inline const MetricFamily kServicePolls{
-    "vecflow_service_polls_total", "Polls of a service", MetricType::Counter, {"lcore", "service"}};
-inline const MetricFamily kServiceBusyPolls{"vecflow_service_busy_polls_total",
-                                            "Polls of a service that did work",
-                                            MetricType::Counter,
-                                            {"lcore", "service"}};
-inline const MetricFamily kServiceBusy{"vecflow_service_busy_cycles_total",
-                                       "TSC cycles a service spent in polls that did work",
-                                       MetricType::Counter,
-                                       {"lcore", "service"}};
-inline const MetricFamily kServiceIdle{"vecflow_service_idle_cycles_total",
-                                       "TSC cycles a service spent in polls that found nothing",
-                                       MetricType::Counter,
-                                       {"lcore", "service"}};
-
 std::string iso_time(std::time_t t) {
   return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(t));
 }
 
-Json number_or_null(std::optional<double> v) {
-  return v ? Json(*v) : Json(nullptr);
-}
-
 // Percentage of wall time a cycle counter advanced over the last sampling interval.
 Json percent(const RateWindow& rates, const MetricFamily& f, Labels labels) {
-  auto r = rates.rate(f, labels);
-  uint64_t hz = tsc_hz();
-  if (!r || hz == 0) return nullptr;
-  return *r * 100.0 / static_cast<double>(hz);
+  return tsc_percent(rates.rate(f, labels));
 }
 
 std::string_view port_type(const config::PortConfig& p) {
@@ -217,9 +170,16 @@ void register_status(Registry& registry, StatusSource source) {
 }
 
 void register_runtime(Registry& registry, Runtime& runtime) {
-  registry.add_collector("runtime", [&runtime](Snapshot& s) {
+  std::vector<const Lcore*> lcores;
+  for (const auto& l : runtime.lcores())
+    lcores.push_back(l.get());
+  register_runtime(registry, std::move(lcores));
+}
+
+void register_runtime(Registry& registry, std::vector<const Lcore*> lcores) {
+  registry.add_collector("runtime", [lcores](Snapshot& s) {
     s.set(kTscHz, {}, static_cast<double>(tsc_hz()));
-    for (const auto& l : runtime.lcores()) {
+    for (const Lcore* l : lcores) {
       std::string id = std::to_string(l->id());
       const LcoreStats& st = l->stats();
       s.add(kLcoreBusy, {id}, st.busy_cycles.load());
@@ -239,10 +199,10 @@ void register_runtime(Registry& registry, Runtime& runtime) {
   });
 
   // The one-line-per-lcore summary of `status`.
-  registry.add_status("lcores", [&runtime](const CommandContext& ctx) {
+  registry.add_status("lcores", [lcores](const CommandContext& ctx) {
     Json rows = Json::array();
-    for (size_t i = 0; i < runtime.lcores().size(); ++i) {
-      const auto& l = runtime.lcores()[i];
+    for (size_t i = 0; i < lcores.size(); ++i) {
+      const Lcore* l = lcores[i];
       Json names = Json::array();
       for (const auto& svc : l->services())
         names.push_back(svc->name());
@@ -257,13 +217,13 @@ void register_runtime(Registry& registry, Runtime& runtime) {
   (void)registry.add_command(Command{
       "lcores", "Which core is busy: busy/idle/sleep time of every lcore and service", Access::Read,
       "",
-      [&runtime](const CommandContext& ctx) -> CommandResult {
+      [lcores](const CommandContext& ctx) -> CommandResult {
         ArgReader a(ctx.args, {});
         if (auto e = a.error()) return std::unexpected(*e);
-        Json lcores = Json::array();
+        Json rows = Json::array();
         Json services = Json::array();
-        for (size_t i = 0; i < runtime.lcores().size(); ++i) {
-          const auto& l = runtime.lcores()[i];
+        for (size_t i = 0; i < lcores.size(); ++i) {
+          const Lcore* l = lcores[i];
           std::string id = std::to_string(l->id());
           const Snapshot& s = ctx.snapshot;
           bool sleeping = false;
@@ -282,23 +242,23 @@ void register_runtime(Registry& registry, Runtime& runtime) {
                  {"idle_cycles", s.count(kServiceIdle, {id, svc->name()})},
                  {"sleeps", svc->stats().sleeps.load()}});
           }
-          lcores.push_back({{"lcore", l->id()},
-                            {"role", i == 0 ? "control" : "worker"},
-                            {"busy_pct", percent(ctx.rates, kLcoreBusy, {id})},
-                            {"idle_pct", percent(ctx.rates, kLcoreIdle, {id})},
-                            {"sleep_pct", percent(ctx.rates, kLcoreSleep, {id})},
-                            {"asleep", sleeping},
-                            {"rounds", s.count(kLcoreRounds, {id})},
-                            {"naps", s.count(kLcoreNaps, {id})},
-                            {"interrupt_sleeps", s.count(kLcoreInterruptSleeps, {id})},
-                            {"busy_cycles", s.count(kLcoreBusy, {id})},
-                            {"idle_cycles", s.count(kLcoreIdle, {id})},
-                            {"sleep_cycles", s.count(kLcoreSleep, {id})},
-                            {"services", std::move(names)}});
+          rows.push_back({{"lcore", l->id()},
+                          {"role", i == 0 ? "control" : "worker"},
+                          {"busy_pct", percent(ctx.rates, kLcoreBusy, {id})},
+                          {"idle_pct", percent(ctx.rates, kLcoreIdle, {id})},
+                          {"sleep_pct", percent(ctx.rates, kLcoreSleep, {id})},
+                          {"asleep", sleeping},
+                          {"rounds", s.count(kLcoreRounds, {id})},
+                          {"naps", s.count(kLcoreNaps, {id})},
+                          {"interrupt_sleeps", s.count(kLcoreInterruptSleeps, {id})},
+                          {"busy_cycles", s.count(kLcoreBusy, {id})},
+                          {"idle_cycles", s.count(kLcoreIdle, {id})},
+                          {"sleep_cycles", s.count(kLcoreSleep, {id})},
+                          {"services", std::move(names)}});
         }
         return Json{{"interval_s", ctx.rates.interval_s()},
                     {"tsc_hz", tsc_hz()},
-                    {"lcores", std::move(lcores)},
+                    {"lcores", std::move(rows)},
                     {"services", std::move(services)}};
       },
       View{{table("lcores", "/lcores",

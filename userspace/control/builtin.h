@@ -37,6 +37,8 @@ void register_status(Registry& registry, StatusSource source);
 // `lcores` and the vecflow_lcore_* / vecflow_service_* families: busy, idle and sleep time of
 // every lcore and service, read from the runtime's single-writer counters.
 void register_runtime(Registry& registry, Runtime& runtime);
+// The same over lcores the caller owns and keeps alive (lcores[0] is the control lcore).
+void register_runtime(Registry& registry, std::vector<const Lcore*> lcores);
 
 // `accounting` and the vecflow_accounting_* families plus vecflow_drops_total{layer=
 // "userspace"}: the OutcomeTable summed per ingress port. `ports` names the table's columns.

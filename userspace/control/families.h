@@ -8,8 +8,11 @@
 namespace vecflow::control {
 
 // Every drop of the box, by ingress port, reason (drop_reasons.h wire names) and the layer that
-// dropped: "xdp" (the steering program), "userspace" (OutcomeTable: ports, scheduler,
-// pipeline). A part that drops packets adds its counts here.
+// dropped: "xdp" (the steering program), "userspace" (OutcomeTable: scheduler, pipeline, tx),
+// "port" (frames a port received and dropped before handing them on: malformed frames) and
+// "device" (frames the device or the kernel socket dropped before vecflow saw them: rx ring
+// full, no buffer, rx errors). Each frame is counted in one layer only. A part that drops
+// packets adds its counts here.
 inline const MetricFamily kDrops{"vecflow_drops_total",
                                  "Packets dropped, by ingress port, reason and layer",
                                  MetricType::Counter,
@@ -40,5 +43,49 @@ inline const MetricFamily kAccountKernelPackets{
     "Packets handed to the kernel stack, charged to the port they entered through",
     MetricType::Counter,
     {"port"}};
+
+// The runtime's lcores and services (register_runtime): busy, idle and sleep cycles. Parts whose
+// work runs as services (rx adapters, workers) read their busy share from these series, keyed
+// by service name, rather than counting time again.
+inline const MetricFamily kTscHz{
+    "vecflow_tsc_hz", "TSC ticks per second (converts *_cycles_total)", MetricType::Gauge, {}};
+
+inline const MetricFamily kLcoreBusy{"vecflow_lcore_busy_cycles_total",
+                                     "TSC cycles an lcore spent in polls that did work",
+                                     MetricType::Counter,
+                                     {"lcore"}};
+inline const MetricFamily kLcoreIdle{"vecflow_lcore_idle_cycles_total",
+                                     "TSC cycles an lcore spent in polls that found nothing",
+                                     MetricType::Counter,
+                                     {"lcore"}};
+inline const MetricFamily kLcoreSleep{"vecflow_lcore_sleep_cycles_total",
+                                      "TSC cycles an lcore spent napping or asleep",
+                                      MetricType::Counter,
+                                      {"lcore"}};
+inline const MetricFamily kLcoreRounds{"vecflow_lcore_rounds_total",
+                                       "Rounds of an lcore's service loop",
+                                       MetricType::Counter,
+                                       {"lcore"}};
+inline const MetricFamily kLcoreNaps{
+    "vecflow_lcore_naps_total", "Idle naps of an lcore", MetricType::Counter, {"lcore"}};
+inline const MetricFamily kLcoreInterruptSleeps{
+    "vecflow_lcore_interrupt_sleeps_total",
+    "Times an lcore slept on its services' wake-up descriptors",
+    MetricType::Counter,
+    {"lcore"}};
+inline const MetricFamily kServicePolls{
+    "vecflow_service_polls_total", "Polls of a service", MetricType::Counter, {"lcore", "service"}};
+inline const MetricFamily kServiceBusyPolls{"vecflow_service_busy_polls_total",
+                                            "Polls of a service that did work",
+                                            MetricType::Counter,
+                                            {"lcore", "service"}};
+inline const MetricFamily kServiceBusy{"vecflow_service_busy_cycles_total",
+                                       "TSC cycles a service spent in polls that did work",
+                                       MetricType::Counter,
+                                       {"lcore", "service"}};
+inline const MetricFamily kServiceIdle{"vecflow_service_idle_cycles_total",
+                                       "TSC cycles a service spent in polls that found nothing",
+                                       MetricType::Counter,
+                                       {"lcore", "service"}};
 
 }  // namespace vecflow::control

@@ -155,7 +155,7 @@ class Port {
   // The exception path: hands packets to the kernel stack (Verdict::Kernel). Like tx_burst it
   // returns how many it took; the caller drops the rest (DropReason::NO_KERNEL_PATH when the
   // port has none). Uses tx queue `q`'s counters; the same single-lcore rule applies.
-  uint16_t to_kernel(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept;
+  virtual uint16_t to_kernel(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept;
   // Creates the exception path: a TAP interface `tap_name` (default "vfk<id>-<name>", cut to
   // 15 characters) with the port's MAC, one queue per tx queue. Packets handed to it arrive in
   // the kernel as if received on that TAP; the kernel accepts those for its own addresses

@@ -127,6 +127,14 @@ std::vector<NeighbourInfo> NeighbourTable::entries() const {
   return out;
 }
 
+size_t NeighbourTable::resolved() const {
+  std::lock_guard lock(mutex_);
+  size_t n = 0;
+  for (uint32_t id : ids_)
+    n += (entries_[id].word.load(std::memory_order_acquire) & NeighbourEntry::kResolved) != 0;
+  return n;
+}
+
 size_t NeighbourTable::size() const {
   std::lock_guard lock(mutex_);
   return ids_.size();

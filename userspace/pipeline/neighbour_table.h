@@ -142,6 +142,8 @@ class NeighbourTable {
   std::vector<NeighbourKey> take_used();
   std::vector<NeighbourInfo> entries() const;
   size_t size() const;
+  // Entries with a link-layer address now (a gauge: counted without copying the table).
+  size_t resolved() const;
 
  private:
   NeighbourTable() = default;

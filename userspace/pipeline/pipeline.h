@@ -73,6 +73,9 @@ class Pipeline {
   }
 
   NeighbourTable& neighbours() noexcept { return *neighbours_; }
+  const NeighbourTable& neighbours() const noexcept { return *neighbours_; }
+  // The ports the stages know, indexed by PortId (names for tables that hold PortIds).
+  const std::vector<PortInfo>& ports() const noexcept { return ctx_.ports; }
   KernelSync* kernel() noexcept { return kernel_.get(); }
 
   // Services the control lcore must run for this pipeline: the kernel synchroniser (netlink

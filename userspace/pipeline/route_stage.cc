@@ -128,6 +128,14 @@ std::vector<RouteEntry> RouteStage::routes() const {
   return table_.load()->routes();
 }
 
+size_t RouteStage::route_count(RouteSource source) const {
+  std::lock_guard lock(mutex_);
+  size_t n = 0;
+  for (const RouteEntry& e : table_.load()->routes())
+    n += e.source == source;
+  return n;
+}
+
 std::optional<RouteEntry> RouteStage::route_for(const IpAddress& addr) const {
   std::lock_guard lock(mutex_);
   const RouteEntry* e = table_.load()->match(addr);

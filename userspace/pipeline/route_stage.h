@@ -73,6 +73,9 @@ class RouteStage final : public Stage {
   bool sends_icmp() const noexcept { return icmp_; }
   // The routes in force, static and kernel-learned.
   std::vector<RouteEntry> routes() const;
+  // How many routes of the table in force came from `source` (a gauge for /metrics: counts
+  // without copying a table of kernel routes at every scrape).
+  size_t route_count(RouteSource source) const;
   // The route that decides `addr` in the table in force, if any.
   std::optional<RouteEntry> route_for(const IpAddress& addr) const;
   RouteCounters counters() const noexcept;

@@ -133,6 +133,9 @@ class RxAdapter final : public Service {
 
   const RxAdapterStats& adapter_stats() const noexcept { return stats_; }
   uint16_t queue_count() const noexcept { return nqueues_; }
+  // The scheduler producer port this adapter enqueues through (its index among producers).
+  uint16_t producer_index() const noexcept { return producer_.index(); }
+  const RxAdapterConfig& config() const noexcept { return cfg_; }
 
  private:
   struct RxQueue {

@@ -30,6 +30,12 @@ void TxAdapter::finish(std::span<rte_event> events) noexcept {
   free_dropped();
 }
 
+void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
+  for (rte_mbuf* m : pkts)
+    packet(m);
+  free_dropped();
+}
+
 void TxAdapter::drop(std::span<rte_event> events, DropReason reason) noexcept {
   for (rte_event& ev : events) {
     for (rte_mbuf* m : packets(ev))
@@ -68,7 +74,7 @@ void TxAdapter::packet(rte_mbuf* m) noexcept {
 void TxAdapter::buffer(uint16_t dest, bool kernel, rte_mbuf* m) noexcept {
   Buffer& b = kernel ? to_kernel_[dest] : tx_[dest];
   b.pkts[b.n] = m;
-  b.ingress[b.n] = m->port;
+  b.ingress[b.n] = (meta(m).flags & kMetaFlagCopy) ? kNoCharge : m->port;
   b.bytes[b.n] = m->pkt_len;
   ++b.n;
   (kernel ? kernel_dirty_ : tx_dirty_) |= uint64_t{1} << dest;
@@ -78,13 +84,18 @@ void TxAdapter::buffer(uint16_t dest, bool kernel, rte_mbuf* m) noexcept {
 void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
   Buffer& b = kernel ? to_kernel_[dest] : tx_[dest];
   const TxTarget& t = kernel ? kernel_[dest] : ports_[dest];
-  uint16_t sent = t.port->tx_burst(t.queue, b.pkts.data(), b.n);
+  // Kernel verdicts enter the kernel through the ingress port's exception path, not its wire.
+  auto offer = [&](rte_mbuf** pkts, uint16_t n) noexcept {
+    return kernel ? t.port->to_kernel(t.queue, pkts, n) : t.port->tx_burst(t.queue, pkts, n);
+  };
+  uint16_t sent = offer(b.pkts.data(), b.n);
   stats_.bursts.add();
   for (uint32_t r = 0; sent < b.n && r < kTxRetries; ++r) {
     stats_.retries.add();
-    sent += t.port->tx_burst(t.queue, b.pkts.data() + sent, static_cast<uint16_t>(b.n - sent));
+    sent += offer(b.pkts.data() + sent, static_cast<uint16_t>(b.n - sent));
   }
   for (uint16_t i = 0; i < sent; ++i) {
+    if (b.ingress[i] == kNoCharge) continue;
     PortOutcomes& o = outcomes_[b.ingress[i]];
     if (kernel) {
       o.kernel_packets.add();
@@ -111,7 +122,11 @@ void TxAdapter::flush() noexcept {
 }
 
 void TxAdapter::drop_packet(rte_mbuf* m, DropReason reason) noexcept {
-  outcomes_[m->port].drops.add(reason);
+  if (meta(m).flags & kMetaFlagCopy) {
+    stats_.copies_dropped.add();
+  } else {
+    outcomes_[m->port].drops.add(reason);
+  }
   dropped_[ndropped_++] = m;
   if (ndropped_ == dropped_.size()) free_dropped();
 }

@@ -56,6 +56,7 @@ struct TxStats {
   Counter bursts;   // tx_burst calls
   Counter retries;  // calls repeated for the refused part of a burst
   Counter tx_full;  // packets dropped after kTxRetries
+  Counter copies_dropped;  // mirror copies a port refused (charged to no port)
 };
 
 class TxAdapter final : public EgressSink {
@@ -67,6 +68,10 @@ class TxAdapter final : public EgressSink {
   TxAdapter(std::vector<TxTarget> ports, std::vector<TxTarget> kernel, PortOutcomes* outcomes);
 
   void finish(std::span<rte_event> events) noexcept override;
+  // The same for loose packets, each acted on by its verdict: what a pipeline decided before
+  // its event finished (pipeline glue), and mirror copies (kMetaFlagCopy: transmitted, but
+  // charged to no port, since they never entered).
+  void take(std::span<rte_mbuf*> pkts) noexcept;
   void drop(std::span<rte_event> events, DropReason reason) noexcept override;
   void flush() noexcept override;
 
@@ -79,6 +84,9 @@ class TxAdapter final : public EgressSink {
     std::array<uint16_t, kTxBurst> ingress{};
     std::array<uint32_t, kTxBurst> bytes{};
   };
+
+  // Buffer::ingress of a mirror copy: nothing to charge.
+  static constexpr uint16_t kNoCharge = 0xffff;
 
   void packet(rte_mbuf* m) noexcept;
   void buffer(uint16_t dest, bool kernel, rte_mbuf* m) noexcept;

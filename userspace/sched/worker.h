@@ -92,6 +92,8 @@ class Worker final : public Service {
   void park() noexcept;
 
   const WorkerStats& worker_stats() const noexcept { return stats_; }
+  // The scheduler worker port this Worker dequeues from (its index among worker ports).
+  uint16_t port_index() const noexcept { return port_.index(); }
 
  private:
   void send(rte_event* ev, uint16_t n, bool only_forwards) noexcept;

@@ -89,6 +89,10 @@ class RingPort final : public Port {
   uint16_t tx_queue_count() const noexcept override { return queues_; }
   uint16_t rx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept override;
   uint16_t tx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept override;
+  // A ring port used as a kernel target stands for the kernel: what it takes is collected.
+  uint16_t to_kernel(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept override {
+    return tx_burst(q, pkts, n);
+  }
   LinkState link_state() const noexcept override { return LinkState::Up; }
   Result<void> start() override { return {}; }
   void stop() noexcept override {}

@@ -1,0 +1,245 @@
+#include "app/datapath.h"
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+#include "core/packet.h"
+#include "io/afxdp/afxdp_port.h"
+#include "io/port_factory.h"
+#include "sched/from_config.h"
+
+namespace vecflow {
+namespace {
+
+// Vectors one lcore's mempool cache holds. Small: vectors are few (a handful per open flow)
+// and a large cache strands them on lcores that do not use them.
+constexpr uint32_t kVectorCache = 32;
+
+std::vector<unsigned> worker_lcores(const config::ApplianceConfig& cfg) {
+  return cfg.scheduler.workers.empty() ? cfg.cpu.workers : cfg.scheduler.workers;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DataPath>> DataPath::create(const config::ApplianceConfig& cfg,
+                                                   Runtime& runtime, steer::XdpSteering& steering,
+                                                   OutcomeTable& outcomes) {
+  auto dp = std::unique_ptr<DataPath>(new DataPath());
+  dp->runtime_ = &runtime;
+  if (cfg.ports.empty()) return dp;  // nothing to forward: the control plane alone
+  // Every part reads and writes PacketMeta in the mbuf's dynamic field area: its offset must
+  // be registered before the first packet is received.
+  if (auto r = register_packet_meta(); !r) return fail("packet metadata: {}", r.error().message);
+  if (auto r = dp->create_ports(cfg, steering); !r) return std::unexpected(r.error());
+  if (auto r = dp->build_pipeline(cfg, runtime); !r) return std::unexpected(r.error());
+  if (auto r = dp->build_scheduler(cfg, runtime, outcomes); !r) return std::unexpected(r.error());
+  return dp;
+}
+
+// Start-up order of io/port_factory.h: create every port (DPDK-owned AF_XDP queues attach the
+// steering object here), let steering adopt what DPDK attached, give each AF_XDP port its
+// XSKMAP, then start them.
+Result<void> DataPath::create_ports(const config::ApplianceConfig& cfg,
+                                    steer::XdpSteering& steering) {
+  auto pool = PacketPool::create(pool_options(cfg));
+  if (!pool) return fail("packet pool: {}", pool.error().message);
+  pool_ = std::move(*pool);
+
+  PortEnvironment env = port_environment(cfg);
+  env.pool = pool_.get();
+  env.steering_object = steer::XdpSteering::bpf_object_path();
+  for (size_t i = 0; i < cfg.ports.size(); ++i) {
+    auto port = create_port(cfg.ports[i], PortId{static_cast<uint16_t>(i)}, env);
+    if (!port) return fail("port '{}': {}", cfg.ports[i].name, port.error().message);
+    ports_.push_back(std::move(*port));
+  }
+
+  const auto setup = steer::steer_setup(cfg);
+  for (const auto& sp : setup.ports) {
+    if (!sp.attach) {
+      if (auto r = steering.adopt(sp.name); !r)
+        return fail("port '{}': steering: {}", sp.name, r.error().message);
+    }
+  }
+  for (auto& port : ports_) {
+    auto* xsk = dynamic_cast<AfXdpPort*>(port.get());
+    if (!xsk) continue;
+    if (auto r = xsk->set_xsks_map(steering.xsks_map_fd(port->name())); !r)
+      return fail("port '{}': {}", port->name(), r.error().message);
+    // Frames XDP lifted to user space never reached the kernel: what the pipeline hands back
+    // to it (addressed to the box, unresolved next hops) goes in through an exception path.
+    // DPDK ports get none: a PMD on a kernel interface (af_packet) leaves the kernel its own
+    // copy, and a device without a kernel interface has no kernel to go to.
+    if (auto r = port->enable_kernel_path(); !r)
+      return fail("port '{}': exception path: {}", port->name(), r.error().message);
+  }
+  for (auto& port : ports_) {
+    if (auto r = port->start(); !r) return fail("port '{}': {}", port->name(), r.error().message);
+  }
+  ports_started_ = true;
+  return {};
+}
+
+Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtime& runtime) {
+  StageContext ctx;
+  for (size_t i = 0; i < cfg.ports.size(); ++i) {
+    const auto& p = cfg.ports[i];
+    std::string itf;
+    if (auto* a = std::get_if<config::AfXdpPort>(&p.kind)) itf = a->interface;
+    if (auto* d = std::get_if<config::DpdkPort>(&p.kind)) itf = d->interface;
+    ctx.ports.push_back(PortInfo{p.name, ports_[i]->mac(), itf});
+  }
+  ctx.lcore_slots = static_cast<unsigned>(runtime.slots());
+  ctx.qsbr = &runtime.qsbr();
+  ctx.capture_dir = cfg.control.capture_dir;
+  ctx.steer_rules = static_cast<uint32_t>(cfg.steering.rules.size());
+  auto pipeline = Pipeline::build(cfg.pipeline, std::move(ctx));
+  if (!pipeline) return fail("pipeline: {}", pipeline.error().message);
+  pipeline_ = std::move(*pipeline);
+  control_services_ = pipeline_->control_services();
+  for (auto& s : control_services_)
+    runtime.control().add_service(s);
+  return {};
+}
+
+Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runtime& runtime,
+                                       OutcomeTable& outcomes) {
+  const auto workers = worker_lcores(cfg);
+  if (workers.empty()) return fail("scheduler: no worker lcore (cpu.workers is empty)");
+  for (const auto& port : ports_) {
+    if (port->tx_queue_count() < workers.size())
+      return fail(
+          "port '{}' has {} tx queue(s) and there are {} pipeline workers: each worker needs a "
+          "tx queue of its own on every port (raise the port's queues or lower the workers)",
+          port->name(), port->tx_queue_count(), workers.size());
+  }
+
+  // Which lcore polls which rx queue.
+  std::map<unsigned, std::vector<std::pair<Port*, uint16_t>>> polled;
+  size_t next_worker = 0;
+  for (size_t i = 0; i < ports_.size(); ++i) {
+    for (uint16_t q = 0; q < ports_[i]->rx_queue_count(); ++q) {
+      unsigned lcore = cfg.ports[i].lcore ? *cfg.ports[i].lcore
+                                          : workers[next_worker++ % workers.size()];
+      polled[lcore].emplace_back(ports_[i].get(), q);
+    }
+  }
+
+  const auto queues = sched::stage_queues(cfg.pipeline);
+  auto sc = sched::scheduler_config(cfg.scheduler, queues, static_cast<uint16_t>(polled.size()),
+                                    static_cast<uint16_t>(workers.size()));
+  auto sched = sched::create_scheduler(sc);
+  if (!sched) return fail("scheduler: {}", sched.error().message);
+  sched_ = std::move(*sched);
+
+  const uint16_t vsize = cfg.scheduler.vector_size;
+  if (vsize > 1) {
+    const uint32_t vectors = sched::kOpenVectors * static_cast<uint32_t>(polled.size()) +
+                             cfg.scheduler.queue_depth +
+                             kVectorCache * static_cast<uint32_t>(runtime.slots());
+    auto pool = sched::VectorPool::create("vecflow_vectors", vectors, vsize, kVectorCache);
+    if (!pool) return fail("vector pool: {}", pool.error().message);
+    vectors_ = std::move(*pool);
+  }
+
+  const uint8_t first_queue = queues.stage_queue.at(0);
+  size_t producer = 0;
+  for (const auto& [lcore, list] : polled) {
+    Lcore* lc = runtime.lcore(lcore);
+    if (!lc) return fail("lcore {} polls a port but is not an lcore of the appliance", lcore);
+    sched::RxAdapterConfig rc;
+    rc.vector_size = vsize;
+    rc.vector_timeout_us = cfg.scheduler.vector_timeout_us;
+    rc.queue = first_queue;
+    rc.sched_type = sched_->queue_type(first_queue);
+    rc.vector_pool = vectors_.get();
+    auto rx = std::make_shared<sched::RxAdapter>(
+        fmt::format("rx{}", lcore), sched_->producer(static_cast<uint16_t>(producer++)), rc,
+        outcomes.row(runtime.slot(lcore)));
+    for (const auto& [port, q] : list) {
+      if (auto r = rx->add_queue(*port, q); !r)
+        return fail("port '{}' queue {}: {}", port->name(), q, r.error().message);
+    }
+    rx_.push_back(rx);
+    rx_lcores_.push_back(lcore);
+  }
+
+  std::vector<uint8_t> group_queue;
+  for (const auto& g : pipeline_->groups())
+    group_queue.push_back(queues.stage_queue.at(g.first));
+
+  for (size_t w = 0; w < workers.size(); ++w) {
+    const unsigned lcore = workers[w];
+    if (!runtime.lcore(lcore)) return fail("scheduler worker lcore {} is not an lcore", lcore);
+    const unsigned slot = static_cast<unsigned>(runtime.slot(lcore));
+    std::vector<sched::TxTarget> tx_targets, kernel_targets;
+    for (auto& port : ports_) {
+      const sched::TxTarget t{port.get(), static_cast<uint16_t>(w)};
+      tx_targets.push_back(t);
+      kernel_targets.push_back(port->kernel_path() ? t : sched::TxTarget{});
+    }
+    tx_.push_back(std::make_unique<sched::TxAdapter>(std::move(tx_targets),
+                                                     std::move(kernel_targets), outcomes.row(slot)));
+    handlers_.push_back(
+        std::make_unique<PipelineHandler>(*pipeline_, outcomes, slot, group_queue, *tx_.back()));
+    workers_.push_back(std::make_shared<sched::Worker>(
+        fmt::format("worker{}", lcore), *sched_, sched_->worker(static_cast<uint16_t>(w)),
+        *handlers_.back(), *tx_.back(), queues.egress));
+    worker_lcores_.push_back(lcore);
+  }
+
+  // Services onto their lcores: receive first in each round, then the pipeline.
+  for (size_t i = 0; i < rx_.size(); ++i)
+    runtime.lcore(rx_lcores_[i])->add_service(rx_[i]);
+  for (size_t i = 0; i < workers_.size(); ++i)
+    runtime.lcore(worker_lcores_[i])->add_service(workers_[i]);
+  // A backend that needs a scheduling service (event_sw) gets the first worker lcore: it
+  // must run as often as the workers dequeue.
+  if ((sched_service_ = sched_->service())) {
+    sched_service_lcore_ = workers.front();
+    runtime.lcore(sched_service_lcore_)->add_service(sched_service_);
+  }
+  log::get("app")->info(
+      "data path: {} port(s), {} rx adapter(s), {} worker(s), scheduler {}, {} queue(s), "
+      "vectors of {}",
+      ports_.size(), rx_.size(), workers_.size(), sched_->backend(), sched_->queue_count(), vsize);
+  return {};
+}
+
+uint64_t DataPath::drain(unsigned timeout_ms) noexcept {
+  if (!sched_) return 0;
+  // No lcore runs any more: the adapters and workers are run here, one thread, one at a time.
+  for (auto& rx : rx_)
+    rx->flush();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (sched_->inflight() > 0 && std::chrono::steady_clock::now() < deadline) {
+    if (sched_service_) sched_service_->poll();
+    for (auto& w : workers_)
+      w->poll();
+  }
+  for (auto& w : workers_)
+    w->park();
+  return sched_->inflight();
+}
+
+DataPath::~DataPath() {
+  if (runtime_) {
+    for (size_t i = 0; i < workers_.size(); ++i)
+      runtime_->lcore(worker_lcores_[i])->remove_service(workers_[i].get());
+    for (size_t i = 0; i < rx_.size(); ++i)
+      runtime_->lcore(rx_lcores_[i])->remove_service(rx_[i].get());
+    if (sched_service_) runtime_->lcore(sched_service_lcore_)->remove_service(sched_service_.get());
+    for (auto& s : control_services_)
+      runtime_->control().remove_service(s.get());
+  }
+  if (ports_started_) {
+    for (auto& port : ports_)
+      port->stop();
+  }
+}
+
+}  // namespace vecflow

@@ -1,0 +1,104 @@
+// The data path of the appliance, built from one ApplianceConfig:
+//
+//   ports (AF_XDP sockets in the steering program's XSKMAP, DPDK PMDs)
+//     -> RxAdapter per polling lcore (same-flow vectors, NEW events to the first stage)
+//     -> Scheduler (one queue per pipeline group, plus egress when a stage is ordered)
+//     -> Worker per worker lcore (PipelineHandler runs the group, forwards or finishes)
+//     -> TxAdapter per worker (own tx queue on every port; kernel verdicts through the
+//        ingress port's exception path)
+//
+// Placement. Pipeline workers run on scheduler.workers (default cpu.workers). A port's rx
+// queues are polled on its `lcore` when the file gives one, else spread round-robin over the
+// worker lcores; every lcore that polls some queue has one RxAdapter (one scheduler producer).
+// Each worker transmits on its own tx queue of every port (tx queues are single-writer), so a
+// port needs at least as many tx queues as there are workers.
+//
+// Accounting: every packet a port delivers to user space is counted rx by the RxAdapter of
+// the lcore that received it and ends tx, to_kernel or dropped under one reason in the
+// OutcomeTable row of the lcore that decided it, charged to its ingress port.
+//
+// Lifetime (control thread): create() before the runtime launches its lcores; the services
+// are placed on the lcores by create(). drain() after the lcores stopped: enqueues the rx
+// adapters' partial vectors and runs the workers on the calling thread until the scheduler
+// holds no event, so every received packet gets its final outcome (shutdown_flush for what
+// cannot leave). The destructor stops the ports and frees everything.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/pipeline_handler.h"
+#include "config/config.h"
+#include "core/accounting.h"
+#include "core/error.h"
+#include "io/packet_pool.h"
+#include "io/port.h"
+#include "pipeline/pipeline.h"
+#include "runtime/runtime.h"
+#include "sched/rx_adapter.h"
+#include "sched/scheduler.h"
+#include "sched/tx_adapter.h"
+#include "sched/worker.h"
+#include "steer/steering.h"
+
+namespace vecflow {
+
+class DataPath {
+ public:
+  static Result<std::unique_ptr<DataPath>> create(const config::ApplianceConfig& cfg,
+                                                  Runtime& runtime, steer::XdpSteering& steering,
+                                                  OutcomeTable& outcomes);
+  ~DataPath();
+  DataPath(const DataPath&) = delete;
+  DataPath& operator=(const DataPath&) = delete;
+
+  // After every lcore stopped: flushes what is in flight to its final outcome. Returns the
+  // events still held when `timeout_ms` ran out (0 when drained).
+  uint64_t drain(unsigned timeout_ms = 1000) noexcept;
+
+  // False when the file declares no port (then nothing below exists).
+  bool has_ports() const noexcept { return sched_ != nullptr; }
+  const std::vector<std::unique_ptr<Port>>& ports() const noexcept { return ports_; }
+  PacketPool& pool() noexcept { return *pool_; }
+  Pipeline& pipeline() noexcept { return *pipeline_; }
+  const sched::Scheduler& scheduler() const noexcept { return *sched_; }
+  const std::vector<std::shared_ptr<sched::RxAdapter>>& rx_adapters() const noexcept {
+    return rx_;
+  }
+  const std::vector<std::shared_ptr<sched::Worker>>& workers() const noexcept { return workers_; }
+  const std::vector<std::unique_ptr<sched::TxAdapter>>& tx_adapters() const noexcept {
+    return tx_;
+  }
+  // lcore id of rx adapter i / worker i.
+  unsigned rx_lcore(size_t i) const noexcept { return rx_lcores_[i]; }
+  unsigned worker_lcore(size_t i) const noexcept { return worker_lcores_[i]; }
+
+ private:
+  DataPath() = default;
+  Result<void> create_ports(const config::ApplianceConfig& cfg, steer::XdpSteering& steering);
+  Result<void> build_pipeline(const config::ApplianceConfig& cfg, Runtime& runtime);
+  Result<void> build_scheduler(const config::ApplianceConfig& cfg, Runtime& runtime,
+                               OutcomeTable& outcomes);
+
+  Runtime* runtime_ = nullptr;
+  // Declaration order is destruction order reversed: the pool outlives the ports, the ports
+  // outlive the adapters that hold pointers to them, the scheduler outlives its ports' users.
+  std::unique_ptr<PacketPool> pool_;
+  std::vector<std::unique_ptr<Port>> ports_;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::vector<std::shared_ptr<Service>> control_services_;
+  std::unique_ptr<sched::Scheduler> sched_;
+  std::shared_ptr<Service> sched_service_;
+  unsigned sched_service_lcore_ = 0;
+  sched::VectorPool vectors_;
+  std::vector<std::shared_ptr<sched::RxAdapter>> rx_;
+  std::vector<unsigned> rx_lcores_;
+  std::vector<std::unique_ptr<sched::TxAdapter>> tx_;
+  std::vector<std::unique_ptr<PipelineHandler>> handlers_;
+  std::vector<std::shared_ptr<sched::Worker>> workers_;
+  std::vector<unsigned> worker_lcores_;
+  bool ports_started_ = false;
+};
+
+}  // namespace vecflow

@@ -1,0 +1,438 @@
+#include "control/parts/pipeline.h"
+
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "control/values.h"
+#include "pipeline/acl_stage.h"
+#include "pipeline/neighbour_stage.h"
+#include "pipeline/route_stage.h"
+
+namespace vecflow::control {
+namespace {
+
+inline const MetricFamily kStageCalls{"vecflow_stage_calls_total",
+                                      "Vectors a pipeline stage processed",
+                                      MetricType::Counter,
+                                      {"stage", "type"}};
+inline const MetricFamily kStagePackets{"vecflow_stage_packets_total",
+                                        "Packets in the vectors a pipeline stage processed",
+                                        MetricType::Counter,
+                                        {"stage", "type"}};
+inline const MetricFamily kStageCycles{"vecflow_stage_cycles_total",
+                                       "TSC cycles a pipeline stage spent processing vectors",
+                                       MetricType::Counter,
+                                       {"stage", "type"}};
+inline const MetricFamily kRoutePackets{
+    "vecflow_route_packets_total",
+    "What a route stage did with packets: forwarded, to_kernel, no_route, ttl_expired, not_ip",
+    MetricType::Counter,
+    {"stage", "outcome"}};
+inline const MetricFamily kRouteIcmp{"vecflow_route_icmp_sent_total",
+                                     "ICMP time exceeded errors a route stage sent",
+                                     MetricType::Counter,
+                                     {"stage"}};
+inline const MetricFamily kRoutes{"vecflow_route_entries",
+                                  "Routes a route stage has in force, by where they came from",
+                                  MetricType::Gauge,
+                                  {"stage", "source"}};
+inline const MetricFamily kAclPackets{"vecflow_acl_rule_packets_total",
+                                      "Packets an ACL rule (or the default action) decided",
+                                      MetricType::Counter,
+                                      {"stage", "rule", "action"}};
+inline const MetricFamily kAclBytes{"vecflow_acl_rule_bytes_total",
+                                    "Bytes of the packets an ACL rule (or the default) decided",
+                                    MetricType::Counter,
+                                    {"stage", "rule", "action"}};
+inline const MetricFamily kNeighbourPackets{
+    "vecflow_neighbour_packets_total",
+    "What a neighbour stage did with packets: resolved, unresolved, unplaced",
+    MetricType::Counter,
+    {"stage", "outcome"}};
+inline const MetricFamily kNeighbours{"vecflow_neighbour_entries",
+                                      "Next hops in the neighbour table, by state",
+                                      MetricType::Gauge,
+                                      {"state"}};
+
+std::string_view action_name(config::AclAction a) {
+  return a == config::AclAction::Permit ? "permit" : "deny";
+}
+
+std::string_view route_action_name(config::RouteAction a) {
+  switch (a) {
+    case config::RouteAction::Forward:
+      return "forward";
+    case config::RouteAction::Kernel:
+      return "kernel";
+    case config::RouteAction::Drop:
+      break;
+  }
+  return "drop";
+}
+
+std::string proto_name(uint8_t p) {
+  switch (p) {
+    case IPPROTO_TCP:
+      return "tcp";
+    case IPPROTO_UDP:
+      return "udp";
+    case IPPROTO_ICMP:
+      return "icmp";
+    case IPPROTO_ICMPV6:
+      return "icmpv6";
+    case IPPROTO_SCTP:
+      return "sctp";
+    default:
+      return std::to_string(p);
+  }
+}
+
+std::string range_text(const config::PortRange& r) {
+  return r.low == r.high ? std::to_string(r.low) : fmt::format("{}-{}", r.low, r.high);
+}
+
+// "tcp src 10.0.0.0/8 dport 22", or "any".
+std::string match_text(const config::FiveTupleMatch& m) {
+  std::string out;
+  auto part = [&out](std::string text) { out += out.empty() ? text : " " + text; };
+  if (m.l4_proto) part(proto_name(*m.l4_proto));
+  if (m.src) part("src " + m.src->to_string());
+  if (m.dst) part("dst " + m.dst->to_string());
+  if (m.src_port) part("sport " + range_text(*m.src_port));
+  if (m.dst_port) part("dport " + range_text(*m.dst_port));
+  return out.empty() ? "any" : out;
+}
+
+// "via 192.0.2.254 dev wan", or "dev lan" for a connected network.
+std::string hop_text(const config::NextHop& h) {
+  return h.via ? fmt::format("via {} dev {}", h.via->to_string(), h.port) : "dev " + h.port;
+}
+
+Json route_row(const std::string& stage, const RouteEntry& e) {
+  Json hops = Json::array();
+  for (const auto& h : e.route.nexthops)
+    hops.push_back(hop_text(h));
+  return Json{{"stage", stage},
+              {"prefix", e.route.prefix.to_string()},
+              {"action", route_action_name(e.route.action)},
+              {"nexthops", std::move(hops)},
+              {"source", e.source == RouteSource::Kernel ? "kernel" : "config"}};
+}
+
+// A port's name, or its index when the pipeline knows no such port.
+std::string port_name(const Pipeline& p, PortId id) {
+  size_t i = to_index(id);
+  return i < p.ports().size() ? p.ports()[i].name : std::to_string(i);
+}
+
+template <typename T>
+std::optional<CommandError> unknown_stage(Pipeline& pipeline,
+                                          const std::optional<std::string>& only,
+                                          std::string_view what) {
+  if (!only) return std::nullopt;
+  std::string names;
+  for (T* st : pipeline.all<T>()) {
+    if (st->name() == *only) return std::nullopt;
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", st->name());
+  }
+  return CommandError{ErrorCode::BadArguments,
+                      fmt::format("no {} stage '{}'; {} stages: {}", what, *only, what,
+                                  names.empty() ? "none" : names),
+                      {}};
+}
+
+void register_stages(Registry& registry, Pipeline& pipeline) {
+  (void)registry.add_command(Command{
+      "pipeline",
+      "Per stage: calls, packets, packets per call, cycles per packet (like VPP's show runtime)",
+      Access::Read, "",
+      [&pipeline](const CommandContext& ctx) -> CommandResult {
+        ArgReader a(ctx.args, {});
+        if (auto e = a.error()) return std::unexpected(*e);
+        const Snapshot& s = ctx.snapshot;
+        const RateWindow& rates = ctx.rates;
+        auto groups = pipeline.groups();
+        Json stages = Json::array();
+        for (size_t i = 0; i < pipeline.size(); ++i) {
+          const Stage& st = pipeline.stage(i);
+          size_t g = 0;
+          while (g + 1 < groups.size() && groups[g + 1].first <= i)
+            ++g;
+          uint64_t calls = s.count(kStageCalls, {st.name(), st.type()});
+          uint64_t packets = s.count(kStagePackets, {st.name(), st.type()});
+          uint64_t cycles = s.count(kStageCycles, {st.name(), st.type()});
+          auto pkt_rate = rates.rate(kStagePackets, {st.name(), st.type()});
+          auto cyc_rate = rates.rate(kStageCycles, {st.name(), st.type()});
+          auto per = [](uint64_t n, uint64_t d) {
+            return d ? Json(static_cast<double>(n) / static_cast<double>(d)) : Json(nullptr);
+          };
+          stages.push_back({{"stage", st.name()},
+                            {"type", st.type()},
+                            {"group", g},
+                            {"queue", groups.empty() ? "" : groups[g].name},
+                            {"sched", groups.empty() ? "" : config::to_string(groups[g].sched)},
+                            {"calls", calls},
+                            {"packets", packets},
+                            {"cycles", cycles},
+                            {"packets_per_call", per(packets, calls)},
+                            {"cycles_per_packet", per(cycles, packets)},
+                            {"cycles_per_call", per(cycles, calls)},
+                            {"pps", number_or_null(pkt_rate)},
+                            // Over the last sampling interval: what the stage costs now.
+                            {"recent_cycles_per_packet", pkt_rate && *pkt_rate > 0 && cyc_rate
+                                                             ? Json(*cyc_rate / *pkt_rate)
+                                                             : Json(nullptr)}});
+        }
+        return Json{{"interval_s", rates.interval_s()}, {"stages", std::move(stages)}};
+      },
+      View{{table("", "/stages",
+                  {{"STAGE", "stage"},
+                   {"TYPE", "type"},
+                   {"QUEUE", "queue"},
+                   {"SCHED", "sched"},
+                   {"CALLS", "calls", Unit::Count},
+                   {"PACKETS", "packets", Unit::Count},
+                   {"PKTS/CALL", "packets_per_call"},
+                   {"CYCLES/PKT", "cycles_per_packet", Unit::Cycles},
+                   {"NOW CYCLES/PKT", "recent_cycles_per_packet", Unit::Cycles},
+                   {"RATE", "pps", Unit::Pps}})}}});
+}
+
+void register_routes(Registry& registry, Pipeline& pipeline) {
+  (void)registry.add_command(Command{
+      "routes", "Routes in force per route stage (file and kernel), what each stage did",
+      Access::Read, "[stage=NAME] [lookup=ADDRESS]",
+      [&pipeline](const CommandContext& ctx) -> CommandResult {
+        ArgReader a(ctx.args, {"stage", "lookup"});
+        auto only = a.string("stage");
+        auto lookup = a.string("lookup");
+        if (auto e = a.error()) return std::unexpected(*e);
+        if (auto e = unknown_stage<RouteStage>(pipeline, only, "route")) return std::unexpected(*e);
+        std::optional<IpAddress> addr;
+        if (lookup) {
+          addr = parse_ip_address(*lookup);
+          if (!addr) {
+            return command_error(ErrorCode::BadArguments, "lookup: '{}' is not an IP address",
+                                 *lookup);
+          }
+        }
+        const Snapshot& s = ctx.snapshot;
+        Json stages = Json::array();
+        Json routes = Json::array();
+        Json lookups = Json::array();
+        for (RouteStage* st : pipeline.all<RouteStage>()) {
+          if (only && st->name() != *only) continue;
+          const std::string& n = st->name();
+          Json row = {{"stage", n},
+                      {"from_kernel", st->follows_kernel()},
+                      {"icmp_time_exceeded", st->sends_icmp()}};
+          for (const char* o : {"forwarded", "to_kernel", "no_route", "ttl_expired", "not_ip"})
+            row[o] = s.count(kRoutePackets, {n, o});
+          row["icmp_sent"] = s.count(kRouteIcmp, {n});
+          auto entries = st->routes();
+          row["routes"] = entries.size();
+          stages.push_back(std::move(row));
+          for (const auto& e : entries)
+            routes.push_back(route_row(n, e));
+          if (addr) {
+            auto hit = st->route_for(*addr);
+            lookups.push_back({{"stage", n},
+                               {"address", addr->to_string()},
+                               {"route", hit ? route_row(n, *hit) : Json(nullptr)}});
+          }
+        }
+        Json out = {{"stages", std::move(stages)}, {"routes", std::move(routes)}};
+        if (addr) out["lookup"] = std::move(lookups);
+        return out;
+      },
+      View{{table("route stages", "/stages",
+                  {{"STAGE", "stage"},
+                   {"ROUTES", "routes", Unit::Count},
+                   {"FROM KERNEL", "from_kernel"},
+                   {"FORWARDED", "forwarded", Unit::Count},
+                   {"TO KERNEL", "to_kernel", Unit::Count},
+                   {"NO ROUTE", "no_route", Unit::Count},
+                   {"TTL EXPIRED", "ttl_expired", Unit::Count},
+                   {"NOT IP", "not_ip", Unit::Count},
+                   {"ICMP SENT", "icmp_sent", Unit::Count}}),
+            table("routes", "/routes",
+                  {{"STAGE", "stage"},
+                   {"PREFIX", "prefix"},
+                   {"ACTION", "action"},
+                   {"SOURCE", "source"},
+                   {"NEXT HOPS", "nexthops"}}),
+            table("lookup", "/lookup",
+                  {{"STAGE", "stage"},
+                   {"ADDRESS", "address"},
+                   {"PREFIX", "/route/prefix"},
+                   {"ACTION", "/route/action"},
+                   {"NEXT HOPS", "/route/nexthops"}})}}});
+}
+
+void register_acl(Registry& registry, Pipeline& pipeline) {
+  (void)registry.add_command(
+      Command{"acl", "ACL rules in force per acl stage, in order, with the packets each decided",
+              Access::Read, "[stage=NAME]",
+              [&pipeline](const CommandContext& ctx) -> CommandResult {
+                ArgReader a(ctx.args, {"stage"});
+                auto only = a.string("stage");
+                if (auto e = a.error()) return std::unexpected(*e);
+                if (auto e = unknown_stage<AclStage>(pipeline, only, "acl"))
+                  return std::unexpected(*e);
+                const Snapshot& s = ctx.snapshot;
+                Json rules = Json::array();
+                for (AclStage* st : pipeline.all<AclStage>()) {
+                  if (only && st->name() != *only) continue;
+                  const std::string& n = st->name();
+                  auto report = st->rules();
+                  for (size_t i = 0; i < report.size(); ++i) {
+                    const AclRuleReport& r = report[i];
+                    bool is_default = i + 1 == report.size();
+                    auto act = action_name(r.action);
+                    rules.push_back(
+                        {{"stage", n},
+                         {"rule", r.name},
+                         {"position", is_default ? Json(nullptr) : Json(i + 1)},
+                         {"action", act},
+                         {"match", is_default ? "default" : match_text(r.match)},
+                         {"packets", s.count(kAclPackets, {n, r.name, act})},
+                         {"bytes", s.count(kAclBytes, {n, r.name, act})},
+                         {"pps", number_or_null(ctx.rates.rate(kAclPackets, {n, r.name, act}))}});
+                  }
+                }
+                return Json{{"rules", std::move(rules)}};
+              },
+              View{{table("", "/rules",
+                          {{"STAGE", "stage"},
+                           {"#", "position"},
+                           {"RULE", "rule"},
+                           {"ACTION", "action"},
+                           {"MATCH", "match"},
+                           {"PACKETS", "packets", Unit::Count},
+                           {"BYTES", "bytes", Unit::Bytes},
+                           {"RATE", "pps", Unit::Pps}})}}});
+}
+
+void register_neighbours(Registry& registry, Pipeline& pipeline) {
+  (void)registry.add_command(Command{
+      "neighbours", "Next hops the pipeline resolves: static and kernel-learned link addresses",
+      Access::Read, "[port=NAME]",
+      [&pipeline](const CommandContext& ctx) -> CommandResult {
+        ArgReader a(ctx.args, {"port"});
+        auto only = a.string("port");
+        if (auto e = a.error()) return std::unexpected(*e);
+        if (only) {
+          bool known = false;
+          std::string names;
+          for (const auto& p : pipeline.ports()) {
+            known |= p.name == *only;
+            names += fmt::format("{}{}", names.empty() ? "" : ", ", p.name);
+          }
+          if (!known) {
+            return command_error(ErrorCode::BadArguments, "no port '{}'; ports: {}", *only, names);
+          }
+        }
+        const Snapshot& s = ctx.snapshot;
+        Json stages = Json::array();
+        for (NeighbourStage* st : pipeline.all<NeighbourStage>()) {
+          const std::string& n = st->name();
+          stages.push_back(
+              {{"stage", n},
+               {"unresolved_policy",
+                st->unresolved_policy() == config::Unresolved::Drop ? "drop" : "kernel"},
+               {"resolved", s.count(kNeighbourPackets, {n, "resolved"})},
+               {"unresolved", s.count(kNeighbourPackets, {n, "unresolved"})},
+               {"unplaced", s.count(kNeighbourPackets, {n, "unplaced"})}});
+        }
+        Json entries = Json::array();
+        uint64_t resolved = 0;
+        for (const NeighbourInfo& e : pipeline.neighbours().entries()) {
+          std::string port = port_name(pipeline, e.port);
+          if (only && port != *only) continue;
+          resolved += e.mac.has_value();
+          entries.push_back({{"id", e.id},
+                             {"port", port},
+                             {"ip", e.ip.to_string()},
+                             {"mac", e.mac ? Json(e.mac->to_string()) : Json(nullptr)},
+                             {"state", e.mac ? "resolved" : "unresolved"},
+                             {"source", e.is_static ? "static" : "kernel"}});
+        }
+        uint64_t total = entries.size();
+        return Json{{"entries_total", total},
+                    {"resolved", resolved},
+                    {"unresolved", total - resolved},
+                    {"stages", std::move(stages)},
+                    {"entries", std::move(entries)}};
+      },
+      View{{fields("", "",
+                   {{"entries", "/entries_total", Unit::Count},
+                    {"resolved", "/resolved", Unit::Count},
+                    {"unresolved", "/unresolved", Unit::Count}}),
+            table("neighbour stages", "/stages",
+                  {{"STAGE", "stage"},
+                   {"UNRESOLVED POLICY", "unresolved_policy"},
+                   {"RESOLVED", "resolved", Unit::Count},
+                   {"UNRESOLVED", "unresolved", Unit::Count},
+                   {"UNPLACED", "unplaced", Unit::Count}}),
+            table("neighbours", "/entries",
+                  {{"PORT", "port"},
+                   {"IP", "ip"},
+                   {"MAC", "mac"},
+                   {"STATE", "state"},
+                   {"SOURCE", "source"}})}}});
+}
+
+}  // namespace
+
+void register_pipeline(Registry& registry, Pipeline& pipeline) {
+  registry.add_collector("pipeline", [&pipeline](Snapshot& s) {
+    for (const StageReport& r : pipeline.report()) {
+      s.add(kStageCalls, {r.name, r.type}, r.stats.calls);
+      s.add(kStagePackets, {r.name, r.type}, r.stats.packets);
+      s.add(kStageCycles, {r.name, r.type}, r.stats.cycles);
+    }
+    for (RouteStage* st : pipeline.all<RouteStage>()) {
+      const std::string& n = st->name();
+      RouteCounters c = st->counters();
+      s.add(kRoutePackets, {n, "forwarded"}, c.forwarded);
+      s.add(kRoutePackets, {n, "to_kernel"}, c.to_kernel);
+      s.add(kRoutePackets, {n, "no_route"}, c.no_route);
+      s.add(kRoutePackets, {n, "ttl_expired"}, c.ttl_expired);
+      s.add(kRoutePackets, {n, "not_ip"}, c.not_ip);
+      s.add(kRouteIcmp, {n}, c.icmp_sent);
+      s.set(kRoutes, {n, "config"}, static_cast<double>(st->route_count(RouteSource::Config)));
+      s.set(kRoutes, {n, "kernel"}, static_cast<double>(st->route_count(RouteSource::Kernel)));
+    }
+    for (AclStage* st : pipeline.all<AclStage>()) {
+      for (const AclRuleReport& r : st->rules()) {
+        auto act = action_name(r.action);
+        s.add(kAclPackets, {st->name(), r.name, act}, r.count.packets);
+        s.add(kAclBytes, {st->name(), r.name, act}, r.count.bytes);
+      }
+    }
+    for (NeighbourStage* st : pipeline.all<NeighbourStage>()) {
+      NeighbourCounters c = st->counters();
+      s.add(kNeighbourPackets, {st->name(), "resolved"}, c.resolved);
+      s.add(kNeighbourPackets, {st->name(), "unresolved"}, c.unresolved);
+      s.add(kNeighbourPackets, {st->name(), "unplaced"}, c.unplaced);
+    }
+    const NeighbourTable& table = pipeline.neighbours();
+    size_t total = table.size();
+    size_t resolved = std::min(table.resolved(), total);  // one may resolve between the reads
+    s.set(kNeighbours, {"resolved"}, static_cast<double>(resolved));
+    s.set(kNeighbours, {"unresolved"}, static_cast<double>(total - resolved));
+  });
+
+  register_stages(registry, pipeline);
+  register_routes(registry, pipeline);
+  register_acl(registry, pipeline);
+  register_neighbours(registry, pipeline);
+}
+
+}  // namespace vecflow::control

@@ -1,0 +1,16 @@
+// The forwarding pipeline in the control plane: `pipeline` (per stage: calls, packets, packets
+// per call and cycles per packet, as VPP's `show runtime` shows them), the tables in use
+// (`routes`, `acl`, `neighbours`) with their counters, and all of it in /metrics.
+#pragma once
+
+#include "control/registry.h"
+#include "pipeline/pipeline.h"
+
+namespace vecflow::control {
+
+// `pipeline` is owned by the app and outlives the registry's use of it. Handlers read stage
+// counters (single-writer, per lcore) and the stages' tables through their control-plane
+// accessors, on the control thread.
+void register_pipeline(Registry& registry, Pipeline& pipeline);
+
+}  // namespace vecflow::control

@@ -1,0 +1,338 @@
+#include "control/parts/ports.h"
+
+#include <array>
+#include <string>
+#include <string_view>
+
+#include "control/families.h"
+#include "control/values.h"
+#include "core/drop_reason.h"
+#include "core/ids.h"
+
+namespace vecflow::control {
+namespace {
+
+inline const MetricFamily kRxPackets{"vecflow_port_rx_packets_total",
+                                     "Packets a port queue received and handed on",
+                                     MetricType::Counter,
+                                     {"port", "queue"}};
+inline const MetricFamily kRxBytes{"vecflow_port_rx_bytes_total",
+                                   "Bytes of the packets a port queue received and handed on",
+                                   MetricType::Counter,
+                                   {"port", "queue"}};
+inline const MetricFamily kTxPackets{"vecflow_port_tx_packets_total",
+                                     "Packets a port queue accepted for transmission",
+                                     MetricType::Counter,
+                                     {"port", "queue"}};
+inline const MetricFamily kTxBytes{"vecflow_port_tx_bytes_total",
+                                   "Bytes of the packets a port queue accepted for transmission",
+                                   MetricType::Counter,
+                                   {"port", "queue"}};
+inline const MetricFamily kKernelPackets{
+    "vecflow_port_kernel_packets_total",
+    "Packets a port handed to the kernel stack through its exception path",
+    MetricType::Counter,
+    {"port", "queue"}};
+inline const MetricFamily kKernelBytes{"vecflow_port_kernel_bytes_total",
+                                       "Bytes a port handed to the kernel stack",
+                                       MetricType::Counter,
+                                       {"port", "queue"}};
+inline const MetricFamily kTxRefused{
+    "vecflow_port_tx_refused_total",
+    "Packets offered to a tx queue and not taken (ring full); the sender retries or drops them",
+    MetricType::Counter,
+    {"port", "queue"}};
+inline const MetricFamily kTxCopies{
+    "vecflow_port_tx_copies_total",
+    "Packets a port copied into a fresh buffer because they could not leave as they were",
+    MetricType::Counter,
+    {"port", "queue"}};
+inline const MetricFamily kRxSleeps{"vecflow_port_rx_sleeps_total",
+                                    "Times the poller of an rx queue slept on its wake-up",
+                                    MetricType::Counter,
+                                    {"port", "queue"}};
+inline const MetricFamily kRxDrops{
+    "vecflow_port_rx_drops_total",
+    "Frames a port queue received and dropped before handing them on, by reason",
+    MetricType::Counter,
+    {"port", "queue", "reason"}};
+inline const MetricFamily kKernelBuffers{
+    "vecflow_port_kernel_buffers",
+    "Pool buffers an AF_XDP socket lends to the kernel now (fill ring, unread and unsent frames)",
+    MetricType::Gauge,
+    {"port", "queue"}};
+inline const MetricFamily kQueueInfo{
+    "vecflow_port_queue_info",
+    "Who reads a port queue and how frames reach its buffers (value is 1)",
+    MetricType::Gauge,
+    {"port", "queue", "device_queue", "owner", "mode", "served_by"}};
+inline const MetricFamily kLinkUp{
+    "vecflow_port_link_up", "1 if a port's link is up, else 0", MetricType::Gauge, {"port"}};
+inline const MetricFamily kPortInfo{"vecflow_port_info",
+                                    "A port's kind and device (value is 1)",
+                                    MetricType::Gauge,
+                                    {"port", "kind", "device"}};
+inline const MetricFamily kDeviceStats{
+    "vecflow_port_device_stats_total",
+    "The driver's own counters of a port, as it names them (DPDK xstats, AF_XDP statistics)",
+    MetricType::Counter,
+    {"port", "name"}};
+
+// A queue's label: its index as rx_burst/tx_burst take it.
+std::string queue_label(uint16_t q) {
+  return std::to_string(q);
+}
+
+void collect_port(Snapshot& s, const PortStatus& st) {
+  const std::string& p = st.name;
+  s.set(kLinkUp, {p}, st.link == LinkState::Up ? 1 : 0);
+  s.set(kPortInfo, {p, st.kind, st.device}, 1);
+  for (const QueueStatus& q : st.queues) {
+    std::string ql = queue_label(q.index);
+    s.add(kRxPackets, {p, ql}, q.rx_packets);
+    s.add(kRxBytes, {p, ql}, q.rx_bytes);
+    s.add(kTxPackets, {p, ql}, q.tx_packets);
+    s.add(kTxBytes, {p, ql}, q.tx_bytes);
+    s.add(kKernelPackets, {p, ql}, q.to_kernel);
+    s.add(kKernelBytes, {p, ql}, q.to_kernel_bytes);
+    s.add(kTxRefused, {p, ql}, q.tx_refused);
+    s.add(kTxCopies, {p, ql}, q.tx_copies);
+    s.add(kRxSleeps, {p, ql}, q.sleeps);
+    s.set(kKernelBuffers, {p, ql}, static_cast<double>(q.kernel_buffers));
+    s.set(
+        kQueueInfo,
+        {p, ql, std::to_string(q.device_queue), to_string(q.owner), to_string(q.copy), q.served_by},
+        1);
+    for (const auto& [reason, count] : q.drops)
+      s.add(kRxDrops, {p, ql, drop_reason_name(reason)}, count);
+  }
+  // Every reason of both layers, zero or not, so that rates exist from the first sample on
+  // and a dashboard sees the series before the first drop.
+  std::array<uint64_t, kDropReasonCount> port{}, device{};
+  for (const QueueStatus& q : st.queues) {
+    for (const auto& [reason, count] : q.drops)
+      port[static_cast<size_t>(reason)] += count;
+  }
+  for (const auto& [reason, count] : st.device_drops)
+    device[static_cast<size_t>(reason)] += count;
+  for (size_t r = 0; r < kDropReasonCount; ++r) {
+    auto name = drop_reason_name(static_cast<DropReason>(r));
+    s.add(kDrops, {p, name, "port"}, port[r]);
+    s.add(kDrops, {p, name, "device"}, device[r]);
+  }
+  for (const auto& [name, value] : st.device_stats)
+    s.add(kDeviceStats, {p, name}, value);
+}
+
+// "zero-copy", "copy", or "zero-copy+copy" when queues of one port differ.
+std::string copy_modes(const PortStatus& st) {
+  bool zc = false, copy = false;
+  for (const QueueStatus& q : st.queues) {
+    (q.copy == CopyMode::ZeroCopy ? zc : copy) = true;
+  }
+  if (zc && copy) return "zero-copy+copy";
+  return copy ? "copy" : "zero-copy";
+}
+
+Json queue_row(const Snapshot& s, const RateWindow& rates, const PortStatus& st,
+               const QueueStatus& q) {
+  const std::string& p = st.name;
+  std::string ql = queue_label(q.index);
+  uint64_t dropped = 0;
+  for (const auto& drop : q.drops)
+    dropped += s.count(kRxDrops, {p, ql, drop_reason_name(drop.first)});
+  return Json{{"port", p},
+              {"queue", q.index},
+              {"device_queue", q.device_queue},
+              {"owner", to_string(q.owner)},
+              {"served_by", q.served_by},
+              {"mode", to_string(q.copy)},
+              {"wake", to_string(q.wake)},
+              {"can_sleep", q.can_sleep},
+              {"busy_poll", q.busy_poll},
+              {"rx_packets", s.count(kRxPackets, {p, ql})},
+              {"rx_bytes", s.count(kRxBytes, {p, ql})},
+              {"rx_pps", number_or_null(rates.rate(kRxPackets, {p, ql}))},
+              {"rx_bps", bits_or_null(rates.rate(kRxBytes, {p, ql}))},
+              {"tx_packets", s.count(kTxPackets, {p, ql})},
+              {"tx_bytes", s.count(kTxBytes, {p, ql})},
+              {"tx_pps", number_or_null(rates.rate(kTxPackets, {p, ql}))},
+              {"tx_bps", bits_or_null(rates.rate(kTxBytes, {p, ql}))},
+              {"kernel_packets", s.count(kKernelPackets, {p, ql})},
+              {"kernel_bytes", s.count(kKernelBytes, {p, ql})},
+              {"kernel_pps", number_or_null(rates.rate(kKernelPackets, {p, ql}))},
+              {"tx_refused", s.count(kTxRefused, {p, ql})},
+              {"tx_copies", s.count(kTxCopies, {p, ql})},
+              {"rx_dropped", dropped},
+              {"sleeps", s.count(kRxSleeps, {p, ql})},
+              {"kernel_buffers", q.kernel_buffers}};
+}
+
+Json port_row(const Snapshot& s, const RateWindow& rates, const PortStatus& st) {
+  const std::string& p = st.name;
+  LabelMatch port{{"port", p}};
+  auto sum = [&](const MetricFamily& f) { return static_cast<uint64_t>(s.sum(f, port)); };
+  Json info = Json::object();
+  for (const auto& [k, v] : st.device_info)
+    info[k] = v;
+  return Json{
+      {"port", p},
+      {"id", to_index(st.id)},
+      {"kind", st.kind},
+      {"device", st.device},
+      {"link", to_string(st.link)},
+      {"mac", st.mac.to_string()},
+      {"kernel_path", st.kernel_path},
+      {"queues", st.queues.size()},
+      {"mode", copy_modes(st)},
+      {"rx_packets", sum(kRxPackets)},
+      {"rx_bytes", sum(kRxBytes)},
+      {"rx_pps", number_or_null(rates.rate_sum(kRxPackets, port))},
+      {"rx_bps", bits_or_null(rates.rate_sum(kRxBytes, port))},
+      {"tx_packets", sum(kTxPackets)},
+      {"tx_bytes", sum(kTxBytes)},
+      {"tx_pps", number_or_null(rates.rate_sum(kTxPackets, port))},
+      {"tx_bps", bits_or_null(rates.rate_sum(kTxBytes, port))},
+      {"kernel_packets", sum(kKernelPackets)},
+      {"kernel_bytes", sum(kKernelBytes)},
+      {"kernel_pps", number_or_null(rates.rate_sum(kKernelPackets, port))},
+      {"tx_refused", sum(kTxRefused)},
+      {"tx_copies", sum(kTxCopies)},
+      {"rx_dropped", static_cast<uint64_t>(s.sum(kDrops, {{"port", p}, {"layer", "port"}}))},
+      {"device_dropped", static_cast<uint64_t>(s.sum(kDrops, {{"port", p}, {"layer", "device"}}))},
+      {"drop_pps", number_or_null(rates.rate_sum(kDrops, {{"port", p}, {"layer", "port"}}))},
+      {"device_info", std::move(info)}};
+}
+
+}  // namespace
+
+void register_ports(Registry& registry, std::vector<Port*> ports) {
+  registry.add_collector("ports", [ports](Snapshot& s) {
+    for (const Port* port : ports)
+      collect_port(s, port->status());
+  });
+
+  registry.add_status("ports", [ports](const CommandContext&) {
+    Json rows = Json::array();
+    for (const Port* port : ports) {
+      PortStatus st = port->status();
+      rows.push_back({{"name", st.name},
+                      {"type", st.kind},
+                      {"interface", st.device},
+                      {"state", to_string(st.link)},
+                      {"queues", st.queues.size()},
+                      {"mode", copy_modes(st)}});
+    }
+    return rows;
+  });
+
+  (void)registry.add_command(Command{
+      "ports",
+      "Per port and queue: rx/tx/kernel packets, bytes and rates, drops by reason, AF_XDP mode, "
+      "link",
+      Access::Read, "[port=NAME]",
+      [ports](const CommandContext& ctx) -> CommandResult {
+        ArgReader a(ctx.args, {"port"});
+        auto only = a.string("port");
+        if (auto e = a.error()) return std::unexpected(*e);
+        std::string names;
+        for (const Port* port : ports)
+          names += fmt::format("{}{}", names.empty() ? "" : ", ", port->name());
+        const Snapshot& s = ctx.snapshot;
+        const RateWindow& rates = ctx.rates;
+        Json port_rows = Json::array();
+        Json queue_rows = Json::array();
+        Json drops = Json::array();
+        Json stats = Json::array();
+        bool found = false;
+        for (const Port* port : ports) {
+          if (only && port->name() != *only) continue;
+          found = true;
+          PortStatus st = port->status();
+          const std::string& p = st.name;
+          port_rows.push_back(port_row(s, rates, st));
+          for (const QueueStatus& q : st.queues) {
+            queue_rows.push_back(queue_row(s, rates, st, q));
+            std::string ql = queue_label(q.index);
+            for (const auto& drop : q.drops) {
+              auto name = drop_reason_name(drop.first);
+              drops.push_back({{"port", p},
+                               {"where", "queue " + ql},
+                               {"reason", name},
+                               {"count", s.count(kRxDrops, {p, ql, name})},
+                               {"pps", number_or_null(rates.rate(kRxDrops, {p, ql, name}))}});
+            }
+          }
+          for (const auto& drop : st.device_drops) {
+            auto name = drop_reason_name(drop.first);
+            drops.push_back({{"port", p},
+                             {"where", "device"},
+                             {"reason", name},
+                             {"count", s.count(kDrops, {p, name, "device"})},
+                             {"pps", number_or_null(rates.rate(kDrops, {p, name, "device"}))}});
+          }
+          for (const auto& stat : st.device_stats) {
+            const std::string& name = stat.first;
+            stats.push_back({{"port", p},
+                             {"name", name},
+                             {"value", s.count(kDeviceStats, {p, name})},
+                             {"rate", number_or_null(rates.rate(kDeviceStats, {p, name}))}});
+          }
+        }
+        if (only && !found) {
+          return command_error(ErrorCode::BadArguments, "no port '{}'; ports: {}", *only, names);
+        }
+        return Json{{"interval_s", rates.interval_s()},
+                    {"ports", std::move(port_rows)},
+                    {"queues", std::move(queue_rows)},
+                    {"drops", std::move(drops)},
+                    {"device_stats", std::move(stats)}};
+      },
+      View{{table("ports", "/ports",
+                  {{"PORT", "port"},
+                   {"KIND", "kind"},
+                   {"DEVICE", "device"},
+                   {"LINK", "link"},
+                   {"QUEUES", "queues"},
+                   {"MODE", "mode"},
+                   {"RX", "rx_packets", Unit::Count},
+                   {"RX RATE", "rx_pps", Unit::Pps},
+                   {"RX BITS", "rx_bps", Unit::Bps},
+                   {"TX", "tx_packets", Unit::Count},
+                   {"TX RATE", "tx_pps", Unit::Pps},
+                   {"TX BITS", "tx_bps", Unit::Bps},
+                   {"KERNEL", "kernel_packets", Unit::Count},
+                   {"RX DROPS", "rx_dropped", Unit::Count},
+                   {"DEVICE DROPS", "device_dropped", Unit::Count}}),
+            table("queues", "/queues",
+                  {{"PORT", "port"},
+                   {"QUEUE", "queue"},
+                   {"DEV QUEUE", "device_queue"},
+                   {"OWNER", "owner"},
+                   {"SERVED BY", "served_by"},
+                   {"MODE", "mode"},
+                   {"WAKE", "wake"},
+                   {"RX", "rx_packets", Unit::Count},
+                   {"RX RATE", "rx_pps", Unit::Pps},
+                   {"TX", "tx_packets", Unit::Count},
+                   {"TX RATE", "tx_pps", Unit::Pps},
+                   {"KERNEL", "kernel_packets", Unit::Count},
+                   {"REFUSED", "tx_refused", Unit::Count},
+                   {"COPIES", "tx_copies", Unit::Count},
+                   {"DROPS", "rx_dropped", Unit::Count}}),
+            table("drops", "/drops",
+                  {{"PORT", "port"},
+                   {"WHERE", "where"},
+                   {"REASON", "reason"},
+                   {"COUNT", "count", Unit::Count},
+                   {"RATE", "pps", Unit::Pps}},
+                  "/count"),
+            table("device counters", "/device_stats",
+                  {{"PORT", "port"},
+                   {"COUNTER", "name"},
+                   {"VALUE", "value", Unit::Count},
+                   {"RATE", "rate", Unit::Count}},
+                  "/value")}}});
+}
+
+}  // namespace vecflow::control

@@ -1,0 +1,381 @@
+#include "control/parts/sched.h"
+
+#include <array>
+#include <string>
+#include <string_view>
+
+#include "control/families.h"
+#include "control/values.h"
+
+namespace vecflow::control {
+namespace {
+
+inline const MetricFamily kInfo{"vecflow_sched_info",
+                                "The scheduler backend in use (value is 1)",
+                                MetricType::Gauge,
+                                {"backend"}};
+inline const MetricFamily kInflight{"vecflow_sched_inflight_events",
+                                    "Events admitted to the scheduler and not yet released",
+                                    MetricType::Gauge,
+                                    {}};
+inline const MetricFamily kMigrations{
+    "vecflow_sched_migrations_total",
+    "Flows the builtin scheduler moved from one worker to another",
+    MetricType::Counter,
+    {}};
+inline const MetricFamily kQueueEnqueued{"vecflow_sched_queue_enqueued_total",
+                                         "Events enqueued to a scheduler queue (a pipeline stage)",
+                                         MetricType::Counter,
+                                         {"queue"}};
+inline const MetricFamily kQueueDequeued{"vecflow_sched_queue_dequeued_total",
+                                         "Events of a scheduler queue dequeued by workers",
+                                         MetricType::Counter,
+                                         {"queue"}};
+// Scheduler ports: `role` producer (an rx adapter) or worker, `port` the index in the role.
+inline const MetricFamily kPortEnqueued{"vecflow_sched_port_enqueued_total",
+                                        "Events a scheduler port enqueued, by operation",
+                                        MetricType::Counter,
+                                        {"role", "port", "op"}};
+inline const MetricFamily kPortRefused{
+    "vecflow_sched_port_refused_total",
+    "Events a scheduler port offered and the scheduler refused (backpressure)",
+    MetricType::Counter,
+    {"role", "port"}};
+inline const MetricFamily kPortDequeued{"vecflow_sched_port_dequeued_total",
+                                        "Events a worker port dequeued",
+                                        MetricType::Counter,
+                                        {"role", "port"}};
+inline const MetricFamily kPortDequeueCalls{"vecflow_sched_port_dequeue_calls_total",
+                                            "Dequeue calls of a worker port",
+                                            MetricType::Counter,
+                                            {"role", "port"}};
+inline const MetricFamily kPortEmptyDequeues{"vecflow_sched_port_empty_dequeues_total",
+                                             "Dequeue calls of a worker port that found nothing",
+                                             MetricType::Counter,
+                                             {"role", "port"}};
+inline const MetricFamily kPortEmigrations{"vecflow_sched_port_emigrations_total",
+                                           "Flows a worker port handed to another (builtin)",
+                                           MetricType::Counter,
+                                           {"role", "port"}};
+inline const MetricFamily kPortImmigrations{"vecflow_sched_port_immigrations_total",
+                                            "Flows a worker port received from another (builtin)",
+                                            MetricType::Counter,
+                                            {"role", "port"}};
+inline const MetricFamily kPortLoad{"vecflow_sched_port_load_ratio",
+                                    "Share of time a worker port's worker was busy, as the "
+                                    "builtin scheduler measures it for migrations (0..1)",
+                                    MetricType::Gauge,
+                                    {"role", "port"}};
+inline const MetricFamily kPortBacklog{"vecflow_sched_port_backlog_events",
+                                       "Events waiting in a worker port's input ring (builtin)",
+                                       MetricType::Gauge,
+                                       {"role", "port"}};
+
+inline const MetricFamily kRxPackets{"vecflow_sched_rx_packets_total",
+                                     "Packets an rx adapter received from its port queues",
+                                     MetricType::Counter,
+                                     {"adapter"}};
+inline const MetricFamily kRxEvents{"vecflow_sched_rx_events_total",
+                                    "Events an rx adapter enqueued (vectors and single packets)",
+                                    MetricType::Counter,
+                                    {"adapter"}};
+inline const MetricFamily kRxVectors{"vecflow_sched_rx_vectors_total",
+                                     "Vectors an rx adapter formed and enqueued",
+                                     MetricType::Counter,
+                                     {"adapter"}};
+inline const MetricFamily kRxVectorPackets{"vecflow_sched_rx_vector_packets_total",
+                                           "Packets in the vectors an rx adapter enqueued",
+                                           MetricType::Counter,
+                                           {"adapter"}};
+inline const MetricFamily kRxClosed{
+    "vecflow_sched_rx_vectors_closed_total",
+    "Vectors enqueued, by why they closed: full, timeout, evicted (slot taken), flush",
+    MetricType::Counter,
+    {"adapter", "why"}};
+inline const MetricFamily kRxNoVector{
+    "vecflow_sched_rx_no_vector_total",
+    "Packets an rx adapter sent alone because its vector pool was empty",
+    MetricType::Counter,
+    {"adapter"}};
+inline const MetricFamily kRxRefused{
+    "vecflow_sched_rx_refused_total",
+    "Events the scheduler refused from an rx adapter (packets dropped as sched_backpressure)",
+    MetricType::Counter,
+    {"adapter"}};
+
+inline const MetricFamily kWorkerEvents{"vecflow_sched_worker_events_total",
+                                        "Events a worker dequeued and ran through the pipeline",
+                                        MetricType::Counter,
+                                        {"worker"}};
+inline const MetricFamily kWorkerForwarded{"vecflow_sched_worker_forwarded_total",
+                                           "Events a worker forwarded to another stage's queue",
+                                           MetricType::Counter,
+                                           {"worker"}};
+inline const MetricFamily kWorkerFinished{"vecflow_sched_worker_finished_total",
+                                          "Events a worker finished (handed to its tx adapter)",
+                                          MetricType::Counter,
+                                          {"worker"}};
+inline const MetricFamily kWorkerViaEgress{
+    "vecflow_sched_worker_via_egress_total",
+    "Finished events of ordered stages a worker sent through the egress queue",
+    MetricType::Counter,
+    {"worker"}};
+inline const MetricFamily kWorkerRefused{
+    "vecflow_sched_worker_refused_total",
+    "Forwards the scheduler refused after retries (packets dropped as sched_backpressure)",
+    MetricType::Counter,
+    {"worker"}};
+inline const MetricFamily kTxBursts{"vecflow_sched_tx_bursts_total",
+                                    "Port tx bursts of a worker's tx adapter",
+                                    MetricType::Counter,
+                                    {"worker"}};
+inline const MetricFamily kTxRetries{"vecflow_sched_tx_retries_total",
+                                     "Tx bursts repeated for the part a port refused",
+                                     MetricType::Counter,
+                                     {"worker"}};
+inline const MetricFamily kTxFull{"vecflow_sched_tx_full_total",
+                                  "Packets a worker's tx adapter dropped after retries (tx_full)",
+                                  MetricType::Counter,
+                                  {"worker"}};
+
+constexpr std::array<std::string_view, 4> kClosedWhy = {"full", "timeout", "evicted", "flush"};
+
+std::string_view role_name(sched::PortRole r) {
+  return r == sched::PortRole::Producer ? "producer" : "worker";
+}
+
+// The lcore a service runs on, from the runtime's service series; "" when it is on none (or
+// the runtime's counters are not registered).
+std::string lcore_of(const Snapshot& s, const std::string& service) {
+  if (const auto* fam = s.find(kServiceBusy.name)) {
+    for (const auto& [labels, value] : fam->series) {
+      if (labels[1] == service) return labels[0];
+    }
+  }
+  return "";
+}
+
+Json service_share(const RateWindow& rates, const MetricFamily& f, const std::string& service) {
+  return tsc_percent(rates.rate_sum(f, {{"service", service}}));
+}
+
+}  // namespace
+
+void register_sched(Registry& registry, const sched::Scheduler& scheduler,
+                    std::vector<const sched::RxAdapter*> rx_adapters,
+                    std::vector<const sched::Worker*> workers,
+                    std::vector<const sched::TxAdapter*> tx_adapters) {
+  registry.add_collector("sched", [&scheduler, rx_adapters, workers, tx_adapters](Snapshot& s) {
+    sched::SchedulerStats st = scheduler.stats();
+    s.set(kInfo, {st.backend}, 1);
+    s.set(kInflight, {}, static_cast<double>(st.inflight));
+    s.add(kMigrations, {}, st.migrations);
+    for (const auto& q : st.queues) {
+      s.add(kQueueEnqueued, {q.name}, q.enqueued);
+      s.add(kQueueDequeued, {q.name}, q.dequeued);
+    }
+    for (const auto& p : st.ports) {
+      auto role = role_name(p.role);
+      std::string idx = std::to_string(p.index);
+      s.add(kPortEnqueued, {role, idx, "new"}, p.enq_new);
+      s.add(kPortEnqueued, {role, idx, "forward"}, p.enq_forward);
+      s.add(kPortEnqueued, {role, idx, "release"}, p.enq_release);
+      s.add(kPortRefused, {role, idx}, p.refused);
+      if (p.role != sched::PortRole::Worker) continue;
+      s.add(kPortDequeued, {role, idx}, p.dequeued);
+      s.add(kPortDequeueCalls, {role, idx}, p.dequeue_calls);
+      s.add(kPortEmptyDequeues, {role, idx}, p.empty_dequeues);
+      s.add(kPortEmigrations, {role, idx}, p.emigrations);
+      s.add(kPortImmigrations, {role, idx}, p.immigrations);
+      s.set(kPortLoad, {role, idx}, p.load_permille / 1000.0);
+      s.set(kPortBacklog, {role, idx}, p.backlog);
+    }
+    for (const sched::RxAdapter* rx : rx_adapters) {
+      const std::string& a = rx->name();
+      const sched::RxAdapterStats& r = rx->adapter_stats();
+      s.add(kRxPackets, {a}, r.packets.load());
+      s.add(kRxEvents, {a}, r.events.load());
+      s.add(kRxVectors, {a}, r.vectors.load());
+      s.add(kRxVectorPackets, {a}, r.vector_packets.load());
+      s.add(kRxClosed, {a, kClosedWhy[0]}, r.closed_full.load());
+      s.add(kRxClosed, {a, kClosedWhy[1]}, r.closed_timeout.load());
+      s.add(kRxClosed, {a, kClosedWhy[2]}, r.closed_evicted.load());
+      s.add(kRxClosed, {a, kClosedWhy[3]}, r.closed_flush.load());
+      s.add(kRxNoVector, {a}, r.no_vector.load());
+      s.add(kRxRefused, {a}, r.refused.load());
+    }
+    for (size_t i = 0; i < workers.size(); ++i) {
+      const std::string& w = workers[i]->name();
+      const sched::WorkerStats& ws = workers[i]->worker_stats();
+      s.add(kWorkerEvents, {w}, ws.events.load());
+      s.add(kWorkerForwarded, {w}, ws.forwarded.load());
+      s.add(kWorkerFinished, {w}, ws.finished.load());
+      s.add(kWorkerViaEgress, {w}, ws.via_egress.load());
+      s.add(kWorkerRefused, {w}, ws.refused.load());
+      if (i < tx_adapters.size()) {
+        const sched::TxStats& t = tx_adapters[i]->stats();
+        s.add(kTxBursts, {w}, t.bursts.load());
+        s.add(kTxRetries, {w}, t.retries.load());
+        s.add(kTxFull, {w}, t.tx_full.load());
+      }
+    }
+  });
+
+  registry.add_status("scheduler", [&scheduler, workers](const CommandContext&) {
+    return Json{{"backend", std::string(scheduler.backend())},
+                {"queues", scheduler.queue_count()},
+                {"workers", workers.size()},
+                {"inflight", scheduler.inflight()}};
+  });
+
+  (void)registry.add_command(Command{
+      "sched",
+      "Scheduler: events per queue and worker, vectors formed and why they closed, busy/idle "
+      "per worker, migrations, backpressure",
+      Access::Read, "",
+      [&scheduler, rx_adapters, workers](const CommandContext& ctx) -> CommandResult {
+        ArgReader a(ctx.args, {});
+        if (auto e = a.error()) return std::unexpected(*e);
+        const Snapshot& s = ctx.snapshot;
+        const RateWindow& rates = ctx.rates;
+
+        Json queues = Json::array();
+        for (uint16_t q = 0; q < scheduler.queue_count(); ++q) {
+          const std::string& name = scheduler.queue(static_cast<uint8_t>(q)).name;
+          uint64_t in = s.count(kQueueEnqueued, {name});
+          uint64_t out = s.count(kQueueDequeued, {name});
+          queues.push_back(
+              {{"queue", q},
+               {"name", name},
+               {"type", sched::to_string(scheduler.queue_type(static_cast<uint8_t>(q)))},
+               {"in", in},
+               {"out", out},
+               {"in_per_s", number_or_null(rates.rate(kQueueEnqueued, {name}))},
+               {"out_per_s", number_or_null(rates.rate(kQueueDequeued, {name}))}});
+        }
+
+        Json adapters = Json::array();
+        for (const sched::RxAdapter* rx : rx_adapters) {
+          const std::string& n = rx->name();
+          uint64_t vectors = s.count(kRxVectors, {n});
+          uint64_t in_vectors = s.count(kRxVectorPackets, {n});
+          auto vec_rate = rates.rate(kRxVectors, {n});
+          auto vec_pkt_rate = rates.rate(kRxVectorPackets, {n});
+          std::string producer = std::to_string(rx->producer_index());
+          adapters.push_back(
+              {{"adapter", n},
+               {"lcore", lcore_of(s, n)},
+               {"busy_pct", service_share(rates, kServiceBusy, n)},
+               {"queues", rx->queue_count()},
+               {"vector_size", rx->config().vector_size},
+               {"vector_timeout_us", rx->config().vector_timeout_us},
+               {"packets", s.count(kRxPackets, {n})},
+               {"pps", number_or_null(rates.rate(kRxPackets, {n}))},
+               {"events", s.count(kRxEvents, {n})},
+               {"vectors", vectors},
+               {"vector_packets", in_vectors},
+               {"mean_vector",
+                vectors ? Json(static_cast<double>(in_vectors) / static_cast<double>(vectors))
+                        : Json(nullptr)},
+               // Over the last sampling interval: what the adapter forms now.
+               {"recent_mean_vector", vec_rate && *vec_rate > 0 && vec_pkt_rate
+                                          ? Json(*vec_pkt_rate / *vec_rate)
+                                          : Json(nullptr)},
+               {"closed_full", s.count(kRxClosed, {n, kClosedWhy[0]})},
+               {"closed_timeout", s.count(kRxClosed, {n, kClosedWhy[1]})},
+               {"closed_evicted", s.count(kRxClosed, {n, kClosedWhy[2]})},
+               {"closed_flush", s.count(kRxClosed, {n, kClosedWhy[3]})},
+               {"no_vector", s.count(kRxNoVector, {n})},
+               {"refused", s.count(kRxRefused, {n})},
+               {"sched_port_refused", s.count(kPortRefused, {"producer", producer})}});
+        }
+
+        Json worker_rows = Json::array();
+        for (const sched::Worker* w : workers) {
+          const std::string& n = w->name();
+          std::string port = std::to_string(w->port_index());
+          uint64_t events = s.count(kWorkerEvents, {n});
+          uint64_t calls = s.count(kPortDequeueCalls, {"worker", port});
+          uint64_t empty = s.count(kPortEmptyDequeues, {"worker", port});
+          auto load = s.get(kPortLoad, {"worker", port});
+          auto backlog = s.get(kPortBacklog, {"worker", port});
+          worker_rows.push_back(
+              {{"worker", n},
+               {"lcore", lcore_of(s, n)},
+               {"sched_port", w->port_index()},
+               {"busy_pct", service_share(rates, kServiceBusy, n)},
+               {"idle_pct", service_share(rates, kServiceIdle, n)},
+               {"events", events},
+               {"events_per_s", number_or_null(rates.rate(kWorkerEvents, {n}))},
+               {"forwarded", s.count(kWorkerForwarded, {n})},
+               {"finished", s.count(kWorkerFinished, {n})},
+               {"via_egress", s.count(kWorkerViaEgress, {n})},
+               {"refused", s.count(kWorkerRefused, {n})},
+               {"dequeue_calls", calls},
+               {"empty_dequeues", empty},
+               {"events_per_dequeue", calls > empty ? Json(static_cast<double>(events) /
+                                                           static_cast<double>(calls - empty))
+                                                    : Json(nullptr)},
+               {"emigrations", s.count(kPortEmigrations, {"worker", port})},
+               {"immigrations", s.count(kPortImmigrations, {"worker", port})},
+               {"load_pct", load ? Json(load->as_double() * 100) : Json(nullptr)},
+               {"backlog", backlog ? Json(backlog->as_double()) : Json(nullptr)},
+               {"tx_bursts", s.count(kTxBursts, {n})},
+               {"tx_retries", s.count(kTxRetries, {n})},
+               {"tx_full", s.count(kTxFull, {n})}});
+        }
+
+        auto inflight = s.get(kInflight, {});
+        return Json{{"backend", std::string(scheduler.backend())},
+                    {"interval_s", rates.interval_s()},
+                    {"inflight", inflight ? static_cast<uint64_t>(inflight->as_double()) : 0},
+                    {"migrations", s.count(kMigrations, {})},
+                    {"refused", static_cast<uint64_t>(s.sum(kPortRefused))},
+                    {"queues", std::move(queues)},
+                    {"rx_adapters", std::move(adapters)},
+                    {"workers", std::move(worker_rows)}};
+      },
+      View{{fields("", "",
+                   {{"backend", "/backend"},
+                    {"in flight", "/inflight", Unit::Count},
+                    {"migrations", "/migrations", Unit::Count},
+                    {"refused", "/refused", Unit::Count}}),
+            table("queues", "/queues",
+                  {{"QUEUE", "queue"},
+                   {"NAME", "name"},
+                   {"TYPE", "type"},
+                   {"IN", "in", Unit::Count},
+                   {"IN/S", "in_per_s", Unit::Count},
+                   {"OUT", "out", Unit::Count},
+                   {"OUT/S", "out_per_s", Unit::Count}}),
+            table("rx adapters", "/rx_adapters",
+                  {{"ADAPTER", "adapter"},
+                   {"LCORE", "lcore"},
+                   {"BUSY", "busy_pct", Unit::Percent},
+                   {"PACKETS", "packets", Unit::Count},
+                   {"RATE", "pps", Unit::Pps},
+                   {"VECTORS", "vectors", Unit::Count},
+                   {"MEAN SIZE", "mean_vector"},
+                   {"FULL", "closed_full", Unit::Count},
+                   {"TIMEOUT", "closed_timeout", Unit::Count},
+                   {"EVICTED", "closed_evicted", Unit::Count},
+                   {"FLUSH", "closed_flush", Unit::Count},
+                   {"NO VECTOR", "no_vector", Unit::Count},
+                   {"REFUSED", "refused", Unit::Count}}),
+            table("workers", "/workers",
+                  {{"WORKER", "worker"},
+                   {"LCORE", "lcore"},
+                   {"BUSY", "busy_pct", Unit::Percent},
+                   {"IDLE", "idle_pct", Unit::Percent},
+                   {"EVENTS", "events", Unit::Count},
+                   {"EVENTS/S", "events_per_s", Unit::Count},
+                   {"FORWARDED", "forwarded", Unit::Count},
+                   {"FINISHED", "finished", Unit::Count},
+                   {"MIGRATED OUT", "emigrations", Unit::Count},
+                   {"MIGRATED IN", "immigrations", Unit::Count},
+                   {"BACKLOG", "backlog", Unit::Count},
+                   {"REFUSED", "refused", Unit::Count},
+                   {"TX FULL", "tx_full", Unit::Count}})}}});
+}
+
+}  // namespace vecflow::control
