@@ -152,6 +152,13 @@ Result<void> Appliance::start_control() {
     control::register_sched(registry_, datapath_->scheduler(), std::move(rx), std::move(workers),
                             std::move(tx));
     control::register_pipeline(registry_, datapath_->pipeline());
+    tap_ = std::make_unique<HookTap>(datapath_->hooks());
+    std::vector<std::string> names;
+    for (const auto& p : cfg_.ports)
+      names.push_back(p.name);
+    captures_ = std::make_unique<control::CaptureManager>(*server_, *tap_, cfg_.control.capture_dir,
+                                                          std::move(names));
+    captures_->register_commands(registry_);
   }
 
   drop_log_ = std::make_unique<control::DropLogger>();
@@ -179,6 +186,8 @@ Appliance::~Appliance() {
   // The control plane goes first, while the parts it reads still exist; EAL goes last.
   telemetry_.reset();
   if (runtime_ && server_) runtime_->control().remove_service(server_.get());
+  captures_.reset();  // closes the capture files, then the hooks go
+  tap_.reset();
   drop_log_.reset();
   reloader_.reset();
   server_.reset();

@@ -9,6 +9,8 @@
 #include <memory>
 
 #include "app/datapath.h"
+#include "app/hook_tap.h"
+#include "control/capture.h"
 #include "config/config.h"
 #include "control/dpdk_tools.h"
 #include "control/drop_log.h"
@@ -63,6 +65,8 @@ class Appliance {
   std::unique_ptr<control::Reloader> reloader_;
   std::unique_ptr<control::DropLogger> drop_log_;
   std::unique_ptr<control::TelemetryBridge> telemetry_;
+  std::unique_ptr<HookTap> tap_;
+  std::unique_ptr<control::CaptureManager> captures_;
 };
 
 // EAL and back-off settings derived from the cpu and dpdk sections.

@@ -1,5 +1,6 @@
 #include "app/datapath.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <thread>
@@ -146,6 +147,12 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
     vectors_ = std::move(*pool);
   }
 
+  uint16_t max_queues = 1;
+  for (const auto& port : ports_)
+    max_queues = std::max({max_queues, port->rx_queue_count(), port->tx_queue_count()});
+  hooks_ = std::make_unique<HookTable>(runtime.qsbr(), static_cast<uint16_t>(ports_.size()),
+                                       max_queues);
+
   const uint8_t first_queue = queues.stage_queue.at(0);
   size_t producer = 0;
   for (const auto& [lcore, list] : polled) {
@@ -157,6 +164,7 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
     rc.queue = first_queue;
     rc.sched_type = sched_->queue_type(first_queue);
     rc.vector_pool = vectors_.get();
+    rc.hooks = hooks_.get();
     auto rx = std::make_shared<sched::RxAdapter>(
         fmt::format("rx{}", lcore), sched_->producer(static_cast<uint16_t>(producer++)), rc,
         outcomes.row(runtime.slot(lcore)));
@@ -182,8 +190,8 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
       tx_targets.push_back(t);
       kernel_targets.push_back(port->kernel_path() ? t : sched::TxTarget{});
     }
-    tx_.push_back(std::make_unique<sched::TxAdapter>(std::move(tx_targets),
-                                                     std::move(kernel_targets), outcomes.row(slot)));
+    tx_.push_back(std::make_unique<sched::TxAdapter>(
+        std::move(tx_targets), std::move(kernel_targets), outcomes.row(slot), hooks_.get()));
     handlers_.push_back(
         std::make_unique<PipelineHandler>(*pipeline_, outcomes, slot, group_queue, *tx_.back()));
     workers_.push_back(std::make_shared<sched::Worker>(

@@ -32,6 +32,7 @@
 #include "config/config.h"
 #include "core/accounting.h"
 #include "core/error.h"
+#include "hooks/hook_table.h"
 #include "io/packet_pool.h"
 #include "io/port.h"
 #include "pipeline/pipeline.h"
@@ -62,6 +63,8 @@ class DataPath {
   const std::vector<std::unique_ptr<Port>>& ports() const noexcept { return ports_; }
   PacketPool& pool() noexcept { return *pool_; }
   Pipeline& pipeline() noexcept { return *pipeline_; }
+  // Rx/tx hook points of every port queue, run by the adapters (captures use them).
+  HookTable& hooks() noexcept { return *hooks_; }
   const sched::Scheduler& scheduler() const noexcept { return *sched_; }
   const std::vector<std::shared_ptr<sched::RxAdapter>>& rx_adapters() const noexcept {
     return rx_;
@@ -86,6 +89,7 @@ class DataPath {
   // outlive the adapters that hold pointers to them, the scheduler outlives its ports' users.
   std::unique_ptr<PacketPool> pool_;
   std::vector<std::unique_ptr<Port>> ports_;
+  std::unique_ptr<HookTable> hooks_;
   std::unique_ptr<Pipeline> pipeline_;
   std::vector<std::shared_ptr<Service>> control_services_;
   std::unique_ptr<sched::Scheduler> sched_;

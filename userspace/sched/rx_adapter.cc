@@ -6,6 +6,7 @@
 #include <rte_errno.h>
 
 #include "core/packet.h"
+#include "hooks/hook_table.h"
 #include "io/port.h"
 #include "runtime/cycles.h"
 
@@ -163,6 +164,7 @@ uint16_t RxAdapter::receive(const RxQueue& q, uint64_t now) noexcept {
   o.rx_packets.add(n);
   o.rx_bytes.add(bytes);
   stats_.packets.add(n);
+  if (cfg_.hooks) cfg_.hooks->run_rx(PortId{q.port_id}, QueueId{q.queue}, {pkts, n});
   if (cfg_.vector_size == 1) {
     for (uint16_t i = 0; i < n; ++i)
       emit_packet(pkts[i]);

@@ -19,8 +19,8 @@
 // remove_queue() and request_drain() from the control thread while it runs; flush() only
 // when no lcore runs it.
 //
-// Hook call point (rx hooks, pipeline helper): RxAdapter::receive(), on each received burst
-// between Port::rx_burst and the grouping into vectors.
+// Rx hooks (hooks/hook_table.h) run in RxAdapter::receive(), on each received burst between
+// Port::rx_burst and the grouping into vectors, after the burst was counted.
 //
 // Sleeping: Port has no per-queue wake-up yet (io/port.h), so the adapter keeps the Service
 // default (arm_wakeup() == -1: its lcore naps instead of sleeping on descriptors). It also
@@ -43,6 +43,7 @@
 #include "sched/scheduler.h"
 
 namespace vecflow {
+class HookTable;
 class Port;
 }
 
@@ -67,6 +68,8 @@ struct RxAdapterConfig {
   // Elements hold >= vector_size mbufs (VectorPool). Without a pool the adapter sends
   // per-packet events, as with vector_size 1.
   rte_mempool* vector_pool = nullptr;
+  // Rx hooks (captures ...) run on every received burst; nullptr: none, not even the check.
+  HookTable* hooks = nullptr;
 };
 
 struct RxAdapterStats {

@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <bit>
 
+#include "hooks/hook_table.h"
 #include "io/port.h"
 
 namespace vecflow::sched {
 
 TxAdapter::TxAdapter(std::vector<TxTarget> ports, std::vector<TxTarget> kernel,
-                     PortOutcomes* outcomes)
-    : ports_(std::move(ports)), kernel_(std::move(kernel)), outcomes_(outcomes) {
+                     PortOutcomes* outcomes, HookTable* hooks)
+    : ports_(std::move(ports)), kernel_(std::move(kernel)), outcomes_(outcomes), hooks_(hooks) {
   ports_.resize(std::min<size_t>(ports_.size(), kMaxPorts));
   kernel_.resize(std::min<size_t>(kernel_.size(), kMaxPorts));
   tx_.resize(ports_.size());
@@ -88,6 +89,7 @@ void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
   auto offer = [&](rte_mbuf** pkts, uint16_t n) noexcept {
     return kernel ? t.port->to_kernel(t.queue, pkts, n) : t.port->tx_burst(t.queue, pkts, n);
   };
+  if (hooks_ && !kernel) hooks_->run_tx(t.port->id(), QueueId{t.queue}, {b.pkts.data(), b.n});
   uint16_t sent = offer(b.pkts.data(), b.n);
   stats_.bursts.add();
   for (uint32_t r = 0; sent < b.n && r < kTxRetries; ++r) {

@@ -15,8 +15,8 @@
 // port (m->port, read before the packet is offered: a port owns the packets it takes and may
 // free them at once). tx counts where a port accepts; to_kernel where the kernel path does.
 //
-// Hook call point (hooks, issue of the pipeline helper): TxAdapter::send(), on a port's burst
-// just before Port::tx_burst.
+// Tx hooks (hooks/hook_table.h) run in TxAdapter::send(), on a port's burst just before its
+// first Port::tx_burst.
 #pragma once
 
 #include <array>
@@ -30,6 +30,7 @@
 #include "sched/worker.h"
 
 namespace vecflow {
+class HookTable;
 class Port;
 }
 
@@ -65,7 +66,10 @@ class TxAdapter final : public EgressSink {
   // packets that entered on port i go (a port whose tx hands frames to the kernel stack of
   // that interface); an empty target makes them no_kernel_path drops. `outcomes`: this
   // worker's row of the OutcomeTable (one PortOutcomes per port, indexed by PortId).
-  TxAdapter(std::vector<TxTarget> ports, std::vector<TxTarget> kernel, PortOutcomes* outcomes);
+  // `hooks`: tx hooks run on every burst offered to a port (not on kernel-path bursts);
+  // nullptr: none.
+  TxAdapter(std::vector<TxTarget> ports, std::vector<TxTarget> kernel, PortOutcomes* outcomes,
+            HookTable* hooks = nullptr);
 
   void finish(std::span<rte_event> events) noexcept override;
   // The same for loose packets, each acted on by its verdict: what a pipeline decided before
@@ -97,6 +101,7 @@ class TxAdapter final : public EgressSink {
   std::vector<TxTarget> ports_;
   std::vector<TxTarget> kernel_;
   PortOutcomes* outcomes_;
+  HookTable* hooks_;
   std::vector<Buffer> tx_;         // by out_port
   std::vector<Buffer> to_kernel_;  // by ingress port
   uint64_t tx_dirty_ = 0;

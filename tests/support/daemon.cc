@@ -1,0 +1,84 @@
+#include "support/daemon.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+namespace vecflow::test {
+
+using namespace std::chrono_literals;
+
+Exec run(const std::string& cmd) {
+  char tmpl[] = "/tmp/vf-err-XXXXXX";
+  int fd = mkstemp(tmpl);
+  close(fd);
+  Exec r;
+  r.out = sh_output(cmd + " 2>" + tmpl + "; echo \"rc=$?\"");
+  auto pos = r.out.rfind("rc=");
+  r.rc = std::stoi(r.out.substr(pos + 3));
+  r.out.erase(pos);
+  std::ifstream e(tmpl);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  unlink(tmpl);
+  return r;
+}
+
+Daemon::Daemon(const Lab& lab, const std::string& binary, const std::string& config,
+               const std::string& log) {
+  pid_ = fork();
+  if (pid_ == 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    // `ip netns exec` execs in place: the pid stays vecflowd's, so signals reach it.
+    execl("/usr/sbin/ip", "ip", "netns", "exec", lab.ns('a').c_str(), binary.c_str(), "-c",
+          config.c_str(), nullptr);
+    _exit(127);
+  }
+}
+
+bool Daemon::alive() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+bool Daemon::wait_ready(const std::string& socket) {
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < deadline && alive()) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, socket.c_str(), sizeof(a.sun_path) - 1);
+    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    close(fd);
+    if (ok) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+int Daemon::stop() {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 200; ++i) {
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  kill(pid_, SIGKILL);
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return -1;
+}
+
+}  // namespace vecflow::test

@@ -1,0 +1,42 @@
+// Running vecflowd and command lines from integration tests.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "support/lab.h"
+
+namespace vecflow::test {
+
+struct Exec {
+  int rc = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs a shell command line; captures stdout, stderr and the exit status.
+Exec run(const std::string& cmd);
+
+// vecflowd (`binary`) in the lab's appliance namespace on `config`, its output in `log`;
+// stopped (SIGTERM, then SIGKILL) on destruction.
+class Daemon {
+ public:
+  Daemon(const Lab& lab, const std::string& binary, const std::string& config,
+         const std::string& log);
+  ~Daemon() { stop(); }
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool alive() const;
+  // Waits (up to 30 s) until the control socket accepts a connection.
+  bool wait_ready(const std::string& socket);
+  // SIGTERM, then SIGKILL after 10 s; returns the exit status, -1 if it had to be killed.
+  int stop();
+
+ private:
+  pid_t pid_ = -1;
+};
+
+}  // namespace vecflow::test
