@@ -47,7 +47,9 @@ std::string null_config(const std::string& prefix) {
          prefix +
          "}\n"
          "ports:\n"
-         "  - {name: null0, type: dpdk, devargs: net_null0}\n";
+         "  - {name: null0, type: dpdk, devargs: net_null0}\n"
+         "pipeline:\n"
+         "  - {stage: route, routes: [{prefix: 0.0.0.0/0, port: null0}]}\n";
 }
 
 // The receiving end of sd_notify(): a datagram socket bound to a path.

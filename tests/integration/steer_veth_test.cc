@@ -371,7 +371,9 @@ TEST(SteerVeth, VecflowdAttachesAtStartAndDetachesOnStop) {
             "steering:\n"
             "  default: pass\n"
             "  rules:\n"
-            "    - {match: {proto: udp, dst_port: 9001}, action: drop}\n",
+            "    - {match: {proto: udp, dst_port: 9001}, action: drop}\n"
+            "pipeline:\n"
+            "  - {stage: route, routes: [{prefix: 192.0.2.0/24, port: wan}]}\n",
             lab.name().c_str(), ifname.c_str(), ifname.c_str());
     fclose(f);
     return path;

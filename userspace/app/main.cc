@@ -24,8 +24,13 @@
 namespace {
 
 vecflow::Appliance* g_appliance = nullptr;
+// A stop asked for while the appliance is still being built (attaching XDP, creating sockets
+// and pools can take seconds): honoured once create() returns, so that everything it attached
+// is detached again instead of the default action killing the process mid-way.
+volatile sig_atomic_t g_stop_requested = 0;
 
 void on_signal(int) {
+  g_stop_requested = 1;
   if (g_appliance) g_appliance->request_stop();
 }
 
@@ -104,12 +109,6 @@ int main(int argc, char** argv) {
   auto log = vecflow::log::get("app");
   log->info("vecflowd {} starting", vecflow::kVersion);
 
-  auto app = vecflow::Appliance::create(std::move(*cfg));
-  if (!app) {
-    log->error("{}", app.error().message);
-    return 2;
-  }
-  g_appliance = app->get();
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
@@ -117,6 +116,17 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   sa.sa_handler = on_hangup;
   sigaction(SIGHUP, &sa, nullptr);
+
+  auto app = vecflow::Appliance::create(std::move(*cfg));
+  if (!app) {
+    log->error("{}", app.error().message);
+    return 2;
+  }
+  g_appliance = app->get();
+  if (g_stop_requested) {
+    log->info("stop requested during start-up: stopped before forwarding");
+    return 0;
+  }
 
   auto rc = (*app)->run();
   g_appliance = nullptr;
