@@ -40,6 +40,11 @@ struct SectionReloader {
   // applied; the reloader then re-applies the running configuration to sections it had
   // already changed.
   std::function<Result<void>(const config::ApplianceConfig& next)> apply;
+  // Optional: what applying `next` changes, one line each ("route: 2 routes → 3 (added
+  // 203.0.113.0/24)"), for the reply and the log. Called before `apply`.
+  std::function<std::vector<std::string>(const config::ApplianceConfig& running,
+                                         const config::ApplianceConfig& next)>
+      describe;
 };
 
 class Reloader {
@@ -67,6 +72,7 @@ class Reloader {
  private:
   struct Applied {
     std::vector<std::string> live;
+    Json summary;  // [{section, change}]: what the live sections' parts say they changed
     Json restart;  // [{section, reasons}]
     std::vector<ConfigChange> changes;
   };
