@@ -25,7 +25,9 @@ Json located(const config::ConfigError& e) {
 Reloader::Reloader(config::ApplianceConfig& running, ControlServer& server)
     : running_(running), server_(server) {}
 
-void Reloader::add_section(std::string section, SectionReloader reloader) {
+void Reloader::add_section(std::string section, SectionReloader reloader,
+                           SectionDescriber describe) {
+  if (describe) describers_[section] = std::move(describe);
   sections_[std::move(section)] = std::move(reloader);
 }
 
@@ -58,8 +60,8 @@ Result<Reloader::Applied> Reloader::apply(const config::ApplianceConfig& next) {
   }
   out.summary = Json::array();
   for (const auto& section : out.live) {
-    if (const auto& describe = sections_.at(section).describe) {
-      for (auto& line : describe(running_, next))
+    if (auto it = describers_.find(section); it != describers_.end()) {
+      for (auto& line : it->second(running_, next))
         out.summary.push_back({{"section", section}, {"change", std::move(line)}});
     }
   }

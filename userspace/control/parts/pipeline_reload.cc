@@ -352,10 +352,10 @@ void register_pipeline_reload(Reloader& reloader, Pipeline& pipeline,
       {[tables](const config::ApplianceConfig& from, const config::ApplianceConfig& to) {
          return pipeline_restart_reasons(from.pipeline, to.pipeline, tables->port_names());
        },
-       [tables](const config::ApplianceConfig& to) { return tables->apply(to.pipeline); },
-       [](const config::ApplianceConfig& from, const config::ApplianceConfig& to) {
-         return pipeline_table_changes(from.pipeline, to.pipeline);
-       }});
+       [tables](const config::ApplianceConfig& to) { return tables->apply(to.pipeline); }},
+      [](const config::ApplianceConfig& from, const config::ApplianceConfig& to) {
+        return pipeline_table_changes(from.pipeline, to.pipeline);
+      });
 }
 
 }  // namespace vecflow::control
