@@ -68,7 +68,8 @@ class PipelineReload : public Forwarding {
   Json route_stage() { return json("routes")["stages"][0]; }
 
   uint64_t acl_packets(const std::string& rule) {
-    for (const auto& r : json("acl")["rules"])
+    const Json acl = json("acl");
+    for (const auto& r : acl["rules"])
       if (r["rule"] == rule) return r["packets"].get<uint64_t>();
     return 0;
   }
