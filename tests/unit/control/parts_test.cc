@@ -1,8 +1,9 @@
 // The data-path parts in the control plane, over real objects: a DPDK net_ring port, the
 // builtin scheduler with an rx adapter, a worker and a tx adapter on an lcore, and a pipeline
 // built from an appliance file. Known traffic goes through each; the replies of `ports`,
-// `sched`, `pipeline`, `routes`, `acl`, `neighbours` (and `errors`, `status`, /metrics) must
-// carry exactly its counts, and vecflowctl must print them as tables with the right columns.
+// `sched`, `pipeline`, `routes`, `acl`, `neighbours`, `flows` (and `errors`, `status`, /metrics)
+// must carry exactly its counts, and vecflowctl must print them as tables with the right
+// columns. The pipeline's tables reload in place; structural changes are refused with reasons.
 #include <gtest/gtest.h>
 #include <rte_ether.h>
 
