@@ -6,6 +6,8 @@ set -euo pipefail
 PACKAGES=(
   # build
   build-essential cmake ninja-build pkg-config clang llvm bpftool
+  # the fuzz build: clang 19 (C++23) with libFuzzer and the sanitizer runtimes
+  clang-19 libclang-rt-19-dev
   libbpf-dev libxdp-dev xdp-tools dpdk dpdk-dev libdpdk-dev
   libyaml-cpp-dev libboost-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libpcap-dev libsystemd-dev libmnl-dev
@@ -16,6 +18,8 @@ PACKAGES=(
   # the Debian package and its checks (ctest -L appliance): cpack's dpkg-shlibdeps,
   # systemd-analyze, man page rendering
   dpkg-dev systemd groff-base file
+  # the benchmark suite's curves (tools/bench/run.sh)
+  gnuplot-nox
 )
 
 missing=()

@@ -1,8 +1,8 @@
 // Pipeline rate per core: an in-memory pcap replay (DPDK net_pcap, infinite_rx) into an ACL
-// of 1 000 rules and a route stage of 1 000 or 100 000 IPv4 prefixes (fused: one run to
-// completion per vector), out through net_null. Vector size 1 against 64, and the cost of
-// the hook call points with no hook installed against a loop without them, and what a `count`
-// stage (by: flow) in front costs.
+// of 1 000 rules and a route stage of IPv4 prefixes (--routes, default 1 000 and 100 000;
+// fused: one run to completion per vector), out through net_null. Vector size 1 against 64,
+// the DPDK heap each table takes, the cost of the hook call points with no hook installed
+// against a loop without them, and what a `count` stage (by: flow) in front costs.
 //
 // Every figure is a median of interleaved rounds, measured side by side in one run, so load
 // from elsewhere on the machine hits all variants alike. tests/bench/run_pipeline_bench.sh
@@ -21,6 +21,7 @@
 #include <rte_ethdev.h>
 #include <rte_ether.h>
 #include <rte_ip.h>
+#include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_udp.h>
 #include <CLI/CLI.hpp>
@@ -51,6 +52,9 @@ struct Options {
   double seconds = 1.0;  // per round
   int rounds = 5;
   std::string pcap = "/tmp/vecflow-pipeline-bench.pcap";
+  // Route table sizes measured (IPv4 prefixes besides the default route); the replay aims at
+  // the largest. The hook comparison runs on the 1000-route table, or the first one listed.
+  std::vector<size_t> routes = {1'000, 100'000};
 };
 
 IpPrefix random_prefix(std::mt19937_64& rng, unsigned len) {
@@ -212,6 +216,17 @@ struct Bench {
   }
 };
 
+// Bytes allocated from DPDK's heaps on every socket.
+size_t dpdk_heap_bytes() {
+  size_t total = 0;
+  for (unsigned i = 0; i < rte_socket_count(); ++i) {
+    rte_malloc_socket_stats st{};
+    if (rte_malloc_get_socket_stats(rte_socket_id_by_idx(i), &st) == 0)
+      total += st.heap_allocsz_bytes;
+  }
+  return total;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -237,20 +252,30 @@ Result<void> start_port(uint16_t port, rte_mempool* pool) {
 
 int main(int argc, char** argv) {
   Options opt;
-  CLI::App app{"vecflow pipeline benchmark: ACL (1k rules) + route (1k / 100k prefixes)"};
+  CLI::App app{
+      "vecflow pipeline benchmark: ACL (1k rules) + route (1k / 100k prefixes by default)"};
   app.add_option("--seconds", opt.seconds, "length of one measurement round");
   app.add_option("--rounds", opt.rounds, "interleaved rounds per figure (median reported)");
   app.add_option("--pcap", opt.pcap, "where to write the replayed capture");
+  app.add_option("--routes", opt.routes, "route table sizes to measure (e.g. 1,1000,100000)")
+      ->delimiter(',')
+      ->check(CLI::Range(size_t{1}, size_t{10'000'000}));
   CLI11_PARSE(app, argc, argv);
   log::init(spdlog::level::warn);
 
   std::mt19937_64 rng(42);
-  const auto small = make_prefixes(rng, 1'000);
-  const auto large = make_prefixes(rng, 100'000);
+  std::vector<std::vector<IpPrefix>> tables;
+  for (size_t n : opt.routes)
+    tables.push_back(make_prefixes(rng, n));
   const auto acl = make_acl(rng, 1'000);
-  // Destinations aim at the large table's prefixes; both tables have a default route, so every
-  // packet is forwarded and the tables differ only in what a lookup walks through.
-  write_pcap(opt.pcap, rng, large);
+  // Destinations aim at the largest table's prefixes; every table has a default route, so
+  // every packet is forwarded and the tables differ only in what a lookup walks through.
+  const auto& largest =
+      *std::max_element(tables.begin(), tables.end(),
+                        [](const auto& x, const auto& y) { return x.size() < y.size(); });
+  write_pcap(opt.pcap, rng, largest);
+  const auto hooked_table = std::find(opt.routes.begin(), opt.routes.end(), 1'000);
+  const size_t hooked = hooked_table == opt.routes.end() ? 0 : hooked_table - opt.routes.begin();
 
   EalOptions eo;
   eo.memory_mb = 1024;
@@ -311,11 +336,16 @@ int main(int argc, char** argv) {
       "64-byte frames -> net_null; one core; {} rounds of {} s, medians\n",
       kFrames, opt.rounds, opt.seconds);
   fmt::print("EAL: {}\n", (*eal)->hugepages() ? "2 MB hugepages" : "no hugepages (--no-huge)");
-  fmt::print("\n{:<18} {:>8} {:>12} {:>14}\n", "routes", "vector", "Mpps", "cycles/packet");
+  fmt::print("\n{:<18} {:>8} {:>12} {:>14} {:>10}\n", "routes", "vector", "Mpps", "cycles/packet",
+             "heap KiB");
   const double hz = static_cast<double>(rte_get_tsc_hz());
   std::unique_ptr<Pipeline> keep_small;
-  for (const auto* prefixes : {&small, &large}) {
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const auto* prefixes = &tables[t];
+    // DPDK heap the pipeline takes (ACL, FIB, next hops): what a table of this size costs.
+    const size_t heap_before = dpdk_heap_bytes();
     auto p = pipeline_for(*prefixes);
+    const size_t heap = dpdk_heap_bytes() - heap_before;
     std::vector<double> v1, v64;
     b.rate<true>(*p, 64, opt.seconds / 4);  // warm the caches and the replay
     for (int i = 0; i < opt.rounds; ++i) {
@@ -324,14 +354,14 @@ int main(int argc, char** argv) {
     }
     for (auto [vec, v] : {std::pair{1, &v1}, std::pair{64, &v64}}) {
       double r = median(*v);
-      fmt::print("{:<18} {:>8} {:>12.2f} {:>14.0f}\n", fmt::format("{} IPv4", prefixes->size()),
-                 vec, r / 1e6, hz / r);
+      fmt::print("{:<18} {:>8} {:>12.2f} {:>14.0f} {:>10}\n",
+                 fmt::format("{} IPv4", prefixes->size()), vec, r / 1e6, hz / r, heap / 1024);
     }
-    if (prefixes == &small) keep_small = std::move(p);
+    if (t == hooked) keep_small = std::move(p);
   }
 
   // Hook call points with no hook installed against a loop compiled without them.
-  fmt::print("\nhook call points, no hook installed, 1000 routes:\n");
+  fmt::print("\nhook call points, no hook installed, {} routes:\n", opt.routes[hooked]);
   fmt::print("{:>8} {:>14} {:>14} {:>10}\n", "vector", "without Mpps", "with Mpps", "ratio");
   for (unsigned vec : {64u, 1u}) {
     std::vector<double> with, without, ratio;
@@ -360,13 +390,13 @@ int main(int argc, char** argv) {
     config::StageConfig r;
     r.type = r.name = "route";
     r.fuse = true;
-    r.params = make_routes(small);
+    r.params = make_routes(tables[hooked]);
     auto p = Pipeline::build({c, a, r}, ctx);
     if (!p) throw std::runtime_error(p.error().message);
     return std::move(*p);
   }();
-  fmt::print("\ncount stage (by: flow, {} flows) in front of acl + route, 1000 routes:\n",
-             kFrames);
+  fmt::print("\ncount stage (by: flow, {} flows) in front of acl + route, {} routes:\n", kFrames,
+             opt.routes[hooked]);
   fmt::print("{:>8} {:>14} {:>14} {:>10}\n", "vector", "without Mpps", "with Mpps", "ratio");
   b.rate<true>(*counted, 64, opt.seconds / 4);  // fills the flow table
   for (unsigned vec : {64u, 1u}) {
@@ -388,7 +418,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  fmt::print("\nper stage, 1000 routes, all rounds (cycles per packet):\n");
+  fmt::print("\nper stage, {} routes, all rounds (cycles per packet):\n", opt.routes[hooked]);
   for (const auto& s : keep_small->report()) {
     fmt::print("  {:<8} {:>10.1f}   ({:.1f} packets per call)\n", s.name,
                s.stats.packets ? double(s.stats.cycles) / s.stats.packets : 0.0,

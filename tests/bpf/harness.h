@@ -60,9 +60,9 @@ class SteerHarness {
   RunResult run(const Bytes& frame) {
     RunResult r;
     std::vector<uint8_t> out(frame.size() + 256);
-    LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(), .data_out = out.data(),
-                .data_size_in = uint32_t(frame.size()), .data_size_out = uint32_t(out.size()),
-                .repeat = 1);
+    bpf_test_run_opts opts = run_opts(frame, 1);
+    opts.data_out = out.data();
+    opts.data_size_out = uint32_t(out.size());
     if (int err = bpf_prog_test_run_opts(program_->prog_fd(), &opts); err != 0) {
       r.error = err;
       return r;
@@ -77,13 +77,23 @@ class SteerHarness {
 
   // Average ns per run of `frame` over `repeat` runs inside the kernel.
   double ns_per_run(const Bytes& frame, int repeat) {
-    LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame.data(),
-                .data_size_in = uint32_t(frame.size()), .repeat = repeat);
+    bpf_test_run_opts opts = run_opts(frame, repeat);
     if (bpf_prog_test_run_opts(program_->prog_fd(), &opts) != 0) return -1;
     return double(opts.duration);
   }
 
  private:
+  // Filled field by field rather than with LIBBPF_OPTS, whose designated initialiser leaves
+  // fields out (clang 19's -Wmissing-designated-field-initializers).
+  static bpf_test_run_opts run_opts(const Bytes& frame, int repeat) {
+    bpf_test_run_opts opts{};
+    opts.sz = sizeof(opts);
+    opts.data_in = frame.data();
+    opts.data_size_in = uint32_t(frame.size());
+    opts.repeat = repeat;
+    return opts;
+  }
+
   std::unique_ptr<steer::SteerProgram> program_;
   std::string error_;
 };

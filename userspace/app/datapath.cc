@@ -32,6 +32,10 @@ Result<std::unique_ptr<DataPath>> DataPath::create(const config::ApplianceConfig
   auto dp = std::unique_ptr<DataPath>(new DataPath());
   dp->runtime_ = &runtime;
   if (cfg.ports.empty()) return dp;  // nothing to forward: the control plane alone
+  if (cfg.pipeline.empty())
+    return fail(
+        "pipeline: the file declares ports but no pipeline stage; packets lifted to user space "
+        "need at least a route stage to go anywhere");
   // Every part reads and writes PacketMeta in the mbuf's dynamic field area: its offset must
   // be registered before the first packet is received.
   if (auto r = register_packet_meta(); !r) return fail("packet metadata: {}", r.error().message);

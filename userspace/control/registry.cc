@@ -21,6 +21,12 @@ std::expected<Request, CommandError> parse_request(std::string_view text) {
       }
       return std::unexpected(CommandError{
           ErrorCode::MalformedRequest, fmt::format("request is not JSON: {}", e.what()), {}});
+    } catch (const Json::exception& e) {
+      // Not a syntax error: a number the parser cannot hold (1e400), found by fuzzing. It must
+      // be answered, not escape into the server's event loop.
+      return std::unexpected(CommandError{ErrorCode::MalformedRequest,
+                                          fmt::format("request is not usable JSON: {}", e.what()),
+                                          {}});
     }
   }
   if (!j.is_object()) {

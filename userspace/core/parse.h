@@ -23,6 +23,12 @@ using ParsedFrame = vf_parsed;
 // `out` holds what was read either way (the flow key of a malformed frame may be partial).
 inline std::optional<DropReason> parse_frame(std::span<const uint8_t> frame,
                                              ParsedFrame& out) noexcept {
+  // An empty span may have no buffer at all, and the C parser's bound checks (data + n > end)
+  // need a pointer into one: offsetting a null pointer is undefined (found by fuzzing).
+  if (frame.empty()) {
+    out = ParsedFrame{};
+    return DropReason::L2_TRUNCATED;
+  }
   int r = vf_parse_frame(frame.data(), frame.data() + frame.size(), &out);
   if (r == VF_PARSE_OK) return std::nullopt;
   return static_cast<DropReason>(r);

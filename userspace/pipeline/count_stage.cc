@@ -14,8 +14,7 @@ namespace vecflow {
 
 CountStage::CountStage(const config::StageConfig& cfg, StageContext& ctx)
     : PerPacketStage(cfg.type, cfg.name, ctx.lcore_slots),
-      by_(std::get<config::CountStage>(cfg.params).by),
-      slots_(ctx.lcore_slots) {}
+      by_(std::get<config::CountStage>(cfg.params).by) {}
 
 CountStage::~CountStage() = default;
 

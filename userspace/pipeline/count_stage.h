@@ -82,7 +82,6 @@ class CountStage final : public PerPacketStage<CountStage> {
   CountStage(const config::StageConfig& cfg, StageContext& ctx);
 
   config::CountBy by_;
-  unsigned slots_;
   std::vector<std::unique_ptr<FlowTable>> flows_;   // by lcore slot (by: flow)
   std::vector<std::unique_ptr<RuleSlot[]>> rules_;  // by lcore slot (by: rule)
   uint32_t rule_slots_ = 0;                         // steering rules + 1: the last counts kNoRule

@@ -22,6 +22,9 @@ namespace {
 constexpr int kEventSocketBuffer = 8 << 20;
 // Receive buffer for dumps and events: the kernel fills up to 32 KB per read when dumping.
 constexpr size_t kDumpBuffer = 32768;
+// Buffer for a request we build or the acks we read back. libmnl's MNL_SOCKET_BUFFER_SIZE calls
+// sysconf(), which would make every array of that size variable-length; 8192 is its upper bound.
+constexpr size_t kRequestBuffer = 8192;
 // Times a dump is repeated when the kernel reports that its table changed under it.
 constexpr int kDumpRetries = 5;
 
@@ -181,7 +184,7 @@ int NetlinkSocket::fd() const noexcept {
 Result<void> NetlinkSocket::dump(uint16_t type, int family,
                                  const std::function<void(const nlmsghdr*)>& fn) {
   for (int attempt = 0; attempt < kDumpRetries; ++attempt) {
-    char req[MNL_SOCKET_BUFFER_SIZE];
+    char req[kRequestBuffer];
     nlmsghdr* nlh = mnl_nlmsg_put_header(req);
     nlh->nlmsg_type = type;
     nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
@@ -266,7 +269,7 @@ Result<std::vector<KernelNeighbour>> NetlinkSocket::dump_neighbours(int family) 
 }
 
 Result<void> NetlinkSocket::request_resolution(int ifindex, const IpAddress& ip) {
-  char buf[MNL_SOCKET_BUFFER_SIZE];
+  char buf[kRequestBuffer];
   nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
   nlh->nlmsg_type = RTM_NEWNEIGH;
   // CREATE: the kernel may not know the neighbour yet; the entry it makes starts resolving.
@@ -285,7 +288,7 @@ Result<void> NetlinkSocket::request_resolution(int ifindex, const IpAddress& ip)
 
 size_t NetlinkSocket::drain_acks(size_t& pending) noexcept {
   size_t errors = 0;
-  char buf[MNL_SOCKET_BUFFER_SIZE];
+  char buf[kRequestBuffer];
   for (;;) {
     ssize_t n = recv(fd(), buf, sizeof(buf), MSG_DONTWAIT);
     if (n <= 0) break;

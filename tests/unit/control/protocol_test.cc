@@ -69,6 +69,13 @@ TEST(ParseRequest, InvalidUtf8IsMalformedNotACrash) {
   EXPECT_EQ(r.error().code, ErrorCode::MalformedRequest);
 }
 
+TEST(ParseRequest, ANumberTooLargeForADoubleIsMalformedNotACrash) {
+  auto r = parse_request(R"({"command":"status","id":1e400})");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::MalformedRequest);
+  EXPECT_NE(r.error().message.find("1e400"), std::string::npos) << r.error().message;
+}
+
 TEST(Reply, CarriesVersionIdAndErrorCode) {
   Json ok = reply_ok("x", Json{{"a", 1}}, nullptr);
   EXPECT_EQ(ok["version"], kProtocolVersion);

@@ -57,6 +57,7 @@ TEST(Parse, ReportsTheHeaderAtFault) {
   EXPECT_EQ(parse_frame(f, p), DropReason::UDP_BAD_LEN);
   EXPECT_EQ(parse_frame(ok.build(ok.l4() + 3), p), DropReason::IPV4_BAD_LEN);
   EXPECT_EQ(parse_frame(ok.build(10), p), DropReason::L2_TRUNCATED);
+  EXPECT_EQ(parse_frame({}, p), DropReason::L2_TRUNCATED) << "an empty span without a buffer";
 }
 
 TEST(Parse, FillsTheMbuf) {

@@ -1,0 +1,250 @@
+// Fuzzes the forwarding pipeline on one vector: the fuzzer's bytes become up to kMaxFrames
+// frames, received as a DPDK port receives them (classify_rx: port, metadata, one software
+// parse; malformed frames dropped at rx or, when the port keeps them, delivered as non-IP),
+// then run through a pipeline of acl, route, neighbour, l2, mirror and count built from an
+// appliance file, group by group as the scheduler runs it.
+//
+// Invariants: every packet that entered ends in exactly one place (transmitted, handed to the
+// kernel, or dropped under one reason: rx = tx + to_kernel + drops, charged to its ingress
+// port); transmitted packets name a real port; every mbuf is a valid mbuf afterwards and none
+// is lost (the pool is full again). The tail room of each frame's buffer is poisoned for ASan,
+// so a stage reading or writing past the frame's end in its mbuf is reported (DPDK's pool
+// memory is otherwise invisible to ASan).
+//
+// Input: records of [flags][length, 2 bytes little-endian][frame bytes]; flags bit 0 is the
+// ingress port (wan/lan), bit 1 keeps malformed frames (steering.malformed: pass).
+#include <sanitizer/asan_interface.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include "config/config.h"
+#include "core/accounting.h"
+#include "core/packet.h"
+#include "fuzz_check.h"
+#include "io/rx_classify.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/worker.h"
+#include "runtime/qsbr.h"
+#include "support/eal_env.h"
+
+using namespace vecflow;
+
+namespace {
+
+constexpr const char* kAppliance = R"(
+ports:
+  - {name: wan, type: dpdk, devargs: net_null0}
+  - {name: lan, type: dpdk, devargs: net_null1}
+pipeline:
+  - stage: acl
+    sched: parallel
+    default: permit
+    rules:
+      - {name: no-telnet, action: deny, proto: tcp, dst_port: 23}
+      - {name: dns, action: permit, src: 192.0.2.0/24, proto: udp, dst_port: 53}
+      - {name: v6-block, action: deny, src: "2001:db8:1::/48", proto: tcp}
+  - stage: route
+    routes:
+      - {prefix: 198.51.100.0/24, port: lan}
+      - {prefix: 0.0.0.0/0, via: 192.0.2.254, port: wan}
+      - {prefix: 192.0.2.1/32, action: kernel}
+      - {prefix: 203.0.113.0/24, action: drop}
+      - prefix: "2001:db8:2::/48"
+        nexthops:
+          - {via: "2001:db8:ffff::1", port: lan}
+          - {via: "2001:db8:ffff::2", port: lan}
+      - {prefix: "::/0", via: "2001:db8:ffff::9", port: wan}
+  - stage: neighbour
+    fuse: true
+    from_kernel: false
+    unresolved: drop
+    static:
+      - {ip: 192.0.2.254, mac: "02:00:00:00:00:fe", port: wan}
+      - {ip: 198.51.100.1, mac: "02:00:00:00:01:01", port: lan}
+      - {ip: "2001:db8:ffff::1", mac: "02:00:00:00:02:01", port: lan}
+      - {ip: "2001:db8:ffff::9", mac: "02:00:00:00:02:09", port: wan}
+  - stage: l2
+    fuse: true
+    ports:
+      - {port: wan, vlan_push: 100}
+      - {port: lan, vlan_pop: true}
+  - stage: mirror
+    fuse: true
+    match: {proto: udp, dst_port: 53}
+    to: {port: lan}
+    snaplen: 96
+  - stage: count
+    by: flow
+    max_flows: 1024
+)";
+
+constexpr uint16_t kPorts = 2;
+// Frames per vector: the largest vector the scheduler hands a worker.
+constexpr size_t kMaxFrames = 256;
+// Twice a vector, so a leak shows as a pool that does not refill rather than as exhaustion.
+constexpr unsigned kPoolSize = 2 * kMaxFrames;
+
+// Takes what the pipeline hands on; the harness frees it afterwards.
+struct CollectSinks final : Sinks {
+  std::vector<rte_mbuf*> tx, to_kernel, later, copied;
+  void transmit(std::span<rte_mbuf*> p) noexcept override {
+    tx.insert(tx.end(), p.begin(), p.end());
+  }
+  void kernel(std::span<rte_mbuf*> p) noexcept override {
+    to_kernel.insert(to_kernel.end(), p.begin(), p.end());
+  }
+  void next(std::span<rte_mbuf*> p) noexcept override {
+    later.insert(later.end(), p.begin(), p.end());
+  }
+  void copies(std::span<rte_mbuf*> p) noexcept override {
+    copied.insert(copied.end(), p.begin(), p.end());
+  }
+};
+
+struct Harness {
+  std::unique_ptr<Qsbr> qsbr;
+  OutcomeTable outcomes{1, kPorts};
+  std::unique_ptr<Pipeline> pipeline;
+  std::unique_ptr<PipelineWorker> worker;
+  rte_mempool* pool = nullptr;
+
+  Harness() {
+    const std::string& why = test::init_eal();
+    if (!why.empty()) {
+      std::fprintf(stderr, "pipeline_fuzz: EAL did not start: %s\n", why.c_str());
+      std::abort();
+    }
+    auto cfg = config::load_config_text(kAppliance, "pipeline_fuzz.yaml");
+    FUZZ_CHECK(cfg.has_value());
+    qsbr = std::move(*Qsbr::create(1));
+    StageContext ctx;
+    ctx.ports = {PortInfo{"wan", MacAddress{{0x02, 0xaa, 0, 0, 0, 1}}, ""},
+                 PortInfo{"lan", MacAddress{{0x02, 0xbb, 0, 0, 0, 1}}, ""}};
+    ctx.qsbr = qsbr.get();
+    ctx.capture_dir = "/nonexistent";
+    auto p = Pipeline::build(cfg->pipeline, ctx);
+    if (!p) {
+      std::fprintf(stderr, "pipeline_fuzz: %s\n", p.error().message.c_str());
+      std::abort();
+    }
+    pipeline = std::move(*p);
+    worker = std::make_unique<PipelineWorker>(*pipeline, outcomes, 0);
+    // No per-lcore cache: the pool's count is exact after every run.
+    pool = rte_pktmbuf_pool_create("fuzz_pipeline", kPoolSize, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                   SOCKET_ID_ANY);
+    FUZZ_CHECK(pool != nullptr);
+  }
+};
+
+void unpoison(rte_mbuf* m) {
+  ASAN_UNPOISON_MEMORY_REGION(m->buf_addr, m->buf_len);
+}
+
+// Poisons the buffer from the end of the frame to the end of the buffer.
+void poison_tail(rte_mbuf* m) {
+  uint8_t* end = rte_pktmbuf_mtod_offset(m, uint8_t*, m->data_len);
+  uint8_t* buf_end = static_cast<uint8_t*>(m->buf_addr) + m->buf_len;
+  ASAN_POISON_MEMORY_REGION(end, size_t(buf_end - end));
+}
+
+void check_mbuf(const rte_mbuf* m) {
+  const char* why = nullptr;
+  if (rte_mbuf_check(m, 1, &why) != 0) {
+    std::fprintf(stderr, "pipeline_fuzz: bad mbuf: %s\n", why);
+    std::abort();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static Harness h;
+  const AccountingSnapshot before = h.outcomes.total_snapshot();
+
+  // Receive: the frames of the input, as a DPDK port's rx path finishes them.
+  std::vector<rte_mbuf*> pkts;
+  uint64_t rx_dropped = 0;
+  size_t at = 0;
+  while (at + 3 <= size && pkts.size() + rx_dropped < kMaxFrames) {
+    const uint8_t flags = data[at];
+    size_t len = size_t(data[at + 1]) | size_t(data[at + 2]) << 8;
+    at += 3;
+    len = std::min({len, size - at, size_t(RTE_MBUF_DEFAULT_DATAROOM)});
+    rte_mbuf* m = rte_pktmbuf_alloc(h.pool);
+    FUZZ_CHECK(m != nullptr);
+    unpoison(m);
+    std::memcpy(rte_pktmbuf_append(m, uint16_t(len)), data + at, len);
+    at += len;
+    poison_tail(m);
+    RxClassify c;
+    c.port = PortId{uint16_t(flags & 1)};
+    c.drop_malformed = !(flags & 2);
+    c.flow_id = FlowIdFrom::Software;
+    PortOutcomes& o = h.outcomes.at(0, c.port);
+    o.rx_packets.add();
+    o.rx_bytes.add(len);
+    if (auto bad = classify_rx(m, c, false)) {
+      o.drops.add(*bad);
+      ++rx_dropped;
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    pkts.push_back(m);
+  }
+  const size_t received = pkts.size();
+
+  // Every group in turn, as the scheduler would (what a group hands on goes to the next).
+  CollectSinks sinks;
+  for (size_t g = 0; g < h.pipeline->groups().size() && !pkts.empty(); ++g) {
+    sinks.later.clear();
+    h.worker->run(g, pkts, sinks);
+    pkts = sinks.later;
+  }
+  FUZZ_CHECK(sinks.later.empty() || h.pipeline->groups().empty());
+
+  // Exactly one outcome per packet.
+  std::set<rte_mbuf*> seen;
+  for (rte_mbuf* m : sinks.tx) {
+    FUZZ_CHECK(seen.insert(m).second);
+    FUZZ_CHECK(meta(m).verdict == Verdict::Transmit && meta(m).out_port < kPorts);
+    FUZZ_CHECK(m->port < kPorts);
+  }
+  for (rte_mbuf* m : sinks.to_kernel) {
+    FUZZ_CHECK(seen.insert(m).second);
+    FUZZ_CHECK(meta(m).verdict == Verdict::Kernel);
+  }
+  for (rte_mbuf* m : sinks.copied) {
+    FUZZ_CHECK(seen.insert(m).second);
+    FUZZ_CHECK(meta(m).verdict == Verdict::Transmit && meta(m).out_port < kPorts);
+    FUZZ_CHECK(meta(m).flags & kMetaFlagCopy);
+  }
+  AccountingSnapshot after = h.outcomes.total_snapshot();
+  const uint64_t dropped = after.dropped() - before.dropped();
+  FUZZ_CHECK(after.rx - before.rx == received + rx_dropped);
+  FUZZ_CHECK(dropped == rx_dropped + (received - sinks.tx.size() - sinks.to_kernel.size()));
+  after.tx = before.tx + sinks.tx.size();
+  after.to_kernel = before.to_kernel + sinks.to_kernel.size();
+  FUZZ_CHECK(after.unaccounted() == before.unaccounted());
+  for (uint16_t p = 0; p < kPorts; ++p) {
+    AccountingSnapshot s = h.outcomes.port_snapshot(PortId{p});
+    FUZZ_CHECK(s.tx == 0 && s.to_kernel == 0);  // counted where the sinks take them
+  }
+
+  for (auto* v : {&sinks.tx, &sinks.to_kernel, &sinks.copied}) {
+    for (rte_mbuf* m : *v) {
+      check_mbuf(m);
+      unpoison(m);
+      rte_pktmbuf_free(m);
+    }
+  }
+  FUZZ_CHECK(rte_mempool_avail_count(h.pool) == kPoolSize);
+  return 0;
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# vecflow's benchmark suite in one command: every benchmark of the project, one table of
+# side-by-side ratios measured in the same run (Markdown, JSON, and curves.png when gnuplot is
+# installed) in a results directory.
+#
+#   sudo tools/bench/run.sh                         everything: 3 interleaved rounds, medians
+#   sudo tools/bench/run.sh --rounds 5 --seconds 5  longer, steadier
+#   sudo tools/bench/run.sh --only e2e,sched        some parts: e2e, rules, sched, pipeline,
+#                                                   steer, ports
+#   sudo tools/bench/run.sh --quick                 one point per part, no hugepages: checks
+#                                                   that every row is measured or says why not
+#   sudo tools/bench/run.sh --out DIR               results there (default bench-results/<time>)
+#
+# Builds what it runs (--no-build: use BUILD_DIR as it is; --build-dir DIR, default build).
+# Reserves 2 MB hugepages for the run (DPDK is about 2.5x slower here without them): adds its
+# pages to /proc/sys/vm/nr_hugepages, mounts a hugetlbfs if none is mounted, and gives back
+# exactly what it added when it ends, also on failure or Ctrl-C. tools/bench/suite.py does the
+# measuring; see its header for what each row is.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+# 77: not root, so nothing can be measured (the smoke test reports it as skipped).
+[ "$(id -u)" -eq 0 ] || { echo "bench: needs root (namespaces, XDP, AF_XDP, hugepages)" >&2; exit 77; }
+
+build=build
+do_build=1
+huge=1
+cmdline="$0 $*"
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) build=$2; shift ;;
+    --no-build) do_build=0 ;;
+    --no-huge) huge=0 ;;
+    --quick) huge=0; args+=("$1") ;;
+    *) args+=("$1") ;;
+  esac
+  shift
+done
+
+if [ "$do_build" = 1 ]; then
+  cmake -S . -B "$build" -G Ninja >/dev/null
+  cmake --build "$build" --target vecflowd vecflowctl trafgen xsk_fwd steer_bench vecflow_sched_bench \
+    pipeline_bench vf_port_bench
+fi
+
+# 1200 MB: the scheduler and pipeline benchmarks ask EAL for 1024 MB; the parts run one at a
+# time, so one reservation serves all of them.
+PAGES=${VECFLOW_BENCH_HUGEPAGES:-600}
+NR=/proc/sys/vm/nr_hugepages
+added=0
+mnt=""
+release() {
+  if [ -n "$mnt" ]; then umount "$mnt" 2>/dev/null || true; rmdir "$mnt" 2>/dev/null || true; fi
+  if [ "$added" -gt 0 ]; then
+    cur=$(cat "$NR")
+    echo $((cur > added ? cur - added : 0)) >"$NR" || true
+  fi
+}
+trap release EXIT
+trap 'exit 130' INT TERM
+
+if [ "$huge" = 1 ]; then
+  before=$(cat "$NR")
+  echo $((before + PAGES)) >"$NR" || true
+  added=$(($(cat "$NR") - before))
+  if ! grep -q ' hugetlbfs ' /proc/mounts; then
+    mnt=$(mktemp -d /tmp/vecflow-bench-huge.XXXXXX)
+    mount -t hugetlbfs nodev "$mnt"
+  fi
+  free_mb=$(awk '/HugePages_Free/ {f=$2} /Hugepagesize/ {s=$2} END {print int(f*s/1024)}' /proc/meminfo)
+  if [ "$free_mb" -ge 1024 ]; then
+    args+=(--hugepages)
+    echo "bench: $added hugepages reserved for this run ($free_mb MB free)" >&2
+  else
+    echo "bench: only $free_mb MB of hugepages free: DPDK tools run without them" >&2
+  fi
+fi
+
+echo "bench: load $(cut -d' ' -f1-3 /proc/loadavg) at start" >&2
+VECFLOW_BENCH_COMMAND=$cmdline python3 tools/bench/suite.py --build-dir "$build" "${args[@]}"

@@ -1,0 +1,937 @@
+#!/usr/bin/env python3
+"""vecflow's benchmark suite: runs every benchmark of the project and writes one table.
+
+Run it through tools/bench/run.sh (root; it builds the tools and reserves hugepages). This
+script only orchestrates: every figure comes from an existing tool, run in this one process
+tree so that all rows are measured in the same run under the same machine load:
+
+  end to end   trafgen (client ns) -> forwarder (appliance ns) -> trafgen recv (server ns) on
+               tools/lab.sh's topology, for Linux IP forwarding, vecflowd's XDP redirect rule,
+               the raw AF_XDP ceiling (xsk_fwd) and vecflowd's user-space path (AF_XDP,
+               scheduler, ACL + route). Ratios are to Linux forwarding of the same point.
+  scheduler    vecflow_sched_bench (builtin vs event_dsw vs event_sw)
+  pipeline     pipeline_bench (ACL + route, vector 1 vs 64, route tables that grow)
+  steering     steer_bench (XDP rule scaling, BPF_PROG_TEST_RUN)
+  ports        vf_port_bench (per port kind, against its raw reference)
+  growth       e2e rate and vecflowd memory as flows grow (1 -> 1M) and as vecflowd's steering
+               rules grow (1 -> 100k); the pipeline's rate and memory as routes grow (1 -> 100k);
+               the XDP program's cost per frame as rules grow (steer_bench)
+
+A row carries a number, or an explicit reason why there is none ("not measured: ..."): no
+figure is ever made up. Output: results.md, results.json, raw/ (each tool's own output) and,
+when gnuplot is installed, curves.png.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import statistics
+import string
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+# End-to-end points: frame sizes without FCS (60 = a 64 B frame on the wire, 1514 = a 1500 B
+# IP packet) and flow counts.
+E2E_SIZES = [(60, "64 B"), (1514, "1500 B")]
+E2E_FLOWS = [1, 1024]
+GROWTH_FLOWS = [1, 1024, 65536, 1 << 20]
+GROWTH_RULES = [1, 1000, 10000, 100000]
+# A row whose receiver saw less than this share of what was sent did not forward: its rate
+# would be a measurement of a broken path, so the row gives the reason instead.
+MIN_DELIVERED = 0.01
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def fmt_rate(v, unit):
+    if v is None:
+        return ""
+    if unit == "Mpps":
+        return f"{v:.3f} Mpps"
+    if unit == "ns/frame":
+        return f"{v:.1f} ns/frame"
+    return f"{v:.3g} {unit}"
+
+
+def fmt_kib(k):
+    if k is None:
+        return ""
+    return f"{k / 1024:.1f} MiB" if k >= 1024 else f"{k} KiB"
+
+
+class Results:
+    """The rows of the one table. A row is a measured value or a reason, never both empty."""
+
+    def __init__(self):
+        self.rows = []
+
+    def add(self, group, bench, point, value=None, unit="Mpps", vs=None, ratio=None,
+            memory_kib=None, note="", reason=None):
+        if value is not None and not value > 0:
+            reason = reason or f"not measured: the tool reported {value}"
+            value = None
+        if value is None and not reason:
+            reason = "not measured: no figure"
+        self.rows.append({"group": group, "benchmark": bench, "point": point, "value": value,
+                          "unit": unit, "vs": vs, "ratio": ratio, "memory_kib": memory_kib,
+                          "note": note, "reason": reason})
+
+    def value(self, group, bench, point):
+        for r in self.rows:
+            if (r["group"], r["benchmark"], r["point"]) == (group, bench, point):
+                return r["value"]
+        return None
+
+
+class Suite:
+    def __init__(self, args):
+        self.a = args
+        self.build = Path(args.build_dir).resolve()
+        self.out = Path(args.out).resolve()
+        self.raw = self.out / "raw"
+        self.raw.mkdir(parents=True, exist_ok=True)
+        self.res = Results()
+        self.lab = f"vbn{os.getpid() % 100000}"
+        self.children = []  # Popen objects still running, stopped on exit
+        self.rss_by_tool = {}
+        self.hugepages = "auto" if args.hugepages else "off"
+
+    # ---- processes --------------------------------------------------------------------
+
+    def bin(self, rel):
+        p = self.build / rel
+        if not p.exists():
+            raise FileNotFoundError(f"{p} is not built")
+        return str(p)
+
+    def run_tool(self, name, argv, timeout):
+        """Runs a benchmark tool to completion; keeps its output under raw/ and its peak RSS."""
+        log(f"{name}: {' '.join(argv)}")
+        out_path = self.raw / f"{name}.txt"
+        with open(out_path, "w") as out, open(self.raw / f"{name}.stderr.txt", "w") as err:
+            p = subprocess.Popen(argv, stdout=out, stderr=err, cwd=ROOT)
+            self.children.append(p)
+            deadline = time.monotonic() + timeout
+            while True:
+                pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.monotonic() > deadline:
+                    p.kill()
+                    pid, status, usage = os.wait4(p.pid, 0)
+                    self.children.remove(p)
+                    p.returncode = -9
+                    return None, f"not measured: {name} did not finish within {timeout} s"
+                time.sleep(0.05)
+            self.children.remove(p)
+            p.returncode = os.waitstatus_to_exitcode(status)
+        self.rss_by_tool[name] = usage.ru_maxrss
+        text = out_path.read_text()
+        if p.returncode != 0:
+            tail = (self.raw / f"{name}.stderr.txt").read_text().strip().splitlines()[-1:]
+            return text, f"not measured: {name} exited {p.returncode}" + (
+                f" ({tail[0][:120]})" if tail else "")
+        return text, None
+
+    def spawn(self, argv, log_path):
+        f = open(log_path, "w")
+        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
+        p.log_file = f
+        self.children.append(p)
+        return p
+
+    def stop(self, p, timeout=15):
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        p.log_file.close()
+        if p in self.children:
+            self.children.remove(p)
+
+    def cleanup(self):
+        for p in list(self.children):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        self.children.clear()
+        subprocess.run([str(ROOT / "tools/lab.sh"), "down", self.lab], check=False)
+
+    def ns(self, side, *argv):
+        return ["ip", "netns", "exec", f"{self.lab}-{side}", *argv]
+
+    def sh(self, side, *argv):
+        return subprocess.run(self.ns(side, *argv), check=False, capture_output=True, text=True)
+
+    # ---- end to end -------------------------------------------------------------------
+
+    def lab_up(self):
+        subprocess.run([str(ROOT / "tools/lab.sh"), "down", self.lab], check=False)
+        subprocess.run([str(ROOT / "tools/lab.sh"), "up", self.lab], check=True)
+        # The appliance's receive side runs in its own kthread instead of the generator's
+        # softirq (MACHINE.md): otherwise generator and forwarder share one vCPU and every
+        # row measures the generator. Same setting for every row.
+        self.sh("a", "sh", "-c", "echo 1 > /sys/class/net/wan0/threaded")
+        mac = lambda side, dev: self.sh(side, "cat", f"/sys/class/net/{dev}/address").stdout.strip()
+        self.wan_mac = mac("a", "wan0")
+        self.client_mac = mac("c", "eth0")
+        self.server_mac = mac("s", "eth0")
+
+    def send_recv(self, size, flows, seconds):
+        """One measurement: returns (sender json, receiver json) or raises RuntimeError."""
+        trafgen = self.bin("tools/trafgen/trafgen")
+        recv = subprocess.Popen(
+            self.ns("s", trafgen, "recv", "--dev", "eth0", "--json", "--duration",
+                    str(seconds + 5), "--idle-exit", "400"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.children.append(recv)
+        try:
+            ready = select.select([recv.stderr], [], [], 10)[0]
+            if not ready or "receiving" not in recv.stderr.readline():
+                raise RuntimeError("the receiver did not start")
+            send = subprocess.run(
+                self.ns("c", "taskset", "-c", "0", trafgen, "send", "--dev", "eth0", "--dst",
+                        "198.51.100.2", "--dst-mac", self.wan_mac, "--flows", str(flows),
+                        "--size", str(size), "--duration", str(seconds), "--json"),
+                capture_output=True, text=True, timeout=seconds + 60)
+            if send.returncode != 0:
+                raise RuntimeError(f"trafgen send: {send.stderr.strip()[:160]}")
+            out, _ = recv.communicate(timeout=seconds + 20)
+        finally:
+            if recv.poll() is None:
+                recv.kill()
+                recv.wait()
+            self.children.remove(recv)
+        return json.loads(send.stdout), json.loads(out)
+
+    def warm(self):
+        """A short burst before a row: ARP, page faults, caches. Not measured; a quick run,
+        which checks that rows are measured rather than what they measure, skips it."""
+        if self.a.quick:
+            return
+        try:
+            self.send_recv(60, 1024, 0.3)
+        except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError):
+            pass
+
+    def start_forwarder(self, kind, extra_rules="", timeout=60):
+        """Sets the appliance namespace up for one row. Returns (process or None, reason)."""
+        if kind == "linux":
+            self.sh("a", "sysctl", "-qw", "net.ipv4.ip_forward=1")
+            return None, None
+        if kind == "xsk":
+            p = self.spawn(self.ns("a", "taskset", "-c", "1", self.bin("tools/bench/xsk_fwd"),
+                                   "--in", "wan0", "--out", "lan0"),
+                           self.raw / "xsk_fwd.log")
+            return self.wait_ready(p, "forwarding", "xsk_fwd")
+        template = HERE / ("vecflowd-redirect.yaml" if kind == "redirect"
+                           else "vecflowd-pipeline.yaml")
+        cfg = self.out / f"{kind}.yaml"
+        cfg.write_text(string.Template(template.read_text()).substitute(
+            hugepages=self.hugepages, prefix=f"{self.lab}-{kind}",
+            socket=str(self.out / f"{kind}.sock"), server_mac=self.server_mac,
+            client_mac=self.client_mac, extra_rules=extra_rules))
+        p = self.spawn(self.ns("a", self.bin("userspace/app/vecflowd"), "-c", str(cfg)),
+                       self.raw / f"vecflowd-{kind}.log")
+        return self.wait_ready(p, "running from", "vecflowd", timeout)
+
+    def wait_ready(self, p, marker, name, timeout=60):
+        path = Path(p.log_file.name)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if marker in path.read_text(errors="replace"):
+                time.sleep(0.5)  # sockets bound, first fill rings posted
+                return p, None
+            if p.poll() is not None:
+                lines = [l for l in path.read_text(errors="replace").splitlines() if l.strip()]
+                self.stop(p)
+                # The first line that is not progress: vecflowd's error (located, for a file).
+                errors = [l for l in lines
+                          if " info " not in l and not re.match(r"^\d+ errors?$", l)]
+                why = (errors or lines or [f"exit {p.returncode}"])[0]
+                why = why.replace(str(self.out) + "/", "")[:200]
+                return None, f"not measured: {name} did not start ({why})"
+            time.sleep(0.1)
+        self.stop(p)
+        return None, f"not measured: {name} not ready within {timeout} s"
+
+    def stop_forwarder(self, kind, p):
+        if kind == "linux":
+            self.sh("a", "sysctl", "-qw", "net.ipv4.ip_forward=0")
+        elif p is not None:
+            self.stop(p)
+
+    def counters(self, kind):
+        """vecflowd's own accounting (rx, tx, kernel, drops per reason), summed over its ports;
+        None for forwarders that are not vecflowd or when vecflowctl cannot answer."""
+        if kind not in ("redirect", "pipeline"):
+            return None
+        out = {}
+        ctl = [self.bin("tools/vecflowctl/vecflowctl"), "--socket", str(self.out / f"{kind}.sock"),
+               "--json"]
+        try:
+            acc = json.loads(subprocess.run(ctl + ["accounting"], capture_output=True, text=True,
+                                            timeout=10).stdout)
+            err = json.loads(subprocess.run(ctl + ["errors"], capture_output=True, text=True,
+                                            timeout=10).stdout)
+        except (ValueError, subprocess.TimeoutExpired):
+            return None
+        for port in acc.get("ports", []):
+            for key in ("rx_packets", "tx_packets", "kernel_packets"):
+                out[key] = out.get(key, 0) + port.get(key, 0)
+        for r in err.get("reasons", []):
+            if r.get("count"):
+                out[r["reason"]] = out.get(r["reason"], 0) + r["count"]
+        return out
+
+    @staticmethod
+    def memory(p):
+        """Resident memory of a forwarder in KiB: anonymous/file RSS plus hugetlb pages."""
+        if p is None or p.poll() is not None:
+            return None
+        try:
+            st = Path(f"/proc/{p.pid}/status").read_text()
+        except OSError:
+            return None
+        kib = 0
+        for key in ("VmRSS", "HugetlbPages"):
+            m = re.search(rf"^{key}:\s+(\d+) kB", st, re.M)
+            if m:
+                kib += int(m.group(1))
+        return kib
+
+    E2E_ROWS = [
+        ("linux", "Linux IP forwarding"),
+        ("redirect", "vecflowd XDP redirect rule"),
+        ("xsk", "raw AF_XDP rx+tx ceiling (xsk_fwd)"),
+        ("pipeline", "vecflowd user space: AF_XDP, ACL + route"),
+    ]
+
+    def e2e(self, points, group, rounds, seconds):
+        """Measures every (row, point), rounds interleaved by row; medians of the receiver's
+        rate. Returns {(kind, point): dict}."""
+        samples = {}
+        reasons = {}
+        counted = {}  # vecflowd's own counters over the measured runs
+        for r in range(rounds):
+            for kind, _ in self.E2E_ROWS:
+                if kind in reasons and all((kind, pt) in reasons for pt in points):
+                    continue
+                log(f"{group}: round {r + 1}/{rounds}: {kind}")
+                try:
+                    p, why = self.start_forwarder(kind)
+                except FileNotFoundError as e:
+                    p, why = None, f"not measured: {e}"
+                if why:
+                    for pt in points:
+                        reasons[(kind, pt)] = why
+                    continue
+                self.warm()
+                for pt in points:
+                    size, flows = pt
+                    before = self.counters(kind)
+                    try:
+                        s, rcv = self.send_recv(size, flows, seconds)
+                    except (RuntimeError, subprocess.TimeoutExpired,
+                            json.JSONDecodeError) as e:
+                        reasons[(kind, pt)] = f"not measured: {e}"
+                        continue
+                    mem = self.memory(p)
+                    if p is not None and p.poll() is not None:
+                        reasons[(kind, pt)] = f"not measured: {kind} forwarder exited"
+                        continue
+                    after = self.counters(kind)
+                    if before is not None and after is not None:
+                        delta = {k: after[k] - before.get(k, 0) for k in after}
+                        counted.setdefault((kind, pt), {})
+                        for k, v in delta.items():
+                            counted[(kind, pt)][k] = counted[(kind, pt)].get(k, 0) + v
+                    samples.setdefault((kind, pt), []).append((s, rcv, mem))
+                self.stop_forwarder(kind, p)
+        out = {}
+        for kind, _ in self.E2E_ROWS:
+            for pt in points:
+                ss = samples.get((kind, pt), [])
+                if not ss:
+                    out[(kind, pt)] = {"reason": reasons.get((kind, pt), "not measured")}
+                    continue
+                sent = sum(s["sent"] for s, _, _ in ss)
+                recv = sum(r["received"] for _, r, _ in ss)
+                d = {
+                    "mpps": statistics.median(r["pps"] for _, r, _ in ss) / 1e6,
+                    "offered_mpps": statistics.median(s["pps"] for s, _, _ in ss) / 1e6,
+                    "sent": sent, "received": recv,
+                    "lost": sum(r["lost"] for _, r, _ in ss),
+                    "reordered": sum(r["reordered"] for _, r, _ in ss),
+                    "memory_kib": max((m for _, _, m in ss if m), default=None),
+                    "rounds": len(ss),
+                    "vecflowd": counted.get((kind, pt)),
+                }
+                if recv < MIN_DELIVERED * sent:
+                    what = {"pipeline": "vecflowd did not forward",
+                            "redirect": "the redirect rule did not forward",
+                            "xsk": "xsk_fwd did not forward",
+                            "linux": "the kernel did not forward"}[kind]
+                    d = {"reason": f"not measured: {what} (received {recv} of {sent} sent)"}
+                out[(kind, pt)] = d
+        return out
+
+    def add_e2e_rows(self, group, points, data, label_point):
+        names = dict(self.E2E_ROWS)
+        for pt in points:
+            base = data[("linux", pt)].get("mpps")
+            for kind, name in self.E2E_ROWS:
+                d = data[(kind, pt)]
+                if "reason" in d:
+                    self.res.add(group, name, label_point(pt), reason=d["reason"])
+                    continue
+                loss = 1 - d["received"] / d["sent"] if d["sent"] else 0
+                note = (f"offered {d['offered_mpps']:.3f} Mpps; delivered {100 * (1 - loss):.1f}%"
+                        f", seq gaps {d['lost']}, reordered {d['reordered']}")
+                if kind == "pipeline":
+                    ceil = data[("xsk", pt)].get("mpps")
+                    if ceil:
+                        note += f"; {d['mpps'] / ceil:.2f}x the raw AF_XDP ceiling"
+                if kind == "redirect":
+                    note += "; frames leave unmodified (no MAC rewrite)"
+                c = d.get("vecflowd")
+                if c and kind == "pipeline":
+                    drops = sorted(((v, k) for k, v in c.items()
+                                    if k not in ("rx_packets", "tx_packets", "kernel_packets")
+                                    and v > 0), reverse=True)
+                    note += (f"; vecflowd counted rx {c.get('rx_packets', 0)}, tx "
+                             f"{c.get('tx_packets', 0)}, kernel {c.get('kernel_packets', 0)}"
+                             + "".join(f", {k} {v}" for v, k in drops))
+                self.res.add(group, name, label_point(pt), d["mpps"], "Mpps",
+                             vs=None if kind == "linux" else names["linux"],
+                             ratio=(d["mpps"] / base) if base and kind != "linux" else None,
+                             memory_kib=d["memory_kib"], note=note)
+
+    def run_e2e(self):
+        self.lab_up()
+        try:
+            points = [(s, f) for s, _ in E2E_SIZES for f in E2E_FLOWS]
+            if self.a.quick:
+                points = [(60, 1024)]
+            size_name = dict(E2E_SIZES)
+            data = self.e2e(points, "end to end", self.a.rounds, self.a.seconds)
+            self.add_e2e_rows("end to end (veth)", points, data,
+                              lambda pt: f"{size_name[pt[0]]}, {plural(pt[1], 'flow')}")
+            if self.a.quick:
+                return  # the scheduler's rows stand for flow growth in a quick run
+            gpoints = [(60, f) for f in GROWTH_FLOWS]
+            gdata = self.e2e(gpoints, "flows growth", self.a.rounds, self.a.seconds)
+            self.add_e2e_rows("growth: flows (e2e, 64 B)", gpoints, gdata,
+                              lambda pt: plural(pt[1], "flow"))
+            self.flow_growth = (gpoints, gdata)
+        finally:
+            self.cleanup()
+
+    def run_rules_e2e(self):
+        """vecflowd's XDP redirect with 1 .. 100k steering rules in its file: the rate of the
+        fast path and vecflowd's memory as the rule set grows. The extra rules have the redirect
+        rule's shape (port, source host, protocol, port) and never match the test traffic."""
+        group = PART_GROUPS["rules"]
+        counts = [1000] if self.a.quick else GROWTH_RULES
+        self.lab_up()
+        samples, reasons = {}, {}
+        try:
+            for r in range(self.a.rounds):
+                for n in counts:
+                    log(f"rules growth: round {r + 1}/{self.a.rounds}: {n} rules")
+                    extra = "\n".join(
+                        f"    - {{name: b{i}, match: {{port: wan, src: 10.{i >> 16 & 255}."
+                        f"{i >> 8 & 255}.{i & 255}/32, proto: udp, dst_port: 7}}, action: drop}}"
+                        for i in range(1, n))
+                    try:
+                        p, why = self.start_forwarder("redirect", extra, timeout=300)
+                    except FileNotFoundError as e:
+                        p, why = None, f"not measured: {e}"
+                    if why:
+                        reasons[n] = why
+                        continue
+                    self.warm()
+                    try:
+                        s, rcv = self.send_recv(60, 1024, self.a.seconds)
+                        samples.setdefault(n, []).append((s, rcv, self.memory(p)))
+                    except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
+                        reasons[n] = f"not measured: {e}"
+                    self.stop(p)
+        finally:
+            self.cleanup()
+        base = None
+        for n in counts:
+            ss = samples.get(n)
+            if not ss:
+                self.res.add(group, "vecflowd XDP redirect rule",
+                             plural(n, "rule"), reason=reasons.get(n, "not measured"))
+                continue
+            sent = sum(x["sent"] for x, _, _ in ss)
+            recv = sum(x["received"] for _, x, _ in ss)
+            if recv < MIN_DELIVERED * sent:
+                self.res.add(group, "vecflowd XDP redirect rule",
+                             f"{n} rule{'s' if n > 1 else ''}",
+                             reason=f"not measured: the redirect rule did not forward "
+                                    f"(received {recv} of {sent} sent)")
+                continue
+            mpps = statistics.median(x["pps"] for _, x, _ in ss) / 1e6
+            if n == counts[0]:
+                base = mpps
+            self.res.add(group, "vecflowd XDP redirect rule", f"{n} rule{'s' if n > 1 else ''}",
+                         mpps, "Mpps", vs="1 rule" if n != counts[0] and base else None,
+                         ratio=mpps / base if n != counts[0] and base else None,
+                         memory_kib=max((m for _, _, m in ss if m), default=None),
+                         note=f"64 B, 1024 flows; delivered {100 * recv / sent:.1f}%; memory: "
+                              "vecflowd (BPF maps are kernel memory, not counted)")
+
+    # ---- existing benchmark tools -----------------------------------------------------
+
+    def run_sched(self):
+        argv = [self.bin("tests/bench/vecflow_sched_bench")]
+        if self.a.quick:
+            argv += ["--quick", "--seconds", "0.02", "--rounds", "1"]
+        else:
+            argv += ["--seconds", str(self.a.sched_seconds), "--rounds", str(self.a.rounds)]
+        if not self.a.hugepages:
+            argv.append("--no-huge")
+        text, why = self.run_tool("sched_bench", argv, 1800)
+        group = "scheduler (1 atomic queue)"
+        if why:
+            self.res.add(group, "builtin vs event_dsw vs event_sw", "all", reason=why)
+            return
+        # "## 1 lcore ..." then "| flows | vector | builtin ev/s | ... |" rows.
+        tables = {}
+        lc = None
+        for line in text.splitlines():
+            m = re.match(r"## (\d) lcore", line)
+            if m:
+                lc = int(m.group(1))
+                continue
+            if line.startswith("## "):
+                lc = None
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if lc and len(cells) == 10 and re.match(r"^\d|^1[kM]$", cells[0]):
+                pk = [parse_si(c) for c in cells[5:8]]
+                tables[(lc, cells[0], int(cells[1]))] = pk
+        self.sched = tables
+        if not tables:
+            self.res.add(group, "builtin vs event_dsw vs event_sw", "all",
+                         reason="not measured: no table in vecflow_sched_bench's output")
+            return
+        backends = ["builtin", "event_dsw", "event_sw"]
+        for (lc, flows, vec), pk in sorted(tables.items(), key=lambda kv: (kv[0][0], kv[0][2])):
+            if flows != "1k" or vec not in (1, 64):
+                continue
+            for i, b in enumerate(backends):
+                self.res.add(group, b, f"{lc} lcore{'s' if lc > 1 else ''}, 1k flows, vector {vec}",
+                             pk[i] / 1e6 if pk[i] else None, "Mpps",
+                             vs=None if i == 0 else "builtin",
+                             ratio=pk[0] / pk[i] if i and pk[i] else None,
+                             note="packets per CPU second; ratio = builtin / this" if i else
+                             "packets per CPU second of the busiest thread")
+        # Growth in flows, builtin at vector 64, 1 lcore.
+        base = tables.get((1, "1", 64), [None])[0]
+        for flows in ("1", "1k", "1M"):
+            pk = tables.get((1, flows, 64))
+            if pk is None:
+                continue
+            ratio = pk[0] / base if base and pk[0] and flows != "1" else None
+            self.res.add("growth: flows (scheduler)", "builtin, vector 64, 1 lcore",
+                         f"{flows} flow{'s' if flows != '1' else ''}",
+                         pk[0] / 1e6 if pk[0] else None, "Mpps", vs="1 flow" if ratio else None,
+                         ratio=ratio,
+                         note="fixed-size scheduler state: memory does not grow with flows")
+
+    def run_pipeline(self):
+        argv = [self.bin("tests/bench/pipeline_bench"), "--pcap",
+                str(self.out / "pipeline-bench.pcap")]
+        if self.a.quick:
+            argv += ["--seconds", "0.05", "--rounds", "1", "--routes", "1,1000"]
+        else:
+            argv += ["--seconds", str(self.a.seconds / 2), "--rounds", str(self.a.rounds),
+                     "--routes", "1,1000,10000,100000"]
+        text, why = self.run_tool("pipeline_bench", argv, 1800)
+        group = "growth: routes (pipeline, 1 core)"
+        if why:
+            self.res.add(group, "ACL 1k rules + route", "all", reason=why)
+            return
+        rates = {}
+        mem = {}
+        for line in text.splitlines():
+            m = re.match(r"^(\d+) IPv4\s+(\d+)\s+([\d.]+)\s+(\d+)(?:\s+(\d+))?", line)
+            if m:
+                rates[(int(m.group(1)), int(m.group(2)))] = float(m.group(3))
+                if m.group(5):
+                    mem[int(m.group(1))] = int(m.group(5))
+        if not rates:
+            self.res.add(group, "ACL 1k rules + route", "all",
+                         reason="not measured: no table in pipeline_bench's output")
+            return
+        counts = sorted({n for n, _ in rates})
+        smallest = counts[0]
+        for n in counts:
+            for vec in (64, 1):
+                v = rates.get((n, vec))
+                if vec == 64:
+                    ratio = v / rates[(smallest, 64)] if n != smallest and v else None
+                    vs = f"{smallest} route{'s' if smallest > 1 else ''}" if ratio else None
+                    note = "net_pcap replay -> ACL -> route (fused) -> net_null"
+                else:
+                    v64 = rates.get((n, 64))
+                    ratio = v / v64 if v and v64 else None
+                    vs = "vector 64" if ratio else None
+                    note = "one packet per stage call"
+                self.res.add(group, "ACL 1k rules + route", f"{n} routes, vector {vec}", v,
+                             "Mpps", vs=vs, ratio=ratio,
+                             memory_kib=mem.get(n) if vec == 64 else None,
+                             note=note + ("; memory: DPDK heap taken by the pipeline"
+                                          if vec == 64 and n in mem else ""))
+
+    def run_steer(self):
+        argv = [self.bin("tests/bench/steer_bench"), "--benchmark_format=json"]
+        if self.a.quick:
+            argv.append("--benchmark_filter=fixed_ipv4/(1|100)/")
+        text, why = self.run_tool("steer_bench", argv, 1800)
+        group = "growth: rules (XDP steering program)"
+        if why:
+            self.res.add(group, "steer.bpf.c", "all", reason=why)
+            return
+        try:
+            benches = json.loads(text)["benchmarks"]
+        except (ValueError, KeyError):
+            self.res.add(group, "steer.bpf.c", "all",
+                         reason="not measured: steer_bench printed no JSON")
+            return
+        base = {}
+        for b in benches:
+            m = re.match(r"BM_Steer/(\w+)/(\d+)/", b["name"])
+            if not m:
+                continue
+            series, n = m.group(1), int(m.group(2))
+            if b.get("error_occurred"):
+                self.res.add(group, f"steer {series}", f"{n} rules",
+                             reason=f"not measured: {b.get('error_message', 'error')}")
+                continue
+            ns = b.get("ns_per_frame")
+            mpps = 1e3 / ns if ns else None
+            if n == 1:
+                base[series] = mpps
+            ratio = mpps / base[series] if mpps and base.get(series) and n != 1 else None
+            self.res.add(group, f"steer {series}", f"{n} rule{'s' if n > 1 else ''}", mpps,
+                         "Mpps", vs="1 rule" if ratio else None, ratio=ratio,
+                         note=f"{ns:.1f} ns/frame in BPF_PROG_TEST_RUN; "
+                              f"{int(b.get('entries', 0))} map entries, "
+                              f"{int(b.get('tuples', 0))} tuples" if ns else "")
+
+    def run_ports(self):
+        argv = [self.bin("tests/bench/io/vf_port_bench"),
+                "--hugepages", "auto" if self.a.hugepages else "off"]
+        if self.a.quick:
+            argv += ["--seconds", "0.3", "--rounds", "1", "--only", "ring"]
+        else:
+            argv += ["--seconds", str(self.a.seconds), "--rounds", str(self.a.rounds)]
+        text, why = self.run_tool("port_bench", argv, 900)
+        group = "ports (1 core, rx -> tx)"
+        if why:
+            self.res.add(group, "vf_port_bench", "all", reason=why)
+            return
+        rows = []
+        on = False
+        for line in text.splitlines():
+            if line.startswith("forwarding on one core"):
+                on = True
+                continue
+            m = re.match(r"^(.{34}) +([\d.]+)  (.*)$", line) if on else None
+            if m:
+                rows.append((m.group(1).strip(), float(m.group(2)), m.group(3).strip()))
+        if not rows:
+            self.res.add(group, "vf_port_bench", "all",
+                         reason="not measured: no table in vf_port_bench's output")
+            return
+        prev = None
+        for what, mpps, note in rows:
+            kind, _, variant = what.partition(": ")
+            # Each port kind prints its reference first, then vecflow's port against it.
+            ratio = vs = None
+            if prev and prev[0] == kind and mpps > 0 and prev[1] > 0:
+                ratio, vs = mpps / prev[1], prev[2]
+            if mpps <= 0:
+                self.res.add(group, kind, variant or what, reason=f"not measured: {note}")
+            else:
+                self.res.add(group, kind, variant or what, mpps, "Mpps", vs=vs, ratio=ratio,
+                             note=note)
+            prev = (kind, mpps, variant)
+
+    # ---- output -----------------------------------------------------------------------
+
+    def write(self, started, load_start):
+        meta = {
+            "started": started, "finished": datetime.datetime.now().isoformat(timespec="seconds"),
+            "command": os.environ.get("VECFLOW_BENCH_COMMAND") or " ".join(sys.argv),
+            "quick": self.a.quick, "rounds": self.a.rounds, "seconds": self.a.seconds,
+            "hugepages": self.a.hugepages, "cpus": os.cpu_count(),
+            "load_start": load_start, "load_end": list(os.getloadavg()),
+            "kernel": os.uname().release, "peak_rss_kib": self.rss_by_tool,
+            "parts": self.a.only.split(","),
+        }
+        (self.out / "results.json").write_text(
+            json.dumps({"meta": meta, "rows": self.res.rows}, indent=1) + "\n")
+        self.write_markdown(meta)
+        self.plot()
+
+    def write_markdown(self, meta):
+        lines = [
+            "# vecflow benchmark suite",
+            "",
+            f"`{meta['command']}`: {meta['started']} to {meta['finished']}, kernel "
+            f"{meta['kernel']}, {meta['cpus']} CPUs, load {fmt_load(meta['load_start'])} at "
+            f"start, {fmt_load(meta['load_end'])} at end; hugepages: "
+            f"{'yes' if meta['hugepages'] else 'no'}; {meta['rounds']} round(s), medians.",
+            "",
+            "End to end: trafgen (AF_PACKET TX ring, client ns, CPU 0) -> forwarder (appliance "
+            "ns; threaded NAPI on wan0; user-space forwarders on CPU 1) -> trafgen recv (server "
+            "ns). Rate = what the receiver counted; ratio = to Linux forwarding of the same "
+            "point in this run. Memory = the forwarder's RSS + hugetlb pages (vecflowd, "
+            "xsk_fwd) or the DPDK heap a pipeline took. Each tool's full output is in raw/.",
+        ]
+        lines += [""] + self.targets() + [""] + [
+            "| group | benchmark | point | rate | vs | ratio | memory | note |",
+            "|---|---|---|---:|---|---:|---:|---|",
+        ]
+        for r in self.res.rows:
+            rate = fmt_rate(r["value"], r["unit"]) if r["value"] is not None else r["reason"]
+            lines.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                r["group"], r["benchmark"], r["point"], rate, r["vs"] or "",
+                f"{r['ratio']:.2f}x" if r["ratio"] else "", fmt_kib(r["memory_kib"]),
+                r["note"].replace("|", "/")))
+        (self.out / "results.md").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+
+    def targets(self):
+        """Issue 8's end-to-end targets for this machine, against this run's rows."""
+        out = ["Targets (issue 8, 64 B): vecflow user space >= 2x Linux forwarding, >= 0.8x the "
+               "raw AF_XDP ceiling."]
+        names = dict(self.E2E_ROWS)
+        rows = {(r["benchmark"], r["point"]): r for r in self.res.rows
+                if r["group"] == PART_GROUPS["e2e"] and r["point"].startswith("64 B")}
+        for point in dict.fromkeys(p for _, p in rows):
+            ours = rows.get((names["pipeline"], point))
+            if ours is None:
+                continue
+            if ours["value"] is None:
+                out.append(f"- {point}: {ours['reason']}")
+                continue
+            parts = []
+            for kind, goal in (("linux", 2.0), ("xsk", 0.8)):
+                ref = rows.get((names[kind], point))
+                if ref and ref["value"]:
+                    r = ours["value"] / ref["value"]
+                    verdict = "met" if r >= goal else f"MISSED by {goal - r:.2f}x"
+                    parts.append(f"{r:.2f}x {names[kind]} ({verdict})")
+            out.append(f"- {point}: " + "; ".join(parts))
+        return out
+
+    def plot(self):
+        """curves.png: rate vs vector size (scheduler) and rate vs flows (end to end)."""
+        if not shutil.which("gnuplot"):
+            log("gnuplot not installed: no curves.png (apt-get install gnuplot-nox)")
+            return
+        vec = self.out / "vector.dat"
+        with open(vec, "w") as f:
+            f.write("# vector builtin event_dsw event_sw (Mpps, 1 lcore, 1k flows)\n")
+            for (lc, flows, v), pk in sorted(getattr(self, "sched", {}).items(),
+                                             key=lambda kv: kv[0][2]):
+                if lc == 1 and flows == "1k":
+                    f.write(f"{v} " + " ".join(f"{x / 1e6:.3f}" for x in pk) + "\n")
+        fl = self.out / "flows.dat"
+        kinds = [k for k, _ in self.E2E_ROWS]
+        with open(fl, "w") as f:
+            f.write("# flows " + " ".join(kinds) + " (Mpps received, 64 B; ? = not measured)\n")
+            points, data = getattr(self, "flow_growth", ([], {}))
+            for pt in points:
+                f.write(f"{pt[1]} " + " ".join(
+                    f"{data[(k, pt)]['mpps']:.3f}" if "mpps" in data[(k, pt)] else "?"
+                    for k in kinds) + "\n")
+        panels = []
+        if has_points(vec):
+            panels.append(f"""
+set title 'scheduler: rate vs vector size (1 lcore, 1k flows)'
+set logscale xy 2
+set xlabel 'vector size (packets per event)'
+set ylabel 'Mpps (per CPU second)'
+plot '{vec}' using 1:2 with linespoints title 'builtin', \\
+     '' using 1:3 with linespoints title 'event_dsw', \\
+     '' using 1:4 with linespoints title 'event_sw'
+""")
+        if has_points(fl):
+            panels.append(f"""
+set title 'end to end over veth: rate vs flows (64 B)'
+set logscale x 4
+set xtics ("1" 1, "16" 16, "256" 256, "4k" 4096, "64k" 65536, "1M" 1048576)
+unset logscale y
+set yrange [0:*]
+set xlabel 'flows'
+set ylabel 'Mpps received'
+plot '{fl}' using 1:2 with linespoints title 'Linux forwarding', \\
+     '' using 1:3 with linespoints title 'XDP redirect', \\
+     '' using 1:4 with linespoints title 'raw AF_XDP', \\
+     '' using 1:5 with linespoints title 'vecflow user space'
+""")
+        if not panels:
+            log("no curve has points (quick run, or the parts did not run): no curves.png")
+            return
+        script = (f"""set terminal pngcairo size {700 * len(panels)},560 noenhanced
+set output '{self.out / "curves.png"}'
+set datafile missing '?'
+set key top left
+set grid
+set multiplot layout 1,{len(panels)}
+""" + "".join(panels) + "unset multiplot\n")
+        (self.out / "curves.gp").write_text(script)
+        r = subprocess.run(["gnuplot", str(self.out / "curves.gp")], capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            log(f"gnuplot failed: {r.stderr.strip()[:300]}")
+
+
+# The group a part's rows go to when the part cannot run at all.
+PART_GROUPS = {"e2e": "end to end (veth)", "sched": "scheduler (1 atomic queue)",
+               "pipeline": "growth: routes (pipeline, 1 core)",
+               "steer": "growth: rules (XDP steering program)", "ports": "ports (1 core, rx -> tx)",
+               "rules": "growth: rules (e2e, vecflowd XDP redirect)"}
+
+
+def plural(n, what):
+    return f"{n} {what}{'s' if n != 1 else ''}"
+
+
+def has_points(path):
+    """A data file with at least two measured values (a curve needs two points)."""
+    n = 0
+    for line in Path(path).read_text().splitlines():
+        if not line.startswith("#"):
+            n += sum(1 for x in line.split()[1:] if x != "?")
+    return n >= 2
+
+
+def fmt_load(l):
+    return "/".join(f"{x:.2f}" for x in l)
+
+
+def parse_si(s):
+    """'113.0 M' -> 113e6, '1.23 G' -> 1.23e9."""
+    m = re.match(r"^([\d.]+)\s*([kMG]?)", s)
+    if not m:
+        return None
+    return float(m.group(1)) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}[m.group(2)]
+
+
+def render(path):
+    """Writes results.md again from results.json (after a change to the Markdown layout)."""
+    data = json.loads(path.read_text())
+    s = Suite.__new__(Suite)
+    s.out = path.parent
+    s.res = Results()
+    s.res.rows = data["rows"]
+    s.write_markdown(data["meta"])
+    return 0
+
+
+def check(path, parts=None):
+    """The smoke test's assertion: every row has a measured number or an explicit reason, and
+    every part of the suite produced at least one row."""
+    data = json.loads(Path(path).read_text())
+    rows = data["rows"]
+    bad = [r for r in rows
+           if not ((isinstance(r["value"], (int, float)) and r["value"] > 0)
+                   or (r["value"] is None and r["reason"] and r["reason"].strip()))]
+    groups = {r["group"] for r in rows}
+    want = {PART_GROUPS[p] for p in (parts or data["meta"].get("parts") or PART_GROUPS)}
+    missing = sorted(want - groups)
+    for r in bad:
+        print(f"check: row without a number or a reason: {r}", file=sys.stderr)
+    if missing:
+        print(f"check: no rows from: {', '.join(missing)}", file=sys.stderr)
+    e2e = [r for r in rows if r["group"].startswith("end to end")]
+    if len(e2e) < 4:
+        print("check: fewer than the four end-to-end rows", file=sys.stderr)
+    ok = not bad and not missing and len(e2e) >= 4
+    print(f"check: {len(rows)} rows, {sum(r['value'] is not None for r in rows)} measured, "
+          f"{sum(r['value'] is None for r in rows)} with a reason: {'ok' if ok else 'FAILED'}")
+    return 0 if ok else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build-dir", default=str(ROOT / "build"))
+    ap.add_argument("--out", default=None, help="results directory (default: "
+                    "bench-results/<date-time>)")
+    ap.add_argument("--quick", action="store_true",
+                    help="one point per part, short rounds: checks that every part runs")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (medians)")
+    ap.add_argument("--seconds", type=float, default=3.0,
+                    help="seconds of traffic per end-to-end point and round")
+    ap.add_argument("--sched-seconds", type=float, default=0.25,
+                    help="seconds per scheduler point and round")
+    ap.add_argument("--hugepages", action="store_true",
+                    help="DPDK tools use the hugepages run.sh reserved")
+    ap.add_argument("--only", default="e2e,rules,sched,pipeline,steer,ports",
+                    help="comma-separated parts to run")
+    ap.add_argument("--check", metavar="RESULTS_JSON",
+                    help="only check a results.json (the smoke test's assertion)")
+    ap.add_argument("--render", metavar="RESULTS_JSON",
+                    help="only write results.md again from a results.json (same directory)")
+    a = ap.parse_args()
+    if a.check:
+        return check(a.check)
+    if a.render:
+        return render(Path(a.render))
+    if os.geteuid() != 0:
+        print("bench: needs root (namespaces, XDP, AF_XDP, BPF_PROG_TEST_RUN)", file=sys.stderr)
+        return 2
+    if a.quick:
+        a.rounds, a.seconds = 1, 0.5
+    if a.out is None:
+        a.out = str(ROOT / "bench-results" / datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
+    s = Suite(a)
+    started = datetime.datetime.now().isoformat(timespec="seconds")
+    load_start = list(os.getloadavg())
+    parts = {"e2e": s.run_e2e, "rules": s.run_rules_e2e, "sched": s.run_sched,
+             "pipeline": s.run_pipeline, "steer": s.run_steer, "ports": s.run_ports}
+
+    def on_term(signum, _):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        for name in a.only.split(","):
+            try:
+                parts[name]()
+            except FileNotFoundError as e:  # a tool that is not built
+                s.res.add(PART_GROUPS[name], name, "all", reason=f"not measured: {e}")
+    except KeyboardInterrupt:
+        log("interrupted: writing what was measured")
+    finally:
+        s.cleanup()
+    s.write(started, load_start)
+    log(f"results in {s.out}")
+    return check(s.out / "results.json") if a.quick else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
