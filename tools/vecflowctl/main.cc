@@ -245,10 +245,13 @@ int main(int argc, char** argv) {
   flows->add_option("-n,--top", top, "How many flows")->check(CLI::Range(1, 100000));
   flows->add_option("--by", by, "Order by packets or bytes")
       ->check(CLI::IsMember({"packets", "bytes"}));
+  std::string flow_stage;
+  flows->add_option("--stage", flow_stage, "Only this count stage");
   flows->callback([&] {
     command = "flows";
     args["top"] = top;
     args["by"] = by;
+    if (!flow_stage.empty()) args["stage"] = flow_stage;
   });
 
   auto* reload = app.add_subcommand(

@@ -8,6 +8,7 @@
 #include "app/version.h"
 #include "control/builtin.h"
 #include "control/parts/pipeline.h"
+#include "control/parts/pipeline_reload.h"
 #include "control/parts/ports.h"
 #include "control/parts/sched.h"
 #include "control/parts/steering.h"
@@ -152,6 +153,7 @@ Result<void> Appliance::start_control() {
     control::register_sched(registry_, datapath_->scheduler(), std::move(rx), std::move(workers),
                             std::move(tx));
     control::register_pipeline(registry_, datapath_->pipeline());
+    control::register_pipeline_reload(*reloader_, datapath_->pipeline(), cfg_);
     tap_ = std::make_unique<HookTap>(datapath_->hooks());
     std::vector<std::string> names;
     for (const auto& p : cfg_.ports)

@@ -25,7 +25,9 @@ Json located(const config::ConfigError& e) {
 Reloader::Reloader(config::ApplianceConfig& running, ControlServer& server)
     : running_(running), server_(server) {}
 
-void Reloader::add_section(std::string section, SectionReloader reloader) {
+void Reloader::add_section(std::string section, SectionReloader reloader,
+                           SectionDescriber describe) {
+  if (describe) describers_[section] = std::move(describe);
   sections_[std::move(section)] = std::move(reloader);
 }
 
@@ -43,8 +45,9 @@ Result<Reloader::Applied> Reloader::apply(const config::ApplianceConfig& next) {
     auto it = sections_.find(section);
     std::vector<std::string> reasons;
     if (it == sections_.end()) {
-      reasons.push_back(
-          fmt::format("no part of this vecflowd applies '{}' while running", section));
+      reasons.push_back(fmt::format(
+          "no part of this vecflowd applies '{}' while running: restart vecflowd to apply it",
+          section));
     } else if (it->second.check) {
       reasons = it->second.check(running_, next);
     }
@@ -53,6 +56,13 @@ Result<Reloader::Applied> Reloader::apply(const config::ApplianceConfig& next) {
     } else {
       restart.push_back(section);
       out.restart.push_back({{"section", section}, {"reasons", reasons}});
+    }
+  }
+  out.summary = Json::array();
+  for (const auto& section : out.live) {
+    if (auto it = describers_.find(section); it != describers_.end()) {
+      for (auto& line : it->second(running_, next))
+        out.summary.push_back({{"section", section}, {"change", std::move(line)}});
     }
   }
   std::vector<std::string> done;
@@ -118,9 +128,18 @@ CommandResult Reloader::reload(const std::string& path, uint32_t confirm_within_
   log->info("reloaded {} ({}): {} change(s), applied: [{}], restart required: [{}]", path,
             running_.hash, applied->changes.size(), fmt::join(applied->live, ", "),
             fmt::join(restart_required_, ", "));
+  for (const auto& s : applied->summary) {
+    log->info("reload: {}: {}", s["section"].get<std::string>(), s["change"].get<std::string>());
+  }
+  for (const auto& r : applied->restart) {
+    for (const auto& why : r["reasons"])
+      log->warn("reload: '{}' not applied: {}", r["section"].get<std::string>(),
+                why.get<std::string>());
+  }
   Json result = {{"source", running_.source},
                  {"hash", running_.hash},
                  {"applied", applied->live},
+                 {"summary", applied->summary},
                  {"restart_required", applied->restart},
                  {"changes", std::move(changes)}};
   if (confirm_within_s > 0 && !applied->live.empty()) {
@@ -217,6 +236,7 @@ void Reloader::register_commands(Registry& registry) {
                     {"hash", "/hash"},
                     {"applied", "/applied"},
                     {"reverts unless confirmed within", "/confirm_within_s", Unit::Seconds}}),
+            table("applied", "/summary", {{"SECTION", "section"}, {"CHANGE", "change"}}),
             table("restart required", "/restart_required",
                   {{"SECTION", "section"}, {"WHY", "reasons"}}),
             table("changes", "/changes",

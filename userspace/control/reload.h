@@ -42,6 +42,11 @@ struct SectionReloader {
   std::function<Result<void>(const config::ApplianceConfig& next)> apply;
 };
 
+// What applying `next` changes in a section, one line each ("route: 2 routes → 3 (added
+// 203.0.113.0/24)"), for the reply and the log. Called before the section is applied.
+using SectionDescriber = std::function<std::vector<std::string>(
+    const config::ApplianceConfig& running, const config::ApplianceConfig& next)>;
+
 class Reloader {
  public:
   // Longest confirmation window accepted: a day. Longer would be a configuration that reverts
@@ -52,7 +57,9 @@ class Reloader {
   Reloader(config::ApplianceConfig& running, ControlServer& server);
 
   // A part that applies `section` ("steering", "pipeline" ...) live.
-  void add_section(std::string section, SectionReloader reloader);
+  // `describe` (optional) summarises what a reload changes in the section.
+  void add_section(std::string section, SectionReloader reloader,
+                   SectionDescriber describe = nullptr);
 
   // Reload from `path` (absolute). `confirm_within`: seconds until an unconfirmed reload is
   // reverted; 0 for none.
@@ -67,6 +74,7 @@ class Reloader {
  private:
   struct Applied {
     std::vector<std::string> live;
+    Json summary;  // [{section, change}]: what the live sections' parts say they changed
     Json restart;  // [{section, reasons}]
     std::vector<ConfigChange> changes;
   };
@@ -77,6 +85,7 @@ class Reloader {
   config::ApplianceConfig& running_;
   ControlServer& server_;
   std::map<std::string, SectionReloader, std::less<>> sections_;
+  std::map<std::string, SectionDescriber, std::less<>> describers_;
   std::vector<std::string> restart_required_;  // sections where the file differs from what runs
   std::optional<std::time_t> loaded_at_;
   uint64_t reloads_ok_ = 0;

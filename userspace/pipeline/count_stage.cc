@@ -89,7 +89,7 @@ void CountStage::process_packet(rte_mbuf* m, VectorState& vs, StageEnv&) noexcep
   slot.bytes.add(m->pkt_len);
 }
 
-std::vector<FlowCount> CountStage::top_flows(size_t n) const {
+std::vector<FlowCount> CountStage::top_flows(size_t n, FlowOrder order) const {
   auto less = [](const FlowKey& a, const FlowKey& b) {
     return std::memcmp(&a, &b, sizeof(FlowKey)) < 0;
   };
@@ -108,9 +108,17 @@ std::vector<FlowCount> CountStage::top_flows(size_t n) const {
   out.reserve(merged.size());
   for (auto& [k, c] : merged)
     out.push_back(c);
-  std::sort(out.begin(), out.end(),
-            [](const FlowCount& a, const FlowCount& b) { return a.packets > b.packets; });
-  if (out.size() > n) out.resize(n);
+  const bool by_bytes = order == FlowOrder::Bytes;
+  auto before = [by_bytes, &less](const FlowCount& a, const FlowCount& b) {
+    uint64_t a1 = by_bytes ? a.bytes : a.packets, b1 = by_bytes ? b.bytes : b.packets;
+    uint64_t a2 = by_bytes ? a.packets : a.bytes, b2 = by_bytes ? b.packets : b.bytes;
+    if (a1 != b1) return a1 > b1;
+    if (a2 != b2) return a2 > b2;
+    return less(a.key, b.key);
+  };
+  n = std::min(n, out.size());
+  std::partial_sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(n), out.end(), before);
+  out.resize(n);
   return out;
 }
 

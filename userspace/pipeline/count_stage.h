@@ -33,6 +33,9 @@ struct RuleCount {
   uint64_t bytes = 0;
 };
 
+// How `vecflowctl flows` ranks flows.
+enum class FlowOrder { Packets, Bytes };
+
 class CountStage final : public PerPacketStage<CountStage> {
  public:
   static Result<std::unique_ptr<CountStage>> create(const config::StageConfig& cfg,
@@ -46,8 +49,9 @@ class CountStage final : public PerPacketStage<CountStage> {
   void process_packet(rte_mbuf* m, VectorState& vs, StageEnv& env) noexcept;
 
   config::CountBy by() const noexcept { return by_; }
-  // The `n` flows with the most packets, merged over lcores (by: flow).
-  std::vector<FlowCount> top_flows(size_t n) const;
+  // The `n` flows with the most packets (or bytes), merged over lcores (by: flow). Ties go to
+  // the other measure, then to the key, so equal tables give equal answers.
+  std::vector<FlowCount> top_flows(size_t n, FlowOrder order = FlowOrder::Packets) const;
   // Flows tracked, summed over lcores (a flow seen on two lcores counts twice).
   size_t tracked() const noexcept;
   // Packets of flows the tables had no room for, and packets that are not IP.

@@ -66,6 +66,18 @@ Result<uint32_t> NeighbourTable::set_static(PortId port, const IpAddress& ip,
   return id;
 }
 
+void NeighbourTable::clear_static(PortId port, const IpAddress& ip) {
+  std::lock_guard lock(mutex_);
+  NeighbourKey key = NeighbourKey::of(port, ip);
+  int pos = rte_hash_lookup(hash_.get(), &key);
+  if (pos < 0 || !slots_[pos].is_static) return;
+  slots_[pos].is_static = false;
+  // Unresolved until the kernel answers: a packet to it now asks for resolution, and follows
+  // the stage's `unresolved` policy meanwhile, rather than going to an address the file no
+  // longer gives.
+  entries_[pos].word.store(0, std::memory_order_release);
+}
+
 bool NeighbourTable::learn(PortId port, const IpAddress& ip, std::optional<MacAddress> mac) {
   std::lock_guard lock(mutex_);
   NeighbourKey key = NeighbourKey::of(port, ip);

@@ -133,6 +133,10 @@ class NeighbourTable {
   Result<uint32_t> ensure(const NeighbourKey& key);
   // A static entry: its address never changes with the kernel's.
   Result<uint32_t> set_static(PortId port, const IpAddress& ip, const MacAddress& mac);
+  // Ends a static entry (a reload removed it from the file): the entry stays, since ids are
+  // never reused, but unresolved and no longer static, so the kernel's view takes over as it
+  // does for any other next hop. Nothing to do when (port, ip) is not static.
+  void clear_static(PortId port, const IpAddress& ip);
   // The kernel's view of (port, ip): an address, or none (incomplete, failed, deleted).
   // Ignored for static entries. Returns false when the table is full.
   bool learn(PortId port, const IpAddress& ip, std::optional<MacAddress> mac);

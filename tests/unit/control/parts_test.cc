@@ -1,9 +1,13 @@
 // The data-path parts in the control plane, over real objects: a DPDK net_ring port, the
 // builtin scheduler with an rx adapter, a worker and a tx adapter on an lcore, and a pipeline
 // built from an appliance file. Known traffic goes through each; the replies of `ports`,
-// `sched`, `pipeline`, `routes`, `acl`, `neighbours` (and `errors`, `status`, /metrics) must
-// carry exactly its counts, and vecflowctl must print them as tables with the right columns.
+// `sched`, `pipeline`, `routes`, `acl`, `neighbours`, `flows` (and `errors`, `status`, /metrics)
+// must carry exactly its counts, and vecflowctl must print them as tables with the right
+// columns. The pipeline's tables reload in place; structural changes are refused with reasons.
 #include <gtest/gtest.h>
+#include <rte_ether.h>
+
+#include <cstring>
 
 #include <string>
 #include <vector>
@@ -11,6 +15,7 @@
 #include "config/config.h"
 #include "control/builtin.h"
 #include "control/parts/pipeline.h"
+#include "control/parts/pipeline_reload.h"
 #include "control/parts/ports.h"
 #include "control/parts/sched.h"
 #include "control/registry.h"
@@ -520,6 +525,233 @@ TEST_F(PipelinePart, NeighboursShowStaticEntriesAndWhatTheStageDid) {
   ASSERT_EQ(lan["entries"].size(), 1u);
   EXPECT_EQ(lan["entries"][0]["ip"], "198.51.100.9");
   EXPECT_EQ(error_of(registry, "neighbours", {{"port", "dmz"}}), "bad_arguments");
+}
+
+TEST_F(PipelinePart, FlowsSayHowToEnableThemWhenNoStageCountsFlows) {
+  Request r;
+  r.command = "flows";
+  Json reply = registry.dispatch(r, Peer{}, rates);
+  ASSERT_FALSE(reply["ok"].get<bool>());
+  EXPECT_EQ(reply["error"]["code"], "failed");
+  EXPECT_NE(reply["error"]["message"].get<std::string>().find("stage: count, by: flow"),
+            std::string::npos)
+      << reply.dump();
+}
+
+// ---- flows -------------------------------------------------------------------------------
+
+constexpr const char* kCounting = R"(
+ports:
+  - {name: wan, type: dpdk, devargs: net_null0}
+  - {name: lan, type: dpdk, devargs: net_null1}
+pipeline:
+  - stage: count
+    by: flow
+  - stage: route
+    fuse: true
+    routes:
+      - {prefix: 198.51.100.0/24, port: lan}
+)";
+
+TEST(FlowsPart, TopFlowsByPacketsAndByBytesWithExactCounts) {
+  VECFLOW_REQUIRE_EAL();
+  auto cfg = config::load_config_text(kCounting, "test.yaml");
+  ASSERT_TRUE(cfg) << cfg.error().front().to_string();
+  test::Harness h;
+  ASSERT_TRUE(h.build(cfg->pipeline));
+  Registry registry;
+  RateWindow rates;
+  register_pipeline(registry, *h.pipeline);
+
+  auto frame = [](uint16_t sport, uint16_t payload) {
+    test::FrameSpec s;
+    s.src = "192.0.2.2";
+    s.dst = "198.51.100.9";
+    s.sport = sport;
+    s.dport = 53;
+    s.payload = payload;
+    s.port = test::kWan;
+    return test::make_frame(s);
+  };
+  // Flow 1001: 5 small packets; flow 1002: 2 large ones; flow 1003: 1 small one.
+  std::vector<rte_mbuf*> pkts;
+  uint64_t small = 0, large = 0;
+  for (int i = 0; i < 5; ++i) {
+    pkts.push_back(frame(1001, 18));
+    small = pkts.back()->pkt_len;
+  }
+  for (int i = 0; i < 2; ++i) {
+    pkts.push_back(frame(1002, 1000));
+    large = pkts.back()->pkt_len;
+  }
+  pkts.push_back(frame(1003, 18));
+  ASSERT_GT(2 * large, 5 * small);
+  h.run(pkts);
+
+  Json by_packets = run(registry, rates, "flows", {{"top", 2}})["result"];
+  ASSERT_EQ(by_packets["flows"].size(), 2u);
+  const Json& first = by_packets["flows"][0];
+  EXPECT_EQ(first["rank"], 1u);
+  EXPECT_EQ(first["proto"], "udp");
+  EXPECT_EQ(first["src"], "192.0.2.2");
+  EXPECT_EQ(first["src_port"], 1001);
+  EXPECT_EQ(first["dst"], "198.51.100.9");
+  EXPECT_EQ(first["dst_port"], 53);
+  EXPECT_EQ(first["packets"], 5u);
+  EXPECT_EQ(first["bytes"], 5 * small);
+  EXPECT_EQ(by_packets["flows"][1]["src_port"], 1002);
+  EXPECT_EQ(by_packets["flows"][1]["packets"], 2u);
+  EXPECT_EQ(by_packets["flows"][1]["bytes"], 2 * large);
+  ASSERT_EQ(by_packets["stages"].size(), 1u);
+  EXPECT_EQ(by_packets["stages"][0]["tracked"], 3u);
+  EXPECT_EQ(by_packets["stages"][0]["untracked"], 0u);
+
+  Json reply = run(registry, rates, "flows", {{"by", "bytes"}});
+  const Json& by_bytes = reply["result"]["flows"];
+  ASSERT_EQ(by_bytes.size(), 3u);
+  EXPECT_EQ(by_bytes[0]["src_port"], 1002);
+  EXPECT_EQ(by_bytes[1]["src_port"], 1001);
+  EXPECT_EQ(by_bytes[2]["src_port"], 1003);
+  EXPECT_EQ(by_bytes[2]["packets"], 1u);
+  EXPECT_EQ(columns_of(human(reply), "flows"),
+            (Columns{"#", "PROTO", "SOURCE", "SPORT", "DESTINATION", "DPORT", "PACKETS", "BYTES",
+                     "STAGE"}));
+
+  EXPECT_EQ(error_of(registry, "flows", {{"by", "flows"}}), "bad_arguments");
+  EXPECT_EQ(error_of(registry, "flows", {{"stage", "route"}}), "bad_arguments");
+  EXPECT_EQ(error_of(registry, "flows", {{"top", 0}}), "bad_arguments");
+}
+
+// ---- reloading the pipeline's tables -----------------------------------------------------
+
+// `text` with its first `from` replaced by `to`.
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+std::vector<config::StageConfig> pipeline_of(const std::string& text) {
+  auto cfg = config::load_config_text(text, "next.yaml");
+  EXPECT_TRUE(cfg) << cfg.error().front().to_string();
+  return cfg ? cfg->pipeline : std::vector<config::StageConfig>{};
+}
+
+// kAppliance's pipeline with `from` replaced by `to`.
+std::vector<config::StageConfig> edited(const std::string& from, const std::string& to) {
+  return pipeline_of(replaced(kAppliance, from, to));
+}
+
+const std::vector<std::string> kPorts{"wan", "lan"};
+
+TEST_F(PipelinePart, ReloadSwapsRoutesAclRulesAndStaticNeighboursInPlace) {
+  auto running = pipeline_of(kAppliance);
+  // A host route to 203.0.113.7 through the lan host, UDP 53 denied, the lan host's MAC
+  // changed and the wan gateway's static entry gone.
+  std::string text = kAppliance;
+  text = replaced(text, "{prefix: 192.0.2.1/32, action: kernel}\n",
+                  "{prefix: 192.0.2.1/32, action: kernel}\n"
+                  "      - {prefix: 203.0.113.7/32, via: 198.51.100.9, port: lan}\n");
+  text = replaced(text, "      - {name: no-telnet",
+                  "      - {name: no-dns, action: deny, proto: udp, dst_port: 53}\n"
+                  "      - {name: no-telnet");
+  text = replaced(text, "      - {ip: 192.0.2.254, mac: \"02:00:00:00:00:fe\", port: wan}\n", "");
+  text = replaced(text, "02:00:00:00:01:09", "02:00:00:00:01:10");
+  auto next = pipeline_of(text);
+  ASSERT_EQ(next.size(), 3u);
+
+  EXPECT_TRUE(pipeline_restart_reasons(running, next, kPorts).empty());
+  EXPECT_EQ(pipeline_table_changes(running, next),
+            (std::vector<std::string>{
+                "acl: 1 rule → 2 (added no-dns)", "route: 3 routes → 4 (added 203.0.113.7/32)",
+                "neighbour: 2 static entries → 1 (removed 192.0.2.254 on wan; changed "
+                "198.51.100.9 on lan)"}));
+
+  PipelineTables tables(*h.pipeline, running);
+  send();  // under the old tables
+  ASSERT_TRUE(tables.apply(next));
+  // 203.0.113.7 now leaves on lan, to the lan host's new address.
+  rte_mbuf* out = h.run_one(frame("203.0.113.7", IPPROTO_TCP, 80));
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(meta(out).out_port, test::kLan);
+  const auto* eth = rte_pktmbuf_mtod(out, const rte_ether_hdr*);
+  MacAddress dst;
+  std::memcpy(dst.bytes.data(), eth->dst_addr.addr_bytes, 6);
+  EXPECT_EQ(dst.to_string(), "02:00:00:00:01:10");
+  send();
+  Json acl = run(registry, rates, "acl")["result"]["rules"];
+  ASSERT_EQ(acl.size(), 3u);
+  EXPECT_EQ(acl[0]["rule"], "no-dns");
+  EXPECT_EQ(acl[0]["packets"], 3u) << "the second send's three UDP 53 packets";
+  EXPECT_EQ(acl[1]["rule"], "no-telnet");
+  EXPECT_EQ(acl[1]["packets"], 2u) << "one from each send: the kept rule kept its count";
+  Json routes = run(registry, rates, "routes", {{"lookup", "203.0.113.7"}})["result"];
+  EXPECT_EQ(routes["stages"][0]["routes"], 4u);
+  EXPECT_EQ(routes["lookup"][0]["route"]["prefix"], "203.0.113.7/32");
+  Json neigh = run(registry, rates, "neighbours")["result"];
+  const Json* gw = row_with(neigh["entries"], "ip", "192.0.2.254");
+  ASSERT_NE(gw, nullptr);
+  EXPECT_EQ((*gw)["state"], "unresolved");
+  EXPECT_EQ((*gw)["source"], "kernel") << "no longer static: the kernel's view takes over";
+  EXPECT_EQ((*row_with(neigh["entries"], "ip", "198.51.100.9"))["mac"], "02:00:00:00:01:10");
+
+  // Back to the running file: every table as it was.
+  ASSERT_TRUE(tables.apply(running));
+  EXPECT_EQ(run(registry, rates, "routes")["result"]["stages"][0]["routes"], 3u);
+  EXPECT_EQ(run(registry, rates, "acl")["result"]["rules"].size(), 2u);
+  neigh = run(registry, rates, "neighbours")["result"];
+  EXPECT_EQ((*row_with(neigh["entries"], "ip", "192.0.2.254"))["mac"], "02:00:00:00:00:fe");
+  EXPECT_EQ((*row_with(neigh["entries"], "ip", "198.51.100.9"))["mac"], "02:00:00:00:01:09");
+}
+
+TEST_F(PipelinePart, ReloadRefusesStructuralChangesAndNamesWhatNeedsARestart) {
+  auto running = pipeline_of(kAppliance);
+  auto first_reason = [&running](const std::vector<config::StageConfig>& next) {
+    auto why = pipeline_restart_reasons(running, next, kPorts);
+    return why.empty() ? std::string() : why.front();
+  };
+  EXPECT_EQ(
+      first_reason(edited("  - stage: neighbour\n", "  - stage: count\n  - stage: neighbour\n")),
+      "stage added (count): stages and their scheduler queues are built at start; "
+      "restart vecflowd to apply it");
+  std::string text = kAppliance;
+  text.erase(text.find("  - stage: acl"),
+             text.find("  - stage: route") - text.find("  - stage: acl"));
+  EXPECT_TRUE(first_reason(pipeline_of(text)).starts_with("stage removed (acl): "));
+  auto swapped = running;
+  std::swap(swapped[0], swapped[1]);
+  EXPECT_TRUE(
+      first_reason(swapped).starts_with("stages reordered (acl, route, neighbour → route, acl, "
+                                        "neighbour): the order is fixed"));
+  EXPECT_EQ(first_reason(edited("sched: atomic", "sched: ordered")),
+            "stage 'route': sched atomic → ordered: the scheduler's queues are made at start; "
+            "restart vecflowd to apply it");
+  EXPECT_TRUE(first_reason(edited("    fuse: true\n    from_kernel", "    from_kernel"))
+                  .starts_with("stage 'neighbour': fuse true → false"));
+  EXPECT_EQ(first_reason(edited("unresolved: drop", "unresolved: kernel")),
+            "stage 'neighbour': unresolved drop → kernel: the stage reads it when it is built; "
+            "restart vecflowd to apply it");
+  // A table naming another running port is a table change; a port that does not run is not.
+  EXPECT_EQ(first_reason(edited("{prefix: 198.51.100.0/24, port: lan}",
+                                "{prefix: 198.51.100.0/24, port: wan}")),
+            "");
+  auto unknown = pipeline_restart_reasons(running, running, {"wan"});
+  ASSERT_FALSE(unknown.empty());
+  EXPECT_NE(unknown.front().find("route 198.51.100.0/24 uses port 'lan', which this vecflowd "
+                                 "does not run"),
+            std::string::npos)
+      << unknown.front();
+
+  // Refused as a whole: not even the table change in the same file is applied.
+  PipelineTables tables(*h.pipeline, running);
+  auto r = tables.apply(edited("sched: atomic\n    routes:\n",
+                               "sched: ordered\n    routes:\n"
+                               "      - {prefix: 203.0.113.0/24, port: lan}\n"));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("sched atomic → ordered"), std::string::npos)
+      << r.error().message;
+  EXPECT_EQ(run(registry, rates, "routes")["result"]["stages"][0]["routes"], 3u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The forwarding pipeline in the control plane: `pipeline` (per stage: calls, packets, packets
 // per call and cycles per packet, as VPP's `show runtime` shows them), the tables in use
-// (`routes`, `acl`, `neighbours`) with their counters, and all of it in /metrics.
+// (`routes`, `acl`, `neighbours`) with their counters, the top flows of count stages
+// (`flows`), and all of it in /metrics.
 #pragma once
 
 #include "control/registry.h"

@@ -1,0 +1,145 @@
+// The forwarding tests' fixture: vecflowd on the demo topology and configuration (AF_XDP on
+// wan0, DPDK's net_af_xdp on lan0, steering keeping ARP and SSH in the kernel), with this
+// test's socket and EAL prefix, and the vecflowctl calls and accounting checks the tests share.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "support/daemon.h"
+#include "support/lab.h"
+
+namespace vecflow::test {
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+
+constexpr unsigned kFloodPort = 4791;
+
+// The embedded demo configuration, with this test's socket and EAL file prefix.
+inline std::string test_config(const std::string& socket, const std::string& prefix) {
+  Exec demo = run(std::string(VECFLOWD_PATH) + " --print-demo-config");
+  std::string text = demo.out;
+  text =
+      std::regex_replace(text, std::regex("file_prefix: vecflow-demo"), "file_prefix: " + prefix);
+  text =
+      std::regex_replace(text, std::regex("socket: /run/vecflow/demo.sock"), "socket: " + socket);
+  text = std::regex_replace(text, std::regex("\n  metrics: [^\n]*"), "");
+  // A rule of its own for the flood, so that its hits count exactly the test's frames (the
+  // hosts' kernels send a few frames of their own: IPv6 neighbour discovery, MLD).
+  text = std::regex_replace(text, std::regex("\n  rules:\n"),
+                            "\n  rules:\n    - {name: flood, match: {proto: udp, dst_port: " +
+                                std::to_string(kFloodPort) + "}, action: userspace}\n");
+  return text;
+}
+
+class Forwarding : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    VECFLOW_REQUIRE_NETNS();
+    name_ = unique_name("vfw");
+    dir_ = "/tmp/" + name_;
+    std::filesystem::create_directories(dir_);
+    socket_ = dir_ + "/control.sock";
+    lab_ = std::make_unique<Lab>(name_);
+    ASSERT_TRUE(lab_->ok());
+    std::ofstream(dir_ + "/appliance.yaml") << test_config(socket_, name_);
+    daemon_ = std::make_unique<Daemon>(*lab_, VECFLOWD_PATH, dir_ + "/appliance.yaml",
+                                       dir_ + "/vecflowd.log");
+    ASSERT_TRUE(daemon_->wait_ready(socket_)) << log();
+    // The kernel resolves both hosts first, so no first packet waits for a neighbour.
+    ASSERT_EQ(lab_->exec('a',
+                         "ping -c 1 -W 2 192.0.2.2 >/dev/null && "
+                         "ping -c 1 -W 2 198.51.100.2 >/dev/null"),
+              0);
+    ASSERT_TRUE(wait_neighbours()) << ctl("neighbours").out;
+  }
+
+  void TearDown() override {
+    if (daemon_) {
+      EXPECT_EQ(daemon_->stop(), 0) << log();
+      // Stopped: every packet received was carried to its end before the counters froze.
+      EXPECT_NE(log().find("stopped cleanly"), std::string::npos) << log();
+    }
+    daemon_.reset();
+    lab_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::string log() const {
+    std::ifstream f(dir_ + "/vecflowd.log");
+    return {std::istreambuf_iterator<char>(f), {}};
+  }
+
+  Exec ctl(const std::string& args) {
+    return run("ip netns exec " + lab_->ns('a') + " " VECFLOWCTL_PATH " --socket " + socket_ + " " +
+               args);
+  }
+  Json json(const std::string& args) {
+    Exec r = ctl("--json " + args);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    return r.rc == 0 ? Json::parse(r.out) : Json();
+  }
+
+  bool wait_neighbours() {
+    for (int i = 0; i < 50; ++i) {
+      Json n = json("neighbours");
+      int resolved = 0;
+      for (const auto& e : n["entries"])
+        if ((e["ip"] == "192.0.2.2" || e["ip"] == "198.51.100.2") && e["state"] == "resolved")
+          ++resolved;
+      if (resolved == 2) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  }
+
+  // The accounting once it is settled: nothing in flight and two samples in a row equal (the
+  // control plane samples the counters once a second).
+  Json settled_accounting() {
+    Json last;
+    for (int i = 0; i < 40; ++i) {
+      Json a = json("accounting")["ports"];
+      bool idle = true;
+      for (const auto& p : a)
+        idle = idle && p["in_flight"] == 0;
+      if (idle && a == last) return a;
+      last = a;
+      std::this_thread::sleep_for(300ms);
+    }
+    ADD_FAILURE() << "accounting did not settle";
+    return last;
+  }
+
+  static Json port(const Json& rows, const std::string& name) {
+    for (const auto& p : rows)
+      if (p["port"] == name) return p;
+    return Json();
+  }
+
+  // rx = tx + kernel + dropped on every port.
+  void expect_exact(const Json& rows) {
+    ASSERT_EQ(rows.size(), 2u);
+    for (const auto& p : rows) {
+      EXPECT_EQ(p["rx_packets"].get<uint64_t>(), p["tx_packets"].get<uint64_t>() +
+                                                     p["kernel_packets"].get<uint64_t>() +
+                                                     p["dropped"].get<uint64_t>())
+          << p.dump();
+    }
+  }
+
+  std::string name_, dir_, socket_;
+  std::unique_ptr<Lab> lab_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+}  // namespace vecflow::test
