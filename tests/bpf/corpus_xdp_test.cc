@@ -155,10 +155,11 @@ class VethPair {
   VethPair() : ns_(unique_name("vrl")) {
     // IPv6 off on both ends: the kernel's own frames (MLD reports, router solicitations) would
     // reach XDP too, and the tests count exactly the frames they send.
-    ok_ = sh("ip netns add " + ns_ + " && ip -n " + ns_ +
-             " link add name va type veth peer name vb && ip netns exec " + ns_ +
-             " sysctl -qw net.ipv6.conf.va.disable_ipv6=1 net.ipv6.conf.vb.disable_ipv6=1 && ip -n " +
-             ns_ + " link set va up && ip -n " + ns_ + " link set vb up") == 0;
+    ok_ =
+        sh("ip netns add " + ns_ + " && ip -n " + ns_ +
+           " link add name va type veth peer name vb && ip netns exec " + ns_ +
+           " sysctl -qw net.ipv6.conf.va.disable_ipv6=1 net.ipv6.conf.vb.disable_ipv6=1 && ip -n " +
+           ns_ + " link set va up && ip -n " + ns_ + " link set vb up") == 0;
   }
   ~VethPair() { sh("ip netns del " + ns_ + " 2>/dev/null"); }
   bool ok() const { return ok_; }

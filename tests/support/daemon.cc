@@ -47,7 +47,9 @@ Daemon::Daemon(const Lab& lab, const std::string& binary, const std::string& con
   }
 }
 
-bool Daemon::alive() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+bool Daemon::alive() const {
+  return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0;
+}
 
 bool Daemon::wait_ready(const std::string& socket) {
   auto deadline = std::chrono::steady_clock::now() + 30s;

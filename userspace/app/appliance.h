@@ -10,8 +10,8 @@
 
 #include "app/datapath.h"
 #include "app/hook_tap.h"
-#include "control/capture.h"
 #include "config/config.h"
+#include "control/capture.h"
 #include "control/dpdk_tools.h"
 #include "control/drop_log.h"
 #include "control/registry.h"

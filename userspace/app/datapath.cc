@@ -128,8 +128,8 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
   size_t next_worker = 0;
   for (size_t i = 0; i < ports_.size(); ++i) {
     for (uint16_t q = 0; q < ports_[i]->rx_queue_count(); ++q) {
-      unsigned lcore = cfg.ports[i].lcore ? *cfg.ports[i].lcore
-                                          : workers[next_worker++ % workers.size()];
+      unsigned lcore =
+          cfg.ports[i].lcore ? *cfg.ports[i].lcore : workers[next_worker++ % workers.size()];
       polled[lcore].emplace_back(ports_[i].get(), q);
     }
   }
@@ -154,8 +154,8 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
   uint16_t max_queues = 1;
   for (const auto& port : ports_)
     max_queues = std::max({max_queues, port->rx_queue_count(), port->tx_queue_count()});
-  hooks_ = std::make_unique<HookTable>(runtime.qsbr(), static_cast<uint16_t>(ports_.size()),
-                                       max_queues);
+  hooks_ =
+      std::make_unique<HookTable>(runtime.qsbr(), static_cast<uint16_t>(ports_.size()), max_queues);
 
   const uint8_t first_queue = queues.stage_queue.at(0);
   size_t producer = 0;

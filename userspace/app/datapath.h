@@ -66,13 +66,9 @@ class DataPath {
   // Rx/tx hook points of every port queue, run by the adapters (captures use them).
   HookTable& hooks() noexcept { return *hooks_; }
   const sched::Scheduler& scheduler() const noexcept { return *sched_; }
-  const std::vector<std::shared_ptr<sched::RxAdapter>>& rx_adapters() const noexcept {
-    return rx_;
-  }
+  const std::vector<std::shared_ptr<sched::RxAdapter>>& rx_adapters() const noexcept { return rx_; }
   const std::vector<std::shared_ptr<sched::Worker>>& workers() const noexcept { return workers_; }
-  const std::vector<std::unique_ptr<sched::TxAdapter>>& tx_adapters() const noexcept {
-    return tx_;
-  }
+  const std::vector<std::unique_ptr<sched::TxAdapter>>& tx_adapters() const noexcept { return tx_; }
   // lcore id of rx adapter i / worker i.
   unsigned rx_lcore(size_t i) const noexcept { return rx_lcores_[i]; }
   unsigned worker_lcore(size_t i) const noexcept { return worker_lcores_[i]; }

@@ -12,8 +12,8 @@ HookTap::~HookTap() {
 Result<void> HookTap::attach(std::shared_ptr<CaptureSink> sink) {
   auto t = std::make_unique<Tapped>();
   t->sink = std::move(sink);
-  for (auto [dir, flag] : {std::pair{HookDirection::Rx, kCaptureRx},
-                           std::pair{HookDirection::Tx, kCaptureTx}}) {
+  for (auto [dir, flag] :
+       {std::pair{HookDirection::Rx, kCaptureRx}, std::pair{HookDirection::Tx, kCaptureTx}}) {
     if (!t->sink->wants(flag)) continue;
     auto id = hooks_.add(dir, t->sink->port(), std::nullopt, *t);
     if (!id) {

@@ -45,7 +45,7 @@
 namespace vecflow {
 class HookTable;
 class Port;
-}
+}  // namespace vecflow
 
 namespace vecflow::sched {
 

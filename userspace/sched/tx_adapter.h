@@ -32,7 +32,7 @@
 namespace vecflow {
 class HookTable;
 class Port;
-}
+}  // namespace vecflow
 
 namespace vecflow::sched {
 
@@ -54,9 +54,9 @@ struct TxTarget {
 };
 
 struct TxStats {
-  Counter bursts;   // tx_burst calls
-  Counter retries;  // calls repeated for the refused part of a burst
-  Counter tx_full;  // packets dropped after kTxRetries
+  Counter bursts;          // tx_burst calls
+  Counter retries;         // calls repeated for the refused part of a burst
+  Counter tx_full;         // packets dropped after kTxRetries
   Counter copies_dropped;  // mirror copies a port refused (charged to no port)
 };
 

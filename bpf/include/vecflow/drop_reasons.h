@@ -53,7 +53,7 @@
   X(RX_MISSED, "rx_missed", "device dropped frames: its receive ring was full")             \
   X(RX_ERROR, "rx_error", "device reported a receive error (bad CRC, length)")              \
   X(TX_ERROR, "tx_error", "device reported a transmit error")                               \
-  X(NO_KERNEL_PATH, "no_kernel_path", "kernel verdict on a port without a kernel path")      \
+  X(NO_KERNEL_PATH, "no_kernel_path", "kernel verdict on a port without a kernel path")     \
   /* The end of the pipeline (sched/tx_adapter.h). */                                       \
   X(BAD_VERDICT, "bad_verdict", "pipeline ended without a usable verdict")
 

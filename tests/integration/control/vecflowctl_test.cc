@@ -255,10 +255,9 @@ TEST_F(VecflowctlTest, ErrorsListEveryReasonAndAccountingBalances) {
   // The hosts' kernels send a few frames of their own (IPv6 neighbour discovery); whatever
   // entered has ended somewhere.
   for (const auto& p : acc["ports"]) {
-    EXPECT_EQ(p["rx_packets"].get<uint64_t>(), p["tx_packets"].get<uint64_t>() +
-                                                   p["kernel_packets"].get<uint64_t>() +
-                                                   p["dropped"].get<uint64_t>() +
-                                                   p["in_flight"].get<uint64_t>());
+    EXPECT_EQ(p["rx_packets"].get<uint64_t>(),
+              p["tx_packets"].get<uint64_t>() + p["kernel_packets"].get<uint64_t>() +
+                  p["dropped"].get<uint64_t>() + p["in_flight"].get<uint64_t>());
   }
 }
 
@@ -302,8 +301,7 @@ TEST_F(VecflowctlTest, SteeringCountsTrafficAndReloadChangesRules) {
                 rule(before, "ssh")["packets"].get<uint64_t>(),
             1u);
   // The echo requests went to user space (the default), the SYN to the kernel (the rule).
-  EXPECT_GE(wan(after)["userspace"].get<uint64_t>() - wan(before)["userspace"].get<uint64_t>(),
-            5u);
+  EXPECT_GE(wan(after)["userspace"].get<uint64_t>() - wan(before)["userspace"].get<uint64_t>(), 5u);
   EXPECT_GE(wan(after)["pass"].get<uint64_t>() - wan(before)["pass"].get<uint64_t>(), 1u);
   Exec human = ctl("steering");
   EXPECT_TRUE(std::regex_search(human.out, std::regex("wan +wan0 +[a-z ]+ +(native|generic)")))
