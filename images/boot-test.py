@@ -512,9 +512,15 @@ def main():
         log(f"FAILED: {e}")
         if console and proc.poll() is None:
             try:
-                _, journal = console.command("journalctl -u vecflowd.service -o cat --no-pager "
-                                             "-n 80", timeout=60)
+                # The verifier's instruction listing is left out: its verdict stays.
+                _, journal = console.command(
+                    "journalctl -u vecflowd.service -o cat --no-pager | "
+                    "grep -v '^steer: [0-9;]' | tail -100", timeout=60)
                 print(f"vecflowd's journal:\n{journal}", flush=True)
+                _, state = console.command(
+                    "vecflowctl accounting; vecflowctl errors; vecflowctl steering; "
+                    "vecflowctl neighbours; ip -s -br link; ip neigh", timeout=60)
+                print(f"guest state:\n{state}", flush=True)
             except (Failure, OSError) as again:
                 log(f"(the console did not answer for the journal: {again})")
         log(f"console transcript: {args.log}")
