@@ -310,13 +310,24 @@ def tcp_transfer(sender, receiver, receiver_ip, scratch, label):
         r = subprocess.run(["ip", "netns", "exec", sender.name, "timeout", str(TCP_TIMEOUT_S),
                             "nc", "-N", "-w", "10", receiver_ip, str(TCP_PORT)],
                            stdin=data, capture_output=True, text=True, timeout=TCP_TIMEOUT_S + 30)
-    listener.wait(timeout=30)
+    try:
+        listener.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
     elapsed = time.monotonic() - started
     got = dst.stat().st_size
     if r.returncode != 0 or listener.returncode != 0 or src.read_bytes() != dst.read_bytes():
+        tcp_state = "".join(
+            f"\n  {ns.name}: " + ns.exec("ss", "-Htnio", f"( sport = :{TCP_PORT} or "
+                                         f"dport = :{TCP_PORT} )", capture=True).stdout.strip()
+            for ns in (sender, receiver))
+        if listener.poll() is None:
+            listener.kill()
+            listener.wait()
         raise Failure(f"TCP {label}: sender exited {r.returncode} ({r.stderr.strip()}), "
-                      f"receiver exited {listener.returncode}, {got} of {TCP_BYTES} bytes "
-                      f"arrived{'' if got != TCP_BYTES else ' but differ'}")
+                      f"receiver {'still waiting' if listener.returncode < 0 else 'exited'}, "
+                      f"{got} of {TCP_BYTES} bytes arrived"
+                      f"{'' if got != TCP_BYTES else ' but differ'}; TCP state:{tcp_state}")
     return elapsed
 
 
@@ -450,55 +461,80 @@ def main():
         log("the guest and both hosts reach each other; vecflowd resolved both hosts")
         before = settled_accounting(console)
 
-        t = time.monotonic()
-        figures["ping client -> server, avg rtt ms"] = ping(client, SERVER_IP, "client -> server")
-        figures["ping server -> client, avg rtt ms"] = ping(server, CLIENT_IP, "server -> client")
-        timings["ping both ways"] = time.monotonic() - t
-        log(f"{PING_COUNT} echoes each way crossed vecflow, none lost")
+        # Every traffic step runs even when one before it failed, so that one run shows all
+        # that works and all that does not; the accounting is checked over all of them.
+        failures = []
+        # Packets each port must have forwarded, from the steps that passed (ingress port).
+        expected = {"wan": 0, "lan": 0}
 
-        for sender, receiver, ip, label in ((client, server, SERVER_IP, "client -> server"),
-                                            (server, client, CLIENT_IP, "server -> client")):
-            took = tcp_transfer(sender, receiver, ip, scratch, label.replace(" -> ", "-to-"))
-            timings[f"TCP {label}"] = took
-            figures[f"TCP {label}, KiB/s"] = TCP_BYTES / 1024 / took
-            log(f"TCP {label}: {TCP_BYTES} bytes arrived whole in {took:.1f}s "
-                f"({TCP_BYTES / 1024 / took:.0f} KiB/s)")
+        def step(name, fn):
+            t = time.monotonic()
+            try:
+                fn()
+                timings[name] = time.monotonic() - t
+            except (Failure, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
+                log(f"FAILED: {name}: {e}")
+                failures.append(name)
 
-        t = time.monotonic()
-        duration = UDP_PACKETS / UDP_RATE_PPS
-        recv = server.spawn(str(trafgen), "recv", "--dev", server.tap, "--duration",
-                            str(duration + 15), "--idle-exit", "5000", "--json",
-                            stdout=subprocess.PIPE, text=True)
-        time.sleep(1)
-        sent = client.exec(str(trafgen), "send", "--dev", client.tap, "--dst", SERVER_IP,
-                           "--dst-mac", WAN_MAC, "--flows", str(UDP_FLOWS), "--rate",
-                           str(UDP_RATE_PPS), "--count", str(UDP_PACKETS), "--json",
-                           capture=True, timeout=duration + 60).stdout
-        got, _ = recv.communicate(timeout=duration + 60)
-        print(f"trafgen send: {sent.strip()}\ntrafgen recv: {got.strip()}", flush=True)
-        received = json.loads(got)["received"]
-        figures["UDP packets sent / received"] = f"{UDP_PACKETS} / {received}"
-        if received != UDP_PACKETS:
-            raise Failure(f"{UDP_PACKETS} UDP packets sent through vecflow, {received} arrived")
-        timings["UDP stream through vecflow"] = time.monotonic() - t
-        log(f"{UDP_PACKETS} UDP packets in {UDP_FLOWS} flows crossed vecflow, none lost")
+        def pings():
+            figures["ping client -> server, avg rtt ms"] = ping(client, SERVER_IP,
+                                                                "client -> server")
+            figures["ping server -> client, avg rtt ms"] = ping(server, CLIENT_IP,
+                                                                "server -> client")
+            # Requests and replies: PING_COUNT of each entered on each port.
+            expected["wan"] += 2 * PING_COUNT
+            expected["lan"] += 2 * PING_COUNT
+            log(f"{PING_COUNT} echoes each way crossed vecflow, none lost")
+        step("ping both ways", pings)
+
+        segments = -(-TCP_BYTES // TCP_MSS)
+        for sender, receiver, ip, label, ingress in (
+                (client, server, SERVER_IP, "client -> server", "wan"),
+                (server, client, CLIENT_IP, "server -> client", "lan")):
+            def transfer(sender=sender, receiver=receiver, ip=ip, label=label, ingress=ingress):
+                took = tcp_transfer(sender, receiver, ip, scratch, label.replace(" -> ", "-to-"))
+                figures[f"TCP {label}, KiB/s"] = TCP_BYTES / 1024 / took
+                expected[ingress] += segments
+                log(f"TCP {label}: {TCP_BYTES} bytes arrived whole in {took:.1f}s "
+                    f"({TCP_BYTES / 1024 / took:.0f} KiB/s)")
+            step(f"TCP {label}", transfer)
+
+        def udp():
+            duration = UDP_PACKETS / UDP_RATE_PPS
+            recv = server.spawn(str(trafgen), "recv", "--dev", server.tap, "--duration",
+                                str(duration + 15), "--idle-exit", "5000", "--json",
+                                stdout=subprocess.PIPE, text=True)
+            time.sleep(1)
+            sent = client.exec(str(trafgen), "send", "--dev", client.tap, "--dst", SERVER_IP,
+                               "--dst-mac", WAN_MAC, "--flows", str(UDP_FLOWS), "--rate",
+                               str(UDP_RATE_PPS), "--count", str(UDP_PACKETS), "--json",
+                               capture=True, timeout=duration + 60).stdout
+            got, _ = recv.communicate(timeout=duration + 60)
+            print(f"trafgen send: {sent.strip()}\ntrafgen recv: {got.strip()}", flush=True)
+            received = json.loads(got)["received"]
+            figures["UDP packets sent / received"] = f"{UDP_PACKETS} / {received}"
+            if received != UDP_PACKETS:
+                raise Failure(f"{UDP_PACKETS} UDP packets sent through vecflow, "
+                              f"{received} arrived")
+            expected["wan"] += UDP_PACKETS
+            log(f"{UDP_PACKETS} UDP packets in {UDP_FLOWS} flows crossed vecflow, none lost")
+        step("UDP stream client -> server", udp)
 
         after = settled_accounting(console)
         print(guest_ok(console, "vecflowctl accounting; vecflowctl ports; vecflowctl errors",
                        "counters"), flush=True)
-        segments = -(-TCP_BYTES // TCP_MSS)
-        # Entered on wan and forwarded: the client's echo requests, the client's echo replies
-        # to the server, the client's TCP data (and its ACKs of the server's), the UDP stream.
-        # Entered on lan: the mirror image, without the UDP stream.
-        deltas = check_accounting(before, after, {
-            "wan": 2 * PING_COUNT + segments + UDP_PACKETS,
-            "lan": 2 * PING_COUNT + segments})
+        deltas = check_accounting(before, after, expected)
         for port, d in deltas.items():
-            figures[f"{port}: rx = tx + kernel + dropped (during traffic)"] = (
+            figures[f"{port}: rx = tx + kernel + dropped (traffic)"] = (
                 f"{d['rx_packets']} = {d['tx_packets']} + {d['kernel_packets']} + "
                 f"{d['dropped']}")
-        log("accounting exact on both ports, nothing in flight; forwarded counts cover the "
-            "traffic sent")
+        log(f"accounting exact on both ports, nothing in flight; forwarded counts cover the "
+            f"traffic that arrived (at least {expected['wan']} from wan, "
+            f"{expected['lan']} from lan)")
+        if failures:
+            for k, v in figures.items():
+                print(f"  {k:42s} {v:.1f}" if isinstance(v, float) else f"  {k:42s} {v}")
+            raise Failure(f"traffic steps failed: {', '.join(failures)}")
 
         console.send("systemctl poweroff\n")
         proc.wait(timeout=COMMAND_TIMEOUT_S)
@@ -523,6 +559,11 @@ def main():
                 print(f"guest state:\n{state}", flush=True)
             except (Failure, OSError) as again:
                 log(f"(the console did not answer for the journal: {again})")
+        for ns in (client, server):
+            if ns:
+                r = ns.exec("sh", "-c", f"ip -s link show dev {ns.tap}; ss -tnio", capture=True,
+                            check=False)
+                print(f"host {ns.name}:\n{r.stdout}", flush=True)
         log(f"console transcript: {args.log}")
         return 1
     finally:
