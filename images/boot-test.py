@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Boots the vecflow appliance image under qemu and sends traffic through it.
 
-    sudo images/boot-test.py [--image IMG] [--uefi] [--log FILE] [--tcp-bytes N]
+    sudo images/boot-test.py [--image IMG] [--uefi] [--log FILE]
 
 The guest gets two virtio-net NICs in PCI slots 3 and 4, which the image names wan0 and lan0.
 Each is backed by a tap device created inside its own test network namespace:
