@@ -86,7 +86,8 @@ case "$1" in
     dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$tmp/files"
     for f in /usr/sbin/vecflowd /lib/systemd/system/vecflowd.service \
              /usr/lib/sysusers.d/vecflow.conf /usr/lib/tmpfiles.d/vecflow.conf \
-             /usr/lib/sysctl.d/60-vecflow-hugepages.conf /etc/vecflow/appliance.yaml \
+             /usr/lib/sysctl.d/60-vecflow-hugepages.conf /usr/lib/systemd/network/70-vecflow-kernel-path.link \
+             /etc/vecflow/appliance.yaml \
              /usr/share/doc/vecflow/reference.yaml /usr/share/man/man8/vecflowd.8.gz; do
       grep -qx -- "$f" "$tmp/files" || fail "$f missing from the package"
     done

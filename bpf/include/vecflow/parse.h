@@ -99,7 +99,18 @@ struct vf_parsed {
 #define VF_PARSE_OK (-1)
 
 VF_INLINE __u16 vf_be16(const __u8* p) {
+#if defined(__bpf__)
+  /* The verifier of kernels before 6.10 (Debian 12's 6.1 included) forgets a register's
+   * bounds when it is ORed with a non-constant (or byte-swapped), and then refuses to add the
+   * result to a packet pointer ("math between pkt pointer and register with unbounded min
+   * value"). ADD keeps the bounds (<= 0xff00 + 0xff); the empty asm hides the operand's bits
+   * from clang, which would otherwise turn an ADD of disjoint bits back into OR. */
+  __u32 hi = (__u32)p[0] << 8;
+  asm volatile("" : "+r"(hi));
+  return (__u16)(hi + p[1]);
+#else
   return (__u16)(((__u16)p[0] << 8) | p[1]);
+#endif
 }
 
 /* Reads the L4 header at `l4` that must end by `l4_end` (the IP length's end, itself within
