@@ -34,6 +34,13 @@ PacketPoolOptions pool_options(const config::ApplianceConfig& cfg) {
   for (const auto& p : cfg.ports) {
     if (auto* a = std::get_if<config::AfXdpPort>(&p.kind)) {
       o.frame_size = std::max(o.frame_size, a->frame_size);
+      // DPDK's net_af_xdp keeps 320 bytes of each buffer for the mempool header, the mbuf and
+      // its headroom, and the kernel 256 more: a 2048-byte buffer leaves 1472 bytes, and a
+      // full-sized 1514-byte frame would be dropped on receive. DPDK-owned queues therefore
+      // get 4096-byte buffers, whatever the file says.
+      for (const auto& r : a->queues) {
+        if (r.owner == config::QueueOwner::Dpdk) o.frame_size = std::max(o.frame_size, 4096u);
+      }
     }
   }
   return o;

@@ -265,6 +265,18 @@ TEST(PortFactory, PortsAndPoolFromTheApplianceFile) {
   EXPECT_EQ(po.mbufs, 8192u);
   EXPECT_EQ(po.cache, 64u);
   EXPECT_EQ(po.frame_size, 4096u) << "the largest afxdp frame_size";
+  // Queues served by DPDK's net_af_xdp need 4096-byte buffers for full-sized frames.
+  auto hybrid = config::load_config_text(
+      "ports:\n"
+      "  - {name: wan, type: afxdp, interface: vpnosuch9}\n"
+      "  - {name: lan, type: afxdp, interface: vpnosuch8, queues: [{queues: 0, owner: dpdk}]}\n",
+      "h.yaml");
+  ASSERT_TRUE(hybrid);
+  EXPECT_EQ(pool_options(*hybrid).frame_size, 4096u);
+  auto own = config::load_config_text(
+      "ports:\n  - {name: wan, type: afxdp, interface: vpnosuch9}\n", "o.yaml");
+  ASSERT_TRUE(own);
+  EXPECT_EQ(pool_options(*own).frame_size, 2048u) << "vecflow's own sockets: 2048 is enough";
   PortEnvironment env = port_environment(*cfg);
   EXPECT_FALSE(env.drop_malformed);
   EXPECT_FALSE(env.symmetric_hash);
