@@ -32,7 +32,8 @@ if [ "$sanitize" = 1 ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DVECFLOW_SANITIZE=ON >/dev/null
   cmake --build build-asan -j "$jobs"
   # Benchmarks measure speed, which a sanitizer build does not represent.
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0 \
+     LSAN_OPTIONS="suppressions=$PWD/../tests/sanitizer/lsan.supp" \
      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
      ctest --output-on-failure --timeout 900 -LE bench "${ctest_args[@]}")
 

@@ -47,8 +47,11 @@ VethLab::VethLab(int queues) : ns_(unique_name("vpo")) {
   ok_ = sh("ip netns add " + ns_) == 0 &&
         run("ip link add " + std::string(a) + " numrxqueues " + q + " numtxqueues " + q +
             " type veth peer name " + b + " numrxqueues " + q + " numtxqueues " + q) == 0 &&
-        run("ip link set lo up && ip link set " + std::string(a) + " up && ip link set " + b +
-            " up") == 0;
+        // IPv6 off before the links come up: the kernel's MLD reports and router
+        // solicitations would otherwise reach the sockets among the test's own frames.
+        run("sysctl -qw net.ipv6.conf." + std::string(a) + ".disable_ipv6=1 net.ipv6.conf." + b +
+            ".disable_ipv6=1 && ip link set lo up && ip link set " + std::string(a) +
+            " up && ip link set " + b + " up") == 0;
   run("ethtool -K " + std::string(a) + " gro on >/dev/null 2>&1; ethtool -K " + b +
       " gro on >/dev/null 2>&1; true");
 }
