@@ -48,7 +48,11 @@ Daemon::Daemon(const Lab& lab, const std::string& binary, const std::string& con
 }
 
 bool Daemon::alive() const {
-  return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0;
+  if (pid_ <= 0 || exit_status_) return false;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return true;
+  exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return false;
 }
 
 bool Daemon::wait_ready(const std::string& socket) {
@@ -68,6 +72,10 @@ bool Daemon::wait_ready(const std::string& socket) {
 
 int Daemon::stop() {
   if (pid_ <= 0) return -1;
+  if (!alive()) {
+    pid_ = -1;
+    return *exit_status_;
+  }
   kill(pid_, SIGTERM);
   int status = 0;
   for (int i = 0; i < 200; ++i) {

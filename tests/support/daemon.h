@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 
 #include "support/lab.h"
@@ -29,6 +30,7 @@ class Daemon {
   Daemon& operator=(const Daemon&) = delete;
 
   pid_t pid() const { return pid_; }
+  // False once the process has exited (its status is kept for stop()).
   bool alive() const;
   // Waits (up to 30 s) until the control socket accepts a connection.
   bool wait_ready(const std::string& socket);
@@ -37,6 +39,7 @@ class Daemon {
 
  private:
   pid_t pid_ = -1;
+  mutable std::optional<int> exit_status_;  // set when alive() reaped the process
 };
 
 }  // namespace vecflow::test

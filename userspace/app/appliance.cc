@@ -1,5 +1,6 @@
 #include "app/appliance.h"
 
+#include <linux/rtnetlink.h>
 #include <systemd/sd-daemon.h>
 
 #include <algorithm>
@@ -181,12 +182,52 @@ Result<void> Appliance::start_control() {
   telemetry_ = std::move(*telemetry);
 
   runtime_->control().add_service(server_);
+  if (datapath_->has_ports()) {
+    // Without link events the periodic watch still refreshes the links, only later.
+    if (auto nl = NetlinkSocket::open(RTMGRP_LINK, true); nl) {
+      link_events_ = std::move(*nl);
+      link_watch_ = server_->on_readable(link_events_->fd(), [this] {
+        while (!link_events_->read_events(64).empty()) {
+        }
+        refresh_links();
+      });
+    } else {
+      log::get("app")->warn("no link events ({}): link changes are seen within {} ms",
+                            nl.error().message, kWatchInterval.count());
+    }
+  }
+  watch();
   return {};
+}
+
+void Appliance::refresh_links() {
+  if (!datapath_->has_ports()) return;
+  for (const auto& p : datapath_->ports()) {
+    if (auto now = p->refresh_link()) {
+      log::get("app")->log(*now == LinkState::Up ? spdlog::level::info : spdlog::level::warn,
+                           "port {}: link {}", p->name(),
+                           *now == LinkState::Up     ? "up"
+                           : *now == LinkState::Down ? "down"
+                                                     : "state unknown");
+    }
+  }
+}
+
+void Appliance::watch() {
+  refresh_links();
+  if (auto r = steering_->watch(); !r) {
+    failure_ = r.error();
+    request_stop();
+    return;
+  }
+  watch_timer_ = server_->schedule(kWatchInterval, [this] { watch(); });
 }
 
 Appliance::~Appliance() {
   // The control plane goes first, while the parts it reads still exist; EAL goes last.
   telemetry_.reset();
+  watch_timer_.reset();
+  link_watch_.reset();
   if (runtime_ && server_) runtime_->control().remove_service(server_.get());
   captures_.reset();  // closes the capture files, then the hooks go
   tap_.reset();
@@ -213,7 +254,15 @@ Result<void> Appliance::run() {
   // the counters a stopped appliance leaves add up exactly.
   if (uint64_t left = datapath_->drain(); left > 0)
     log->warn("{} event(s) still in flight after the drain timeout", left);
+  // The counters a stopped appliance leaves, per port: where every packet it received went.
+  for (size_t i = 0; i < cfg_.ports.size(); ++i) {
+    AccountingSnapshot a = outcomes_->port_snapshot(PortId{static_cast<uint16_t>(i)});
+    log->info("final accounting: port {}: {} unaccounted={}", cfg_.ports[i].name, a.to_string(),
+              a.unaccounted());
+  }
+  watch_timer_.reset();
   steering_->stop();
+  if (failure_) return std::unexpected(*failure_);
   return {};
 }
 

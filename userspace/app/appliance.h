@@ -6,7 +6,9 @@
 // part), and, if it can apply its section of the file while running, a SectionReloader.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <optional>
 
 #include "app/datapath.h"
 #include "app/hook_tap.h"
@@ -19,6 +21,7 @@
 #include "control/server.h"
 #include "core/accounting.h"
 #include "core/error.h"
+#include "pipeline/netlink.h"
 #include "runtime/runtime.h"
 #include "steer/steering.h"
 
@@ -53,6 +56,14 @@ class Appliance {
  private:
   explicit Appliance(config::ApplianceConfig cfg) : cfg_(std::move(cfg)) {}
   Result<void> start_control();
+  // Control thread, every kWatchInterval: refreshes the ports' cached link states and checks
+  // that the steering program still runs on every interface (steering.on_detach).
+  void watch();
+  static constexpr std::chrono::milliseconds kWatchInterval{200};
+  // Reads every port's link state into its cache (Port::refresh_link), logging changes. Also
+  // run on each rtnetlink link event, so the tx path sees a link go down within
+  // microseconds, before a down port's tx ring fills.
+  void refresh_links();
 
   config::ApplianceConfig cfg_;
   std::unique_ptr<Runtime> runtime_;
@@ -67,6 +78,11 @@ class Appliance {
   std::unique_ptr<control::TelemetryBridge> telemetry_;
   std::unique_ptr<HookTap> tap_;
   std::unique_ptr<control::CaptureManager> captures_;
+  std::unique_ptr<control::ScheduledCall> watch_timer_;
+  std::optional<NetlinkSocket> link_events_;
+  std::unique_ptr<control::ScheduledCall> link_watch_;
+  // Set by watch() when steering.on_detach says the appliance must stop; run() returns it.
+  std::optional<Error> failure_;
 };
 
 // EAL and back-off settings derived from the cpu and dpdk sections.

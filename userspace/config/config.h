@@ -159,11 +159,17 @@ struct SteerRule {
   Location where;
 };
 
+// What vecflowd does when its steering program disappears from an interface (someone ran
+// `ip link set dev X xdp off`, or another tool replaced it): put it back, or exit with an
+// error so that the service manager restarts the appliance from a clean state.
+enum class OnDetach { Reattach, Exit };
+
 struct SteeringSection {
   SteerAction default_action{SteerActionKind::Userspace, {}};
   SteerAction malformed{SteerActionKind::Drop, {}};  // frames the parser rejects
   SteerAction no_socket{SteerActionKind::Pass, {}};  // `userspace` with no AF_XDP socket bound
   bool symmetric_hash = true;
+  OnDetach on_detach = OnDetach::Reattach;
   std::vector<SteerRule> rules;
 };
 

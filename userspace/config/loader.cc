@@ -369,7 +369,8 @@ void read_five_tuple(MapReader& m, FiveTupleMatch& out) {
 }
 
 void read_steering(Ctx& ctx, const YAML::Node& n, SteeringSection& out) {
-  MapReader m(ctx, n, "steering", {"default", "malformed", "no_socket", "symmetric_hash", "rules"});
+  MapReader m(ctx, n, "steering",
+              {"default", "malformed", "no_socket", "symmetric_hash", "on_detach", "rules"});
   if (!m.ok()) return;
   if (m.has("default"))
     read_steer_action(ctx, m.child("default"), "steering.default", out.default_action);
@@ -378,6 +379,8 @@ void read_steering(Ctx& ctx, const YAML::Node& n, SteeringSection& out) {
   if (m.has("no_socket"))
     read_steer_action(ctx, m.child("no_socket"), "steering.no_socket", out.no_socket);
   m.get("symmetric_hash", out.symmetric_hash);
+  m.get_enum<OnDetach>("on_detach", out.on_detach,
+                       {{"reattach", OnDetach::Reattach}, {"exit", OnDetach::Exit}});
   for_each_item(
       ctx, m.child("rules"), "steering.rules", [&](const YAML::Node& item, const std::string& ip) {
         MapReader r(ctx, item, ip, {"name", "priority", "match", "action"});

@@ -337,11 +337,13 @@ Json config_to_json(const ApplianceConfig& c) {
   Json rules = Json::array();
   for (const auto& r : c.steering.rules)
     rules.push_back(rule_json(r));
-  j["steering"] = {{"default", action(c.steering.default_action)},
-                   {"malformed", action(c.steering.malformed)},
-                   {"no_socket", action(c.steering.no_socket)},
-                   {"symmetric_hash", c.steering.symmetric_hash},
-                   {"rules", std::move(rules)}};
+  j["steering"] = {
+      {"default", action(c.steering.default_action)},
+      {"malformed", action(c.steering.malformed)},
+      {"no_socket", action(c.steering.no_socket)},
+      {"symmetric_hash", c.steering.symmetric_hash},
+      {"on_detach", c.steering.on_detach == config::OnDetach::Exit ? "exit" : "reattach"},
+      {"rules", std::move(rules)}};
   const auto& s = c.scheduler;
   j["scheduler"] = {{"backend", to_string(s.backend)},
                     {"device", s.device},

@@ -451,6 +451,41 @@ class AsioScheduledCall final : public ScheduledCall {
   std::shared_ptr<State> state_;
 };
 
+class AsioReadableCall final : public ScheduledCall {
+ public:
+  AsioReadableCall(ControlServer::Impl& server, int fd, std::function<void()> fn)
+      : server_(server), state_(std::make_shared<State>(server.io, fd, std::move(fn))) {
+    server_.wake.add(fd);
+    wait(state_);
+  }
+  ~AsioReadableCall() override { cancel(); }
+  void cancel() noexcept override {
+    if (state_->cancelled) return;
+    state_->cancelled = true;
+    server_.wake.remove(state_->fd.native_handle());
+    error_code ec;
+    state_->fd.cancel(ec);
+    (void)state_->fd.release();  // the caller owns the descriptor
+  }
+
+ private:
+  struct State {
+    State(asio::io_context& io, int fd, std::function<void()> fn) : fd(io, fd), fn(std::move(fn)) {}
+    asio::posix::stream_descriptor fd;
+    std::function<void()> fn;
+    bool cancelled = false;
+  };
+  static void wait(const std::shared_ptr<State>& state) {
+    state->fd.async_wait(asio::posix::descriptor_base::wait_read, [state](error_code ec) {
+      if (ec || state->cancelled) return;
+      state->fn();
+      if (!state->cancelled) wait(state);
+    });
+  }
+  ControlServer::Impl& server_;
+  std::shared_ptr<State> state_;
+};
+
 }  // namespace
 
 Result<void> ControlServer::Impl::bind_unix() {
@@ -673,6 +708,10 @@ void ControlServer::set_reload_handler(std::function<void()> handler) {
 std::unique_ptr<ScheduledCall> ControlServer::schedule(std::chrono::milliseconds delay,
                                                        std::function<void()> fn) {
   return std::make_unique<AsioScheduledCall>(*impl_, delay, std::move(fn));
+}
+
+std::unique_ptr<ScheduledCall> ControlServer::on_readable(int fd, std::function<void()> fn) {
+  return std::make_unique<AsioReadableCall>(*impl_, fd, std::move(fn));
 }
 
 void ControlServer::add_sample_listener(std::function<void(const Snapshot&)> listener) {

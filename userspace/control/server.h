@@ -70,6 +70,10 @@ class ControlServer final : public Service {
   // Control thread: runs `fn` after `delay`.
   std::unique_ptr<ScheduledCall> schedule(std::chrono::milliseconds delay,
                                           std::function<void()> fn);
+  // Control thread: runs `fn` on the control thread each time `fd` becomes readable, until
+  // the returned handle is destroyed or cancelled. `fn` reads `fd` until it would block (the
+  // lcore's wake-up is edge-triggered). The caller owns `fd` and keeps it open meanwhile.
+  std::unique_ptr<ScheduledCall> on_readable(int fd, std::function<void()> fn);
   // Control thread: called with every periodic sample.
   void add_sample_listener(std::function<void(const Snapshot&)> listener);
 

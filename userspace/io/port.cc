@@ -36,6 +36,12 @@ Port::Port(std::string name, PortId id) : name_(std::move(name)), id_(id) {}
 
 Port::~Port() = default;
 
+std::optional<LinkState> Port::refresh_link() noexcept {
+  LinkState now = link_state();
+  if (link_.exchange(now, std::memory_order_relaxed) == now) return std::nullopt;
+  return now;
+}
+
 void Port::size_counters(uint16_t rx_queues, uint16_t tx_queues) {
   rx_counters_ = std::make_unique<RxQueueCounters[]>(rx_queues);
   tx_counters_ = std::make_unique<TxQueueCounters[]>(tx_queues);

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -133,7 +134,14 @@ class Port {
   // transmitter should do now and then so that its last packets' buffers return to the pool.
   virtual uint16_t tx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept = 0;
 
+  // Asks the device or the kernel (may cost a system call: not for the data path).
   virtual LinkState link_state() const noexcept = 0;
+  // The link state as of the last refresh_link(): what the tx path reads before each burst,
+  // a relaxed load. Unknown until the first refresh.
+  LinkState cached_link() const noexcept { return link_.load(std::memory_order_relaxed); }
+  // Control thread, a few times a second: reads link_state() into the cache. Returns the new
+  // state when it changed, nothing otherwise.
+  std::optional<LinkState> refresh_link() noexcept;
 
   virtual Result<void> start() = 0;
   virtual void stop() noexcept = 0;
@@ -187,6 +195,7 @@ class Port {
   uint16_t counted_rx_ = 0;
   uint16_t counted_tx_ = 0;
   std::unique_ptr<KernelPath> kernel_;
+  std::atomic<LinkState> link_{LinkState::Unknown};
 };
 
 }  // namespace vecflow

@@ -69,10 +69,13 @@ Result<void> KernelSync::sync_links() {
   auto links = dumps_->dump_links();
   if (!links) return std::unexpected(links.error());
   std::vector<int> fresh(ports_.size(), 0);
+  running_.assign(ports_.size(), false);
   for (size_t i = 0; i < ports_.size(); ++i) {
     if (ports_[i].interface.empty()) continue;
     for (const auto& l : *links) {
-      if (l.name == ports_[i].interface) fresh[i] = l.ifindex;
+      if (l.name != ports_[i].interface) continue;
+      fresh[i] = l.ifindex;
+      running_[i] = l.running;
     }
   }
   if (fresh != ifindex_) {
@@ -251,7 +254,7 @@ void KernelSync::send_requests(Clock::time_point now) {
     std::erase_if(asked_, [&](const auto& kv) { return now - kv.second >= kResolveRetry; });
   }
   for (const NeighbourKey& k : todo) {
-    if (k.port >= ifindex_.size() || ifindex_[k.port] == 0) continue;
+    if (k.port >= ifindex_.size() || ifindex_[k.port] == 0 || !running_[k.port]) continue;
     auto [it, fresh] = asked_.try_emplace({k.port, key_bytes(k)}, now);
     if (!fresh) {
       if (now - it->second < kResolveRetry) continue;
@@ -278,6 +281,9 @@ bool KernelSync::poll() noexcept {
     switch (e.kind) {
       case KernelEvent::Kind::Link:
         links_dirty_ = true;
+        // A request made while a link was down got no answer; one that came back up should
+        // not wait out kResolveRetry before its next hops are asked for again.
+        asked_.clear();
         break;
       case KernelEvent::Kind::Address:
         addresses_dirty_ = addresses_dirty_ || !address_stages_.empty();

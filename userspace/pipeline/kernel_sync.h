@@ -49,8 +49,12 @@ class KernelSync final : public Service {
   // read again: a routing daemon installing a full table sends thousands of messages, and one
   // rebuild per burst costs far less than one per route, at the price of this much delay.
   static constexpr std::chrono::milliseconds kRouteSettle{50};
-  // A neighbour is asked for at most this often (the kernel retries ARP itself meanwhile).
-  static constexpr std::chrono::milliseconds kResolveRetry{1000};
+  // A neighbour the data path still needs is asked for at most this often. The kernel
+  // retries ARP itself while its entry is incomplete, but it drops the entry when the link
+  // goes down (or the entry fails): a later ask is what starts resolution again, so this is
+  // how long forwarding can lag behind a link coming back. One netlink message per needed
+  // next hop per interval costs nothing next to that.
+  static constexpr std::chrono::milliseconds kResolveRetry{100};
   // Neighbours the data path used are re-confirmed with the kernel this often: well inside the
   // kernel's default reachable time (30 s), so a host that changed its MAC or left is noticed.
   static constexpr std::chrono::milliseconds kConfirmInterval{5000};
@@ -105,6 +109,10 @@ class KernelSync final : public Service {
 
   mutable std::mutex mutex_;
   std::vector<int> ifindex_;  // by PortId
+  // By PortId: the link can carry frames. Next hops behind a link that is down are not asked
+  // for: the kernel would keep the entry INCOMPLETE and probe again only after its
+  // retransmit time (1 s), long after the link came back.
+  std::vector<bool> running_;
   bool learning_ = false;
   std::vector<RouteStage*> route_stages_;
   std::vector<RouteStage*> address_stages_;

@@ -4,6 +4,7 @@
 #include <linux/if_link.h>
 #include <linux/neighbour.h>
 #include <linux/rtnetlink.h>
+#include <net/if.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -71,7 +72,8 @@ std::optional<KernelLink> parse_link(const nlmsghdr* nlh) {
   auto* ifi = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(nlh));
   Attrs a = parse_attrs(nlh, sizeof(*ifi));
   if (a[IFLA_IFNAME] == nullptr) return std::nullopt;
-  return KernelLink{ifi->ifi_index, mnl_attr_get_str(a[IFLA_IFNAME])};
+  return KernelLink{ifi->ifi_index, mnl_attr_get_str(a[IFLA_IFNAME]),
+                    (ifi->ifi_flags & IFF_UP) && (ifi->ifi_flags & IFF_RUNNING)};
 }
 
 std::optional<KernelAddress> parse_address(const nlmsghdr* nlh) {

@@ -22,6 +22,7 @@ namespace vecflow {
 struct KernelLink {
   int ifindex = 0;
   std::string name;
+  bool running = false;  // IFF_UP and IFF_RUNNING: the link can carry frames
 };
 
 struct KernelAddress {

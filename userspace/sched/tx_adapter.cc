@@ -89,6 +89,16 @@ void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
   auto offer = [&](rte_mbuf** pkts, uint16_t n) noexcept {
     return kernel ? t.port->to_kernel(t.queue, pkts, n) : t.port->tx_burst(t.queue, pkts, n);
   };
+  // A port whose link is down would hold the burst in its ring (AF_XDP) or refuse it; either
+  // way it cannot leave, and the operator should read why.
+  if (!kernel && t.port->cached_link() == LinkState::Down) {
+    for (uint16_t i = 0; i < b.n; ++i)
+      drop_packet(b.pkts[i], DropReason::LINK_DOWN);
+    free_dropped();
+    b.n = 0;
+    tx_dirty_ &= ~(uint64_t{1} << dest);
+    return;
+  }
   if (hooks_ && !kernel) hooks_->run_tx(t.port->id(), QueueId{t.queue}, {b.pkts.data(), b.n});
   uint16_t sent = offer(b.pkts.data(), b.n);
   stats_.bursts.add();

@@ -9,7 +9,8 @@
 //   Drop      freed, counted under meta.drop_reason
 //   Continue  (or an out_port with no port) freed, counted as bad_verdict
 // A port that takes only part of a burst is offered the rest again up to kTxRetries times;
-// what it still refuses is freed and counted as tx_full.
+// what it still refuses is freed and counted as tx_full. A burst for a port whose cached link
+// state (Port::cached_link) is Down is not offered: it is counted as link_down.
 //
 // Accounting goes to this worker's row of the OutcomeTable, charged to the packet's ingress
 // port (m->port, read before the packet is offered: a port owns the packets it takes and may

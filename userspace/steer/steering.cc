@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/if_link.h>
 #include <net/if.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -351,6 +352,77 @@ Result<void> XdpSteering::attach(const SteerSetup& setup, const SteerPort& port)
                  compiled->entries.size());
   status_.push_back(st);
   attached_.push_back(std::move(a));
+  return {};
+}
+
+namespace {
+
+// Whether program `id` runs on the interface, as its single program or under the libxdp
+// dispatcher; `other` tells whether some other single program holds the interface.
+bool runs_on(uint32_t ifindex, uint32_t id, bool& other) {
+  other = false;
+  xdp_multiprog* mp = xdp_multiprog__get_from_ifindex(int(ifindex));
+  if (libxdp_get_error(mp) || !mp) return false;
+  bool found = false;
+  if (xdp_multiprog__is_legacy(mp)) {
+    xdp_program* main = xdp_multiprog__main_prog(mp);
+    found = main && xdp_program__id(main) == id;
+    other = main && !found;
+  } else {
+    for (xdp_program* p = xdp_multiprog__next_prog(nullptr, mp); p && !found;
+         p = xdp_multiprog__next_prog(p, mp))
+      found = xdp_program__id(p) == id;
+  }
+  xdp_multiprog__close(mp);
+  return found;
+}
+
+}  // namespace
+
+Result<void> XdpSteering::watch() {
+  for (size_t i = 0; i < attached_.size(); ++i) {
+    Attached& a = *attached_[i];
+    SteerInterface* st = nullptr;
+    for (auto& s : status_)
+      if (s.port == a.port.name) st = &s;
+    if (!st) continue;
+    bool other = false;
+    if (runs_on(a.ifindex, st->prog_id, other)) {
+      st->state = SteerInterface::State::Attached;
+      continue;
+    }
+    const auto state = other ? SteerInterface::State::Replaced : SteerInterface::State::Missing;
+    if (st->state == SteerInterface::State::Attached) {
+      ++st->detaches;
+      logger()->warn("port {}: the steering program (id {}) is no longer on {}{}", a.port.name,
+                     st->prog_id, a.port.interface,
+                     other ? ": another XDP program replaced it" : "");
+    }
+    st->state = state;
+    if (setup_.steering.on_detach == config::OnDetach::Exit)
+      return fail("port {}: the steering program was removed from {} (steering.on_detach: exit)",
+                  a.port.name, a.port.interface);
+    // Someone else's program now owns the interface: taking it back would undo an operator's
+    // deliberate change, so it stays reported until they remove theirs.
+    if (other) continue;
+    int err = 0;
+    if (a.xprog) {
+      err = xdp_program__attach(a.xprog, int(a.ifindex), a.mode, 0);
+    } else {
+      // Adopted from DPDK's net_af_xdp, which attaches a single native program.
+      err = bpf_xdp_attach(int(a.ifindex), a.program->prog_fd(),
+                           XDP_FLAGS_UPDATE_IF_NOEXIST | XDP_FLAGS_DRV_MODE, nullptr);
+    }
+    if (err) {
+      logger()->warn("port {}: re-attaching the steering program to {} failed: {}", a.port.name,
+                     a.port.interface, errno_text(err));
+      continue;
+    }
+    ++st->reattaches;
+    st->state = SteerInterface::State::Attached;
+    logger()->warn("port {}: steering program re-attached to {} (id {})", a.port.name,
+                   a.port.interface, st->prog_id);
+  }
   return {};
 }
 

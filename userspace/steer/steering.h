@@ -55,6 +55,11 @@ struct SteerInterface {
   bool dispatcher = false;  // libxdp multi-program dispatcher; false: the single program
   bool generic = false;     // generic (skb) mode; false: native
   bool adopted = false;     // attached by DPDK's net_af_xdp, filled by adopt()
+  // What watch() last found: the program runs on the interface, is gone (nothing there, or
+  // only other programs), or another single program took the interface.
+  enum class State : uint8_t { Attached, Missing, Replaced } state = State::Attached;
+  uint64_t detaches = 0;    // times watch() found the program gone
+  uint64_t reattaches = 0;  // times watch() put it back
 };
 
 class XdpSteering {
@@ -77,6 +82,14 @@ class XdpSteering {
   // Replaces the rules on every interface, each atomically (see SteerProgram::install).
   // Per-rule counters restart with the new set.
   Result<void> replace_rules(const config::SteeringSection& steering);
+
+  // Checks that the program still runs on every interface (something outside vecflowd may
+  // have detached or replaced it) and applies steering.on_detach: `reattach` puts the same
+  // program back (maps, rules and AF_XDP sockets included, so lifting resumes at once) unless
+  // another program took the interface, which it leaves alone and reports; `exit` returns an
+  // error naming the interface. A few system calls per interface: the control thread calls
+  // it a few times a second.
+  Result<void> watch();
 
   const std::vector<SteerInterface>& interfaces() const noexcept { return status_; }
   // The XSKMAP of a port's interface, -1 for a port without steering. Valid until stop().

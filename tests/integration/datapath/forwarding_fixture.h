@@ -52,7 +52,7 @@ class Forwarding : public ::testing::Test {
     socket_ = dir_ + "/control.sock";
     lab_ = std::make_unique<Lab>(name_);
     ASSERT_TRUE(lab_->ok());
-    std::ofstream(dir_ + "/appliance.yaml") << test_config(socket_, name_);
+    std::ofstream(dir_ + "/appliance.yaml") << edit_config(test_config(socket_, name_));
     daemon_ = std::make_unique<Daemon>(*lab_, VECFLOWD_PATH, dir_ + "/appliance.yaml",
                                        dir_ + "/vecflowd.log");
     ASSERT_TRUE(daemon_->wait_ready(socket_)) << log();
@@ -74,6 +74,9 @@ class Forwarding : public ::testing::Test {
     lab_.reset();
     std::filesystem::remove_all(dir_);
   }
+
+  // A test's changes to the configuration vecflowd starts with.
+  virtual std::string edit_config(std::string text) { return text; }
 
   std::string log() const {
     std::ifstream f(dir_ + "/vecflowd.log");

@@ -459,6 +459,36 @@ TEST_F(TxAdapterTest, RefusedPacketsAreRetriedWithinABoundThenCountedTxFull) {
   rte_pktmbuf_free_bulk(got, n);
 }
 
+TEST_F(TxAdapterTest, ABurstForAPortWhoseLinkIsDownIsCountedLinkDown) {
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1));
+  auto send = [&](uint32_t first, uint32_t n) {
+    std::vector<rte_mbuf*> pkts;
+    for (uint32_t i = 0; i < n; ++i) {
+      pkts.push_back(make_packet(kIn, 1, first + i));
+      set_transmit(pkts.back(), kOut);
+    }
+    rte_event e = vector_of(pkts);
+    tx.finish({&e, 1});
+    tx.flush();
+  };
+  out_->link = LinkState::Down;
+  send(0, 5);  // the cache has not been refreshed yet: the port is offered the burst
+  ASSERT_EQ(out_->refresh_link(), std::optional<LinkState>(LinkState::Down));
+  send(5, 7);
+  out_->link = LinkState::Up;
+  ASSERT_EQ(out_->refresh_link(), std::optional<LinkState>(LinkState::Up));
+  EXPECT_EQ(out_->refresh_link(), std::nullopt) << "unchanged";
+  send(12, 3);
+  AccountingSnapshot s = outcomes.port_snapshot(kIn);
+  EXPECT_EQ(s.tx, 8u);
+  EXPECT_EQ(s.drops[static_cast<size_t>(DropReason::LINK_DOWN)], 7u);
+  EXPECT_EQ(out_->tx_calls.load(), 2u) << "no burst offered while the link was down";
+  rte_mbuf* got[16];
+  unsigned n = out_->collect(0, got, 16);
+  EXPECT_EQ(n, 8u);
+  rte_pktmbuf_free_bulk(got, n);
+}
+
 TEST_F(TxAdapterTest, AFullBufferIsSentWithoutWaitingForFlush) {
   sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1));
   for (uint32_t i = 0; i < sched::kTxBurst; ++i) {

@@ -93,11 +93,13 @@ class RingPort final : public Port {
   uint16_t to_kernel(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept override {
     return tx_burst(q, pkts, n);
   }
-  LinkState link_state() const noexcept override { return LinkState::Up; }
+  LinkState link_state() const noexcept override { return link.load(); }
   Result<void> start() override { return {}; }
   void stop() noexcept override {}
 
-  // Test side. inject() stamps each packet's rx time (TSC) into payload word 2 at rx_burst.
+  // Test side. `link` is what link_state() reports (refresh_link() caches it).
+  std::atomic<LinkState> link{LinkState::Up};
+  // inject() stamps each packet's rx time (TSC) into payload word 2 at rx_burst.
   unsigned inject(uint16_t q, rte_mbuf** pkts, unsigned n);
   unsigned collect(uint16_t q, rte_mbuf** pkts, unsigned n);
   std::atomic<uint32_t> tx_accept{UINT32_MAX};

@@ -68,6 +68,18 @@ Json rate_or_null(const RateWindow& rates, const MetricFamily& f, LabelMatch mat
   return r ? Json(*r) : Json(nullptr);
 }
 
+const char* state_name(steer::SteerInterface::State s) {
+  switch (s) {
+    case steer::SteerInterface::State::Attached:
+      return "attached";
+    case steer::SteerInterface::State::Missing:
+      return "missing";
+    case steer::SteerInterface::State::Replaced:
+      return "replaced";
+  }
+  return "unknown";
+}
+
 }  // namespace
 
 void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteering& steering,
@@ -110,7 +122,10 @@ void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteerin
                       {"attach", itf.adopted      ? "dpdk net_af_xdp"
                                  : itf.dispatcher ? "libxdp dispatcher"
                                                   : "single program"},
-                      {"mode", itf.generic ? "generic" : "native"}});
+                      {"mode", itf.generic ? "generic" : "native"},
+                      {"state", state_name(itf.state)},
+                      {"detaches", itf.detaches},
+                      {"reattaches", itf.reattaches}});
     }
     return rows;
   });
@@ -133,6 +148,9 @@ void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteerin
                                  : itf.dispatcher ? "libxdp dispatcher"
                                                   : "single program"},
                       {"mode", itf.generic ? "generic" : "native"},
+                      {"state", state_name(itf.state)},
+                      {"detaches", itf.detaches},
+                      {"reattaches", itf.reattaches},
                       {"rx_packets", s.count(kRxPackets, {p})},
                       {"rx_bytes", s.count(kRxBytes, {p})},
                       {"rx_pps", rate_or_null(rates, kRxPackets, {{"port", p}})},
@@ -186,6 +204,8 @@ void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteerin
                   {"INTERFACE", "interface"},
                   {"XDP", "attach"},
                   {"MODE", "mode"},
+                  {"STATE", "state"},
+                  {"REATTACHED", "reattaches", Unit::Count},
                   {"RX", "rx_packets", Unit::Count},
                   {"RX RATE", "rx_pps", Unit::Pps},
                   {"PASS", "pass", Unit::Count},

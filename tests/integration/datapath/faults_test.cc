@@ -1,0 +1,285 @@
+// Faults under load (issue "Reliability"): vecflowd on the demo topology keeps forwarding a
+// UDP flood from the client to the server while the test breaks something, and afterwards
+// every packet is accounted for (rx = tx + kernel + dropped on each port) and any loss sits
+// under the reason the fault explains.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <thread>
+
+#include "forwarding_fixture.h"
+
+namespace vecflow::test {
+namespace {
+
+// What one flood did, from both ends.
+struct FloodResult {
+  uint64_t sent = 0;
+  uint64_t received = 0;
+  uint64_t reordered = 0;
+  uint64_t socket_drops = 0;
+};
+
+class Faults : public Forwarding {
+ protected:
+  // Floods client -> server (UDP to kFloodPort, 64 B frames, `flows` flows) at `rate` pps (0:
+  // as fast as trafgen can) for `seconds`, running `during` meanwhile on this thread.
+  FloodResult flood(double rate, double seconds, const std::function<void()>& during,
+                    unsigned flows = 64) {
+    const std::string wan_mac = lab_->exec_output('a', "cat /sys/class/net/wan0/address");
+    const std::string recv_json = dir_ + "/recv.json";
+    const std::string send_json = dir_ + "/send.json";
+    std::thread receiver([&] {
+      lab_->exec('s', std::string(TRAFGEN_PATH) + " recv --dev eth0 --idle-exit 2000 --duration " +
+                          std::to_string(seconds + 30) + " --json > " + recv_json);
+    });
+    std::this_thread::sleep_for(300ms);
+    std::thread sender([&] {
+      lab_->exec('c', std::string(TRAFGEN_PATH) + " send --dev eth0 --dst 198.51.100.2 --dst-mac " +
+                          wan_mac.substr(0, 17) + " --flows " + std::to_string(flows) +
+                          " --size 60" + (rate > 0 ? " --rate " + std::to_string(rate) : "") +
+                          " --dst-port " + std::to_string(kFloodPort) + " --duration " +
+                          std::to_string(seconds) + " --json > " + send_json);
+    });
+    during();
+    sender.join();
+    receiver.join();
+    FloodResult r;
+    Json s = Json::parse(std::ifstream(send_json), nullptr, false);
+    Json g = Json::parse(std::ifstream(recv_json), nullptr, false);
+    if (s.is_discarded() || g.is_discarded()) {
+      ADD_FAILURE() << "trafgen left no result";
+      return r;
+    }
+    r.sent = s["sent"];
+    r.received = g["received"];
+    r.reordered = g["reordered"];
+    r.socket_drops = g["socket_drops"];
+    return r;
+  }
+
+  // Userspace drops of the wan port (where the flood enters) by reason.
+  std::map<std::string, uint64_t> wan_drops() {
+    std::map<std::string, uint64_t> out;
+    const Json errors = json("errors");
+    for (const auto& w : errors["by_port"])
+      if (w["port"] == "wan")
+        out[w["reason"].get<std::string>() + "/" + w["layer"].get<std::string>()] +=
+            w["count"].get<uint64_t>();
+    return out;
+  }
+
+  static std::map<std::string, uint64_t> delta(const std::map<std::string, uint64_t>& a,
+                                               const std::map<std::string, uint64_t>& b) {
+    std::map<std::string, uint64_t> d;
+    for (const auto& [k, v] : b)
+      if (uint64_t before = a.count(k) ? a.at(k) : 0; v > before) d[k] = v - before;
+    return d;
+  }
+
+  Json steering_port(const std::string& name) {
+    const Json steering = json("steering");
+    for (const auto& p : steering["ports"])
+      if (p["port"] == name) return p;
+    return Json();
+  }
+
+  // Sends for 0.1 s at 10 kpps; true when every packet arrived.
+  ::testing::AssertionResult probe() {
+    FloodResult r = flood(10000, 0.1, [] {});
+    if (r.sent > 0 && r.received == r.sent) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "probe: sent " << r.sent << ", received " << r.received;
+  }
+};
+
+// Ten times lan0 (the appliance's port towards the server) goes down for 300 ms while a flood
+// crosses it. vecflowd keeps running; what it cannot send while the link is down is counted
+// as link_down (or handed to the kernel while the kernel has flushed the server's neighbour
+// entry); once the link is back, forwarding resumes within a second.
+TEST_F(Faults, LinkFlapsLoseOnlyToLinkDownAndForwardingResumes) {
+  Json acc0 = settled_accounting();
+  auto drops0 = wan_drops();
+  auto lan0_tx_dropped = [&] {
+    return std::stoull(lab_->exec_output('a', "cat /sys/class/net/lan0/statistics/tx_dropped"));
+  };
+  const uint64_t wire0 = lan0_tx_dropped();
+  FloodResult r = flood(20000, 16, [&] {
+    std::this_thread::sleep_for(500ms);
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_EQ(lab_->exec('a', "ip link set lan0 down"), 0);
+      std::this_thread::sleep_for(300ms);
+      ASSERT_EQ(lab_->exec('a', "ip link set lan0 up"), 0);
+      std::this_thread::sleep_for(1200ms);
+    }
+  });
+  ASSERT_TRUE(daemon_->alive()) << log();
+  Json acc = settled_accounting();
+  expect_exact(acc);
+  auto lost = delta(drops0, wan_drops());
+  const Json& w0 = port(acc0, "wan");
+  const Json& w = port(acc, "wan");
+  uint64_t kernel = w["kernel_packets"].get<uint64_t>() - w0["kernel_packets"].get<uint64_t>();
+  uint64_t link_down = lost.count("link_down/userspace") ? lost["link_down/userspace"] : 0;
+  // Frames vecflowd had handed to lan0 that the kernel dropped as the carrier went away:
+  // lost on the wire, after vecflowd counted them transmitted.
+  uint64_t wire = lan0_tx_dropped() - wire0;
+  // While lan0 is down the kernel flushes its neighbour entries, and the neighbour stage
+  // (unresolved: kernel) hands packets to the kernel until the server is resolved again; the
+  // rest meet the down link itself.
+  EXPECT_GT(link_down + kernel, 0u) << "no packet met a down link: no flap happened under load";
+  // Every packet sent arrived, or met the down link, or went to the kernel, or was among
+  // what the kernel dropped on lan0's wire (that count also holds the kernel's own frames,
+  // ARP and the like, hence at most): no other loss.
+  const uint64_t explained = r.received + link_down + kernel;
+  std::cout << "link flaps: sent " << r.sent << ", received " << r.received << ", link_down "
+            << link_down << ", to the kernel " << kernel << ", dropped on lan0's wire " << wire
+            << "\n";
+  EXPECT_GE(r.sent, explained);
+  EXPECT_LE(r.sent - std::min(r.sent, explained), wire)
+      << Json(lost).dump() << " sent " << r.sent << " received " << r.received << " link_down "
+      << link_down << " kernel " << kernel << " wire " << wire;
+  for (const auto& [reason, n] : lost)
+    EXPECT_EQ(reason, "link_down/userspace") << n << " packets";
+  EXPECT_EQ(r.socket_drops, 0u);
+  EXPECT_EQ(lab_->exec('a', "ip link show lan0 | grep -q 'state UP'"), 0);
+  // A second after the last flap, traffic crosses again in full.
+  std::this_thread::sleep_for(1s);
+  EXPECT_TRUE(probe());
+  EXPECT_NE(log().find("port lan: link down"), std::string::npos) << log();
+}
+
+// The steering program is removed from both interfaces behind vecflowd's back (wan0: vecflow's
+// own AF_XDP socket; lan0: DPDK's net_af_xdp). Within a second vecflowd notices, puts the
+// same program back (its maps and sockets with it) and says so in `steering`; lifting resumes.
+TEST_F(Faults, DetachedSteeringProgramIsReattachedWithinASecond) {
+  for (const std::string ifname : {"wan0", "lan0"}) {
+    const std::string port_name = ifname == "wan0" ? "wan" : "lan";
+    Json before = steering_port(port_name);
+    ASSERT_EQ(before["state"], "attached") << before.dump();
+    ASSERT_EQ(lab_->exec('a', "ip link set dev " + ifname + " xdp off"), 0);
+    auto t0 = std::chrono::steady_clock::now();
+    Json now;
+    while (std::chrono::steady_clock::now() - t0 < 1s) {
+      now = steering_port(port_name);
+      if (now["reattaches"] == before["reattaches"].get<uint64_t>() + 1) break;
+      std::this_thread::sleep_for(50ms);
+    }
+    EXPECT_EQ(now["reattaches"], before["reattaches"].get<uint64_t>() + 1) << now.dump();
+    EXPECT_EQ(now["detaches"], before["detaches"].get<uint64_t>() + 1) << now.dump();
+    EXPECT_EQ(now["state"], "attached");
+    EXPECT_EQ(lab_->exec('a', "ip -d link show " + ifname + " | grep -q 'prog/xdp'"), 0);
+  }
+  EXPECT_TRUE(probe());
+  Json acc = settled_accounting();
+  expect_exact(acc);
+  EXPECT_NE(log().find("steering program re-attached to wan0"), std::string::npos) << log();
+}
+
+// Another tool's program put in the steering program's place (atomically, `ip -force`) is
+// an operator's deliberate change: vecflowd reports it and does not overwrite it.
+TEST_F(Faults, ForeignProgramInItsPlaceIsReportedNotOverwritten) {
+  const std::string foreign = "/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_alw_all.o";
+  if (access(foreign.c_str(), R_OK) != 0) GTEST_SKIP() << foreign << " (xdp-tools) is missing";
+  ASSERT_EQ(lab_->exec('a', "ip -force link set dev wan0 xdp obj " + foreign + " sec xdp"), 0);
+  std::this_thread::sleep_for(3 * 200ms);
+  Json st = steering_port("wan");
+  EXPECT_EQ(st["state"], "replaced") << st.dump();
+  EXPECT_EQ(st["detaches"], 1u);
+  EXPECT_EQ(st["reattaches"], 0u);
+  EXPECT_NE(lab_->exec_output('a', "ip -d link show wan0").find("xdpfilt_alw_all"),
+            std::string::npos);
+  // Removing it hands the interface back: the steering program returns.
+  ASSERT_EQ(lab_->exec('a', "ip link set dev wan0 xdp off"), 0);
+  std::this_thread::sleep_for(3 * 200ms);
+  st = steering_port("wan");
+  EXPECT_EQ(st["state"], "attached") << st.dump();
+  EXPECT_EQ(st["reattaches"], 1u);
+  EXPECT_TRUE(probe());
+}
+
+class FaultsExitOnDetach : public Faults {
+ protected:
+  std::string edit_config(std::string text) override {
+    return std::regex_replace(text, std::regex("\nsteering:\n"),
+                              "\nsteering:\n  on_detach: exit\n");
+  }
+};
+
+// With steering.on_detach: exit, a removed program stops vecflowd with an error naming the
+// interface (systemd's Restart=on-failure then starts it from a clean state).
+TEST_F(FaultsExitOnDetach, RemovedProgramStopsTheApplianceWithAnError) {
+  ASSERT_EQ(lab_->exec('a', "ip link set dev wan0 xdp off"), 0);
+  auto t0 = std::chrono::steady_clock::now();
+  while (daemon_->alive() && std::chrono::steady_clock::now() - t0 < 5s)
+    std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(daemon_->alive());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  EXPECT_EQ(daemon_->stop(), 2);
+  daemon_.reset();
+  EXPECT_NE(log().find("steering program was removed from wan0"), std::string::npos) << log();
+}
+
+// SIGTERM in the middle of a flood: vecflowd stops receiving, carries what is in flight to
+// its end and exits 0; the final counters it logs add up on every port.
+TEST_F(Faults, SigtermUnderLoadDrainsAndTheFinalCountersAddUp) {
+  FloodResult r = flood(0, 3, [&] {
+    std::this_thread::sleep_for(1500ms);
+    EXPECT_EQ(daemon_->stop(), 0);
+  });
+  EXPECT_GT(r.sent, 0u);
+  std::string text = log();
+  daemon_.reset();
+  EXPECT_NE(text.find("stopped cleanly"), std::string::npos) << text;
+  std::regex line("final accounting: port (\\w+): rx=(\\d+) .* unaccounted=(-?\\d+)");
+  std::set<std::string> seen;
+  for (std::sregex_iterator it(text.begin(), text.end(), line), end; it != end; ++it) {
+    seen.insert((*it)[1]);
+    EXPECT_EQ((*it)[3], "0") << it->str();
+    if ((*it)[1] == "wan") {
+      EXPECT_GT(std::stoull((*it)[2]), 0u) << it->str();
+    }
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"wan", "lan"})) << text;
+}
+
+// SIGKILL leaves the steering programs attached; a new vecflowd on the same file replaces
+// them, so each interface runs exactly one program, the new one's, and forwarding works.
+TEST_F(Faults, SigkillAndRestartLeaveOneSteeringProgramPerInterface) {
+  ASSERT_EQ(kill(daemon_->pid(), SIGKILL), 0);
+  auto t0 = std::chrono::steady_clock::now();
+  while (daemon_->alive() && std::chrono::steady_clock::now() - t0 < 5s)
+    std::this_thread::sleep_for(50ms);
+  ASSERT_FALSE(daemon_->alive());
+  daemon_.reset();
+  std::string stale = lab_->exec_output('a', "ip -d link show wan0");
+  EXPECT_NE(stale.find("prog/xdp"), std::string::npos) << "SIGKILL detached the program?";
+
+  std::filesystem::rename(dir_ + "/vecflowd.log", dir_ + "/vecflowd-killed.log");
+  daemon_ = std::make_unique<Daemon>(*lab_, VECFLOWD_PATH, dir_ + "/appliance.yaml",
+                                     dir_ + "/vecflowd.log");
+  ASSERT_TRUE(daemon_->wait_ready(socket_)) << log();
+  for (const std::string ifname : {"wan0", "lan0"}) {
+    std::string out = lab_->exec_output('a', "ip -d link show " + ifname);
+    size_t n = 0;
+    for (size_t at = out.find("prog/xdp id"); at != std::string::npos;
+         at = out.find("prog/xdp id", at + 1))
+      ++n;
+    EXPECT_EQ(n, 1u) << out;
+    Json st = steering_port(ifname == "wan0" ? "wan" : "lan");
+    ASSERT_TRUE(st.contains("state")) << st.dump();
+  }
+  // No libxdp pin directory of an interface is left pointing at a program that is gone.
+  EXPECT_EQ(sh("for d in /sys/fs/bpf/xdp/dispatch-*; do [ -e \"$d\" ] || continue; "
+               "id=${d##*-}; bpftool prog show id $id >/dev/null 2>&1 || exit 1; done"),
+            0);
+  ASSERT_TRUE(wait_neighbours());
+  EXPECT_TRUE(probe());
+}
+
+}  // namespace
+}  // namespace vecflow::test
