@@ -12,6 +12,7 @@
 #include <xdp/libxdp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -123,6 +124,9 @@ struct XdpSteering::Attached {
   SteerSkeleton attach_skel;
   xdp_program* xprog = nullptr;
   bool attached = false;
+  // The program watch() expects to run first on the interface: ours, or the libxdp dispatcher
+  // that runs it.
+  uint32_t watched_id = 0;
 
   ~Attached() { detach(); }
 
@@ -276,12 +280,41 @@ Result<void> XdpSteering::adopt(std::string_view name) {
   st.prog_id = prog_id;
   st.generic = port.mode == config::XdpAttachMode::Generic;
   st.adopted = true;
+  a->watched_id = prog_id;
   logger()->info("port {}: adopted the steering program DPDK attached to {} (id {}), {} entries",
                  port.name, port.interface, prog_id, compiled->entries.size());
   status_.push_back(st);
   attached_.push_back(std::move(a));
   return {};
 }
+
+namespace {
+
+// Ids of the XDP programs the kernel runs first on the interface, in each mode (0: none).
+// One netlink query and no descriptors: cheap enough to run a few times a second.
+std::array<uint32_t, 3> first_programs(uint32_t ifindex) {
+  bpf_xdp_query_opts q{};
+  q.sz = sizeof(q);
+  if (bpf_xdp_query(int(ifindex), 0, &q) != 0) return {};
+  return {q.drv_prog_id, q.skb_prog_id, q.hw_prog_id};
+}
+
+// Whether program `id` runs under the libxdp dispatcher of the interface. Opens every
+// program's descriptor, so only asked when the first program changed.
+bool under_dispatcher(uint32_t ifindex, uint32_t id) {
+  xdp_multiprog* mp = xdp_multiprog__get_from_ifindex(int(ifindex));
+  if (libxdp_get_error(mp) || !mp) return false;
+  bool found = false;
+  if (!xdp_multiprog__is_legacy(mp)) {
+    for (xdp_program* p = xdp_multiprog__next_prog(nullptr, mp); p && !found;
+         p = xdp_multiprog__next_prog(p, mp))
+      found = xdp_program__id(p) == id;
+  }
+  xdp_multiprog__close(mp);
+  return found;
+}
+
+}  // namespace
 
 Result<void> XdpSteering::attach(const SteerSetup& setup, const SteerPort& port) {
   auto a = std::make_unique<Attached>();
@@ -341,6 +374,10 @@ Result<void> XdpSteering::attach(const SteerSetup& setup, const SteerPort& port)
   st.ifindex = a->ifindex;
   st.generic = a->mode == XDP_MODE_SKB;
   st.prog_id = xdp_program__id(a->xprog);
+  {
+    const auto first = first_programs(a->ifindex);
+    a->watched_id = *std::max_element(first.begin(), first.end());
+  }
   xdp_multiprog* mp = xdp_multiprog__get_from_ifindex(int(a->ifindex));
   if (!libxdp_get_error(mp) && mp) {
     st.dispatcher = !xdp_multiprog__is_legacy(mp);
@@ -355,50 +392,33 @@ Result<void> XdpSteering::attach(const SteerSetup& setup, const SteerPort& port)
   return {};
 }
 
-namespace {
-
-// Whether program `id` runs on the interface, as its single program or under the libxdp
-// dispatcher; `other` tells whether some other single program holds the interface.
-bool runs_on(uint32_t ifindex, uint32_t id, bool& other) {
-  other = false;
-  xdp_multiprog* mp = xdp_multiprog__get_from_ifindex(int(ifindex));
-  if (libxdp_get_error(mp) || !mp) return false;
-  bool found = false;
-  if (xdp_multiprog__is_legacy(mp)) {
-    xdp_program* main = xdp_multiprog__main_prog(mp);
-    found = main && xdp_program__id(main) == id;
-    other = main && !found;
-  } else {
-    for (xdp_program* p = xdp_multiprog__next_prog(nullptr, mp); p && !found;
-         p = xdp_multiprog__next_prog(p, mp))
-      found = xdp_program__id(p) == id;
-  }
-  xdp_multiprog__close(mp);
-  return found;
-}
-
-}  // namespace
-
 Result<void> XdpSteering::watch() {
-  for (size_t i = 0; i < attached_.size(); ++i) {
-    Attached& a = *attached_[i];
+  for (auto& ap : attached_) {
+    Attached& a = *ap;
     SteerInterface* st = nullptr;
     for (auto& s : status_)
       if (s.port == a.port.name) st = &s;
     if (!st) continue;
-    bool other = false;
-    if (runs_on(a.ifindex, st->prog_id, other)) {
+    const auto first = first_programs(a.ifindex);
+    const bool empty = first == std::array<uint32_t, 3>{};
+    if (std::find(first.begin(), first.end(), a.watched_id) != first.end()) {
       st->state = SteerInterface::State::Attached;
       continue;
     }
-    const auto state = other ? SteerInterface::State::Replaced : SteerInterface::State::Missing;
+    // Another libxdp user added or removed a program: a new dispatcher that still runs ours.
+    if (!empty && st->dispatcher && under_dispatcher(a.ifindex, st->prog_id)) {
+      a.watched_id = *std::max_element(first.begin(), first.end());
+      st->state = SteerInterface::State::Attached;
+      continue;
+    }
+    const bool other = !empty;
     if (st->state == SteerInterface::State::Attached) {
       ++st->detaches;
       logger()->warn("port {}: the steering program (id {}) is no longer on {}{}", a.port.name,
                      st->prog_id, a.port.interface,
                      other ? ": another XDP program replaced it" : "");
     }
-    st->state = state;
+    st->state = other ? SteerInterface::State::Replaced : SteerInterface::State::Missing;
     if (setup_.steering.on_detach == config::OnDetach::Exit)
       return fail("port {}: the steering program was removed from {} (steering.on_detach: exit)",
                   a.port.name, a.port.interface);
@@ -418,6 +438,8 @@ Result<void> XdpSteering::watch() {
                      a.port.interface, errno_text(err));
       continue;
     }
+    const auto now = first_programs(a.ifindex);
+    a.watched_id = *std::max_element(now.begin(), now.end());
     ++st->reattaches;
     st->state = SteerInterface::State::Attached;
     logger()->warn("port {}: steering program re-attached to {} (id {})", a.port.name,

@@ -3,10 +3,13 @@
 // every packet is accounted for (rx = tx + kernel + dropped on each port) and any loss sits
 // under the reason the fault explains.
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -24,6 +27,66 @@ struct FloodResult {
   uint64_t reordered = 0;
   uint64_t socket_drops = 0;
 };
+
+// A client of the control socket (unix sockets are not bound to a network namespace).
+class ControlClient {
+ public:
+  explicit ControlClient(const std::string& path) {
+    fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
+    if (fd_ >= 0 && connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+      close(fd_);
+      fd_ = -1;
+    }
+    timeval tv{10, 0};
+    if (fd_ >= 0) setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  ~ControlClient() {
+    if (fd_ >= 0) close(fd_);
+  }
+  ControlClient(const ControlClient&) = delete;
+  ControlClient& operator=(const ControlClient&) = delete;
+  bool ok() const { return fd_ >= 0; }
+  bool send(std::string_view bytes) {
+    while (!bytes.empty()) {
+      ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+  // One reply line, or "" when the server closed the connection (or 10 s passed).
+  std::string reply() {
+    std::string line;
+    char c;
+    while (::recv(fd_, &c, 1, 0) == 1) {
+      if (c == '\n') return line;
+      line += c;
+    }
+    return "";
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+size_t open_descriptors(pid_t pid) {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd"))
+    ++n;
+  return n;
+}
+
+uint64_t resident_kib(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
+  return 0;
+}
 
 class Faults : public Forwarding {
  protected:
@@ -279,6 +342,165 @@ TEST_F(Faults, SigkillAndRestartLeaveOneSteeringProgramPerInterface) {
             0);
   ASSERT_TRUE(wait_neighbours());
   EXPECT_TRUE(probe());
+}
+
+// The control socket abused while a flood crosses the box: 1 000 malformed requests (on one
+// connection and on fresh ones), oversized (1 MiB) requests, 256 clients at once, clients
+// that connect and say nothing, and a client that sends a byte at a time. Every abuse gets an
+// error reply or a close, `status` keeps answering, no packet of the flood is lost, and once
+// the silent clients time out vecflowd holds no more descriptors than before.
+TEST_F(Faults, ControlSocketAbuseUnderLoadDoesNotTouchForwarding) {
+  const pid_t pid = daemon_->pid();
+  const size_t fds0 = open_descriptors(pid);
+  const uint64_t rss0 = resident_kib(pid);
+  size_t malformed_errors = 0, oversized_closed = 0, crowd_answered = 0, crowd_busy = 0;
+  bool status_answered = true;
+  FloodResult r = flood(20000, 10, [&] {
+    const std::vector<std::string> bad = {"{not json\n",
+                                          "\x01\x02\xff\n",
+                                          "[]\n",
+                                          R"({"version":1,"command":42})"
+                                          "\n",
+                                          R"({"version":1,"command":"nope"})"
+                                          "\n",
+                                          R"({"version":99,"command":"status"})"
+                                          "\n"};
+    ControlClient one(socket_);
+    ASSERT_TRUE(one.ok());
+    for (int i = 0; i < 500; ++i) {
+      ASSERT_TRUE(one.send(bad[i % bad.size()]));
+      std::string reply = one.reply();
+      malformed_errors += reply.find("\"error\"") != std::string::npos;
+    }
+    for (int i = 0; i < 500; ++i) {
+      ControlClient c(socket_);
+      ASSERT_TRUE(c.ok());
+      ASSERT_TRUE(c.send(bad[i % bad.size()]));
+      malformed_errors += c.reply().find("\"error\"") != std::string::npos;
+    }
+    for (int i = 0; i < 4; ++i) {
+      ControlClient c(socket_);
+      ASSERT_TRUE(c.ok());
+      c.send(std::string(1 << 20, 'x'));  // may fail part-way: the server closes early
+      std::string reply = c.reply();
+      oversized_closed += reply.empty() || reply.find("\"error\"") != std::string::npos;
+    }
+    std::vector<std::unique_ptr<ControlClient>> silent;
+    for (int i = 0; i < 50; ++i)
+      silent.push_back(std::make_unique<ControlClient>(socket_));
+    std::thread slow([&] {
+      ControlClient c(socket_);
+      std::string req = R"({"version":1,"command":"status"})"
+                        "\n";
+      for (char ch : req) {
+        c.send(std::string_view(&ch, 1));
+        std::this_thread::sleep_for(20ms);
+      }
+      EXPECT_NE(c.reply().find("\"result\""), std::string::npos);
+    });
+    std::vector<std::unique_ptr<ControlClient>> crowd;
+    for (int i = 0; i < 256; ++i)
+      crowd.push_back(std::make_unique<ControlClient>(socket_));
+    for (auto& c : crowd)
+      c->send(R"({"version":1,"command":"status"})"
+              "\n");
+    for (auto& c : crowd) {
+      std::string reply = c->reply();
+      crowd_answered += reply.find("\"result\"") != std::string::npos;
+      crowd_busy += reply.find(R"("code":"busy")") != std::string::npos;
+    }
+    crowd.clear();
+    status_answered = ctl("status").rc == 0;
+    slow.join();
+  });
+  EXPECT_EQ(malformed_errors, 1000u);
+  EXPECT_EQ(oversized_closed, 4u);
+  EXPECT_EQ(crowd_answered + crowd_busy, 256u);
+  EXPECT_GT(crowd_answered, 0u);
+  EXPECT_TRUE(status_answered);
+  EXPECT_EQ(r.received, r.sent) << "the flood lost packets while the control socket was abused";
+  EXPECT_EQ(r.reordered, 0u);
+  // The silent clients are dropped after control.read_timeout_ms (5 s).
+  size_t fds = 0;
+  for (int i = 0; i < 100 && (fds = open_descriptors(pid)) > fds0; ++i)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_LE(fds, fds0);
+  EXPECT_LT(resident_kib(pid), rss0 + 16 * 1024) << "resident memory grew by more than 16 MiB";
+  std::cout << "control abuse: 1000 malformed, 4 x 1 MiB, 256 at once (" << crowd_answered
+            << " answered, " << crowd_busy << " busy), 50 silent, 1 slow; flood " << r.received
+            << "/" << r.sent << "; descriptors " << fds0 << " -> " << fds << ", RSS " << rss0
+            << " -> " << resident_kib(pid) << " KiB\n";
+}
+
+// 100 reloads that change the pipeline's tables (a route the flood does not use, added and
+// removed) while a flood crosses the box: none loses or reorders a packet. Then the bad
+// reloads, each refused with the running configuration untouched and still forwarding.
+TEST_F(Faults, HundredReloadsUnderLoadLoseNothingAndBadOnesChangeNothing) {
+  const std::string path = dir_ + "/appliance.yaml";
+  const std::string original = [&] {
+    std::ifstream f(path);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }();
+  const std::string with_route = std::regex_replace(
+      original, std::regex("\n      - \\{prefix: 192.0.2.0/24, port: wan\\}"),
+      "\n      - {prefix: 192.0.2.0/24, port: wan}\n      - {prefix: 203.0.113.0/24, port: wan}");
+  ASSERT_NE(with_route, original);
+  const std::string hash0 = json("status")["config"]["hash"];
+  int reloads_ok = 0;
+  FloodResult r = flood(20000, 12, [&] {
+    for (int i = 0; i < 100; ++i) {
+      std::ofstream(path) << (i % 2 == 0 ? with_route : original);
+      Exec e = ctl("reload");
+      reloads_ok += e.rc == 0;
+    }
+  });
+  EXPECT_EQ(reloads_ok, 100);
+  EXPECT_EQ(r.received, r.sent) << "reloads lost packets";
+  EXPECT_EQ(r.reordered, 0u);
+  EXPECT_EQ(json("status")["config"]["hash"], hash0) << "the 100th reload restored the original";
+
+  // What each bad file is, the file, and a phrase its refusal must carry.
+  struct Bad {
+    std::string what, text, why;
+  };
+  const std::vector<Bad> bad = {
+      {"syntax error", original + "\npipeline: [\n", "appliance.yaml:"},
+      {"unknown key",
+       std::regex_replace(original, std::regex("\nscheduler:\n"), "\nscheduler:\n  colour: blue\n"),
+       "colour"},
+      {"wrong type", std::regex_replace(original, std::regex("size: 64"), "size: large"),
+       "scheduler.vector.size"},
+      {"deep nesting", original + "\nx: " + std::string(2000, '[') + std::string(2000, ']') + "\n",
+       "appliance.yaml"},
+      {"alias bomb",
+       original + "\na: &a [x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
+                  "c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c]\n"
+                  "e: [*d, *d, *d, *d, *d, *d, *d, *d]\n",
+       "appliance.yaml"},
+      {"unknown port", std::regex_replace(original, std::regex("port: lan\\}"), "port: nowhere}"),
+       "nowhere"},
+      {"path escaping",
+       std::regex_replace(original, std::regex("\ncontrol:\n"),
+                          "  - stage: mirror\n    fuse: true\n"
+                          "    to: {pcapng: ../../etc/evil.pcapng}\n\ncontrol:\n"),
+       "outside control.capture_dir"},
+  };
+  int refused = 0;
+  FloodResult r2 = flood(20000, 3, [&] {
+    for (const auto& b : bad) {
+      ASSERT_NE(b.text, original) << b.what;
+      std::ofstream(path) << b.text;
+      Exec e = ctl("reload");
+      EXPECT_NE(e.rc, 0) << b.what << " was accepted: " << e.out;
+      EXPECT_NE((e.out + e.err).find(b.why), std::string::npos) << b.what << ": " << e.out << e.err;
+      refused += e.rc != 0;
+      EXPECT_EQ(json("status")["config"]["hash"], hash0) << b.what;
+    }
+  });
+  std::ofstream(path) << original;
+  EXPECT_EQ(refused, static_cast<int>(bad.size()));
+  EXPECT_EQ(r2.received, r2.sent) << "a refused reload disturbed forwarding";
+  expect_exact(settled_accounting());
 }
 
 }  // namespace
