@@ -314,6 +314,31 @@ TEST(SteerVeth, GenericModeWhenThePortAsksForIt) {
   EXPECT_NE(lab.exec_output('a', "ip -d link show wan0").find("xdpgeneric"), std::string::npos);
 }
 
+// `xdp_mode: auto` on an interface whose driver has no native XDP (a bridge) attaches in
+// generic mode and says so.
+TEST(SteerVeth, AutoFallsBackToGenericWithoutNativeXdp) {
+  VECFLOW_REQUIRE_NETNS();
+  Lab lab(unique_name("vst"));
+  ASSERT_TRUE(lab.ok());
+  ASSERT_EQ(lab.exec('a', "ip link add vfbr0 type bridge && ip link set vfbr0 up"), 0);
+  NetnsScope in_a(lab.ns('a'));
+  ASSERT_TRUE(in_a.ok());
+  steer::SteerSetup setup;
+  setup.ports = {{"br", "vfbr0", config::XdpAttachMode::Auto}};
+  setup.interfaces = {{"br", "vfbr0"}};
+  auto s = steer::XdpSteering::start(setup);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_TRUE((*s)->interfaces()[0].generic);
+  EXPECT_NE(lab.exec_output('a', "ip -d link show vfbr0").find("xdpgeneric"), std::string::npos);
+  // Asked for native, the same interface is refused with the reason.
+  (*s)->stop();
+  setup.ports[0].mode = config::XdpAttachMode::Native;
+  auto native = steer::XdpSteering::start(setup);
+  ASSERT_FALSE(native);
+  EXPECT_NE(native.error().message.find("native mode"), std::string::npos)
+      << native.error().message;
+}
+
 // DPDK's net_af_xdp (`xdp_prog=`) loads and attaches the object itself; XdpSteering adopts
 // that instance and its rules apply.
 TEST(SteerVeth, AdoptsTheProgramDpdkAttaches) {

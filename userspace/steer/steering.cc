@@ -359,7 +359,16 @@ Result<void> XdpSteering::attach(const SteerSetup& setup, const SteerPort& port)
     return fail("port {}: libxdp cannot use the steering program: {}", port.name,
                 errno_text(int(err)));
   }
-  if (int err = xdp_program__attach(a->xprog, int(a->ifindex), a->mode, 0)) {
+  int err = xdp_program__attach(a->xprog, int(a->ifindex), a->mode, 0);
+  // `auto`: a driver without native XDP refuses with EOPNOTSUPP (or EINVAL on older kernels);
+  // generic mode works on any interface, at the cost of an skb per frame.
+  if (err && port.mode == config::XdpAttachMode::Auto && (err == -EOPNOTSUPP || err == -EINVAL)) {
+    logger()->warn("port {}: {} has no native XDP ({}); attaching in generic mode", port.name,
+                   port.interface, errno_text(err));
+    a->mode = XDP_MODE_SKB;
+    err = xdp_program__attach(a->xprog, int(a->ifindex), a->mode, 0);
+  }
+  if (err) {
     return fail("port {}: attaching XDP ({} mode) to {} was refused: {}{}", port.name,
                 a->mode == XDP_MODE_SKB ? "generic" : "native", port.interface, errno_text(err),
                 err == -EEXIST || err == -EBUSY
