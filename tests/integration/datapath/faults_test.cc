@@ -426,7 +426,9 @@ TEST_F(Faults, ControlSocketAbuseUnderLoadDoesNotTouchForwarding) {
   for (int i = 0; i < 100 && (fds = open_descriptors(pid)) > fds0; ++i)
     std::this_thread::sleep_for(100ms);
   EXPECT_LE(fds, fds0);
+#ifndef VECFLOW_SANITIZE  // ASan's quarantine keeps freed memory resident by design
   EXPECT_LT(resident_kib(pid), rss0 + 16 * 1024) << "resident memory grew by more than 16 MiB";
+#endif
   std::cout << "control abuse: 1000 malformed, 4 x 1 MiB, 256 at once (" << crowd_answered
             << " answered, " << crowd_busy << " busy), 50 silent, 1 slow; flood " << r.received
             << "/" << r.sent << "; descriptors " << fds0 << " -> " << fds << ", RSS " << rss0
@@ -538,7 +540,9 @@ TEST_F(Faults, OverloadIsCountedAndMemoryStaysFlat) {
   EXPECT_GE(r.received + dropped, r.sent) << "flood packets vanished: " << Json(lost).dump();
   EXPECT_LE(r.received + dropped, r.sent + 100) << Json(lost).dump();
   EXPECT_EQ(r.socket_drops, 0u);
+#ifndef VECFLOW_SANITIZE  // ASan's quarantine keeps freed memory resident by design
   EXPECT_LT(rss_max, rss0 + 8 * 1024) << "resident memory grew under overload";
+#endif
   std::cout << "overload " << seconds << " s: offered " << r.sent / seconds << " pps, forwarded "
             << r.received / seconds << " pps (offered/forwarded "
             << double(r.sent) / double(std::max<uint64_t>(r.received, 1)) << "), dropped "
