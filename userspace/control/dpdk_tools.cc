@@ -191,6 +191,9 @@ Result<std::unique_ptr<TelemetryBridge>> TelemetryBridge::create(ControlServer& 
     if (registered.contains(name)) continue;
     std::string help = fmt::format("vecflow: {}{}", c->summary,
                                    c->name == "metrics" ? ". Parameter: family name prefix" : "");
+    // DPDK refuses (EINVAL) a help text of RTE_TEL_MAX_STRING_LEN bytes or more.
+    if (help.size() >= RTE_TEL_MAX_STRING_LEN)
+      help = help.substr(0, RTE_TEL_MAX_STRING_LEN - 4) + "...";
     int rc = rte_telemetry_register_cmd(name.c_str(), telemetry_command, help.c_str());
     if (rc < 0) {
       // EINVAL also when telemetry is off (--no-telemetry): not worth failing start-up.

@@ -500,6 +500,18 @@ TEST_F(VecflowctlTest, DpdkTelemetryShowsVecflowCommands) {
   EXPECT_NE(r.out.find("\"/vecflow/errors\": {"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"no_route\": 0"), std::string::npos);
   EXPECT_NE(r.out.find("\"name\": \"vct-lab\""), std::string::npos);
+  // Every read-only command is offered (a help text DPDK finds too long once kept one out).
+  Exec list = run("printf '/\\n' | /usr/bin/python3 /usr/bin/dpdk-telemetry.py -f " + prefix_);
+  ASSERT_EQ(list.rc, 0) << list.err;
+  const Json commands = json("commands");
+  size_t read_commands = 0;
+  for (const auto& c : commands["commands"]) {
+    if (c["access"] != "read") continue;
+    ++read_commands;
+    EXPECT_NE(list.out.find("\"/vecflow/" + c["name"].get<std::string>() + "\""), std::string::npos)
+        << c["name"] << " is not a telemetry command";
+  }
+  EXPECT_GT(read_commands, 10u);
 }
 
 TEST_F(VecflowctlTest, HundredClientsAtOnceAreAllAnswered) {
