@@ -211,8 +211,11 @@ class ControlConnection final : public ConnectionBase,
 
   void arm_timer() {
     server_.expire_after(timer_, std::chrono::milliseconds(server_.options.read_timeout_ms));
-    timer_.async_wait([self = shared_from_this()](error_code ec) {
-      if (ec || self->state_ == State::Closed) return;
+    // A wait whose timer had already expired cannot be cancelled: its handler still runs,
+    // with success, after the timer was re-armed for the next phase (a busy control lcore
+    // serves the request and its expiry in the same round). The generation tells it is stale.
+    timer_.async_wait([self = shared_from_this(), gen = ++timer_gen_](error_code ec) {
+      if (ec || gen != self->timer_gen_ || self->state_ == State::Closed) return;
       if (self->state_ == State::Writing) {
         self->close();  // the client does not read its reply
         return;
@@ -322,6 +325,7 @@ class ControlConnection final : public ConnectionBase,
   Peer peer_;
   State state_ = State::Reading;
   bool close_after_ = false;
+  uint64_t timer_gen_ = 0;  // arm_timer() calls so far; only the last one's expiry counts
   std::string in_;
   std::string out_;
   std::array<char, kReadChunk> chunk_{};
@@ -359,8 +363,10 @@ class MetricsConnection final : public ConnectionBase,
  private:
   void arm_timer() {
     server_.expire_after(timer_, std::chrono::milliseconds(server_.options.read_timeout_ms));
-    timer_.async_wait([self = shared_from_this()](error_code ec) {
-      if (!ec) self->close();
+    // As for the control connections: an expiry that was already queued when the timer was
+    // re-armed is stale.
+    timer_.async_wait([self = shared_from_this(), gen = ++timer_gen_](error_code ec) {
+      if (!ec && gen == self->timer_gen_) self->close();
     });
   }
 
@@ -420,6 +426,7 @@ class MetricsConnection final : public ConnectionBase,
   asio::steady_timer timer_;
   int fd_ = -1;
   bool closed_ = false;
+  uint64_t timer_gen_ = 0;  // arm_timer() calls so far; only the last one's expiry counts
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> response_;
