@@ -14,8 +14,10 @@ TEST_F(Forwarding, PingCrossesInBothDirections) {
   Json a = settled_accounting();
   expect_exact(a);
   // Each echo entered on one port and left on the other: 10 in on each side, all forwarded.
-  EXPECT_GE(port(a, "wan")["tx_packets"].get<uint64_t>(), 10u);
-  EXPECT_GE(port(a, "lan")["tx_packets"].get<uint64_t>(), 10u);
+  EXPECT_GE(port(a, "wan")["tx_packets"].get<uint64_t>(), 10u)
+      << a.dump() << json("errors").dump() << log();
+  EXPECT_GE(port(a, "lan")["tx_packets"].get<uint64_t>(), 10u)
+      << a.dump() << json("errors").dump() << log();
 }
 
 TEST_F(Forwarding, TcpTransferArrivesWhole) {
