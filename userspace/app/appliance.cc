@@ -8,12 +8,14 @@
 
 #include "app/version.h"
 #include "control/builtin.h"
+#include "control/fault.h"
 #include "control/parts/pipeline.h"
 #include "control/parts/pipeline_reload.h"
 #include "control/parts/ports.h"
 #include "control/parts/sched.h"
 #include "control/parts/steering.h"
 #include "core/log.h"
+#include "runtime/cycles.h"
 
 namespace vecflow {
 namespace {
@@ -52,7 +54,9 @@ RuntimeOptions runtime_options(const config::ApplianceConfig& cfg) {
   });
   o.backoff.idle_sleep_max_us = cfg.cpu.idle_sleep_max_us;
   o.backoff.interrupt_after_ms = cfg.cpu.interrupt_after_ms;
+  o.backoff.stall_after_ms = cfg.cpu.stall_after_ms;
   o.control_backoff = kControlBackoff;
+  o.control_backoff->stall_after_ms = cfg.cpu.stall_after_ms;
   return o;
 }
 
@@ -102,6 +106,7 @@ Result<void> Appliance::start_control() {
       registry_, control::StatusSource{kVersion, control::monotonic_ns(), std::time(nullptr), &cfg_,
                                        runtime_->eal().hugepages()});
   control::register_runtime(registry_, *runtime_);
+  control::register_faults(registry_, *runtime_, cfg_);
   std::vector<std::string> port_names;
   for (const auto& p : cfg_.ports)
     port_names.push_back(p.name);
@@ -213,8 +218,34 @@ void Appliance::refresh_links() {
   }
 }
 
+void Appliance::watch_stalls() {
+  const auto& lcores = runtime_->lcores();
+  stall_watch_.resize(lcores.size());
+  for (size_t i = 0; i < lcores.size(); ++i) {
+    const Lcore& l = *lcores[i];
+    StallWatch& w = stall_watch_[i];
+    const bool stalled = l.stalled();
+    if (stalled && !w.stalled) {
+      std::string services;
+      for (const auto& s : l.services())
+        services += (services.empty() ? "" : ", ") + s->name();
+      log::get("app")->warn(
+          "lcore {} stalled: one round has lasted {:.2f} s (cpu.stall_after_ms {}); its services "
+          "({}) are not polled and the flows they serve wait",
+          l.id(), static_cast<double>(l.round_age_ns()) / 1e9, l.stall_after_ms(), services);
+    } else if (!stalled && w.stalled) {
+      const uint64_t cycles = l.stats().stalled_cycles.load() - w.stalled_cycles;
+      log::get("app")->info("lcore {} resumed after a stall of {:.2f} s", l.id(),
+                            static_cast<double>(tsc_to_ns(cycles)) / 1e9);
+    }
+    if (!w.stalled) w.stalled_cycles = l.stats().stalled_cycles.load();
+    w.stalled = stalled;
+  }
+}
+
 void Appliance::watch() {
   refresh_links();
+  watch_stalls();
   if (auto r = steering_->watch(); !r) {
     failure_ = r.error();
     request_stop();

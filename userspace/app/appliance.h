@@ -56,9 +56,11 @@ class Appliance {
  private:
   explicit Appliance(config::ApplianceConfig cfg) : cfg_(std::move(cfg)) {}
   Result<void> start_control();
-  // Control thread, every kWatchInterval: refreshes the ports' cached link states and checks
-  // that the steering program still runs on every interface (steering.on_detach).
+  // Control thread, every kWatchInterval: refreshes the ports' cached link states, checks
+  // that the steering program still runs on every interface (steering.on_detach) and logs
+  // lcores that stall and resume.
   void watch();
+  void watch_stalls();
   static constexpr std::chrono::milliseconds kWatchInterval{200};
   // Reads every port's link state into its cache (Port::refresh_link), logging changes. Also
   // run on each rtnetlink link event, so the tx path sees a link go down within
@@ -81,6 +83,12 @@ class Appliance {
   std::unique_ptr<control::ScheduledCall> watch_timer_;
   std::optional<NetlinkSocket> link_events_;
   std::unique_ptr<control::ScheduledCall> link_watch_;
+  // Per lcore (runtime order): stalled at the last watch, and its stalled cycles then.
+  struct StallWatch {
+    bool stalled = false;
+    uint64_t stalled_cycles = 0;
+  };
+  std::vector<StallWatch> stall_watch_;
   // Set by watch() when steering.on_detach says the appliance must stop; run() returns it.
   std::optional<Error> failure_;
 };

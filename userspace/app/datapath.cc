@@ -24,6 +24,21 @@ std::vector<unsigned> worker_lcores(const config::ApplianceConfig& cfg) {
   return cfg.scheduler.workers.empty() ? cfg.cpu.workers : cfg.scheduler.workers;
 }
 
+// Packet buffers the pool has beyond what the ports keep posted for receive (AF_XDP fill
+// rings, DPDK rx descriptors): what packets in flight can use.
+uint32_t spare_mbufs(const config::ApplianceConfig& cfg) {
+  uint64_t posted = 0;
+  for (const auto& p : cfg.ports) {
+    if (const auto* a = std::get_if<config::AfXdpPort>(&p.kind)) {
+      for (const auto& r : a->queues)
+        posted += uint64_t{r.count} * a->ring_size;
+    } else if (const auto* d = std::get_if<config::DpdkPort>(&p.kind)) {
+      posted += uint64_t{d->queues} * d->rx_descriptors;
+    }
+  }
+  return cfg.dpdk.mbufs > posted ? static_cast<uint32_t>(cfg.dpdk.mbufs - posted) : 0;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<DataPath>> DataPath::create(const config::ApplianceConfig& cfg,
@@ -136,7 +151,7 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
 
   const auto queues = sched::stage_queues(cfg.pipeline);
   auto sc = sched::scheduler_config(cfg.scheduler, queues, static_cast<uint16_t>(polled.size()),
-                                    static_cast<uint16_t>(workers.size()));
+                                    static_cast<uint16_t>(workers.size()), spare_mbufs(cfg));
   auto sched = sched::create_scheduler(sc);
   if (!sched) return fail("scheduler: {}", sched.error().message);
   sched_ = std::move(*sched);

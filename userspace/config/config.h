@@ -50,6 +50,9 @@ struct CpuSection {
   // After this long without work, an lcore whose services can all be woken by a file
   // descriptor (AF_XDP socket, DPDK rx interrupt) sleeps on them instead of napping.
   uint32_t interrupt_after_ms = 100;
+  // One round of an lcore's services lasting this long is reported as a stall (status,
+  // log, metrics): a service is stuck and the flows it serves wait.
+  uint32_t stall_after_ms = 250;
 };
 
 enum class HugePages { Auto, On, Off };
@@ -186,6 +189,11 @@ struct SchedulerSection {
   uint16_t vector_size = 64;      // 1 = plain per-packet events
   uint32_t vector_timeout_us = 50;
   uint32_t queue_depth = 4096;
+  // Packets waiting for one worker beyond which new packets of its flows are dropped
+  // (sched_backpressure), so a stalled or overloaded worker cannot take every packet buffer
+  // from the others. 0: the buffers the ports do not keep posted for receive (dpdk.mbufs minus
+  // fill rings and rx descriptors) / (2 x workers). builtin backend only.
+  uint32_t worker_backlog = 0;
   FlowIdSource flow_id = FlowIdSource::Auto;
 };
 
@@ -294,6 +302,9 @@ struct ControlSection {
   std::string capture_dir = "/var/lib/vecflow/capture";
   uint32_t max_request_bytes = 65536;
   uint32_t read_timeout_ms = 5000;
+  // Accept `fault-*` commands that break the data path on purpose (a stalled lcore), for
+  // tests and lab drills. Off by default: a production box never offers them.
+  bool fault_injection = false;
 };
 
 // ---- the whole file ---------------------------------------------------------------------------

@@ -122,13 +122,15 @@ void read_appliance(Ctx& ctx, const YAML::Node& n, ApplianceSection& out) {
 }
 
 void read_cpu(Ctx& ctx, const YAML::Node& n, CpuSection& out) {
-  MapReader m(ctx, n, "cpu", {"control", "workers", "idle_sleep_max_us", "interrupt_after_ms"});
+  MapReader m(ctx, n, "cpu",
+              {"control", "workers", "idle_sleep_max_us", "interrupt_after_ms", "stall_after_ms"});
   m.get_lcore("control", out.control);
   if (m.get_lcores("workers", out.workers) && out.workers.empty()) {
     ctx.error(m.child("workers"), "cpu.workers", "needs at least one lcore");
   }
   m.get("idle_sleep_max_us", out.idle_sleep_max_us, 0, 1'000'000);
   m.get("interrupt_after_ms", out.interrupt_after_ms, 0, 3'600'000);
+  m.get("stall_after_ms", out.stall_after_ms, 1, 3'600'000);
 }
 
 void read_dpdk(Ctx& ctx, const YAML::Node& n, DpdkSection& out) {
@@ -417,7 +419,8 @@ void read_steering(Ctx& ctx, const YAML::Node& n, SteeringSection& out) {
 
 void read_scheduler(Ctx& ctx, const YAML::Node& n, SchedulerSection& out) {
   MapReader m(ctx, n, "scheduler",
-              {"backend", "device", "devargs", "workers", "vector", "queue_depth", "flow_id"});
+              {"backend", "device", "devargs", "workers", "vector", "queue_depth", "worker_backlog",
+               "flow_id"});
   if (!m.ok()) return;
   m.get_enum<SchedBackend>(
       "backend", out.backend,
@@ -438,6 +441,7 @@ void read_scheduler(Ctx& ctx, const YAML::Node& n, SchedulerSection& out) {
     ctx.error(m.child("queue_depth"), "scheduler.queue_depth",
               fmt::format("{} is not a power of two", out.queue_depth));
   }
+  m.get("worker_backlog", out.worker_backlog, 0, 1u << 24);
   m.get_enum<FlowIdSource>("flow_id", out.flow_id,
                            {{"auto", FlowIdSource::Auto},
                             {"xdp", FlowIdSource::Xdp},
@@ -671,7 +675,7 @@ void read_pipeline(Ctx& ctx, const YAML::Node& n, std::vector<StageConfig>& out)
 void read_control(Ctx& ctx, const YAML::Node& n, ControlSection& out) {
   MapReader m(ctx, n, "control",
               {"socket", "mode", "group", "metrics", "capture_dir", "max_request_bytes",
-               "read_timeout_ms"});
+               "read_timeout_ms", "fault_injection"});
   if (m.get("socket", out.socket) && (out.socket.empty() || out.socket[0] != '/')) {
     ctx.error(m.child("socket"), "control.socket", "must be an absolute path");
   } else if (out.socket.size() >= 108) {  // sizeof(sockaddr_un::sun_path)
@@ -712,6 +716,7 @@ void read_control(Ctx& ctx, const YAML::Node& n, ControlSection& out) {
   }
   m.get("max_request_bytes", out.max_request_bytes, 256, 16u << 20);
   m.get("read_timeout_ms", out.read_timeout_ms, 10, 600'000);
+  m.get("fault_injection", out.fault_injection);
 }
 
 std::string fnv1a_hex(std::string_view bytes) {

@@ -31,6 +31,19 @@ Json percent(const RateWindow& rates, const MetricFamily& f, Labels labels) {
   return tsc_percent(rates.rate(f, labels));
 }
 
+// "stalled" while the lcore is stuck in one round (a service blocked or looping: the flows it
+// serves wait), "running" while it polls, "stopped" before launch and after shutdown.
+std::string_view lcore_state(const Lcore& l) {
+  if (!l.running()) return "stopped";
+  return l.stalled() ? "stalled" : "running";
+}
+
+// How long a stalled lcore has been in its round; null when it is not stalled.
+Json round_seconds(const Lcore& l) {
+  if (!l.stalled()) return nullptr;
+  return static_cast<double>(l.round_age_ns()) / 1e9;
+}
+
 std::string_view port_type(const config::PortConfig& p) {
   return p.is_afxdp() ? "afxdp" : "dpdk";
 }
@@ -160,6 +173,8 @@ void register_status(Registry& registry, StatusSource source) {
             table("lcores", "/lcores",
                   {{"LCORE", "lcore"},
                    {"ROLE", "role"},
+                   {"STATE", "state"},
+                   {"IN ROUND", "round_s", Unit::Seconds},
                    {"BUSY", "busy_pct", Unit::Percent},
                    {"SERVICES", "services"}}),
             table("ports", "/ports",
@@ -188,6 +203,9 @@ void register_runtime(Registry& registry, std::vector<const Lcore*> lcores) {
       s.add(kLcoreRounds, {id}, st.rounds.load());
       s.add(kLcoreNaps, {id}, st.naps.load());
       s.add(kLcoreInterruptSleeps, {id}, st.interrupt_sleeps.load());
+      s.set(kLcoreStalled, {id}, l->stalled() ? 1 : 0);
+      s.add(kLcoreStalls, {id}, st.stalls.load());
+      s.add(kLcoreStalledCycles, {id}, st.stalled_cycles.load());
       for (const auto& svc : l->services()) {
         const ServiceStats& ss = svc->stats();
         s.add(kServicePolls, {id, svc->name()}, ss.polls.load());
@@ -208,6 +226,8 @@ void register_runtime(Registry& registry, std::vector<const Lcore*> lcores) {
         names.push_back(svc->name());
       rows.push_back({{"lcore", l->id()},
                       {"role", i == 0 ? "control" : "worker"},
+                      {"state", lcore_state(*l)},
+                      {"round_s", round_seconds(*l)},
                       {"busy_pct", percent(ctx.rates, kLcoreBusy, {std::to_string(l->id())})},
                       {"services", std::move(names)}});
     }
@@ -248,6 +268,11 @@ void register_runtime(Registry& registry, std::vector<const Lcore*> lcores) {
                           {"idle_pct", percent(ctx.rates, kLcoreIdle, {id})},
                           {"sleep_pct", percent(ctx.rates, kLcoreSleep, {id})},
                           {"asleep", sleeping},
+                          {"state", lcore_state(*l)},
+                          {"round_s", round_seconds(*l)},
+                          {"stalls", l->stats().stalls.load()},
+                          {"stalled_s",
+                           static_cast<double>(tsc_to_ns(l->stats().stalled_cycles.load())) / 1e9},
                           {"rounds", s.count(kLcoreRounds, {id})},
                           {"naps", s.count(kLcoreNaps, {id})},
                           {"interrupt_sleeps", s.count(kLcoreInterruptSleeps, {id})},
@@ -269,7 +294,9 @@ void register_runtime(Registry& registry, std::vector<const Lcore*> lcores) {
                    {"SLEEP", "sleep_pct", Unit::Percent},
                    {"ROUNDS", "rounds", Unit::Count},
                    {"NAPS", "naps", Unit::Count},
-                   {"ASLEEP", "asleep"}}),
+                   {"ASLEEP", "asleep"},
+                   {"STATE", "state"},
+                   {"STALLS", "stalls", Unit::Count}}),
             table("services", "/services",
                   {{"LCORE", "lcore"},
                    {"SERVICE", "service"},

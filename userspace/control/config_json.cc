@@ -321,7 +321,8 @@ Json config_to_json(const ApplianceConfig& c) {
   j["cpu"] = {{"control", c.cpu.control},
               {"workers", c.cpu.workers},
               {"idle_sleep_max_us", c.cpu.idle_sleep_max_us},
-              {"interrupt_after_ms", c.cpu.interrupt_after_ms}};
+              {"interrupt_after_ms", c.cpu.interrupt_after_ms},
+              {"stall_after_ms", c.cpu.stall_after_ms}};
   j["dpdk"] = {{"memory_mb", c.dpdk.memory_mb},
                {"hugepages", hugepages_name(c.dpdk.hugepages)},
                {"file_prefix", c.dpdk.file_prefix},
@@ -351,6 +352,7 @@ Json config_to_json(const ApplianceConfig& c) {
                     {"workers", s.workers},
                     {"vector", {{"size", s.vector_size}, {"timeout_us", s.vector_timeout_us}}},
                     {"queue_depth", s.queue_depth},
+                    {"worker_backlog", s.worker_backlog},
                     {"flow_id", flow_id_name(s.flow_id)}};
   Json stages = Json::array();
   for (const auto& st : c.pipeline) {
@@ -366,7 +368,8 @@ Json config_to_json(const ApplianceConfig& c) {
                   {"metrics", c.control.metrics},
                   {"capture_dir", c.control.capture_dir},
                   {"max_request_bytes", c.control.max_request_bytes},
-                  {"read_timeout_ms", c.control.read_timeout_ms}};
+                  {"read_timeout_ms", c.control.read_timeout_ms},
+                  {"fault_injection", c.control.fault_injection}};
   return j;
 }
 

@@ -73,6 +73,19 @@ inline const MetricFamily kLcoreInterruptSleeps{
     "Times an lcore slept on its services' wake-up descriptors",
     MetricType::Counter,
     {"lcore"}};
+// Stalls (runtime/lcore.h): one round of an lcore's services lasting cpu.stall_after_ms or more.
+inline const MetricFamily kLcoreStalled{"vecflow_lcore_stalled",
+                                        "1 while an lcore is stuck in one round",
+                                        MetricType::Gauge,
+                                        {"lcore"}};
+inline const MetricFamily kLcoreStalls{"vecflow_lcore_stalls_total",
+                                       "Rounds of an lcore that lasted cpu.stall_after_ms or more",
+                                       MetricType::Counter,
+                                       {"lcore"}};
+inline const MetricFamily kLcoreStalledCycles{"vecflow_lcore_stalled_cycles_total",
+                                              "TSC cycles an lcore spent in stalled rounds",
+                                              MetricType::Counter,
+                                              {"lcore"}};
 inline const MetricFamily kServicePolls{
     "vecflow_service_polls_total", "Polls of a service", MetricType::Counter, {"lcore", "service"}};
 inline const MetricFamily kServiceBusyPolls{"vecflow_service_busy_polls_total",

@@ -23,6 +23,7 @@ Lcore::Lcore(unsigned id, BackoffConfig backoff)
 }
 
 Lcore::~Lcore() {
+  deferred_.clear();
   delete list_.load();
   if (wake_fd_ >= 0) close(wake_fd_);
 }
@@ -34,27 +35,50 @@ void Lcore::wake() noexcept {
   (void)n;  // EAGAIN only when the counter is saturated: the lcore is woken anyway
 }
 
+uint64_t Lcore::round_age_ns() const noexcept {
+  uint64_t start = round_start_tsc_.load(std::memory_order_relaxed);
+  if (start == 0) return 0;
+  uint64_t now = rte_rdtsc();
+  return now > start ? tsc_to_ns(now - start) : 0;
+}
+
 void Lcore::request_stop() noexcept {
   stop_.store(true, std::memory_order_relaxed);
   wake();
 }
 
 void Lcore::set_services(std::vector<std::shared_ptr<Service>> services) {
+  publish(std::move(services), true);
+}
+
+void Lcore::free_deferred_locked() noexcept {
+  const bool stopped = !running();
+  const uint64_t now = round_.load(std::memory_order_acquire);
+  std::erase_if(deferred_, [&](const auto& d) { return stopped || now > d.first; });
+}
+
+void Lcore::publish(std::vector<std::shared_ptr<Service>> services, bool wait) {
   auto fresh = std::make_unique<ServiceList>(ServiceList{std::move(services)});
   std::unique_ptr<ServiceList> old;
+  uint64_t seen;
   {
     std::lock_guard lock(writer_mutex_);
     old.reset(list_.exchange(fresh.release(), std::memory_order_seq_cst));
+    // A round that ends after the exchange started after it... or was in progress and will
+    // not look at the list again. Either way one completed round after this read is enough.
+    seen = round_.load(std::memory_order_seq_cst);
+    free_deferred_locked();
+    if (!wait && thread_.load() != std::this_thread::get_id()) {
+      deferred_.emplace_back(seen, std::move(old));
+      wake();
+      return;
+    }
   }
   if (thread_.load() == std::this_thread::get_id()) {
     // Called from a service of this lcore: the loop may be iterating `old` right now.
     retired_.push_back(std::move(old));
     return;
   }
-  // Wait for a quiescent point: a round that ends after the exchange started after it... or
-  // was in progress and will not look at the list again. Either way one completed round
-  // after the exchange is enough.
-  uint64_t seen = round_.load(std::memory_order_seq_cst);
   wake();
   while (running() && round_.load(std::memory_order_acquire) == seen) {
     std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -69,7 +93,7 @@ std::vector<std::shared_ptr<Service>> Lcore::services() const {
 void Lcore::add_service(std::shared_ptr<Service> service) {
   auto list = services();
   list.push_back(std::move(service));
-  set_services(std::move(list));
+  publish(std::move(list), false);
 }
 
 bool Lcore::remove_service(const Service* service) {
@@ -159,12 +183,15 @@ void Lcore::run() noexcept {
   uint32_t nap_us = 1;
   uint64_t idle_since = rte_rdtsc();
   uint64_t round = round_.load(std::memory_order_relaxed);
+  const uint64_t stall_cycles = tsc_hz() / 1000 * backoff_.stall_after_ms;
   if (qsbr_ != nullptr) qsbr_->online(qsbr_reader_);
 
   while (!stop_.load(std::memory_order_relaxed)) {
     const ServiceList* list = list_.load(std::memory_order_acquire);
     bool any = false;
     uint64_t t = rte_rdtsc();
+    const uint64_t round_start = t;
+    round_start_tsc_.store(round_start, std::memory_order_relaxed);
     for (const auto& s : list->services) {
       bool worked = s->poll();
       uint64_t now = rte_rdtsc();
@@ -185,6 +212,10 @@ void Lcore::run() noexcept {
     round_.store(++round, std::memory_order_release);
     if (qsbr_ != nullptr) qsbr_->quiescent(qsbr_reader_);
     stats_.rounds.add();
+    if (t - round_start >= stall_cycles) [[unlikely]] {
+      stats_.stalls.add();
+      stats_.stalled_cycles.add(t - round_start);
+    }
     if (!retired_.empty()) retired_.clear();
 
     if (any) {
@@ -201,11 +232,13 @@ void Lcore::run() noexcept {
       continue;
     }
     // Offline while napping or sleeping, so that table writers do not wait for an idle lcore.
+    round_start_tsc_.store(0, std::memory_order_relaxed);
     if (qsbr_ != nullptr) qsbr_->offline(qsbr_reader_);
     idle_wait(idle_since, nap_us);
     if (qsbr_ != nullptr) qsbr_->online(qsbr_reader_);
   }
   if (qsbr_ != nullptr) qsbr_->offline(qsbr_reader_);
+  round_start_tsc_.store(0, std::memory_order_relaxed);
   round_.store(++round, std::memory_order_release);
   running_.store(false, std::memory_order_release);
   thread_.store(std::thread::id{});

@@ -15,6 +15,12 @@
 //
 // An lcore attached to a Qsbr (runtime/qsbr.h) is a reader of the data plane's shared tables:
 // online while it runs rounds, quiescent after each round, offline while it naps or sleeps.
+//
+// Stalls. A round is one poll of each service: microseconds. A round that lasts longer than
+// `stall_after_ms` means a service is stuck (blocked in a system call, looping, descheduled
+// for long): the lcore publishes when its current round began, so the control plane sees a
+// stall while it lasts (round_age_ns), and counts each such round with its length once it
+// ends (stats: stalls, stalled_cycles). Cost on the busy path: one relaxed store per round.
 #pragma once
 
 #include <atomic>
@@ -33,6 +39,7 @@ namespace vecflow {
 struct BackoffConfig {
   uint32_t idle_sleep_max_us = 200;   // 0: never nap, poll continuously
   uint32_t interrupt_after_ms = 100;  // 0: never sleep on descriptors
+  uint32_t stall_after_ms = 250;      // a round this long is a stall
 };
 
 struct LcoreStats {
@@ -42,6 +49,8 @@ struct LcoreStats {
   Counter sleep_cycles;  // napping or sleeping on descriptors
   Counter naps;
   Counter interrupt_sleeps;
+  Counter stalls;          // rounds that lasted stall_after_ms or longer
+  Counter stalled_cycles;  // the length of those rounds
 };
 
 class Lcore {
@@ -64,6 +73,9 @@ class Lcore {
   // once the lcore can no longer be inside a service that is not in `services`. When called
   // from one of this lcore's own services, the old list is kept until the round ends.
   void set_services(std::vector<std::shared_ptr<Service>> services);
+  // Does not wait: the lcore may finish its round with the old list (every service of it is
+  // still in the new one), which is freed by a later change once the lcore has moved on. So
+  // adding a service to a stalled lcore does not stall the caller.
   void add_service(std::shared_ptr<Service> service);
   // Returns false if the service was not on this lcore.
   bool remove_service(const Service* service);
@@ -82,6 +94,13 @@ class Lcore {
   void request_stop() noexcept;
   bool stop_requested() const noexcept { return stop_.load(std::memory_order_relaxed); }
   bool running() const noexcept { return running_.load(std::memory_order_acquire); }
+  // How long the round in progress has lasted; 0 between rounds (napping, sleeping, stopped).
+  uint64_t round_age_ns() const noexcept;
+  // True while the round in progress has lasted stall_after_ms or longer.
+  bool stalled() const noexcept {
+    return round_age_ns() >= uint64_t{backoff_.stall_after_ms} * 1000000;
+  }
+  uint32_t stall_after_ms() const noexcept { return backoff_.stall_after_ms; }
 
  private:
   struct ServiceList {
@@ -89,6 +108,9 @@ class Lcore {
   };
 
   void wake() noexcept;
+  void publish(std::vector<std::shared_ptr<Service>> services, bool wait);
+  // Frees the deferred lists the lcore can no longer be using. Holds writer_mutex_.
+  void free_deferred_locked() noexcept;
   void idle_wait(uint64_t idle_since_tsc, uint32_t& nap_us) noexcept;
   bool sleep_on_descriptors(const ServiceList& list) noexcept;
 
@@ -99,11 +121,15 @@ class Lcore {
   std::atomic<bool> stop_{false};
   std::atomic<bool> running_{false};
   std::atomic<uint64_t> round_{0};
-  std::atomic<ServiceList*> list_;  // owned: replaced lists are deleted after quiescence
+  std::atomic<uint64_t> round_start_tsc_{0};  // 0 between rounds
+  std::atomic<ServiceList*> list_;            // owned: replaced lists are deleted after quiescence
   std::atomic<std::thread::id> thread_{};
   Qsbr* qsbr_ = nullptr;
   unsigned qsbr_reader_ = 0;
   mutable std::mutex writer_mutex_;  // serialises writers; the lcore never takes it
+  // Lists replaced without waiting (add_service), with the round count read after the
+  // replacement: free once the lcore has completed a round after it. Under writer_mutex_.
+  std::vector<std::pair<uint64_t, std::unique_ptr<ServiceList>>> deferred_;
   // Lists replaced from the lcore's own thread, freed at the end of the round that may still
   // be iterating them. Only the lcore thread touches this.
   std::vector<std::unique_ptr<ServiceList>> retired_;

@@ -112,7 +112,13 @@ struct Shared {
   std::vector<BuiltinPort*> workers;  // by worker index
   int64_t credit_limit = 0;
   alignas(64) std::atomic<int64_t> on_loan{0};
-  bool fenced = false;  // no membarrier: full fences at quiescent points instead
+  // Per worker: packets written to its input ring, by every port (see count_backlog).
+  struct alignas(64) PacketTally {
+    std::atomic<int64_t> n{0};
+  };
+  std::vector<PacketTally> enqueued_packets;
+  int64_t backlog_cap = 0;  // SchedulerConfig::worker_backlog_packets; 0: not counted
+  bool fenced = false;      // no membarrier: full fences at quiescent points instead
   BuiltinTuning tuning{};
   uint64_t migration_interval_tsc = 0;
   uint64_t load_interval_tsc = 0;
@@ -163,9 +169,21 @@ class BuiltinPort final : public EventPort {
   // ---- enqueue -------------------------------------------------------------------------
 
   uint16_t enqueue_new_burst(const rte_event* ev, uint16_t n) noexcept override {
+    return enqueue_new(ev, n, nullptr);
+  }
+
+  uint16_t enqueue_new_burst_any(rte_event* ev, uint16_t n) noexcept override {
+    return enqueue_new(ev, n, ev);
+  }
+
+  // `compact`: `ev` itself, when the caller takes refusals from anywhere in the burst.
+  uint16_t enqueue_new(const rte_event* ev, uint16_t n, rte_event* compact) noexcept {
     const bool bracket = !(epoch_ & 1);
     if (bracket) enter();
-    uint16_t ok = take_credits(n);
+    uint16_t admitted = n;
+    if (full_ != 0) [[unlikely]]
+      admitted = admit(ev, n, compact);
+    uint16_t ok = take_credits(admitted);
     route_burst(ev, ok);
     counters_.enq_new.add(ok);
     if (ok != n) counters_.refused.add(n - ok);
@@ -258,6 +276,10 @@ class BuiltinPort final : public EventPort {
       got = take_inbuf(ev, n);
     } else {
       got = static_cast<uint16_t>(rte_event_ring_dequeue_burst(in_, ev, n, nullptr));
+      if (s_.backlog_cap != 0 && got > 0) {
+        dequeued_ += packets_in(ev, got);
+        dequeued_packets_.store(dequeued_, std::memory_order_relaxed);
+      }
       // After the ring read: a hold posted before an event we just read was sent is seen.
       poll_ctl();
       if (nholds_ > 0) got = hold_back(ev, got);
@@ -327,6 +349,8 @@ class BuiltinPort final : public EventPort {
   // ---- read by other threads ------------------------------------------------------------
 
   uint16_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
+  // Packets in this worker's input ring (and in the out-buffers about to reach it are not).
+  int64_t backlog_packets() const noexcept { return s_.backlog_cap ? backlog_of(index()) : 0; }
   uint32_t backlog() const noexcept { return in_ ? rte_event_ring_count(in_) : 0; }
 
   // Payloads left anywhere in this port (destruction without draining).
@@ -459,6 +483,7 @@ class BuiltinPort final : public EventPort {
   }
 
   void write_ring(uint32_t dst, const rte_event* ev, uint16_t n) noexcept {
+    if (s_.backlog_cap != 0) count_backlog(dst, ev, n);
     rte_event_ring* ring = s_.workers[dst]->in_;
     unsigned done = rte_event_ring_enqueue_burst(ring, ev, n, nullptr);
     // Every ring holds the whole in-flight limit, so it is never full for long (only while
@@ -467,6 +492,72 @@ class BuiltinPort final : public EventPort {
       rte_pause();
       done += rte_event_ring_enqueue_burst(ring, ev + done, n - done, nullptr);
     }
+  }
+
+  // ---- per-worker backlog (SchedulerConfig::worker_backlog_packets) ----------------------
+  //
+  // A worker's backlog is the packets written to its input ring and not yet dequeued: a tally
+  // of writes shared by the ports that send to it, minus the dequeues it publishes. Counted
+  // once per ring write and once per dequeue, in packets (a vector holds up to its size), since
+  // packet buffers are what a stalled worker would exhaust. A producer that sees a worker's
+  // backlog at the limit marks it full and refuses new events of its flows (admit) until the
+  // backlog falls below the limit again; the other workers' flows keep being accepted.
+
+  static int64_t packets_in(const rte_event* ev, uint32_t n) noexcept {
+    int64_t p = 0;
+    for (uint32_t i = 0; i < n; ++i)
+      p += is_vector(ev[i]) ? ev[i].vec->nb_elem : 1;
+    return p;
+  }
+
+  int64_t backlog_of(uint32_t w) const noexcept {
+    return s_.enqueued_packets[w].n.load(std::memory_order_relaxed) -
+           s_.workers[w]->dequeued_packets_.load(std::memory_order_relaxed);
+  }
+
+  void count_backlog(uint32_t dst, const rte_event* ev, uint16_t n) noexcept {
+    const int64_t p = packets_in(ev, n);
+    const int64_t sent = s_.enqueued_packets[dst].n.fetch_add(p, std::memory_order_relaxed) + p;
+    if (!worker_ &&
+        sent - s_.workers[dst]->dequeued_packets_.load(std::memory_order_relaxed) >= s_.backlog_cap)
+      full_ |= uint64_t{1} << dst;
+  }
+
+  // Some worker was full at this producer's last look: forget those that are no longer, then
+  // admit the events whose worker is not full. With `compact`, the admitted events move to
+  // its front (in order) and the refused ones behind them; without, admission stops at the
+  // first refused event (a prefix). Parallel queues are admitted (their worker is chosen at
+  // routing). Returns how many were admitted.
+  uint16_t admit(const rte_event* ev, uint16_t n, rte_event* compact) noexcept {
+    for (uint64_t f = full_; f != 0; f &= f - 1) {
+      const uint32_t w = static_cast<uint32_t>(std::countr_zero(f));
+      if (backlog_of(w) < s_.backlog_cap) full_ &= ~(uint64_t{1} << w);
+    }
+    if (full_ == 0) return n;
+    rte_event refused[kMaxEventBurst];
+    uint16_t nrefused = 0, kept = 0;
+    for (uint16_t i = 0; i < n; ++i) {
+      const rte_event& e = ev[i];
+      bool ok = true;
+      if (s_.types[e.queue_id] != SchedType::Parallel) {
+        const uint8_t w = __atomic_load_n(
+            &s_.owners[static_cast<size_t>(e.queue_id) * kFlowSlots + flow_slot(e.flow_id)],
+            __ATOMIC_ACQUIRE);
+        ok = !(full_ >> w & 1);
+      }
+      if (!compact) {
+        if (!ok) return i;
+        continue;
+      }
+      if (ok) {
+        compact[kept++] = e;
+      } else {
+        refused[nrefused++] = e;
+      }
+    }
+    if (!compact) return n;
+    std::memcpy(compact + kept, refused, nrefused * sizeof(rte_event));
+    return kept;
   }
 
   void flush(uint32_t dst) noexcept {
@@ -759,6 +850,8 @@ class BuiltinPort final : public EventPort {
   uint64_t dirty_ = 0;    // destinations whose out-buffer holds events
   uint32_t rr_ = 0;       // next destination for parallel queues
   uint64_t epoch_ = 0;    // this thread's copy of epoch_shared_
+  uint64_t full_ = 0;     // producers: workers whose backlog was at the limit at the last look
+  int64_t dequeued_ = 0;  // workers: packets dequeued from the input ring (published below)
   RteArray<uint16_t> out_len_;
   RteArray<rte_event> out_;
 
@@ -796,6 +889,7 @@ class BuiltinPort final : public EventPort {
   alignas(64) std::atomic<uint16_t> load_{0};
   std::atomic<int32_t> immigration_load_{0};
   std::atomic<bool> parked_{false};
+  alignas(64) std::atomic<int64_t> dequeued_packets_{0};
 };
 
 class BuiltinScheduler final : public Scheduler {
@@ -837,6 +931,8 @@ class BuiltinScheduler final : public Scheduler {
     // At least two loans per port, so ports parking credits cannot starve the others.
     s_.credit_limit = std::max<int64_t>(c.inflight_limit, int64_t{ports} * 2 * kCreditLoan);
     uint32_t ring_size = std::bit_ceil(static_cast<uint32_t>(s_.credit_limit) + 1);
+    s_.backlog_cap = c.worker_backlog_packets;
+    s_.enqueued_packets = std::vector<Shared::PacketTally>(c.workers);
 
     s_.owners = RteArray<uint8_t>(static_cast<size_t>(s_.nqueues) * kFlowSlots);
     if (!s_.owners.ok()) return fail("builtin scheduler: out of DPDK memory");
@@ -889,6 +985,7 @@ class BuiltinScheduler final : public Scheduler {
       PortStats& ps = s.ports[producers_ + w];
       ps.load_permille = s_.workers[w]->load();
       ps.backlog = s_.workers[w]->backlog();
+      ps.backlog_packets = s_.workers[w]->backlog_packets();
       s.migrations += ps.emigrations;
     }
     s.inflight = inflight();

@@ -1,5 +1,7 @@
 #include "sched/from_config.h"
 
+#include <algorithm>
+
 namespace vecflow::sched {
 namespace {
 
@@ -35,7 +37,7 @@ StageQueues stage_queues(std::span<const config::StageConfig> stages) {
 }
 
 SchedulerConfig scheduler_config(const config::SchedulerSection& section, const StageQueues& q,
-                                 uint16_t producers, uint16_t workers) {
+                                 uint16_t producers, uint16_t workers, uint32_t spare_mbufs) {
   SchedulerConfig c;
   c.backend =
       section.backend == config::SchedBackend::Builtin ? Backend::Builtin : Backend::Eventdev;
@@ -45,6 +47,11 @@ SchedulerConfig scheduler_config(const config::SchedulerSection& section, const 
   c.producers = producers;
   c.workers = workers;
   c.inflight_limit = section.queue_depth;
+  // Half the spare buffers shared among the workers' backlogs leaves the other half for the
+  // rx rings' refills, the open vectors and the packets being processed and sent.
+  c.worker_backlog_packets = section.worker_backlog
+                                 ? section.worker_backlog
+                                 : std::max<uint32_t>(spare_mbufs / (2 * workers), 64);
   return c;
 }
 

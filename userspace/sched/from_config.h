@@ -28,7 +28,9 @@ StageQueues stage_queues(std::span<const config::StageConfig> stages);
 
 // `producers`: one per rx adapter; `workers`: one per pipeline worker. queue_depth is the
 // in-flight limit (events admitted and not yet finished, all stages together).
+// `spare_mbufs`: packet buffers the ports do not keep posted for receive (fill rings, rx
+// descriptors); the default worker backlog limit is a share of them.
 SchedulerConfig scheduler_config(const config::SchedulerSection& section, const StageQueues& q,
-                                 uint16_t producers, uint16_t workers);
+                                 uint16_t producers, uint16_t workers, uint32_t spare_mbufs);
 
 }  // namespace vecflow::sched

@@ -263,7 +263,8 @@ void RxAdapter::close_all(bool (*match)(const Slot&, const Request&), const Requ
 
 void RxAdapter::enqueue_out(DropReason if_refused) noexcept {
   if (nout_ == 0) return;
-  uint16_t ok = producer_.enqueue_new_burst(out_.data(), nout_);
+  // Refusals may come from anywhere in the burst (a full worker's flows); they end up behind.
+  uint16_t ok = producer_.enqueue_new_burst_any(out_.data(), nout_);
   if (ok < nout_) {
     stats_.refused.add(nout_ - ok);
     for (uint16_t i = ok; i < nout_; ++i)

@@ -14,9 +14,9 @@
 // Threading: each port is used by one thread at a time (the lcore running the service that
 // owns it). stats() and inflight() may be called from any thread.
 //
-// Backpressure: an enqueue returns how many events it accepted, always the first ones; the
-// caller still owns the rest and must drop them under a named reason (sched_backpressure).
-// Backends never drop an event they accepted.
+// Backpressure: an enqueue returns how many events it accepted, always the first ones (with
+// enqueue_new_burst_any, moved to the front); the caller still owns the rest and must drop
+// them under a named reason (sched_backpressure). Backends never drop an event they accepted.
 #pragma once
 
 #include <array>
@@ -71,6 +71,10 @@ struct SchedulerConfig {
   uint16_t workers = 1;
   // Events admitted (NEW) and not yet released. NEW events beyond it are refused.
   uint32_t inflight_limit = 4096;
+  // Packets sent to one worker and not yet dequeued by it beyond which NEW events of its flows
+  // are refused (builtin only; 0: no limit). Without it a stalled worker keeps taking events
+  // until it holds every credit and every packet buffer, and the other workers' flows stop.
+  uint32_t worker_backlog_packets = 0;
   BuiltinTuning builtin = default_builtin_tuning();
 };
 
@@ -104,6 +108,14 @@ class EventPort {
 
   // Every event's op is NEW. Returns how many were accepted (a prefix).
   virtual uint16_t enqueue_new_burst(const rte_event* ev, uint16_t n) noexcept = 0;
+  // The same, for a caller that takes refused events back from anywhere in the burst: the
+  // accepted ones are moved, in order, to the front of `ev`, the refused ones behind them.
+  // A backend that refuses only the flows of a full worker (builtin, with
+  // worker_backlog_packets) keeps accepting the others' events of the same burst. Returns
+  // how many were accepted. By default the prefix of enqueue_new_burst.
+  virtual uint16_t enqueue_new_burst_any(rte_event* ev, uint16_t n) noexcept {
+    return enqueue_new_burst(ev, n);
+  }
   // Every event's op is FORWARD and each was dequeued through this port. Returns a prefix.
   virtual uint16_t enqueue_forward_burst(const rte_event* ev, uint16_t n) noexcept = 0;
   // Any mix of NEW, FORWARD and RELEASE. Returns a prefix.
@@ -151,8 +163,9 @@ struct PortStats {
   uint64_t empty_dequeues = 0;
   uint64_t emigrations = 0;
   uint64_t immigrations = 0;
-  uint32_t load_permille = 0;  // builtin: share of time the port's worker was busy
-  uint32_t backlog = 0;        // builtin: events waiting in the port's input ring
+  uint32_t load_permille = 0;   // builtin: share of time the port's worker was busy
+  uint32_t backlog = 0;         // builtin: events waiting in the port's input ring
+  int64_t backlog_packets = 0;  // builtin with worker_backlog_packets: their packets
 };
 
 struct SchedulerStats {

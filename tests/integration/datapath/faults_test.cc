@@ -529,6 +529,114 @@ TEST_F(Faults, HundredReloadsUnderLoadLoseNothingAndBadOnesChangeNothing) {
 // forwards, not twice: both share the cores) for VECFLOW_OVERLOAD_SECONDS (default 10; the
 // documented long run uses 60). vecflowd survives, its resident memory stays flat after a
 // warm-up, and every packet it could not carry is counted under a reason.
+// Two pipeline workers (lcores 0 and 1) share the flows; both ports are polled on lcore 0.
+// Fault injection is on, so a test can stall lcore 1. Four 2048-entry fill rings keep 8192
+// buffers posted: the pool is doubled so that the workers' backlogs have buffers of their own.
+class FaultsStall : public Faults {
+ protected:
+  int lab_queues() const override { return 2; }
+  std::string edit_config(std::string text) override {
+    text = std::regex_replace(text, std::regex("\n  workers: \\[1\\]\n"), "\n  workers: [0, 1]\n");
+    text = std::regex_replace(text, std::regex("\n    queues: 1\n"),
+                              "\n    queues: 2\n    lcore: 0\n");
+    text = std::regex_replace(text,
+                              std::regex("\n    queues:\n      - \\{queues: 0, owner: dpdk\\}\n"),
+                              "\n    queues: 2\n    lcore: 0\n");
+    text = std::regex_replace(text, std::regex("mbufs: 8192"), "mbufs: 16384");
+    return std::regex_replace(text, std::regex("\ncontrol:\n"),
+                              "\ncontrol:\n  fault_injection: true\n");
+  }
+
+  static Json row(const Json& rows, const std::string& key, const Json& value) {
+    for (const auto& r : rows)
+      if (r[key] == value) return r;
+    return Json();
+  }
+  uint64_t worker_events(const std::string& lcore) {
+    const Json sched = json("sched");
+    return row(sched["workers"], "lcore", lcore)["events"].get<uint64_t>();
+  }
+  uint64_t wan_tx() { return port(json("accounting")["ports"], "wan")["tx_packets"]; }
+};
+
+// Lcore 1, one of the two workers, is stalled for 2 s in the middle of a flood (a service
+// stuck in a system call). While it lasts `status` and `sched` show it and the flows of the
+// other worker keep moving; afterwards every packet is accounted for: forwarded late, or
+// dropped as sched_backpressure when the stalled worker's share of the scheduler was full.
+TEST_F(FaultsStall, AStalledWorkerIsShownAndTheOtherWorkersFlowsKeepMoving) {
+  Json acc0 = settled_accounting();
+  auto drops0 = wan_drops();
+  Json during_status, during_sched;
+  uint64_t moved = 0, stuck_events = 0;
+  const double rate = 20000;
+  FloodResult r = flood(rate, 6, [&] {
+    std::this_thread::sleep_for(1500ms);
+    const uint64_t w0 = worker_events("0"), w1 = worker_events("1");
+    EXPECT_GT(w0, 0u) << "worker on lcore 0 got no flow";
+    EXPECT_GT(w1, 0u) << "worker on lcore 1 got no flow";
+    Exec stall = ctl("call fault-stall lcore=1 ms=2000");
+    ASSERT_EQ(stall.rc, 0) << stall.out << stall.err;
+    std::this_thread::sleep_for(500ms);
+    const uint64_t tx_a = wan_tx(), ev_a = worker_events("1");
+    during_status = json("status");
+    during_sched = json("sched");
+    std::this_thread::sleep_for(1000ms);
+    moved = wan_tx() - tx_a;
+    stuck_events = worker_events("1") - ev_a;
+  });
+  ASSERT_TRUE(daemon_->alive()) << log();
+
+  const Json l1 = row(during_status["lcores"], "lcore", 1);
+  EXPECT_EQ(l1["state"], "stalled") << during_status.dump();
+  EXPECT_GE(l1["round_s"].get<double>(), 0.25) << during_status.dump();
+  EXPECT_EQ(row(during_status["lcores"], "lcore", 0)["state"], "running");
+  EXPECT_EQ(row(during_sched["workers"], "lcore", "1")["state"], "stalled") << during_sched.dump();
+  EXPECT_EQ(row(during_sched["workers"], "lcore", "0")["state"], "running");
+  // In one second of the stall: the stalled worker handled nothing, the other one carried its
+  // flows (about half of the offered rate; a quarter leaves room for an uneven split).
+  EXPECT_EQ(stuck_events, 0u);
+  EXPECT_GT(moved, static_cast<uint64_t>(rate / 4)) << "the other worker's flows stopped too";
+
+  Json acc = settled_accounting();
+  expect_exact(acc);
+  auto lost = delta(drops0, wan_drops());
+  const Json& w0 = port(acc0, "wan");
+  const Json& w = port(acc, "wan");
+  const uint64_t kernel =
+      w["kernel_packets"].get<uint64_t>() - w0["kernel_packets"].get<uint64_t>();
+  const uint64_t backpressure =
+      lost.count("sched_backpressure/userspace") ? lost["sched_backpressure/userspace"] : 0;
+  std::cout << "stall: sent " << r.sent << ", received " << r.received << ", sched_backpressure "
+            << backpressure << ", kernel " << kernel << ", moved during 1 s of the stall " << moved
+            << ", lost " << Json(lost).dump() << "\n";
+  for (const auto& [reason, n] : lost)
+    EXPECT_EQ(reason, "sched_backpressure/userspace") << n << " packets";
+  // Every flood packet arrived or was dropped for backpressure. The drops and `kernel` (packets
+  // the pipeline handed to the kernel) may also hold a few of the hosts' own frames (IPv6
+  // neighbour discovery, MLD), hence the slack of 10.
+  EXPECT_LE(r.received + backpressure, r.sent + 10) << Json(lost).dump();
+  EXPECT_GE(r.received + backpressure + kernel, r.sent) << Json(lost).dump();
+  EXPECT_EQ(r.socket_drops, 0u);
+
+  const Json lcores = json("lcores");
+  const Json after = row(lcores["lcores"], "lcore", 1);
+  EXPECT_EQ(after["state"], "running");
+  EXPECT_EQ(after["stalls"], 1);
+  // Measured in TSC cycles, converted with the TSC rate measured at start (within 1%).
+  EXPECT_GE(after["stalled_s"].get<double>(), 1.95);
+  EXPECT_NE(log().find("lcore 1 stalled"), std::string::npos) << log();
+  EXPECT_NE(log().find("lcore 1 resumed after a stall of 2."), std::string::npos) << log();
+  EXPECT_TRUE(probe());
+}
+
+// The fault commands exist in every vecflowd, and do nothing unless the file asks for them.
+TEST_F(Faults, FaultInjectionIsOffUnlessTheConfigurationTurnsItOn) {
+  Exec r = ctl("call fault-stall lcore=1 ms=100");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE((r.out + r.err).find("fault injection is off"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(json("lcores")["lcores"][1]["stalls"], 0);
+}
+
 TEST_F(Faults, OverloadIsCountedAndMemoryStaysFlat) {
   const char* env = std::getenv("VECFLOW_OVERLOAD_SECONDS");
   const double seconds = env ? std::atof(env) : 10;

@@ -50,7 +50,7 @@ class Forwarding : public ::testing::Test {
     dir_ = "/tmp/" + name_;
     std::filesystem::create_directories(dir_);
     socket_ = dir_ + "/control.sock";
-    lab_ = std::make_unique<Lab>(name_);
+    lab_ = std::make_unique<Lab>(name_, lab_queues());
     ASSERT_TRUE(lab_->ok());
     std::ofstream(dir_ + "/appliance.yaml") << edit_config(test_config(socket_, name_));
     daemon_ = std::make_unique<Daemon>(*lab_, VECFLOWD_PATH, dir_ + "/appliance.yaml",
@@ -77,6 +77,8 @@ class Forwarding : public ::testing::Test {
 
   // A test's changes to the configuration vecflowd starts with.
   virtual std::string edit_config(std::string text) { return text; }
+  // Queues of the lab's veth pairs.
+  virtual int lab_queues() const { return 1; }
 
   std::string log() const {
     std::ifstream f(dir_ + "/vecflowd.log");

@@ -341,13 +341,14 @@ TEST(SchedPart, VectorsEventsAndBusyShareOfAWorker) {
   ASSERT_TRUE(w["busy_pct"].is_number()) << w.dump();
   EXPECT_GT(w["busy_pct"].get<double>(), 0);
   EXPECT_LE(w["busy_pct"].get<double>() + w["idle_pct"].get<double>(), 100.5);
+  EXPECT_EQ(w["state"], "running");
 
   std::string text = human(reply);
   EXPECT_EQ(columns_of(text, "rx adapters"),
             (Columns{"ADAPTER", "LCORE", "BUSY", "PACKETS", "RATE", "VECTORS", "MEAN SIZE", "FULL",
                      "TIMEOUT", "EVICTED", "FLUSH", "NO VECTOR", "REFUSED"}));
   EXPECT_EQ(columns_of(text, "workers"),
-            (Columns{"WORKER", "LCORE", "BUSY", "IDLE", "EVENTS", "EVENTS/S", "FORWARDED",
+            (Columns{"WORKER", "LCORE", "STATE", "BUSY", "IDLE", "EVENTS", "EVENTS/S", "FORWARDED",
                      "FINISHED", "MIGRATED OUT", "MIGRATED IN", "BACKLOG", "REFUSED", "TX FULL"}));
   EXPECT_EQ(columns_of(text, "queues"),
             (Columns{"QUEUE", "NAME", "TYPE", "IN", "IN/S", "OUT", "OUT/S"}));

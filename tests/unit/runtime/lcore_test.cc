@@ -254,6 +254,69 @@ TEST(Lcore, ServiceMayReplaceServicesFromInsideItsOwnPoll) {
   EXPECT_TRUE(weak.expired());
 }
 
+// A service that blocks in its poll while `block` is set: a stuck worker.
+class BlockingService : public Service {
+ public:
+  BlockingService() : Service("blocking") {}
+  bool poll() noexcept override {
+    while (block.load())
+      std::this_thread::sleep_for(1ms);
+    return false;
+  }
+  std::atomic<bool> block{false};
+};
+
+TEST(Lcore, ARoundLongerThanStallAfterIsShownWhileItLastsAndCountedWhenItEnds) {
+  RunningLcore rl(BackoffConfig{100, 0, 50});
+  auto svc = std::make_shared<BlockingService>();
+  rl.lcore.set_services({svc});
+  rl.start();
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(rl.lcore.stalled());
+  EXPECT_EQ(rl.lcore.stats().stalls.load(), 0u);
+
+  svc->block = true;
+  ASSERT_TRUE(wait_for([&] { return rl.lcore.stalled(); }, 2s));
+  EXPECT_GE(rl.lcore.round_age_ns(), 50'000'000u);
+  std::this_thread::sleep_for(250ms);
+  EXPECT_TRUE(rl.lcore.stalled());
+  EXPECT_GE(rl.lcore.round_age_ns(), 300'000'000u);
+  svc->block = false;
+  ASSERT_TRUE(wait_for([&] { return !rl.lcore.stalled(); }, 2s));
+  ASSERT_TRUE(wait_for([&] { return rl.lcore.stats().stalls.load() == 1; }, 1s));
+  EXPECT_GE(tsc_to_ns(rl.lcore.stats().stalled_cycles.load()), 300'000'000u);
+}
+
+TEST(Lcore, AddingAServiceToAStalledLcoreDoesNotWaitForIt) {
+  RunningLcore rl(BackoffConfig{100, 0});
+  auto stuck = std::make_shared<BlockingService>();
+  rl.lcore.set_services({stuck});
+  rl.start();
+  stuck->block = true;
+  ASSERT_TRUE(wait_for([&] { return rl.lcore.round_age_ns() > 20'000'000; }, 2s));
+  auto added = std::make_shared<SyntheticService>("added", 0, 0);
+  auto t0 = std::chrono::steady_clock::now();
+  rl.lcore.add_service(added);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);
+  EXPECT_EQ(added->calls.load(), 0u);
+  stuck->block = false;
+  ASSERT_TRUE(wait_for([&] { return added->calls.load() > 0; }, 2s));
+  // The list replaced without waiting is freed by the next change, the lcore having moved on.
+  EXPECT_TRUE(rl.lcore.remove_service(added.get()));
+}
+
+TEST(Lcore, NappingOrSleepingOnDescriptorsIsNotAStall) {
+  RunningLcore rl(BackoffConfig{1000, 5, 20});
+  auto fd = std::make_shared<FdService>();
+  rl.lcore.set_services({fd});
+  rl.start();
+  ASSERT_TRUE(wait_for([&] { return fd->stats().sleeping.load(); }, 5s));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(rl.lcore.stalled());
+  EXPECT_EQ(rl.lcore.round_age_ns(), 0u);
+  EXPECT_EQ(rl.lcore.stats().stalls.load(), 0u);
+}
+
 TEST(Cycles, TscHzIsPlausible) {
   uint64_t hz = tsc_hz();
   EXPECT_GT(hz, 100'000'000u);

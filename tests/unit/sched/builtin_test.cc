@@ -130,4 +130,75 @@ TEST(Builtin, NeverMigratesToAWorkerThatDoesNotRun) {
   EXPECT_EQ(emigrations(sched->stats()), 0u);
 }
 
+// Events for flows whose slot worker `w` of two owns at the start (slot parity, see builtin.cc).
+std::vector<rte_event> flows_of(unsigned w, unsigned n, uint32_t& flow) {
+  std::vector<rte_event> out;
+  while (out.size() < n) {
+    flow = (flow + 1) & sched::kFlowIdMask;
+    if (((flow * 0x9E3779B1u) >> (32 - sched::kFlowSlotBits)) % 2 != w) continue;
+    rte_event e{};
+    e.op = RTE_EVENT_OP_NEW;
+    e.event_type = RTE_EVENT_TYPE_CPU;
+    e.flow_id = flow;
+    e.u64 = flow;
+    out.push_back(e);
+  }
+  return out;
+}
+
+// A worker that stops dequeuing (stalled) may hold at most worker_backlog_packets: beyond it,
+// new events of its flows are refused while the other worker's flows are still accepted, in
+// the same bursts; once it dequeues, its flows are accepted again.
+TEST(Builtin, AFullWorkerBacklogRefusesOnlyThatWorkersFlows) {
+  VECFLOW_REQUIRE_EAL();
+  sched::SchedulerConfig c;
+  c.queues = {{"a", SchedType::Atomic}};
+  c.producers = 1;
+  c.workers = 2;
+  c.worker_backlog_packets = 64;
+  auto made = sched::create_builtin_scheduler(c);
+  ASSERT_TRUE(made) << made.error().message;
+  auto& sched = **made;
+  sched::EventPort& prod = sched.producer(0);
+  uint32_t flow = 0;
+
+  auto to_w1 = flows_of(1, 64, flow);
+  ASSERT_EQ(prod.enqueue_new_burst(to_w1.data(), 64), 64);
+  EXPECT_EQ(sched.stats().ports[2].backlog_packets, 64);
+
+  // Worker 1 is full: of a mixed burst only worker 0's events go in, moved to the front in
+  // their order, worker 1's behind them.
+  auto a = flows_of(0, 8, flow), b = flows_of(1, 8, flow);
+  std::vector<rte_event> mixed;
+  for (unsigned i = 0; i < 8; ++i) {
+    mixed.push_back(b[i]);
+    mixed.push_back(a[i]);
+  }
+  ASSERT_EQ(prod.enqueue_new_burst_any(mixed.data(), 16), 8);
+  for (unsigned i = 0; i < 8; ++i) {
+    EXPECT_EQ(mixed[i].flow_id, a[i].flow_id);
+    EXPECT_EQ(mixed[8 + i].flow_id, b[i].flow_id);
+  }
+  // The prefix form stops at the first refused event.
+  auto c0 = flows_of(0, 1, flow), c1 = flows_of(1, 1, flow);
+  rte_event pair[2] = {c0[0], c1[0]};
+  EXPECT_EQ(prod.enqueue_new_burst(pair, 2), 1);
+
+  rte_event out[64];
+  EXPECT_EQ(sched.worker(0).dequeue_burst(out, 64), 9);
+  for (unsigned i = 0; i < 8; ++i)
+    EXPECT_EQ(out[i].flow_id, a[i].flow_id);
+  // Worker 1 resumes: half its backlog read, its flows are accepted again.
+  EXPECT_EQ(sched.worker(1).dequeue_burst(out, 32), 32);
+  EXPECT_EQ(sched.stats().ports[2].backlog_packets, 32);
+  auto more = flows_of(1, 8, flow);
+  EXPECT_EQ(prod.enqueue_new_burst_any(more.data(), 8), 8);
+  EXPECT_EQ(sched.stats().ports[0].refused, 8u + 1u);
+
+  while (sched.worker(1).dequeue_burst(out, 64) > 0) {
+  }
+  sched.worker(0).dequeue_burst(out, 64);
+  EXPECT_EQ(sched.inflight(), 0u);
+}
+
 }  // namespace

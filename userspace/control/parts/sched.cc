@@ -70,6 +70,11 @@ inline const MetricFamily kPortBacklog{"vecflow_sched_port_backlog_events",
                                        "Events waiting in a worker port's input ring (builtin)",
                                        MetricType::Gauge,
                                        {"role", "port"}};
+inline const MetricFamily kPortBacklogPackets{
+    "vecflow_sched_port_backlog_packets",
+    "Packets sent to a worker port and not yet dequeued (builtin, with a backlog limit)",
+    MetricType::Gauge,
+    {"role", "port"}};
 
 inline const MetricFamily kRxPackets{"vecflow_sched_rx_packets_total",
                                      "Packets an rx adapter received from its port queues",
@@ -189,6 +194,7 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
       s.add(kPortImmigrations, {role, idx}, p.immigrations);
       s.set(kPortLoad, {role, idx}, p.load_permille / 1000.0);
       s.set(kPortBacklog, {role, idx}, p.backlog);
+      s.set(kPortBacklogPackets, {role, idx}, static_cast<double>(p.backlog_packets));
     }
     for (const sched::RxAdapter* rx : rx_adapters) {
       const std::string& a = rx->name();
@@ -299,9 +305,14 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
           uint64_t empty = s.count(kPortEmptyDequeues, {"worker", port});
           auto load = s.get(kPortLoad, {"worker", port});
           auto backlog = s.get(kPortBacklog, {"worker", port});
+          auto backlog_packets = s.get(kPortBacklogPackets, {"worker", port});
+          const std::string lcore = lcore_of(s, n);
+          // A stalled lcore (runtime/lcore.h) does not run this worker: its flows wait.
+          auto stalled = lcore.empty() ? std::nullopt : s.get(kLcoreStalled, {lcore});
           worker_rows.push_back(
               {{"worker", n},
-               {"lcore", lcore_of(s, n)},
+               {"lcore", lcore},
+               {"state", stalled && stalled->as_double() > 0 ? "stalled" : "running"},
                {"sched_port", w->port_index()},
                {"busy_pct", service_share(rates, kServiceBusy, n)},
                {"idle_pct", service_share(rates, kServiceIdle, n)},
@@ -320,6 +331,8 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
                {"immigrations", s.count(kPortImmigrations, {"worker", port})},
                {"load_pct", load ? Json(load->as_double() * 100) : Json(nullptr)},
                {"backlog", backlog ? Json(backlog->as_double()) : Json(nullptr)},
+               {"backlog_packets",
+                backlog_packets ? Json(backlog_packets->as_double()) : Json(nullptr)},
                {"tx_bursts", s.count(kTxBursts, {n})},
                {"tx_retries", s.count(kTxRetries, {n})},
                {"tx_full", s.count(kTxFull, {n})}});
@@ -365,6 +378,7 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
             table("workers", "/workers",
                   {{"WORKER", "worker"},
                    {"LCORE", "lcore"},
+                   {"STATE", "state"},
                    {"BUSY", "busy_pct", Unit::Percent},
                    {"IDLE", "idle_pct", Unit::Percent},
                    {"EVENTS", "events", Unit::Count},
