@@ -112,13 +112,10 @@ struct Shared {
   std::vector<BuiltinPort*> workers;  // by worker index
   int64_t credit_limit = 0;
   alignas(64) std::atomic<int64_t> on_loan{0};
-  // Per worker: packets written to its input ring, by every port (see count_backlog).
-  struct alignas(64) PacketTally {
-    std::atomic<int64_t> n{0};
-  };
-  std::vector<PacketTally> enqueued_packets;
-  int64_t backlog_cap = 0;  // SchedulerConfig::worker_backlog_packets; 0: not counted
-  bool fenced = false;      // no membarrier: full fences at quiescent points instead
+  int64_t backlog_cap = 0;     // SchedulerConfig::worker_backlog_packets; 0: not counted
+  int64_t backlog_check = 0;   // packets a port sends to a worker between two looks
+  bool vector_events = false;  // SchedulerConfig::vector_events
+  bool fenced = false;         // no membarrier: full fences at quiescent points instead
   BuiltinTuning tuning{};
   uint64_t migration_interval_tsc = 0;
   uint64_t load_interval_tsc = 0;
@@ -132,6 +129,8 @@ class BuiltinPort final : public EventPort {
       : EventPort(role, index), s_(s), id_(id), worker_(role == PortRole::Worker) {}
 
   Result<void> init(uint32_t ring_size, uint32_t buffer_events, uint32_t max_holds) {
+    sent_packets_ = std::make_unique<std::atomic<int64_t>[]>(s_.nworkers);
+    unchecked_ = std::make_unique<int64_t[]>(s_.nworkers);
     out_len_ = RteArray<uint16_t>(s_.nworkers);
     out_ = RteArray<rte_event>(static_cast<size_t>(s_.nworkers) * kOutBurst);
     if (!out_len_.ok() || !out_.ok()) return fail("builtin scheduler: out of DPDK memory");
@@ -496,14 +495,19 @@ class BuiltinPort final : public EventPort {
 
   // ---- per-worker backlog (SchedulerConfig::worker_backlog_packets) ----------------------
   //
-  // A worker's backlog is the packets written to its input ring and not yet dequeued: a tally
-  // of writes shared by the ports that send to it, minus the dequeues it publishes. Counted
-  // once per ring write and once per dequeue, in packets (a vector holds up to its size), since
-  // packet buffers are what a stalled worker would exhaust. A producer that sees a worker's
-  // backlog at the limit marks it full and refuses new events of its flows (admit) until the
-  // backlog falls below the limit again; the other workers' flows keep being accepted.
+  // A worker's backlog is the packets written to its input ring and not yet dequeued, in
+  // packets (a vector holds up to its size) since packet buffers are what a stalled worker
+  // would exhaust: what every port wrote to it (each port tallies its own writes, so no
+  // shared counter is written on the hot path) minus what it dequeued (it publishes its own
+  // tally). A producer looks at a worker's backlog after each backlog_check packets it sent
+  // there (so it may overshoot the limit by that much); at the limit it marks the worker full
+  // and refuses new events of its flows (admit), looking again at every call until the backlog
+  // is below the limit. The other workers' flows keep being accepted.
 
-  static int64_t packets_in(const rte_event* ev, uint32_t n) noexcept {
+  int64_t packets_in(const rte_event* ev, uint32_t n) const noexcept {
+    // Without vectors an event is a packet: looking at each would cost a tenth of the
+    // scheduler's per-event time.
+    if (!s_.vector_events) return n;
     int64_t p = 0;
     for (uint32_t i = 0; i < n; ++i)
       p += is_vector(ev[i]) ? ev[i].vec->nb_elem : 1;
@@ -511,16 +515,22 @@ class BuiltinPort final : public EventPort {
   }
 
   int64_t backlog_of(uint32_t w) const noexcept {
-    return s_.enqueued_packets[w].n.load(std::memory_order_relaxed) -
-           s_.workers[w]->dequeued_packets_.load(std::memory_order_relaxed);
+    int64_t sent = 0;
+    for (const BuiltinPort* p : s_.all)
+      sent += p->sent_packets_[w].load(std::memory_order_relaxed);
+    return sent - s_.workers[w]->dequeued_packets_.load(std::memory_order_relaxed);
   }
 
   void count_backlog(uint32_t dst, const rte_event* ev, uint16_t n) noexcept {
     const int64_t p = packets_in(ev, n);
-    const int64_t sent = s_.enqueued_packets[dst].n.fetch_add(p, std::memory_order_relaxed) + p;
-    if (!worker_ &&
-        sent - s_.workers[dst]->dequeued_packets_.load(std::memory_order_relaxed) >= s_.backlog_cap)
-      full_ |= uint64_t{1} << dst;
+    std::atomic<int64_t>& sent = sent_packets_[dst];
+    sent.store(sent.load(std::memory_order_relaxed) + p, std::memory_order_relaxed);
+    if (worker_) return;
+    unchecked_[dst] += p;
+    if (unchecked_[dst] >= s_.backlog_check) {
+      unchecked_[dst] = 0;
+      if (backlog_of(dst) >= s_.backlog_cap) full_ |= uint64_t{1} << dst;
+    }
   }
 
   // Some worker was full at this producer's last look: forget those that are no longer, then
@@ -852,6 +862,7 @@ class BuiltinPort final : public EventPort {
   uint64_t epoch_ = 0;    // this thread's copy of epoch_shared_
   uint64_t full_ = 0;     // producers: workers whose backlog was at the limit at the last look
   int64_t dequeued_ = 0;  // workers: packets dequeued from the input ring (published below)
+  std::unique_ptr<int64_t[]> unchecked_;  // per worker: packets sent since the last look
   RteArray<uint16_t> out_len_;
   RteArray<rte_event> out_;
 
@@ -890,6 +901,8 @@ class BuiltinPort final : public EventPort {
   std::atomic<int32_t> immigration_load_{0};
   std::atomic<bool> parked_{false};
   alignas(64) std::atomic<int64_t> dequeued_packets_{0};
+  // Per worker: packets this port wrote to its input ring (owner writes, anyone reads).
+  std::unique_ptr<std::atomic<int64_t>[]> sent_packets_;
 };
 
 class BuiltinScheduler final : public Scheduler {
@@ -932,7 +945,8 @@ class BuiltinScheduler final : public Scheduler {
     s_.credit_limit = std::max<int64_t>(c.inflight_limit, int64_t{ports} * 2 * kCreditLoan);
     uint32_t ring_size = std::bit_ceil(static_cast<uint32_t>(s_.credit_limit) + 1);
     s_.backlog_cap = c.worker_backlog_packets;
-    s_.enqueued_packets = std::vector<Shared::PacketTally>(c.workers);
+    s_.backlog_check = std::max<int64_t>(1, s_.backlog_cap / 8);
+    s_.vector_events = c.vector_events;
 
     s_.owners = RteArray<uint8_t>(static_cast<size_t>(s_.nqueues) * kFlowSlots);
     if (!s_.owners.ok()) return fail("builtin scheduler: out of DPDK memory");

@@ -47,6 +47,7 @@ SchedulerConfig scheduler_config(const config::SchedulerSection& section, const 
   c.producers = producers;
   c.workers = workers;
   c.inflight_limit = section.queue_depth;
+  c.vector_events = section.vector_size > 1;
   // Half the spare buffers shared among the workers' backlogs leaves the other half for the
   // rx rings' refills, the open vectors and the packets being processed and sent.
   c.worker_backlog_packets = section.worker_backlog

@@ -75,6 +75,9 @@ struct SchedulerConfig {
   // are refused (builtin only; 0: no limit). Without it a stalled worker keeps taking events
   // until it holds every credit and every packet buffer, and the other workers' flows stop.
   uint32_t worker_backlog_packets = 0;
+  // Events may be event vectors (the rx adapter forms vectors): the backlog counts the packets
+  // of each. Otherwise every event is one packet and is counted without being looked at.
+  bool vector_events = false;
   BuiltinTuning builtin = default_builtin_tuning();
 };
 
