@@ -468,9 +468,12 @@ int main(int argc, char** argv) {
   std::string profile;
   uint16_t profile_vector = 1;
   app.add_option("--profile-vector", profile_vector, "vector size for --profile");
+  int profile_lcores = 1;
+  app.add_option("--profile-lcores", profile_lcores, "lcores for --profile (1 or 2)")
+      ->check(CLI::Range(1, 2));
   app.add_option("--profile", profile,
-                 "run only this backend (builtin, event_dsw, event_sw) at 1k flows, 1 lcore, for "
-                 "--seconds, for perf/callgrind");
+                 "run only this backend (builtin, event_dsw, event_sw) at 1k flows for --seconds, "
+                 "for perf/callgrind");
   CLI11_PARSE(app, argc, argv);
 
   log::init(spdlog::level::warn);
@@ -493,7 +496,7 @@ int main(int argc, char** argv) {
   if (!profile.empty()) {
     for (Kind k : kKinds) {
       if (profile != name(k)) continue;
-      Measure m = run_point({k, profile_vector, 1024, 1, 32, 32}, seconds);
+      Measure m = run_point({k, profile_vector, 1024, profile_lcores, 32, 32}, seconds);
       fmt::print("{}: {} events/s, {} packets/s\n", name(k), rate(m.events), rate(m.packets));
       for (auto& by_kind : g_schedulers)
         for (auto& s : by_kind)
