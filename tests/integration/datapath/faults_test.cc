@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -55,24 +56,34 @@ class ControlClient {
   bool send(std::string_view bytes) {
     while (!bytes.empty()) {
       ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;
       bytes.remove_prefix(static_cast<size_t>(n));
     }
     return true;
   }
-  // One reply line, or "" when the server closed the connection (or 60 s passed).
+  // One reply line, or "" when the server closed the connection (or 60 s passed); ended()
+  // then says how.
   std::string reply() {
     std::string line;
     char c;
-    while (::recv(fd_, &c, 1, 0) == 1) {
+    ssize_t n;
+    // A socket with SO_RCVTIMEO is not restarted after a signal (signal(7)), whatever the
+    // handler's SA_RESTART: EINTR means try again.
+    while ((n = ::recv(fd_, &c, 1, 0)) == 1 || (n < 0 && errno == EINTR)) {
+      if (n < 0) continue;
       if (c == '\n') return line;
       line += c;
     }
+    ended_ = n == 0 ? "end of stream" : std::strerror(errno);
+    if (!line.empty()) ended_ += " after '" + line + "'";
     return "";
   }
+  const std::string& ended() const { return ended_; }
 
  private:
   int fd_ = -1;
+  std::string ended_;
 };
 
 size_t open_descriptors(pid_t pid) {
@@ -356,7 +367,8 @@ TEST_F(Faults, ControlSocketAbuseUnderLoadDoesNotTouchForwarding) {
   const pid_t pid = daemon_->pid();
   const size_t fds0 = open_descriptors(pid);
   const uint64_t rss0 = resident_kib(pid);
-  size_t malformed_errors = 0, oversized_closed = 0, crowd_answered = 0, crowd_busy = 0;
+  size_t malformed_errors = 0, oversized_closed = 0, crowd_answered = 0, crowd_busy = 0,
+         crowd_odd = 0;
   std::string odd_reply;  // the first crowd reply that was neither a result nor a refusal
   double crowd_s = 0;
   bool status_answered = true;
@@ -419,7 +431,10 @@ TEST_F(Faults, ControlSocketAbuseUnderLoadDoesNotTouchForwarding) {
       const bool refused = reply.find(R"("code":"busy")") != std::string::npos ||
                            reply.find(R"("code":"timeout")") != std::string::npos;
       crowd_busy += refused;
-      if (!answered && !refused && odd_reply.empty()) odd_reply = "'" + reply + "'";
+      if (!answered && !refused) {
+        ++crowd_odd;
+        if (odd_reply.empty()) odd_reply = "'" + reply + "' (" + c->ended() + ")";
+      }
     }
     crowd.clear();
     crowd_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - crowd_start).count();
@@ -428,14 +443,7 @@ TEST_F(Faults, ControlSocketAbuseUnderLoadDoesNotTouchForwarding) {
   });
   EXPECT_EQ(malformed_errors, 1000u);
   EXPECT_EQ(oversized_closed, 4u);
-#ifndef VECFLOW_SANITIZE
   EXPECT_EQ(crowd_answered + crowd_busy, 256u) << odd_reply;
-#else
-  // Open finding: under ASan one or two of the 256 simultaneous clients are now and then
-  // closed without a reply (the control lcore takes 7-11 s for the crowd there); not yet
-  // explained. The normal build answers or refuses every one.
-  EXPECT_GE(crowd_answered + crowd_busy, 250u) << odd_reply;
-#endif
   EXPECT_GT(crowd_answered, 0u);
   EXPECT_TRUE(status_answered);
   EXPECT_EQ(r.received, r.sent) << "the flood lost packets while the control socket was abused";
@@ -449,9 +457,10 @@ TEST_F(Faults, ControlSocketAbuseUnderLoadDoesNotTouchForwarding) {
   EXPECT_LT(resident_kib(pid), rss0 + 16 * 1024) << "resident memory grew by more than 16 MiB";
 #endif
   std::cout << "control abuse: 1000 malformed, 4 x 1 MiB, 256 at once (" << crowd_answered
-            << " answered, " << crowd_busy << " busy or timed out, in " << crowd_s
-            << " s), 50 silent, 1 slow; flood " << r.received << "/" << r.sent << "; descriptors "
-            << fds0 << " -> " << fds << ", RSS " << rss0 << " -> " << resident_kib(pid) << " KiB\n";
+            << " answered, " << crowd_busy << " busy or timed out, " << crowd_odd << " other "
+            << odd_reply << ", in " << crowd_s << " s), 50 silent, 1 slow; flood " << r.received
+            << "/" << r.sent << "; descriptors " << fds0 << " -> " << fds << ", RSS " << rss0
+            << " -> " << resident_kib(pid) << " KiB\n";
 }
 
 // 100 reloads that change the pipeline's tables (a route the flood does not use, added and
