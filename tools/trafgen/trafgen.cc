@@ -107,6 +107,7 @@ struct SendOptions {
   std::string dst;
   std::string dst_mac;
   uint32_t flows = 1;
+  uint32_t first_flow = 0;  // flows first_flow .. first_flow + flows - 1
   size_t size = 60;
   std::string proto = "udp";
   uint16_t src_port = 1024;
@@ -150,7 +151,7 @@ int run_send(const SendOptions& o) {
   std::vector<FlowFrame> frames;
   frames.reserve(opt.flows);
   for (uint32_t f = 0; f < opt.flows; ++f)
-    frames.push_back(build_flow_frame(spec, f));
+    frames.push_back(build_flow_frame(spec, opt.first_flow + f));
   std::vector<uint32_t> seq(opt.flows, 0);
 
   int ifindex = 0;
@@ -406,6 +407,10 @@ int main(int argc, char** argv) {
   send_cmd->add_option("--size", so.size, "Frame size in bytes without FCS (60 = 64 B frames)");
   send_cmd->add_option("--proto", so.proto, "udp or tcp")->check(CLI::IsMember({"udp", "tcp"}));
   send_cmd->add_option("--src-port", so.src_port, "First source port");
+  send_cmd->add_option("--first-flow", so.first_flow,
+                       "Number of the first flow (several senders to one receiver each take "
+                       "their own flows)")
+      ->check(CLI::Range(0u, (16u << 20) - 1));
   send_cmd->add_option("--dst-port", so.dst_port, "Destination port");
   send_cmd->add_option("--rate", so.rate, "Packets per second (default: as fast as possible)");
   send_cmd->add_option("--count", so.count, "Packets to send");

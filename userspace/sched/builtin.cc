@@ -9,6 +9,7 @@
 #include <bit>
 #include <cassert>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include <rte_cycles.h>
@@ -534,18 +535,17 @@ class BuiltinPort final : public EventPort {
   }
 
   // Some worker was full at this producer's last look: forget those that are no longer, then
-  // admit the events whose worker is not full. With `compact`, the admitted events move to
-  // its front (in order) and the refused ones behind them; without, admission stops at the
-  // first refused event (a prefix). Parallel queues are admitted (their worker is chosen at
-  // routing). Returns how many were admitted.
+  // admit the events whose worker is not full. With `compact` (== ev), the admitted events
+  // move to its front in their order and the refused ones behind them (swapped there, in any
+  // order); without, admission stops at the first refused event (a prefix). Parallel queues
+  // are admitted (their worker is chosen at routing). Returns how many were admitted.
   uint16_t admit(const rte_event* ev, uint16_t n, rte_event* compact) noexcept {
     for (uint64_t f = full_; f != 0; f &= f - 1) {
       const uint32_t w = static_cast<uint32_t>(std::countr_zero(f));
       if (backlog_of(w) < s_.backlog_cap) full_ &= ~(uint64_t{1} << w);
     }
     if (full_ == 0) return n;
-    rte_event refused[kMaxEventBurst];
-    uint16_t nrefused = 0, kept = 0;
+    uint16_t kept = 0;
     for (uint16_t i = 0; i < n; ++i) {
       const rte_event& e = ev[i];
       bool ok = true;
@@ -559,15 +559,9 @@ class BuiltinPort final : public EventPort {
         if (!ok) return i;
         continue;
       }
-      if (ok) {
-        compact[kept++] = e;
-      } else {
-        refused[nrefused++] = e;
-      }
+      if (ok) std::swap(compact[kept++], compact[i]);
     }
-    if (!compact) return n;
-    std::memcpy(compact + kept, refused, nrefused * sizeof(rte_event));
-    return kept;
+    return compact ? kept : n;
   }
 
   void flush(uint32_t dst) noexcept {

@@ -112,7 +112,8 @@ class EventPort {
   // Every event's op is NEW. Returns how many were accepted (a prefix).
   virtual uint16_t enqueue_new_burst(const rte_event* ev, uint16_t n) noexcept = 0;
   // The same, for a caller that takes refused events back from anywhere in the burst: the
-  // accepted ones are moved, in order, to the front of `ev`, the refused ones behind them.
+  // accepted ones are moved, in order, to the front of `ev`, the refused ones behind them (in
+  // any order).
   // A backend that refuses only the flows of a full worker (builtin, with
   // worker_backlog_packets) keeps accepting the others' events of the same burst. Returns
   // how many were accepted. By default the prefix of enqueue_new_burst.
