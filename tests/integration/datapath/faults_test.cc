@@ -224,12 +224,13 @@ TEST_F(Faults, LinkFlapsLoseOnlyToLinkDownAndForwardingResumes) {
   EXPECT_GT(link_down + kernel, 0u) << "no packet met a down link: no flap happened under load";
   // Every packet sent arrived, or met the down link, or went to the kernel, or was among
   // what the kernel dropped on lan0's wire (that count also holds the kernel's own frames,
-  // ARP and the like, hence at most): no other loss.
+  // ARP and the like, hence at most): no other loss. `kernel` may hold a few of the hosts' own
+  // frames too (IPv6 neighbour discovery lifted and handed back), hence the slack of 10.
   const uint64_t explained = r.received + link_down + kernel;
   std::cout << "link flaps: sent " << r.sent << ", received " << r.received << ", link_down "
             << link_down << ", to the kernel " << kernel << ", dropped on lan0's wire " << wire
             << "\n";
-  EXPECT_GE(r.sent, explained);
+  EXPECT_GE(r.sent + 10, explained);
   EXPECT_LE(r.sent - std::min(r.sent, explained), wire)
       << Json(lost).dump() << " sent " << r.sent << " received " << r.received << " link_down "
       << link_down << " kernel " << kernel << " wire " << wire;
@@ -629,11 +630,16 @@ TEST_F(FaultsStall, AStalledWorkerIsShownAndTheOtherWorkersFlowsKeepMoving) {
   EXPECT_EQ(row(during_sched["workers"], "lcore", "0")["state"], "running");
   // In a second or more of the stall: the stalled worker handled nothing, the other one
   // carried its flows (about half of the offered rate; a quarter leaves room for an uneven
-  // split).
+  // split). Under ASan the vecflowctl calls of the test take lcore 0 (control and the other
+  // worker) for hundreds of ms each: a tenth there.
+#ifdef VECFLOW_SANITIZE
+  const double least = rate / 10;
+#else
+  const double least = rate / 4;
+#endif
   ASSERT_LT(window_end_s, stall_ms / 1000.0) << "the observations took longer than the stall";
   EXPECT_EQ(stuck_events, 0u);
-  EXPECT_GT(static_cast<double>(moved) / window_s, rate / 4)
-      << "the other worker's flows stopped too";
+  EXPECT_GT(static_cast<double>(moved) / window_s, least) << "the other worker's flows stopped too";
 
   Json acc = settled_accounting();
   expect_exact(acc);
