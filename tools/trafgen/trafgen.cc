@@ -407,9 +407,10 @@ int main(int argc, char** argv) {
   send_cmd->add_option("--size", so.size, "Frame size in bytes without FCS (60 = 64 B frames)");
   send_cmd->add_option("--proto", so.proto, "udp or tcp")->check(CLI::IsMember({"udp", "tcp"}));
   send_cmd->add_option("--src-port", so.src_port, "First source port");
-  send_cmd->add_option("--first-flow", so.first_flow,
-                       "Number of the first flow (several senders to one receiver each take "
-                       "their own flows)")
+  send_cmd
+      ->add_option("--first-flow", so.first_flow,
+                   "Number of the first flow (several senders to one receiver each take "
+                   "their own flows)")
       ->check(CLI::Range(0u, (16u << 20) - 1));
   send_cmd->add_option("--dst-port", so.dst_port, "Destination port");
   send_cmd->add_option("--rate", so.rate, "Packets per second (default: as fast as possible)");
