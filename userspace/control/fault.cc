@@ -50,9 +50,7 @@ void register_faults(Registry& registry, Runtime& runtime, const config::Applian
                                "and lab drills only)");
         Lcore* lcore = runtime.lcore(static_cast<unsigned>(*id));
         if (!lcore)
-          return command_error(ErrorCode::BadArguments,
-                               "lcore {} is not an lcore of "
-                               "this appliance",
+          return command_error(ErrorCode::BadArguments, "lcore {} is not one of this appliance's",
                                *id);
         for (const auto& s : lcore->services()) {
           if (s->name() == "fault-stall")
