@@ -349,7 +349,8 @@ class BuiltinPort final : public EventPort {
   // ---- read by other threads ------------------------------------------------------------
 
   uint16_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
-  // Packets in this worker's input ring (and in the out-buffers about to reach it are not).
+  // Packets written to this worker's input ring and not yet dequeued (events still in other
+  // ports' out-buffers are not counted). 0 when the scheduler has no backlog limit.
   int64_t backlog_packets() const noexcept { return s_.backlog_cap ? backlog_of(index()) : 0; }
   uint32_t backlog() const noexcept { return in_ ? rte_event_ring_count(in_) : 0; }
 
