@@ -28,7 +28,7 @@ bool Ctx::spend(const YAML::Node& n) {
   }
   if (!budget_reported_) {
     budget_reported_ = true;
-    error(n, "", "file expands to more than 1000000 nodes (alias bomb?); giving up");
+    error(n, "", "file expands to far more nodes than its size allows (alias bomb?); giving up");
   }
   return false;
 }

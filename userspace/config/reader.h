@@ -19,7 +19,10 @@ namespace vecflow::config::detail {
 
 class Ctx {
  public:
-  explicit Ctx(std::string file) : file_(std::move(file)) {}
+  // `text_bytes`: the file's size. Without aliases a file has fewer nodes than bytes, so a
+  // budget of a million nodes plus one per byte never stops an honest file of any size.
+  Ctx(std::string file, size_t text_bytes)
+      : file_(std::move(file)), budget_(1'000'000 + text_bytes) {}
 
   Location at(const YAML::Node& n) const;
   Location at(const YAML::Mark& m) const;
@@ -38,7 +41,7 @@ class Ctx {
  private:
   std::string file_;
   std::vector<ConfigError> errors_;
-  size_t budget_ = 1'000'000;
+  size_t budget_;
   bool budget_reported_ = false;
 };
 
