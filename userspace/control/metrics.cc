@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 
@@ -116,6 +117,19 @@ double Snapshot::sum(const MetricFamily& f, LabelMatch match) const {
   return total;
 }
 
+std::unordered_map<std::string, double> Snapshot::sum_by(const MetricFamily& f,
+                                                         std::string_view label) const {
+  std::unordered_map<std::string, double> sums;
+  const Family* fam = find(f.name);
+  if (!fam) return sums;
+  auto at = std::find(f.labels.begin(), f.labels.end(), label);
+  assert(at != f.labels.end());
+  const size_t index = static_cast<size_t>(at - f.labels.begin());
+  for (const auto& [labels, value] : fam->series)
+    sums[labels[index]] += value.as_double();
+  return sums;
+}
+
 const Snapshot::Family* Snapshot::find(std::string_view family_name) const {
   for (const auto& fam : families_) {
     if (fam.family->name == family_name) return &fam;
@@ -152,6 +166,23 @@ std::optional<double> RateWindow::rate_sum(const MetricFamily& f, LabelMatch mat
   double b = previous_->sum(f, match);
   if (dt <= 0 || n < b) return std::nullopt;
   return (n - b) / dt;
+}
+
+std::unordered_map<std::string, std::optional<double>> RateWindow::rate_by(
+    const MetricFamily& f, std::string_view label) const {
+  std::unordered_map<std::string, std::optional<double>> rates;
+  double dt = interval_s();
+  if (!ready() || dt <= 0) return rates;
+  const auto before = previous_->sum_by(f, label);
+  for (const auto& [value, now] : latest_->sum_by(f, label)) {
+    auto it = before.find(value);
+    double b = it == before.end() ? 0 : it->second;
+    rates[value] = now < b ? std::nullopt : std::optional<double>((now - b) / dt);
+  }
+  for (const auto& [value, b] : before) {
+    if (!rates.contains(value)) rates[value] = std::nullopt;  // gone: its sum went to 0
+  }
+  return rates;
 }
 
 std::string render_prometheus(const Snapshot& s) {

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -76,6 +77,10 @@ class Snapshot {
   uint64_t count(const MetricFamily& f, Labels labels) const;  // 0 when absent
   // Sum of every series whose labels equal the given values ({} sums the family).
   double sum(const MetricFamily& f, LabelMatch match = {}) const;
+  // Sums of a family's series per value of one of its labels (e.g. per rule over ports), in
+  // one pass: for callers that want every value, where sum() per value would be quadratic.
+  std::unordered_map<std::string, double> sum_by(const MetricFamily& f,
+                                                 std::string_view label) const;
   // Series of a family, in label order; nullptr when nothing was collected for it.
   const Family* find(std::string_view family_name) const;
   const std::vector<Family>& families() const noexcept { return families_; }
@@ -97,6 +102,10 @@ class RateWindow {
   std::optional<double> rate(const MetricFamily& f, Labels labels) const;
   // Rate of a sum of series (see Snapshot::sum).
   std::optional<double> rate_sum(const MetricFamily& f, LabelMatch match = {}) const;
+  // Rates of the sums per value of one label (see Snapshot::sum_by): values seen in either
+  // sample; nullopt for one whose sum went down (a reset). Empty until two samples exist.
+  std::unordered_map<std::string, std::optional<double>> rate_by(const MetricFamily& f,
+                                                                 std::string_view label) const;
 
  private:
   std::optional<Snapshot> previous_;

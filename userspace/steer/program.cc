@@ -321,16 +321,32 @@ Result<SteerCounters> SteerProgram::counters() const {
   if (cfg.active == 0) return c;
   const uint32_t live = cfg.active - 1;
   c.rules.resize(live_rule_count_);
-  std::vector<vf_rule_counter> rc(static_cast<size_t>(cpus));
-  int stats_fd = fds_.rule_stats;
-  for (uint32_t id = 0; id < live_rule_count_; ++id) {
-    uint32_t slot = live * limits_.rules + id;
-    if (bpf_map_lookup_elem(stats_fd, &slot, rc.data()))
+  // One batched read per chunk of rules instead of one syscall per rule: with 100k rules the
+  // per-rule reads took ~0.3 s of the control lcore every sample. An array map's batch walks
+  // keys in order from the one after `in_batch`.
+  constexpr uint32_t kChunk = 4096;
+  const size_t ncpu = static_cast<size_t>(cpus);
+  std::vector<uint32_t> keys(kChunk);
+  std::vector<vf_rule_counter> values(kChunk * ncpu);
+  const uint32_t first = live * limits_.rules;
+  for (uint32_t done = 0; done < live_rule_count_;) {
+    uint32_t want = std::min(kChunk, live_rule_count_ - done);
+    uint32_t count = want;
+    uint32_t before = first + done - 1;  // unused when reading from slot 0
+    uint32_t next = 0;
+    int err = bpf_map_lookup_batch(fds_.rule_stats, first + done > 0 ? &before : nullptr, &next,
+                                   keys.data(), values.data(), &count, nullptr);
+    if (err && errno != ENOENT)
       return fail("steer: cannot read rule counters: {}", errno_text(-errno));
-    for (const auto& r : rc) {
-      c.rules[id].packets += r.packets;
-      c.rules[id].bytes += r.bytes;
+    if (count == 0) return fail("steer: rule counters end before rule {}", done);
+    for (uint32_t i = 0; i < std::min(count, want); ++i) {
+      const vf_rule_counter* per_cpu = &values[i * ncpu];
+      for (size_t cpu = 0; cpu < ncpu; ++cpu) {
+        c.rules[done + i].packets += per_cpu[cpu].packets;
+        c.rules[done + i].bytes += per_cpu[cpu].bytes;
+      }
     }
+    done += std::min(count, want);
   }
   return c;
 }
