@@ -54,14 +54,16 @@ inline const MetricFamily kParseErrors{"vecflow_steer_parse_errors_total",
                                        "Frames the XDP parser rejected, by reason",
                                        MetricType::Counter,
                                        {"port", "reason"}};
-inline const MetricFamily kRuleHits{"vecflow_steer_rule_hits_total",
-                                    "Frames a steering rule matched",
-                                    MetricType::Counter,
-                                    {"port", "rule"}};
-inline const MetricFamily kRuleBytes{"vecflow_steer_rule_bytes_total",
-                                     "Bytes of the frames a steering rule matched",
-                                     MetricType::Counter,
-                                     {"port", "rule"}};
+inline const MetricFamily kRuleHits{
+    "vecflow_steer_rule_hits_total",
+    "Frames a steering rule matched (from its first match on the port)",
+    MetricType::Counter,
+    {"port", "rule"}};
+inline const MetricFamily kRuleBytes{
+    "vecflow_steer_rule_bytes_total",
+    "Bytes of the frames a steering rule matched (from its first match on the port)",
+    MetricType::Counter,
+    {"port", "rule"}};
 
 Json rate_or_null(const RateWindow& rates, const MetricFamily& f, LabelMatch match) {
   auto r = rates.rate_sum(f, match);
