@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <rte_prefetch.h>
+
 #include "sched/event.h"
 
 namespace vecflow {
@@ -25,8 +27,41 @@ void PipelineHandler::stage(std::span<rte_mbuf*> pkts) noexcept {
   staged_ = static_cast<uint16_t>(staged_ + pkts.size());
 }
 
+namespace {
+
+// Events ahead of the one running whose packets are prefetched.
+constexpr size_t kPrefetchAhead = 3;
+// Packets of one event prefetched ahead: a large vector's later packets are reached while the
+// stages work on its first ones.
+constexpr size_t kPrefetchPackets = 8;
+
+// The lines a stage reads first: the mbuf's two (fields, then the metadata in its dynamic
+// field) and the packet's headers.
+void prefetch_packets(rte_event& ev) noexcept {
+  std::span<rte_mbuf*> pkts = sched::packets(ev);
+  for (size_t i = 0; i < std::min(pkts.size(), kPrefetchPackets); ++i) {
+    rte_mbuf* m = pkts[i];
+    rte_prefetch0(m);
+    rte_prefetch0(reinterpret_cast<char*>(m) + RTE_CACHE_LINE_SIZE);
+    rte_prefetch0(rte_pktmbuf_mtod(m, char*));
+  }
+}
+
+}  // namespace
+
 void PipelineHandler::process(std::span<rte_event> events) noexcept {
-  for (rte_event& ev : events) {
+  // An event waited in the scheduler's rings behind up to thousands of others, so its vector,
+  // mbufs and headers are cold; with many flows vectors hold a packet or two and every event
+  // would stall on them in turn (the first mbuf read was ~70% of the route stage's cycles
+  // with 1024 flows). Vectors are fetched for the whole burst, packets a few events ahead.
+  for (const rte_event& ev : events) {
+    if (sched::is_vector(ev)) rte_prefetch0(ev.vec);
+  }
+  for (size_t i = 0; i < std::min(kPrefetchAhead, events.size()); ++i)
+    prefetch_packets(events[i]);
+  for (size_t e = 0; e < events.size(); ++e) {
+    if (e + kPrefetchAhead < events.size()) prefetch_packets(events[e + kPrefetchAhead]);
+    rte_event& ev = events[e];
     std::span<rte_mbuf*> pkts = sched::packets(ev);
     if (pkts.empty()) continue;
     const uint8_t group = queue_group_[ev.queue_id];
