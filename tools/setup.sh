@@ -18,8 +18,8 @@ PACKAGES=(
   # the Debian package and its checks (ctest -L appliance): cpack's dpkg-shlibdeps,
   # systemd-analyze, man page rendering
   dpkg-dev systemd groff-base file
-  # the benchmark suite's curves (tools/bench/run.sh)
-  gnuplot-nox
+  # the benchmark suite's curves and its traffic sink (tools/bench/run.sh)
+  gnuplot-nox nftables
 )
 
 missing=()

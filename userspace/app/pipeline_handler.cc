@@ -29,22 +29,27 @@ void PipelineHandler::stage(std::span<rte_mbuf*> pkts) noexcept {
 
 namespace {
 
-// Events ahead of the one running whose packets are prefetched.
-constexpr size_t kPrefetchAhead = 3;
+// Prefetch distances, in events: a vector's packets are fetched this far ahead of the event
+// running, their headers half as far (the header's address is read from the fetched mbuf).
+constexpr size_t kPrefetchMbufs = 6;
+constexpr size_t kPrefetchHeaders = 3;
 // Packets of one event prefetched ahead: a large vector's later packets are reached while the
 // stages work on its first ones.
 constexpr size_t kPrefetchPackets = 8;
 
-// The lines a stage reads first: the mbuf's two (fields, then the metadata in its dynamic
-// field) and the packet's headers.
-void prefetch_packets(rte_event& ev) noexcept {
+// The mbuf's two lines a stage reads first: its fields, then the metadata in its dynamic field.
+void prefetch_mbufs(rte_event& ev) noexcept {
   std::span<rte_mbuf*> pkts = sched::packets(ev);
   for (size_t i = 0; i < std::min(pkts.size(), kPrefetchPackets); ++i) {
-    rte_mbuf* m = pkts[i];
-    rte_prefetch0(m);
-    rte_prefetch0(reinterpret_cast<char*>(m) + RTE_CACHE_LINE_SIZE);
-    rte_prefetch0(rte_pktmbuf_mtod(m, char*));
+    rte_prefetch0(pkts[i]);
+    rte_prefetch0(reinterpret_cast<char*>(pkts[i]) + RTE_CACHE_LINE_SIZE);
   }
+}
+
+void prefetch_headers(rte_event& ev) noexcept {
+  std::span<rte_mbuf*> pkts = sched::packets(ev);
+  for (size_t i = 0; i < std::min(pkts.size(), kPrefetchPackets); ++i)
+    rte_prefetch0(rte_pktmbuf_mtod(pkts[i], char*));
 }
 
 }  // namespace
@@ -53,14 +58,19 @@ void PipelineHandler::process(std::span<rte_event> events) noexcept {
   // An event waited in the scheduler's rings behind up to thousands of others, so its vector,
   // mbufs and headers are cold; with many flows vectors hold a packet or two and every event
   // would stall on them in turn (the first mbuf read was ~70% of the route stage's cycles
-  // with 1024 flows). Vectors are fetched for the whole burst, packets a few events ahead.
+  // with 1024 flows). Each level is fetched far enough ahead for the level before it to have
+  // arrived: the burst's vectors first, then mbufs, then headers.
+  const size_t n = events.size();
   for (const rte_event& ev : events) {
     if (sched::is_vector(ev)) rte_prefetch0(ev.vec);
   }
-  for (size_t i = 0; i < std::min(kPrefetchAhead, events.size()); ++i)
-    prefetch_packets(events[i]);
-  for (size_t e = 0; e < events.size(); ++e) {
-    if (e + kPrefetchAhead < events.size()) prefetch_packets(events[e + kPrefetchAhead]);
+  for (size_t i = 0; i < std::min(kPrefetchMbufs, n); ++i)
+    prefetch_mbufs(events[i]);
+  for (size_t i = 0; i < std::min(kPrefetchHeaders, n); ++i)
+    prefetch_headers(events[i]);
+  for (size_t e = 0; e < n; ++e) {
+    if (e + kPrefetchMbufs < n) prefetch_mbufs(events[e + kPrefetchMbufs]);
+    if (e + kPrefetchHeaders < n) prefetch_headers(events[e + kPrefetchHeaders]);
     rte_event& ev = events[e];
     std::span<rte_mbuf*> pkts = sched::packets(ev);
     if (pkts.empty()) continue;
