@@ -191,6 +191,18 @@ class BuiltinPort final : public EventPort {
     return ok;
   }
 
+  // Room: credits for `n` (what take_credits would find), and some worker below its backlog
+  // limit (with one full worker the others' flows are still taken). A producer that stops
+  // enqueuing learns here when full workers have caught up.
+  bool has_room(uint16_t n) noexcept override {
+    if (full_ != 0) [[unlikely]] {
+      forget_caught_up();
+      if (std::popcount(full_) >= static_cast<int>(s_.nworkers)) return false;
+    }
+    if (credits_ >= n) return true;
+    return s_.credit_limit - s_.on_loan.load(std::memory_order_relaxed) >= n - credits_;
+  }
+
   uint16_t enqueue_forward_burst(const rte_event* ev, uint16_t n) noexcept override {
     const bool bracket = !(epoch_ & 1);
     if (bracket) enter();
@@ -540,11 +552,15 @@ class BuiltinPort final : public EventPort {
   // move to its front in their order and the refused ones behind them (swapped there, in any
   // order); without, admission stops at the first refused event (a prefix). Parallel queues
   // are admitted (their worker is chosen at routing). Returns how many were admitted.
-  uint16_t admit(const rte_event* ev, uint16_t n, rte_event* compact) noexcept {
+  void forget_caught_up() noexcept {
     for (uint64_t f = full_; f != 0; f &= f - 1) {
       const uint32_t w = static_cast<uint32_t>(std::countr_zero(f));
       if (backlog_of(w) < s_.backlog_cap) full_ &= ~(uint64_t{1} << w);
     }
+  }
+
+  uint16_t admit(const rte_event* ev, uint16_t n, rte_event* compact) noexcept {
+    forget_caught_up();
     if (full_ == 0) return n;
     uint16_t kept = 0;
     for (uint16_t i = 0; i < n; ++i) {

@@ -13,7 +13,8 @@
 // Accounting, in this adapter's lcore row of the OutcomeTable, per ingress port: user-space
 // rx (packets, bytes) as bursts are received; the packets of events the scheduler refuses as
 // sched_backpressure drops, and of events refused while flushing for removal or shutdown as
-// shutdown_flush.
+// shutdown_flush. While the scheduler has no room (EventPort::has_room) the adapter leaves
+// its rx queues alone (a held poll), so overload is dropped by the port, counted there.
 //
 // Threading: poll() runs on one lcore. add_queue() before the service is placed on an lcore;
 // remove_queue() and request_drain() from the control thread while it runs; flush() only
@@ -83,6 +84,7 @@ struct RxAdapterStats {
   Counter closed_flush;    // ... because their queue was removed or the adapter drained
   Counter no_vector;       // packets sent alone because the vector pool was empty
   Counter refused;         // events the scheduler refused (their packets counted as drops)
+  Counter held;            // polls that left the rx queues alone: the scheduler had no room
 };
 
 // A mempool of rte_event_vectors (rte_event_vector_pool_create), freed with the object.

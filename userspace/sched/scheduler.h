@@ -120,6 +120,15 @@ class EventPort {
   virtual uint16_t enqueue_new_burst_any(rte_event* ev, uint16_t n) noexcept {
     return enqueue_new_burst(ev, n);
   }
+  // Whether `n` NEW events would find room now. A producer that can leave its input where it
+  // is (an rx queue) asks before taking more, so that an overloaded scheduler drops in the
+  // NIC's ring, where it costs nothing, instead of after the packets were read, classified
+  // and grouped only to be refused. A hint: an enqueue may still refuse. By default true
+  // (DPDK eventdevs have no such query; their enqueue is the test).
+  virtual bool has_room(uint16_t n) noexcept {
+    (void)n;
+    return true;
+  }
   // Every event's op is FORWARD and each was dequeued through this port. Returns a prefix.
   virtual uint16_t enqueue_forward_burst(const rte_event* ev, uint16_t n) noexcept = 0;
   // Any mix of NEW, FORWARD and RELEASE. Returns a prefix.

@@ -346,7 +346,7 @@ TEST(SchedPart, VectorsEventsAndBusyShareOfAWorker) {
   std::string text = human(reply);
   EXPECT_EQ(columns_of(text, "rx adapters"),
             (Columns{"ADAPTER", "LCORE", "BUSY", "PACKETS", "RATE", "VECTORS", "MEAN SIZE", "FULL",
-                     "TIMEOUT", "EVICTED", "FLUSH", "NO VECTOR", "REFUSED"}));
+                     "TIMEOUT", "EVICTED", "FLUSH", "NO VECTOR", "REFUSED", "HELD"}));
   EXPECT_EQ(columns_of(text, "workers"),
             (Columns{"WORKER", "LCORE", "STATE", "BUSY", "IDLE", "EVENTS", "EVENTS/S", "FORWARDED",
                      "FINISHED", "MIGRATED OUT", "MIGRATED IN", "BACKLOG", "REFUSED", "TX FULL"}));

@@ -102,6 +102,11 @@ inline const MetricFamily kRxNoVector{
     "Packets an rx adapter sent alone because its vector pool was empty",
     MetricType::Counter,
     {"adapter"}};
+inline const MetricFamily kRxHeld{
+    "vecflow_sched_rx_held_polls_total",
+    "Polls in which an rx adapter left its rx queues alone because the scheduler had no room",
+    MetricType::Counter,
+    {"adapter"}};
 inline const MetricFamily kRxRefused{
     "vecflow_sched_rx_refused_total",
     "Events the scheduler refused from an rx adapter (packets dropped as sched_backpressure)",
@@ -209,6 +214,7 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
       s.add(kRxClosed, {a, kClosedWhy[3]}, r.closed_flush.load());
       s.add(kRxNoVector, {a}, r.no_vector.load());
       s.add(kRxRefused, {a}, r.refused.load());
+      s.add(kRxHeld, {a}, r.held.load());
     }
     for (size_t i = 0; i < workers.size(); ++i) {
       const std::string& w = workers[i]->name();
@@ -293,6 +299,7 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
                {"closed_flush", s.count(kRxClosed, {n, kClosedWhy[3]})},
                {"no_vector", s.count(kRxNoVector, {n})},
                {"refused", s.count(kRxRefused, {n})},
+               {"held_polls", s.count(kRxHeld, {n})},
                {"sched_port_refused", s.count(kPortRefused, {"producer", producer})}});
         }
 
@@ -374,7 +381,8 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
                    {"EVICTED", "closed_evicted", Unit::Count},
                    {"FLUSH", "closed_flush", Unit::Count},
                    {"NO VECTOR", "no_vector", Unit::Count},
-                   {"REFUSED", "refused", Unit::Count}}),
+                   {"REFUSED", "refused", Unit::Count},
+                   {"HELD", "held_polls", Unit::Count}}),
             table("workers", "/workers",
                   {{"WORKER", "worker"},
                    {"LCORE", "lcore"},
