@@ -194,13 +194,18 @@ class BuiltinPort final : public EventPort {
   // Room: credits for `n` (what take_credits would find), and some worker below its backlog
   // limit (with one full worker the others' flows are still taken). A producer that stops
   // enqueuing learns here when full workers have caught up.
+  // A request beyond what a drained scheduler can offer (every other port may keep two loans)
+  // is cut to that, or the caller would wait forever on a small queue_depth.
   bool has_room(uint16_t n) noexcept override {
     if (full_ != 0) [[unlikely]] {
       forget_caught_up();
       if (std::popcount(full_) >= static_cast<int>(s_.nworkers)) return false;
     }
-    if (credits_ >= n) return true;
-    return s_.credit_limit - s_.on_loan.load(std::memory_order_relaxed) >= n - credits_;
+    const int64_t attainable = std::max<int64_t>(
+        kCreditLoan, s_.credit_limit - static_cast<int64_t>(s_.all.size()) * 2 * kCreditLoan);
+    const int64_t want = std::min<int64_t>(n, attainable);
+    if (credits_ >= want) return true;
+    return s_.credit_limit - s_.on_loan.load(std::memory_order_relaxed) >= want - credits_;
   }
 
   uint16_t enqueue_forward_burst(const rte_event* ev, uint16_t n) noexcept override {

@@ -370,6 +370,36 @@ TEST_F(RxAdapterTest, AFullSchedulerLeavesPacketsInThePort) {
   EXPECT_EQ(rx.adapter_stats().refused.load(), 0u);
 }
 
+// The smallest in-flight limit with more flows than it has credits, each holding an open
+// vector: the adapter's room request (every open vector may close in one poll) exceeds what
+// the scheduler can ever offer, and must be cut to it rather than wait forever.
+TEST_F(RxAdapterTest, ManyOpenVectorsOnASmallSchedulerStillMove) {
+  auto sched = builtin(64);
+  auto pool = vector_pool(1024, 64);
+  RingPort port("in", kIn);
+  sched::RxAdapter rx("rx", sched->producer(0), {64, 1'000'000, 0, SchedType::Atomic, pool.get()},
+                      outcomes.row(0));
+  ASSERT_TRUE(rx.add_queue(port, 0));
+  constexpr uint32_t kPackets = 600;
+  for (uint32_t i = 0; i < kPackets; ++i)
+    inject(port, 0, i % 300, i / 300);  // 300 flows: every open-vector slot taken
+  uint64_t delivered = 0;
+  for (int round = 0; round < 200 && delivered < kPackets; ++round) {
+    while (rx.poll()) {
+    }
+    auto events = drain(sched->worker(0));
+    delivered += packets_of(events);
+    free_all(events);
+    if (outcomes.port_snapshot(kIn).rx == kPackets) rx.flush();
+  }
+  auto events = drain(sched->worker(0));
+  delivered += packets_of(events);
+  free_all(events);
+  AccountingSnapshot s = outcomes.port_snapshot(kIn);
+  EXPECT_EQ(s.rx, kPackets) << "the adapter stopped reading for good";
+  EXPECT_EQ(delivered + s.dropped(), kPackets) << s.to_string();
+}
+
 // A backend that cannot say whether it has room (a DPDK eventdev) refuses at enqueue: the
 // refused events' packets are dropped and counted as backpressure, none lost.
 TEST_F(RxAdapterTest, RefusedEventsAreDroppedAndCountedAsBackpressure) {
