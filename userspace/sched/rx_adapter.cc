@@ -145,8 +145,8 @@ bool RxAdapter::poll() noexcept {
   bool worked = open_ > 0 && close_expired(now);
   // A full scheduler: leave the packets in the rx rings. When those fill, the NIC (or the
   // kernel, for AF_XDP) drops and counts what arrives; taking them only to be refused would
-  // spend the cycles the workers need to catch up.
-  // A poll's events: every vector open may close, and each received packet may make one.
+  // spend the cycles the workers need to catch up. Room is asked for every event a poll may
+  // send: each open vector may close, and each received packet may make one.
   if (producer_.has_room(static_cast<uint16_t>(open_ + kRxBurst * nqueues_))) [[likely]] {
     for (uint16_t i = 0; i < nqueues_; ++i)
       worked |= receive(queues_[i], now) > 0;
