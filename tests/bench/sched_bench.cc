@@ -96,17 +96,14 @@ struct Rng {
 
 struct Bench {
   Bench(sched::Scheduler* s, rte_mempool* pool, const Point& p) : s(s), pool(pool), p(p) {}
-  sched::Scheduler* s;
-  rte_mempool* pool;  // nullptr for vector 1
+  // With 2 lcores the producer's and the worker's state sit on cache lines of their own: a
+  // line one thread writes per call and the other reads costs both backends a transfer per
+  // burst, by an amount that depended on where the stack put the line boundaries (the
+  // two-lcore figures were bimodal per process before).
+  sched::Scheduler* const s;
+  rte_mempool* const pool;  // nullptr for vector 1
   const Point& p;
-  Rng rng;
-  uint64_t sent = 0, refused = 0;
-  std::atomic<uint64_t> consumed{0};
-  std::atomic<bool> stop{false};
-  std::atomic<bool> measuring{false};
-  std::atomic<uint64_t> worker_cpu_ns{0};  // CPU time the worker thread spent measuring
-  uint64_t sink = 0;
-  uint64_t fake_packet = 0x100000;
+  const uint64_t fake_packet = 0x100000;
   // The packet pointers a vector carries: copied in as an rx adapter copies an rx burst.
   std::array<rte_mbuf*, 256> fake_packets = [] {
     std::array<rte_mbuf*, 256> a{};
@@ -114,6 +111,16 @@ struct Bench {
       a[k] = reinterpret_cast<rte_mbuf*>(0x100000 + k * 64);
     return a;
   }();
+  // Producer's.
+  alignas(64) Rng rng;
+  uint64_t sent = 0, refused = 0;
+  // Worker's (the producer reads `consumed` every 64 bursts).
+  alignas(64) std::atomic<uint64_t> consumed{0};
+  uint64_t sink = 0;
+  // Run control: written a few times per point, read by the worker on every loop.
+  alignas(64) std::atomic<bool> stop{false};
+  std::atomic<bool> measuring{false};
+  std::atomic<uint64_t> worker_cpu_ns{0};  // CPU time the worker thread spent measuring
 
   // Reads every packet pointer of a vector, as a stage must at least. Four sums, so the reads
   // do not wait on one another.
@@ -468,11 +475,17 @@ int main(int argc, char** argv) {
   std::string profile;
   uint16_t profile_vector = 1;
   app.add_option("--profile-vector", profile_vector, "vector size for --profile");
+  uint32_t profile_flows = 1024;
+  app.add_option("--profile-flows", profile_flows, "flows for --profile (a power of two)")
+      ->check([](const std::string& v) {
+        unsigned long n = std::strtoul(v.c_str(), nullptr, 10);
+        return n != 0 && (n & (n - 1)) == 0 ? std::string() : std::string("not a power of two");
+      });
   int profile_lcores = 1;
   app.add_option("--profile-lcores", profile_lcores, "lcores for --profile (1 or 2)")
       ->check(CLI::Range(1, 2));
   app.add_option("--profile", profile,
-                 "run only this backend (builtin, event_dsw, event_sw) at 1k flows for --seconds, "
+                 "run only this backend (builtin, event_dsw, event_sw) for --seconds, "
                  "for perf/callgrind");
   CLI11_PARSE(app, argc, argv);
 
@@ -496,7 +509,7 @@ int main(int argc, char** argv) {
   if (!profile.empty()) {
     for (Kind k : kKinds) {
       if (profile != name(k)) continue;
-      Measure m = run_point({k, profile_vector, 1024, profile_lcores, 32, 32}, seconds);
+      Measure m = run_point({k, profile_vector, profile_flows, profile_lcores, 32, 32}, seconds);
       fmt::print("{}: {} events/s, {} packets/s\n", name(k), rate(m.events), rate(m.packets));
       for (auto& by_kind : g_schedulers)
         for (auto& s : by_kind)
