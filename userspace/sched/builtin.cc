@@ -21,6 +21,7 @@
 
 #include "core/log.h"
 #include "runtime/cycles.h"
+#include "sched/spsc_ring.h"
 
 namespace vecflow::sched {
 
@@ -111,12 +112,17 @@ struct Shared {
   RteArray<uint8_t> owners;           // [queue][kFlowSlots]: worker index owning the slot
   std::vector<BuiltinPort*> all;      // producers then workers
   std::vector<BuiltinPort*> workers;  // by worker index
+  // Producer -> worker rings, [producer][worker].
+  std::vector<std::unique_ptr<SpscEventRing>> direct;
   int64_t credit_limit = 0;
+  int32_t credit_loan = 0;  // see kMinCreditLoan
+  // Written by every port once per loan: on a line of its own, or each loan would also take
+  // the fields read on every call away from the other cores.
   alignas(64) std::atomic<int64_t> on_loan{0};
-  int64_t backlog_cap = 0;     // SchedulerConfig::worker_backlog_packets; 0: not counted
-  int64_t backlog_check = 0;   // packets a port sends to a worker between two looks
-  bool vector_events = false;  // SchedulerConfig::vector_events
-  bool fenced = false;         // no membarrier: full fences at quiescent points instead
+  alignas(64) int64_t backlog_cap = 0;  // SchedulerConfig::worker_backlog_packets; 0: not counted
+  int64_t backlog_check = 0;            // packets a port sends to a worker between two looks
+  bool vector_events = false;           // SchedulerConfig::vector_events
+  bool fenced = false;                  // no membarrier: full fences at quiescent points instead
   BuiltinTuning tuning{};
   uint64_t migration_interval_tsc = 0;
   uint64_t load_interval_tsc = 0;
@@ -130,11 +136,12 @@ class BuiltinPort final : public EventPort {
       : EventPort(role, index), s_(s), id_(id), worker_(role == PortRole::Worker) {}
 
   Result<void> init(uint32_t ring_size, uint32_t buffer_events, uint32_t max_holds) {
-    sent_packets_ = std::make_unique<std::atomic<int64_t>[]>(s_.nworkers);
-    unchecked_ = std::make_unique<int64_t[]>(s_.nworkers);
+    sent_packets_ = RteArray<int64_t>(s_.nworkers);
+    unchecked_ = RteArray<int64_t>(s_.nworkers);
     out_len_ = RteArray<uint16_t>(s_.nworkers);
     out_ = RteArray<rte_event>(static_cast<size_t>(s_.nworkers) * kOutBurst);
-    if (!out_len_.ok() || !out_.ok()) return fail("builtin scheduler: out of DPDK memory");
+    if (!sent_packets_.ok() || !unchecked_.ok() || !out_len_.ok() || !out_.ok())
+      return fail("builtin scheduler: out of DPDK memory");
     if (!worker_) return {};
     static std::atomic<uint32_t> seq{0};
     uint32_t n = seq.fetch_add(1);
@@ -164,6 +171,22 @@ class BuiltinPort final : public EventPort {
   ~BuiltinPort() override {
     rte_event_ring_free(in_);
     rte_ring_free(ctl_);
+  }
+
+  // After every port's init: a producer learns its ring to each worker, a worker its ring
+  // from each producer.
+  void connect() {
+    const size_t producers = s_.direct.size() / s_.nworkers;
+    if (!worker_) {
+      to_.resize(s_.nworkers);
+      for (size_t w = 0; w < s_.nworkers; ++w)
+        to_[w] = s_.direct[index() * s_.nworkers + w].get();
+      return;
+    }
+    from_.resize(producers);
+    mig_marks_.resize(producers);
+    for (size_t p = 0; p < producers; ++p)
+      from_[p] = s_.direct[p * s_.nworkers + index()].get();
   }
 
   // ---- enqueue -------------------------------------------------------------------------
@@ -202,7 +225,7 @@ class BuiltinPort final : public EventPort {
       if (std::popcount(full_) >= static_cast<int>(s_.nworkers)) return false;
     }
     const int64_t attainable = std::max<int64_t>(
-        kCreditLoan, s_.credit_limit - static_cast<int64_t>(s_.all.size()) * 2 * kCreditLoan);
+        s_.credit_loan, s_.credit_limit - static_cast<int64_t>(s_.all.size()) * 2 * s_.credit_loan);
     const int64_t want = std::min<int64_t>(n, attainable);
     if (credits_ >= want) return true;
     return s_.credit_limit - s_.on_loan.load(std::memory_order_relaxed) >= want - credits_;
@@ -292,7 +315,7 @@ class BuiltinPort final : public EventPort {
       poll_ctl();
       got = take_inbuf(ev, n);
     } else {
-      got = static_cast<uint16_t>(rte_event_ring_dequeue_burst(in_, ev, n, nullptr));
+      got = read_inputs(ev, n);
       if (s_.backlog_cap != 0 && got > 0) {
         dequeued_ += packets_in(ev, got);
         dequeued_packets_.store(dequeued_, std::memory_order_relaxed);
@@ -369,7 +392,13 @@ class BuiltinPort final : public EventPort {
   // Packets written to this worker's input ring and not yet dequeued (events still in other
   // ports' out-buffers are not counted). 0 when the scheduler has no backlog limit.
   int64_t backlog_packets() const noexcept { return s_.backlog_cap ? backlog_of(index()) : 0; }
-  uint32_t backlog() const noexcept { return in_ ? rte_event_ring_count(in_) : 0; }
+  uint32_t backlog() const noexcept {
+    if (!in_) return 0;
+    uint32_t n = rte_event_ring_count(in_);
+    for (const SpscEventRing* r : from_)
+      n += r->count();
+    return n;
+  }
 
   // Payloads left anywhere in this port (destruction without draining).
   uint64_t free_leftovers() noexcept {
@@ -392,6 +421,9 @@ class BuiltinPort final : public EventPort {
     rte_event e;
     while (rte_event_ring_dequeue_burst(in_, &e, 1, nullptr) == 1)
       drop(e);
+    for (SpscEventRing* r : from_)
+      while (r->dequeue(&e, 1) == 1)
+        drop(e);
     return n;
   }
 
@@ -502,14 +534,36 @@ class BuiltinPort final : public EventPort {
 
   void write_ring(uint32_t dst, const rte_event* ev, uint16_t n) noexcept {
     if (s_.backlog_cap != 0) count_backlog(dst, ev, n);
-    rte_event_ring* ring = s_.workers[dst]->in_;
-    unsigned done = rte_event_ring_enqueue_burst(ring, ev, n, nullptr);
     // Every ring holds the whole in-flight limit, so it is never full for long (only while
     // its consumer is mid-dequeue of a ring holding everything).
+    if (!worker_) {
+      SpscEventRing* ring = to_[dst];
+      unsigned done = ring->enqueue(ev, n);
+      while (unlikely(done < n)) {
+        rte_pause();
+        done += ring->enqueue(ev + done, n - done);
+      }
+      return;
+    }
+    rte_event_ring* ring = s_.workers[dst]->in_;
+    unsigned done = rte_event_ring_enqueue_burst(ring, ev, n, nullptr);
     while (unlikely(done < n)) {
       rte_pause();
       done += rte_event_ring_enqueue_burst(ring, ev + done, n - done, nullptr);
     }
+  }
+
+  // A worker's inputs: the ring the workers share first (what they forward is further along
+  // the pipeline; finishing it frees credits sooner), then the producers' rings, starting
+  // with a different one each call so none waits behind the others.
+  uint16_t read_inputs(rte_event* ev, uint16_t n) noexcept {
+    uint16_t got = static_cast<uint16_t>(rte_event_ring_dequeue_burst(in_, ev, n, nullptr));
+    const size_t nfrom = from_.size();
+    for (size_t k = 0; k < nfrom && got < n; ++k) {
+      got = static_cast<uint16_t>(got + from_[next_from_]->dequeue(ev + got, n - got));
+      next_from_ = next_from_ + 1 == nfrom ? 0 : next_from_ + 1;
+    }
+    return got;
   }
 
   // ---- per-worker backlog (SchedulerConfig::worker_backlog_packets) ----------------------
@@ -536,14 +590,13 @@ class BuiltinPort final : public EventPort {
   int64_t backlog_of(uint32_t w) const noexcept {
     int64_t sent = 0;
     for (const BuiltinPort* p : s_.all)
-      sent += p->sent_packets_[w].load(std::memory_order_relaxed);
+      sent += __atomic_load_n(&p->sent_packets_[w], __ATOMIC_RELAXED);
     return sent - s_.workers[w]->dequeued_packets_.load(std::memory_order_relaxed);
   }
 
   void count_backlog(uint32_t dst, const rte_event* ev, uint16_t n) noexcept {
     const int64_t p = packets_in(ev, n);
-    std::atomic<int64_t>& sent = sent_packets_[dst];
-    sent.store(sent.load(std::memory_order_relaxed) + p, std::memory_order_relaxed);
+    __atomic_store_n(&sent_packets_[dst], sent_packets_[dst] + p, __ATOMIC_RELAXED);
     if (worker_) return;
     unchecked_[dst] += p;
     if (unchecked_[dst] >= s_.backlog_check) {
@@ -620,7 +673,7 @@ class BuiltinPort final : public EventPort {
     // bouncing the shared counter's cache line with add-then-undo.
     const int64_t available = s_.credit_limit - s_.on_loan.load(std::memory_order_relaxed);
     int32_t loan = static_cast<int32_t>(std::min<int64_t>(
-        std::max<int32_t>(n - credits_, kCreditLoan), std::max<int64_t>(available, 0)));
+        std::max<int32_t>(n - credits_, s_.credit_loan), std::max<int64_t>(available, 0)));
     if (loan == 0) {
       uint16_t granted = static_cast<uint16_t>(std::min<int32_t>(n, credits_));
       credits_ -= granted;
@@ -640,9 +693,9 @@ class BuiltinPort final : public EventPort {
 
   void return_credits(uint32_t n) noexcept {
     credits_ += static_cast<int32_t>(n);
-    if (credits_ > 2 * kCreditLoan) {
-      s_.on_loan.fetch_sub(credits_ - kCreditLoan, std::memory_order_relaxed);
-      credits_ = kCreditLoan;
+    if (credits_ > 2 * s_.credit_loan) {
+      s_.on_loan.fetch_sub(credits_ - s_.credit_loan, std::memory_order_relaxed);
+      credits_ = s_.credit_loan;
     }
   }
 
@@ -849,12 +902,16 @@ class BuiltinPort final : public EventPort {
         if ((s & 1) && s_.all[p]->epoch_shared_.load(std::memory_order_acquire) == s) return;
       }
       mig_mark_ = __atomic_load_n(&in_->r.prod.tail, __ATOMIC_ACQUIRE);
+      for (size_t p = 0; p < from_.size(); ++p)
+        mig_marks_[p] = from_[p]->written();
       migration_ = Migration::Drain;
     }
     // Called at the top of a dequeue: the burst that held the last event sent under the old
     // owner (if it was dequeued) has just been released.
     uint32_t consumed = __atomic_load_n(&in_->r.cons.tail, __ATOMIC_RELAXED);
     if (static_cast<int32_t>(consumed - mig_mark_) < 0) return;
+    for (size_t p = 0; p < from_.size(); ++p)
+      if (static_cast<int32_t>(from_[p]->read_position() - mig_marks_[p]) < 0) return;
     post(*mig_target_, mig_msg_);
     counters_.emigrations.add(mig_msg_.count);
     migration_ = Migration::Idle;
@@ -878,13 +935,14 @@ class BuiltinPort final : public EventPort {
   uint64_t epoch_ = 0;    // this thread's copy of epoch_shared_
   uint64_t full_ = 0;     // producers: workers whose backlog was at the limit at the last look
   int64_t dequeued_ = 0;  // workers: packets dequeued from the input ring (published below)
-  std::unique_ptr<int64_t[]> unchecked_;  // per worker: packets sent since the last look
+  RteArray<int64_t> unchecked_;  // per worker: packets sent since the last look
   RteArray<uint16_t> out_len_;
   RteArray<rte_event> out_;
+  std::vector<SpscEventRing*> to_;    // producers: ring to each worker
+  std::vector<SpscEventRing*> from_;  // workers: ring from each producer
+  size_t next_from_ = 0;              // workers: the producer ring read first next time
 
-  rte_event_ring* in_ = nullptr;  // workers: the input ring (multi-producer, single consumer)
-  rte_ring* ctl_ = nullptr;       // workers: migration messages (multi-producer)
-  RteArray<rte_event> inbuf_;     // events handed back by a released hold, served first
+  RteArray<rte_event> inbuf_;  // events handed back by a released hold, served first
   uint32_t inbuf_cap_ = 0;
   uint32_t in_head_ = 0;
   uint32_t in_len_ = 0;
@@ -896,7 +954,8 @@ class BuiltinPort final : public EventPort {
   Migration migration_ = Migration::Idle;
   BuiltinPort* mig_target_ = nullptr;
   CtlMsg mig_msg_{};
-  uint32_t mig_mark_ = 0;
+  uint32_t mig_mark_ = 0;            // the shared input ring's producer index at Drain
+  std::vector<uint32_t> mig_marks_;  // and each producer ring's
   std::vector<uint64_t> snap_;
   uint64_t next_emigration_ = 0;
 
@@ -911,14 +970,19 @@ class BuiltinPort final : public EventPort {
   uint16_t sample_pos_ = 0;
   uint32_t samples_[kFlowSamples] = {};
 
-  // Read by other ports, each on its own cache line.
+  // Read by other ports, each group on its own cache line. The rings are set at init and read
+  // by every send here: a member this port writes as it works on their line would make each
+  // send wait for the line to come back (a third of a producer's time at 2 lcores).
+  alignas(64) rte_event_ring* in_ = nullptr;  // workers: input ring from the workers
+  rte_ring* ctl_ = nullptr;                   // workers: migration messages (multi-producer)
   alignas(64) std::atomic<uint64_t> epoch_shared_{0};
   alignas(64) std::atomic<uint16_t> load_{0};
   std::atomic<int32_t> immigration_load_{0};
   std::atomic<bool> parked_{false};
   alignas(64) std::atomic<int64_t> dequeued_packets_{0};
   // Per worker: packets this port wrote to its input ring (owner writes, anyone reads).
-  std::unique_ptr<std::atomic<int64_t>[]> sent_packets_;
+  // Cache-aligned DPDK memory, as the arrays every port writes must not share a line.
+  RteArray<int64_t> sent_packets_;
 };
 
 class BuiltinScheduler final : public Scheduler {
@@ -958,7 +1022,9 @@ class BuiltinScheduler final : public Scheduler {
     }
     uint32_t ports = c.producers + c.workers;
     // At least two loans per port, so ports parking credits cannot starve the others.
-    s_.credit_limit = std::max<int64_t>(c.inflight_limit, int64_t{ports} * 2 * kCreditLoan);
+    s_.credit_loan = std::clamp<int32_t>(static_cast<int32_t>(c.inflight_limit / (8 * ports)),
+                                         kMinCreditLoan, kMaxCreditLoan);
+    s_.credit_limit = std::max<int64_t>(c.inflight_limit, int64_t{ports} * 2 * s_.credit_loan);
     uint32_t ring_size = std::bit_ceil(static_cast<uint32_t>(s_.credit_limit) + 1);
     s_.backlog_cap = c.worker_backlog_packets;
     s_.backlog_check = std::max<int64_t>(1, s_.backlog_cap / 8);
@@ -988,6 +1054,12 @@ class BuiltinScheduler final : public Scheduler {
       if (auto r = p->init(ring_size, static_cast<uint32_t>(s_.credit_limit), max_holds); !r)
         return r;
     }
+    for (uint32_t i = 0; i < uint32_t{c.producers} * c.workers; ++i) {
+      s_.direct.push_back(std::make_unique<SpscEventRing>(ring_size));
+      if (!s_.direct.back()->ok()) return fail("builtin scheduler: out of DPDK memory");
+    }
+    for (auto& p : ports_)
+      p->connect();
     producers_ = c.producers;
     return {};
   }

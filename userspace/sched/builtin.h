@@ -4,9 +4,18 @@
 // (a hash of the event's flow id) to the worker port that owns it. An enqueue looks the slot
 // up and appends the event to a per-destination out-buffer, flushed into the destination's
 // input ring when it holds kOutBurst events (and at the end of every producer call and at
-// every worker dequeue). Each worker port has one multi-producer input ring, so events a port
-// sends keep their order, and an event caused by another (forwarded after it was dequeued)
-// is always behind it in any ring both reach. Parallel queues spread events round-robin.
+// every worker dequeue). Parallel queues spread events round-robin.
+//
+// Input rings. A worker reads one ring per producer port (single producer, single consumer:
+// the common case of a producer's send touches no line the worker writes, see spsc_ring.h)
+// and one ring all workers write into. Events one port sends keep their order, as they go
+// through one ring. What workers forward shares one ring so that an event caused by another
+// (forwarded after it was dequeued) is always behind it: when a flow moves between workers,
+// what the old owner forwarded is ahead of what the new owner forwards, in the ring of
+// whichever worker owns the flow at the next stage. Producers cause no events, so their
+// rings need no such order between them. Every ring holds the whole in-flight limit, so a
+// producer never waits for a worker (which may be polled by the same thread): the rings take
+// (producers + 1) x workers x 2 x queue_depth x 16 bytes.
 //
 // Atomic and ordered. A flow's events of a queue are all delivered to its owner, which
 // processes them one burst at a time; a worker port releases the flows of a burst at its
@@ -21,20 +30,22 @@
 // dequeues found work) and, while loaded, samples the flow slots it dequeues. Every
 // migration interval a loaded port picks flows and a less loaded target, and moves them:
 //
-//   Idle ──choose──► Grace ──all ports quiescent──► Drain ──own ring past mark──► Idle
+//   Idle ──choose──► Grace ──all ports quiescent──► Drain ──own rings past marks──► Idle
 //
 //   choose  post HOLD(flows) to the target's control ring, then point the slots at the
 //           target. From here new events of those flows go to the target, which holds
-//           them (it reads its control ring after each ring read, so it learns of the hold
-//           before it can see an event sent under the new owner).
+//           them (it reads its control ring after reading its input rings, so it learns of
+//           the hold before it can see an event sent under the new owner).
 //   Grace   some port may have read the old owner just before the change and still be about
 //           to send. A membarrier() makes the change visible everywhere at once; then the
 //           source waits until every port has passed a quiescent point: a producer between
 //           enqueue calls (it flushes before returning), a worker at its next dequeue (it
-//           flushes first). After that every event sent under the old owner is in the
-//           source's input ring, before `mark` (the ring's producer index read then).
-//   Drain   the source keeps working normally until its dequeue position passes `mark` and
-//           the burst holding the last such event is released (its next dequeue). It then
+//           flushes first). After that every event sent under the old owner is in one of
+//           the source's input rings, before that ring's `mark` (its producer index read
+//           then).
+//   Drain   the source keeps working normally until its read position in every input ring
+//           passes that ring's mark and the burst holding the last such event is released
+//           (its next dequeue). It then
 //           sends RELEASE(flows) to the target, which delivers the held events, in order,
 //           before anything else it has for them.
 //
@@ -66,11 +77,15 @@ inline constexpr uint32_t kFlowSlots = 1u << kFlowSlotBits;
 // its next dequeue anyway; producers at the end of each call).
 inline constexpr uint16_t kOutBurst = 32;
 
-// Credits (the in-flight limit) are taken from the shared pool in loans of this size, so
-// the shared counter is touched once per ~64 events instead of on every call. A port keeps
-// at most two loans; what it holds beyond is returned. The cost: up to 2 x kCreditLoan
-// credits per port may sit unused, so the in-flight limit is raised to cover that.
-inline constexpr int32_t kCreditLoan = 64;
+// Credits (the in-flight limit) are taken from the shared pool in loans, so the shared
+// counter is touched once per loan instead of on every call. A port keeps at most two loans;
+// what it holds beyond is returned. A loan is an eighth of the limit's share per port, within
+// these bounds: so at most a quarter of the limit sits parked in ports, and the counter's
+// line, which moves between cores on every touch, moves once per 64 to 512 events (at 64,
+// a producer and a worker on two cores spent a seventh of the producer's time on it). With
+// more ports than the limit allows loans of kMinCreditLoan for, the limit is raised.
+inline constexpr int32_t kMinCreditLoan = 64;
+inline constexpr int32_t kMaxCreditLoan = 512;
 
 // A loaded port considers giving flows away this often (randomised between half and one and
 // a half times, so ports do not all pick the same target at once). Shorter reacts faster to

@@ -77,6 +77,28 @@ TEST_P(BuiltinMigration, FlowsMoveWhileAtomicityAndOrderHold) {
   EXPECT_EQ(o.stats.migrations, out);
 }
 
+// Each producer has a ring of its own to each worker, so a flow that moves has its events
+// in several of the source's rings at once: the hand-over must wait for every one of them.
+TEST_P(BuiltinMigration, FlowsOfThreeProducersMoveWhileAtomicityAndOrderHold) {
+  sched::BuiltinTuning t = eager();
+  Scenario s;
+  s.stages = {GetParam(), SchedType::Atomic};
+  s.flows = 255;
+  s.producers = 3;
+  s.events = 60'000;
+  s.rate = 150'000;
+  s.cost_ns = {3000, 300};
+  s.tuning = &t;
+  Outcome o = run_scenario(BackendKind::Builtin, s);
+  EXPECT_TRUE(o.completed) << "delivered " << o.delivered << " of " << s.events;
+  EXPECT_EQ(o.delivered, s.events);
+  EXPECT_EQ(o.atomic_violations, 0u);
+  EXPECT_EQ(o.stage_order_errors, 0u);
+  EXPECT_EQ(o.egress_order_errors, 0u);
+  EXPECT_EQ(o.inflight_after, 0u);
+  EXPECT_GT(emigrations(o.stats), 10u) << "the scenario did not make the scheduler migrate";
+}
+
 INSTANTIATE_TEST_SUITE_P(FirstStage, BuiltinMigration,
                          ::testing::Values(SchedType::Atomic, SchedType::Ordered),
                          [](const auto& info) {

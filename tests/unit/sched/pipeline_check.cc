@@ -1,5 +1,7 @@
 #include "pipeline_check.h"
 
+#include <algorithm>
+#include <memory>
 #include <random>
 
 #include <rte_cycles.h>
@@ -98,17 +100,20 @@ class CheckSink final : public sched::EgressSink {
 
 class Producer final : public Service {
  public:
-  Producer(sched::EventPort& port, const Scenario& s, sched::SchedType first)
+  // Producer `index` of s.producers: makes its share of s.events, on its share of the flows.
+  Producer(sched::EventPort& port, const Scenario& s, sched::SchedType first, uint16_t index)
       : Service("producer"),
         port_(port),
         s_(s),
         first_(first),
+        index_(index),
+        events_(s.events / s.producers + (index == 0 ? s.events % s.producers : 0)),
         seqs_(s.flows, 0),
-        rng_(7),
-        interval_(s.rate ? tsc_hz() / s.rate : 0) {}
+        rng_(7 + index),
+        interval_(s.rate ? tsc_hz() * s.producers / s.rate : 0) {}
 
   bool poll() noexcept override {
-    if (made_ == s_.events && nbuf_ == 0) {
+    if (made_ == events_ && nbuf_ == 0) {
       if (port_.needs_maintenance()) port_.maintain();
       return false;
     }
@@ -119,9 +124,10 @@ class Producer final : public Service {
     }
     uint16_t want =
         static_cast<uint16_t>(std::uniform_int_distribution<int>(s_.burst_min, s_.burst_max)(rng_));
-    while (nbuf_ < want && made_ < s_.events) {
+    while (nbuf_ < want && made_ < events_) {
       rte_event& e = buf_[nbuf_++];
-      uint32_t flow = static_cast<uint32_t>(rng_() % s_.flows);
+      const uint32_t own = std::max<uint32_t>(1, s_.flows / s_.producers);
+      uint32_t flow = static_cast<uint32_t>(rng_() % own) * s_.producers + index_;
       e = rte_event{};
       e.op = RTE_EVENT_OP_NEW;
       e.queue_id = 0;
@@ -153,13 +159,15 @@ class Producer final : public Service {
 
   // Marks completion once everything was handed over (called from the poll thread only).
   void note_done() noexcept {
-    if (made_ == s_.events && nbuf_ == 0) done_.store(true);
+    if (made_ == events_ && nbuf_ == 0) done_.store(true);
   }
 
  private:
   sched::EventPort& port_;
   const Scenario& s_;
   sched::SchedType first_;
+  uint16_t index_;
+  uint64_t events_;
   std::vector<uint32_t> seqs_;
   std::mt19937_64 rng_;
   uint64_t interval_;
@@ -169,18 +177,31 @@ class Producer final : public Service {
   uint16_t nbuf_ = 0;
 };
 
-// Runs the producer and reports completion after each poll.
+// Runs the producers in turn and reports completion after each poll.
 class ProducerService final : public Service {
  public:
-  explicit ProducerService(Producer& p) : Service("producer"), p_(p) {}
+  explicit ProducerService(std::vector<std::unique_ptr<Producer>>& p)
+      : Service("producer"), p_(p) {}
   bool poll() noexcept override {
-    bool worked = p_.poll();
-    p_.note_done();
+    bool worked = false;
+    for (auto& p : p_) {
+      worked |= p->poll();
+      p->note_done();
+    }
     return worked;
+  }
+  bool done() const noexcept {
+    return std::all_of(p_.begin(), p_.end(), [](const auto& p) { return p->done(); });
+  }
+  uint64_t refused() const noexcept {
+    uint64_t n = 0;
+    for (const auto& p : p_)
+      n += p->refused.load();
+    return n;
   }
 
  private:
-  Producer& p_;
+  std::vector<std::unique_ptr<Producer>>& p_;
 };
 
 }  // namespace
@@ -198,12 +219,14 @@ Outcome run_scenario(BackendKind kind, const Scenario& s) {
     egress = static_cast<uint8_t>(queues.size());
     queues.push_back({"egress", sched::SchedType::Atomic});
   }
-  auto sched = make_scheduler(kind, queues, 1, s.workers, s.inflight, s.tuning);
+  auto sched = make_scheduler(kind, queues, s.producers, s.workers, s.inflight, s.tuning);
   if (!sched) return out;
 
   Checks checks(s.flows, static_cast<uint16_t>(queues.size()));
-  Producer producer(sched->producer(0), s, s.stages[0]);
-  ProducerService producer_service(producer);
+  std::vector<std::unique_ptr<Producer>> producers;
+  for (uint16_t i = 0; i < s.producers; ++i)
+    producers.push_back(std::make_unique<Producer>(sched->producer(i), s, s.stages[0], i));
+  ProducerService producer_service(producers);
   std::vector<std::unique_ptr<CheckHandler>> handlers;
   std::vector<std::unique_ptr<CheckSink>> sinks;
   std::vector<std::shared_ptr<sched::Worker>> workers;
@@ -224,8 +247,9 @@ Outcome run_scenario(BackendKind kind, const Scenario& s) {
     for (auto& w : workers)
       lcores.push_back(std::make_unique<LcoreThread>(std::vector<std::shared_ptr<Service>>{w}));
     out.completed = wait_until([&] {
-      return producer.done() &&
-             checks.delivered.load() + checks.dropped.load() + producer.refused.load() == s.events;
+      return producer_service.done() &&
+             checks.delivered.load() + checks.dropped.load() + producer_service.refused() ==
+                 s.events;
     });
     for (auto& l : lcores)
       l->stop();
@@ -233,7 +257,7 @@ Outcome run_scenario(BackendKind kind, const Scenario& s) {
   for (auto& w : workers)
     w->park();
   out.delivered = checks.delivered.load();
-  out.refused_at_producer = producer.refused.load();
+  out.refused_at_producer = producer_service.refused();
   out.dropped_at_workers = checks.dropped.load();
   out.atomic_violations = checks.violations.load();
   out.stage_order_errors = checks.stage_order.load();

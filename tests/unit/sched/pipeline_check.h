@@ -21,6 +21,9 @@ struct Scenario {
   uint32_t flows = 1024;
   uint64_t events = 100'000;
   uint16_t workers = 2;
+  // Producer ports, polled by one lcore; each sends its own share of the flows (flow % producers),
+  // so every flow's order is one producer's order.
+  uint16_t producers = 1;
   uint32_t inflight = 4096;
   bool retry = true;              // producer resends refused events; else counts them dropped
   uint64_t rate = 0;              // producer events per second; 0: as fast as accepted
