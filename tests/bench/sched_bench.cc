@@ -481,6 +481,9 @@ int main(int argc, char** argv) {
         unsigned long n = std::strtoul(v.c_str(), nullptr, 10);
         return n != 0 && (n & (n - 1)) == 0 ? std::string() : std::string("not a power of two");
       });
+  uint16_t profile_burst = 32;
+  app.add_option("--profile-burst", profile_burst, "producer burst size for --profile")
+      ->check(CLI::Range(1, 32));
   int profile_lcores = 1;
   app.add_option("--profile-lcores", profile_lcores, "lcores for --profile (1 or 2)")
       ->check(CLI::Range(1, 2));
@@ -509,7 +512,9 @@ int main(int argc, char** argv) {
   if (!profile.empty()) {
     for (Kind k : kKinds) {
       if (profile != name(k)) continue;
-      Measure m = run_point({k, profile_vector, profile_flows, profile_lcores, 32, 32}, seconds);
+      Measure m = run_point(
+          {k, profile_vector, profile_flows, profile_lcores, profile_burst, profile_burst},
+          seconds);
       fmt::print("{}: {} events/s, {} packets/s\n", name(k), rate(m.events), rate(m.packets));
       for (auto& by_kind : g_schedulers)
         for (auto& s : by_kind)

@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstring>
 
 namespace vecflow::sched {
 
@@ -71,17 +70,15 @@ class SpscEventRing {
   }
 
  private:
+  // One 16-byte load and store per event, inline: a call to memcpy (two, for the wrap) cost
+  // more than the copy itself for the bursts of one to a few events producers often send.
   void copy_in(uint32_t pos, const rte_event* ev, uint32_t n) noexcept {
-    const uint32_t at = pos & mask_;
-    const uint32_t first = std::min(n, mask_ + 1 - at);
-    std::memcpy(&slots_[at], ev, first * sizeof(rte_event));
-    std::memcpy(&slots_[0], ev + first, (n - first) * sizeof(rte_event));
+    for (uint32_t i = 0; i < n; ++i)
+      slots_[(pos + i) & mask_] = ev[i];
   }
   void copy_out(uint32_t pos, rte_event* ev, uint32_t n) const noexcept {
-    const uint32_t at = pos & mask_;
-    const uint32_t first = std::min(n, mask_ + 1 - at);
-    std::memcpy(ev, &slots_[at], first * sizeof(rte_event));
-    std::memcpy(ev + first, &slots_[0], (n - first) * sizeof(rte_event));
+    for (uint32_t i = 0; i < n; ++i)
+      ev[i] = slots_[(pos + i) & mask_];
   }
 
   // One side's own position and its last look at the other side's published index.
