@@ -389,7 +389,7 @@ class BuiltinPort final : public EventPort {
   // ---- read by other threads ------------------------------------------------------------
 
   uint16_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
-  // Packets written to this worker's input ring and not yet dequeued (events still in other
+  // Packets written to this worker's input rings and not yet dequeued (events still in other
   // ports' out-buffers are not counted). 0 when the scheduler has no backlog limit.
   int64_t backlog_packets() const noexcept { return s_.backlog_cap ? backlog_of(index()) : 0; }
   uint32_t backlog() const noexcept {
@@ -568,7 +568,7 @@ class BuiltinPort final : public EventPort {
 
   // ---- per-worker backlog (SchedulerConfig::worker_backlog_packets) ----------------------
   //
-  // A worker's backlog is the packets written to its input ring and not yet dequeued, in
+  // A worker's backlog is the packets written to its input rings and not yet dequeued, in
   // packets (a vector holds up to its size) since packet buffers are what a stalled worker
   // would exhaust: what every port wrote to it (each port tallies its own writes, so no
   // shared counter is written on the hot path) minus what it dequeued (it publishes its own
@@ -934,7 +934,7 @@ class BuiltinPort final : public EventPort {
   uint32_t rr_ = 0;       // next destination for parallel queues
   uint64_t epoch_ = 0;    // this thread's copy of epoch_shared_
   uint64_t full_ = 0;     // producers: workers whose backlog was at the limit at the last look
-  int64_t dequeued_ = 0;  // workers: packets dequeued from the input ring (published below)
+  int64_t dequeued_ = 0;  // workers: packets dequeued from the input rings (published below)
   RteArray<int64_t> unchecked_;  // per worker: packets sent since the last look
   RteArray<uint16_t> out_len_;
   RteArray<rte_event> out_;
@@ -980,7 +980,7 @@ class BuiltinPort final : public EventPort {
   std::atomic<int32_t> immigration_load_{0};
   std::atomic<bool> parked_{false};
   alignas(64) std::atomic<int64_t> dequeued_packets_{0};
-  // Per worker: packets this port wrote to its input ring (owner writes, anyone reads).
+  // Per worker: packets this port wrote to its input rings (owner writes, anyone reads).
   // Cache-aligned DPDK memory, as the arrays every port writes must not share a line.
   RteArray<int64_t> sent_packets_;
 };
