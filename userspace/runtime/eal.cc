@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -164,7 +165,18 @@ Result<std::unique_ptr<Eal>> Eal::init(const EalOptions& options) {
 }
 
 Eal::~Eal() {
+  // Copied first: the path lives in EAL's configuration.
+  const std::string runtime_dir = rte_eal_get_runtime_dir();
+  const bool primary = rte_eal_process_type() == RTE_PROC_PRIMARY;
   rte_eal_cleanup();
+  // DPDK 22.11 leaves the primary's runtime directory behind: its memory segment lists' files,
+  // ~19 MB without hugepages. Every test process and every vecflowd run with its own file
+  // prefix added one; thousands of them filled this machine's disk. When the primary ends no
+  // process can use them any more.
+  if (primary) {
+    std::error_code ignored;
+    std::filesystem::remove_all(runtime_dir, ignored);
+  }
 }
 
 }  // namespace vecflow
