@@ -188,6 +188,9 @@ struct SchedulerSection {
   std::vector<unsigned> workers;  // lcores that run pipeline workers; default: cpu.workers
   uint16_t vector_size = 64;      // 1 = plain per-packet events
   uint32_t vector_timeout_us = 50;
+  // Flow buckets per rx queue: open vectors, and the flow ids the scheduler balances
+  // (sched/rx_adapter.h). 0: auto, 8 per pipeline worker.
+  uint16_t vector_buckets = 0;
   uint32_t queue_depth = 4096;
   // Packets waiting for one worker beyond which new packets of its flows are dropped
   // (sched_backpressure), so a stalled or overloaded worker cannot take every packet buffer

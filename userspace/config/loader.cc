@@ -430,12 +430,20 @@ void read_scheduler(Ctx& ctx, const YAML::Node& n, SchedulerSection& out) {
   m.get("devargs", out.devargs);
   m.get_lcores("workers", out.workers);
   if (m.has("vector")) {
-    MapReader v(ctx, m.child("vector"), "scheduler.vector", {"size", "timeout_us"});
+    MapReader v(ctx, m.child("vector"), "scheduler.vector", {"size", "timeout_us", "buckets"});
     if (v.get("size", out.vector_size, 1, 1024) && (out.vector_size & (out.vector_size - 1)) != 0) {
       ctx.error(v.child("size"), "scheduler.vector.size",
                 fmt::format("{} is not a power of two (1, 2, 4 ... 1024)", out.vector_size));
     }
     v.get("timeout_us", out.vector_timeout_us, 1, 1'000'000);
+    if (v.has("buckets") &&
+        !(v.child("buckets").IsScalar() && v.child("buckets").Scalar() == "auto") &&
+        v.get("buckets", out.vector_buckets, 1, 1024) &&
+        (out.vector_buckets & (out.vector_buckets - 1)) != 0) {
+      ctx.error(
+          v.child("buckets"), "scheduler.vector.buckets",
+          fmt::format("{} is not a power of two (1, 2, 4 ... 1024) or 'auto'", out.vector_buckets));
+    }
   }
   if (m.get("queue_depth", out.queue_depth, 64, 1u << 20) &&
       (out.queue_depth & (out.queue_depth - 1)) != 0) {

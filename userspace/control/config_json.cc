@@ -350,7 +350,10 @@ Json config_to_json(const ApplianceConfig& c) {
                     {"device", s.device},
                     {"devargs", s.devargs},
                     {"workers", s.workers},
-                    {"vector", {{"size", s.vector_size}, {"timeout_us", s.vector_timeout_us}}},
+                    {"vector",
+                     {{"size", s.vector_size},
+                      {"timeout_us", s.vector_timeout_us},
+                      {"buckets", s.vector_buckets ? Json(s.vector_buckets) : Json("auto")}}},
                     {"queue_depth", s.queue_depth},
                     {"worker_backlog", s.worker_backlog},
                     {"flow_id", flow_id_name(s.flow_id)}};

@@ -1,6 +1,9 @@
 #include "sched/from_config.h"
 
 #include <algorithm>
+#include <bit>
+
+#include "sched/rx_adapter.h"
 
 namespace vecflow::sched {
 namespace {
@@ -54,6 +57,13 @@ SchedulerConfig scheduler_config(const config::SchedulerSection& section, const 
                                  ? section.worker_backlog
                                  : std::max<uint32_t>(spare_mbufs / (2 * workers), 64);
   return c;
+}
+
+uint16_t flow_buckets(const config::SchedulerSection& section, uint16_t workers) {
+  if (section.vector_buckets != 0) return section.vector_buckets;
+  constexpr uint32_t kPerWorker = 8;
+  const uint32_t want = std::max<uint32_t>(kPerWorker, kPerWorker * workers);
+  return static_cast<uint16_t>(std::min<uint32_t>(std::bit_ceil(want), kMaxFlowBuckets));
 }
 
 }  // namespace vecflow::sched

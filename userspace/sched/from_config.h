@@ -33,4 +33,10 @@ StageQueues stage_queues(std::span<const config::StageConfig> stages);
 SchedulerConfig scheduler_config(const config::SchedulerSection& section, const StageQueues& q,
                                  uint16_t producers, uint16_t workers, uint32_t spare_mbufs);
 
+// Flow buckets per rx queue (scheduler.vector.buckets): as given, or for `auto` 8 per worker:
+// a scheduler balancing N workers wants several units per worker to move, and each bucket
+// more slows the filling of every vector (vectors of 64 within 50 us need 10 Mpps per queue
+// at 8 buckets, 20 at 16).
+uint16_t flow_buckets(const config::SchedulerSection& section, uint16_t workers);
+
 }  // namespace vecflow::sched

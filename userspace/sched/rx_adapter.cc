@@ -1,5 +1,6 @@
 #include "sched/rx_adapter.h"
 
+#include <bit>
 #include <thread>
 
 #include <rte_cycles.h>
@@ -31,19 +32,6 @@ VectorPool::~VectorPool() {
 
 // ---- RxAdapter ----------------------------------------------------------------------------
 
-namespace {
-
-constexpr uint16_t kHead = kOpenVectors;
-
-inline uint16_t slot_of(uint32_t rss, uint16_t port, uint16_t queue) noexcept {
-  uint32_t k = rss ^ (static_cast<uint32_t>(port) << 16 | queue) * 0x85EBCA6Bu;
-  return static_cast<uint16_t>((k * 0x9E3779B1u) >> 24) & (kOpenVectors - 1);
-}
-static_assert((kOpenVectors & (kOpenVectors - 1)) == 0 && kOpenVectors <= 256,
-              "slot_of() takes the top 8 bits of the hash");
-
-}  // namespace
-
 RxAdapter::RxAdapter(std::string name, EventPort& producer, const RxAdapterConfig& config,
                      PortOutcomes* outcomes)
     : Service(std::move(name)),
@@ -53,11 +41,18 @@ RxAdapter::RxAdapter(std::string name, EventPort& producer, const RxAdapterConfi
       timeout_tsc_(tsc_hz() / 1'000'000 * config.vector_timeout_us) {
   if (cfg_.vector_size == 0) cfg_.vector_size = 1;
   if (cfg_.vector_pool == nullptr) cfg_.vector_size = 1;
+  if (cfg_.flow_buckets == 0 || cfg_.flow_buckets > kMaxFlowBuckets ||
+      (cfg_.flow_buckets & (cfg_.flow_buckets - 1)) != 0)
+    cfg_.flow_buckets = kDefaultFlowBuckets;  // the configuration loader has refused these
+  bucket_mask_ = static_cast<uint16_t>(cfg_.flow_buckets - 1);
   proto_.op = RTE_EVENT_OP_NEW;
   proto_.queue_id = cfg_.queue;
   proto_.sched_type = static_cast<uint8_t>(cfg_.sched_type);
   proto_.priority = RTE_EVENT_DEV_PRIORITY_NORMAL;
-  slots_[kHead].next = slots_[kHead].prev = kHead;
+  const uint32_t nslots = uint32_t{kMaxRxQueues} * cfg_.flow_buckets;
+  slots_ = std::make_unique<Slot[]>(nslots + 1);
+  head_ = static_cast<uint16_t>(nslots);
+  slots_[head_].next = slots_[head_].prev = head_;
 }
 
 Result<void> RxAdapter::add_queue(Port& port, uint16_t queue) {
@@ -67,7 +62,10 @@ Result<void> RxAdapter::add_queue(Port& port, uint16_t queue) {
     if (queues_[i].port == &port && queues_[i].queue == queue)
       return fail("rx adapter {}: {} queue {} added twice", name(), port.name(), queue);
   }
-  queues_[nqueues_++] = RxQueue{&port, queue, to_index(port.id())};
+  // A free block of slots: nqueues_ < kMaxRxQueues, so there is one.
+  const uint32_t block = static_cast<uint32_t>(std::countr_one(used_blocks_));
+  used_blocks_ |= 1u << block;
+  queues_[nqueues_++] = RxQueue{&port, queue, to_index(port.id()), block * cfg_.flow_buckets};
   return {};
 }
 
@@ -115,7 +113,11 @@ void RxAdapter::apply_requests() noexcept {
     for (uint16_t i = 0; i < nqueues_; ++i) {
       bool removed =
           queues_[i].port == r.port && (r.queue == kAllQueues || queues_[i].queue == r.queue);
-      if (!removed) queues_[w++] = queues_[i];
+      if (removed) {
+        used_blocks_ &= ~(1u << (queues_[i].first_slot / cfg_.flow_buckets));
+      } else {
+        queues_[w++] = queues_[i];
+      }
     }
     nqueues_ = w;
     enqueue_out(DropReason::SHUTDOWN_FLUSH);
@@ -177,8 +179,7 @@ uint16_t RxAdapter::receive(const RxQueue& q, uint64_t now) noexcept {
     for (uint16_t i = 0; i < n; ++i)
       emit_packet(pkts[i]);
   } else {
-    for (uint16_t i = 0; i < n; ++i)
-      add_packet(pkts[i], q.queue, now);
+    add_packets(q, pkts, n, now);
   }
   return n;
 }
@@ -191,42 +192,46 @@ void RxAdapter::emit_packet(rte_mbuf* m) noexcept {
   if (nout_ == out_.size()) enqueue_out(DropReason::SCHED_BACKPRESSURE);
 }
 
-void RxAdapter::add_packet(rte_mbuf* m, uint16_t queue, uint64_t now) noexcept {
-  const uint32_t rss = m->hash.rss;
-  const uint16_t port = m->port;
-  const uint16_t s = slot_of(rss, port, queue);
+bool RxAdapter::open(uint16_t s, const RxQueue& q, uint64_t now) noexcept {
+  void* v;
+  if (rte_mempool_get(cfg_.vector_pool, &v) != 0) return false;
   Slot& slot = slots_[s];
-  if (slot.vec && (slot.rss != rss || slot.port != port || slot.queue != queue))
-    close(s, Closed::Evicted);
-  if (!slot.vec) {
-    void* v;
-    if (rte_mempool_get(cfg_.vector_pool, &v) != 0) {
+  slot.vec = static_cast<rte_event_vector*>(v);
+  slot.vec->nb_elem = 0;
+  slot.vec->elem_offset = 0;
+  slot.vec->attr_valid = 1;
+  slot.vec->port = q.port_id;
+  slot.vec->queue = q.queue;
+  slot.opened = now;
+  slot.port = q.port_id;
+  slot.queue = q.queue;
+  slot.bucket = static_cast<uint16_t>(s - q.first_slot);
+  list_append(s);
+  ++open_;
+  return true;
+}
+
+void RxAdapter::add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n, uint64_t now) noexcept {
+  Slot* const slots = &slots_[q.first_slot];
+  const uint16_t size = cfg_.vector_size;
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    const uint16_t b = static_cast<uint16_t>(m->hash.rss & bucket_mask_);
+    if (!slots[b].vec && !open(static_cast<uint16_t>(q.first_slot + b), q, now)) [[unlikely]] {
       stats_.no_vector.add();
       emit_packet(m);
-      return;
+      continue;
     }
-    slot.vec = static_cast<rte_event_vector*>(v);
-    slot.vec->nb_elem = 0;
-    slot.vec->elem_offset = 0;
-    slot.vec->attr_valid = 1;
-    slot.vec->port = port;
-    slot.vec->queue = queue;
-    slot.rss = rss;
-    slot.port = port;
-    slot.queue = queue;
-    slot.opened = now;
-    list_append(s);
-    ++open_;
+    rte_event_vector* v = slots[b].vec;
+    vector_mbufs(v)[v->nb_elem++] = m;
+    if (v->nb_elem == size) close(static_cast<uint16_t>(q.first_slot + b), Closed::Full);
   }
-  rte_event_vector* v = slot.vec;
-  vector_mbufs(v)[v->nb_elem++] = m;
-  if (v->nb_elem == cfg_.vector_size) close(s, Closed::Full);
 }
 
 void RxAdapter::close(uint16_t s, Closed why) noexcept {
   Slot& slot = slots_[s];
   rte_event& e = out_[nout_++];
-  e.event = with_flow(proto_.event, slot.rss, RTE_EVENT_TYPE_ETHDEV_VECTOR);
+  e.event = with_flow(proto_.event, slot.bucket, RTE_EVENT_TYPE_ETHDEV_VECTOR);
   e.vec = slot.vec;
   stats_.events.add();
   stats_.vectors.add();
@@ -237,9 +242,6 @@ void RxAdapter::close(uint16_t s, Closed why) noexcept {
       break;
     case Closed::Timeout:
       stats_.closed_timeout.add();
-      break;
-    case Closed::Evicted:
-      stats_.closed_evicted.add();
       break;
     case Closed::Flush:
       stats_.closed_flush.add();
@@ -255,7 +257,7 @@ void RxAdapter::close(uint16_t s, Closed why) noexcept {
 bool RxAdapter::close_expired(uint64_t now) noexcept {
   bool any = false;
   while (open_ > 0) {
-    uint16_t oldest = slots_[kHead].next;
+    uint16_t oldest = slots_[head_].next;
     if (now - slots_[oldest].opened < timeout_tsc_) break;
     close(oldest, Closed::Timeout);
     any = true;
@@ -264,8 +266,11 @@ bool RxAdapter::close_expired(uint64_t now) noexcept {
 }
 
 void RxAdapter::close_all(bool (*match)(const Slot&, const Request&), const Request& r) noexcept {
-  for (uint16_t s = 0; s < kOpenVectors; ++s) {
-    if (slots_[s].vec && match(slots_[s], r)) close(s, Closed::Flush);
+  // Oldest first, so that a flow's vectors leave in the order they were opened.
+  for (uint16_t s = slots_[head_].next; s != head_;) {
+    const uint16_t next = slots_[s].next;
+    if (match(slots_[s], r)) close(s, Closed::Flush);
+    s = next;
   }
 }
 
@@ -295,11 +300,11 @@ void RxAdapter::list_remove(uint16_t s) noexcept {
 }
 
 void RxAdapter::list_append(uint16_t s) noexcept {
-  uint16_t last = slots_[kHead].prev;
+  uint16_t last = slots_[head_].prev;
   slots_[s].prev = last;
-  slots_[s].next = kHead;
+  slots_[s].next = head_;
   slots_[last].next = s;
-  slots_[kHead].prev = s;
+  slots_[head_].prev = s;
 }
 
 }  // namespace vecflow::sched

@@ -1,14 +1,26 @@
-// The entry of the scheduler: receives bursts from a set of port queues, packs packets of the
-// same flow into event vectors and enqueues them as NEW events to the first stage's queue.
+// The entry of the scheduler: receives bursts from a set of port queues, packs their packets
+// into event vectors and enqueues them as NEW events to the first stage's queue.
 //
-// Vectors. A packet's flow is its flow id (m->hash.rss) and its ingress port and rx queue;
-// each flow with packets waiting has an open rte_event_vector in a table of kOpenVectors
-// slots (direct-mapped by flow). A vector is enqueued when it holds vector_size packets, when
-// its oldest packet has waited vector_timeout_us (checked at the start of every poll, so a
-// vector waits at most its timeout plus one service round), when its slot is needed by
-// another flow, and when its queue is removed or the adapter drains. vector_size 1 sends
-// plain per-packet events and keeps no table. If the vector pool runs dry, a packet that
-// would open a vector goes as a single-packet event instead (nothing is dropped for it).
+// Vectors by flow bucket. A packet's flow hash (m->hash.rss) picks one of `flow_buckets`
+// buckets (its low bits); each rx queue keeps one open rte_event_vector per bucket, and the
+// event's flow id is the bucket. A flow always falls in the same bucket, so a scheduler that
+// keeps a flow id atomic (one worker at a time, in order) keeps each of the bucket's flows
+// atomic and in order, and with the symmetric hash both directions of a connection share a
+// bucket whichever port or queue they arrive on. Vectors fill whatever the number of active
+// flows: with B buckets a vector of V packets needs B x V packets of the queue, where one
+// vector per flow (DPDK's event_eth_rx_adapter forms one per queue instead, which makes the
+// whole queue one atomic flow) would need V packets of the same flow while it is open, which
+// at 1k interleaved flows never happens. The buckets are what the scheduler balances over
+// workers: more buckets spread load in finer steps but fill more slowly (at rate R each bucket
+// fills in B x V / R). Packets of one flow keep their order inside a vector; packets of
+// different flows keep their arrival order too.
+//
+// A vector is enqueued when it holds vector_size packets, when its oldest packet has waited
+// vector_timeout_us (checked at the start of every poll, so a vector waits at most its timeout
+// plus one service round), and when its queue is removed or the adapter drains. vector_size 1
+// sends plain per-packet events (flow id: the flow hash) and keeps no vectors. If the vector
+// pool runs dry, a packet that would open a vector goes as a single-packet event instead
+// (nothing is dropped for it).
 //
 // Accounting, in this adapter's lcore row of the OutcomeTable, per ingress port: user-space
 // rx (packets, bytes) as bursts are received; the packets of events the scheduler refuses as
@@ -33,6 +45,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -50,11 +63,11 @@ class Port;
 
 namespace vecflow::sched {
 
-// Flows that may have a vector open at once in one adapter. A flow arriving in a taken slot
-// closes the vector there early, so more slots mean fuller vectors when many flows interleave
-// (1k active flows over 256 slots still collide often; their vectors then close small), at the
-// cost of vectors held open (each a pool element) and a larger table to walk on removal.
-inline constexpr uint16_t kOpenVectors = 256;
+// Flow buckets per rx queue when nothing says otherwise (vecflowd derives its default from the
+// number of workers, sched/from_config.h). 16 fill vectors of 64 within a 50 us timeout from
+// 20 Mpps on a queue and give a scheduler 16 units to spread over workers.
+inline constexpr uint16_t kDefaultFlowBuckets = 16;
+inline constexpr uint16_t kMaxFlowBuckets = 1024;
 // Rx queues one adapter polls. An adapter per lcore usually polls a handful; this bounds
 // the per-poll loop and keeps the queue list a fixed array.
 inline constexpr uint16_t kMaxRxQueues = 16;
@@ -71,6 +84,8 @@ struct RxAdapterConfig {
   rte_mempool* vector_pool = nullptr;
   // Rx hooks (captures ...) run on every received burst; nullptr: none, not even the check.
   HookTable* hooks = nullptr;
+  // Open vectors per rx queue, and flow ids (a power of two, 1..kMaxFlowBuckets).
+  uint16_t flow_buckets = kDefaultFlowBuckets;
 };
 
 struct RxAdapterStats {
@@ -80,7 +95,6 @@ struct RxAdapterStats {
   Counter vector_packets;  // packets in those vectors (mean size = vector_packets / vectors)
   Counter closed_full;     // vectors enqueued because they reached vector_size
   Counter closed_timeout;  // ... because their oldest packet reached the timeout
-  Counter closed_evicted;  // ... because another flow needed the slot
   Counter closed_flush;    // ... because their queue was removed or the adapter drained
   Counter no_vector;       // packets sent alone because the vector pool was empty
   Counter refused;         // events the scheduler refused (their packets counted as drops)
@@ -90,7 +104,7 @@ struct RxAdapterStats {
 // A mempool of rte_event_vectors (rte_event_vector_pool_create), freed with the object.
 class VectorPool {
  public:
-  // `vectors` should cover every vector that can exist at once: kOpenVectors per adapter,
+  // `vectors` should cover every vector that can exist at once: flow_buckets per rx queue,
   // plus the scheduler's in-flight limit, plus one mempool cache per lcore.
   static Result<VectorPool> create(const std::string& name, uint32_t vectors, uint16_t vector_size,
                                    uint32_t cache = 64);
@@ -147,17 +161,19 @@ class RxAdapter final : public Service {
     Port* port;
     uint16_t queue;
     uint16_t port_id;
+    uint32_t first_slot;  // its buckets' slots: [first_slot, first_slot + flow_buckets)
   };
+  // The open vector of one (rx queue, bucket).
   struct Slot {
-    rte_event_vector* vec;  // nullptr: free
-    uint32_t rss;
-    uint16_t port;
+    rte_event_vector* vec;  // nullptr: none open
+    uint64_t opened;        // TSC of the poll that received the first packet
+    uint16_t port;          // PortId and queue of the rx queue, for removals
     uint16_t queue;
-    uint64_t opened;  // TSC of the poll that received the first packet
-    uint16_t prev;    // age list, oldest first; kOpenVectors is the list head
+    uint16_t bucket;
+    uint16_t prev;  // age list, oldest first; head_ is the list head
     uint16_t next;
   };
-  enum class Closed : uint8_t { Full, Timeout, Evicted, Flush };
+  enum class Closed : uint8_t { Full, Timeout, Flush };
   static constexpr uint16_t kAllQueues = 0xffff;
   struct Request {
     Port* port = nullptr;
@@ -165,7 +181,8 @@ class RxAdapter final : public Service {
   };
 
   uint16_t receive(const RxQueue& q, uint64_t now) noexcept;
-  void add_packet(rte_mbuf* m, uint16_t queue, uint64_t now) noexcept;
+  void add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n, uint64_t now) noexcept;
+  bool open(uint16_t s, const RxQueue& q, uint64_t now) noexcept;
   void emit_packet(rte_mbuf* m) noexcept;
   void close(uint16_t slot, Closed why) noexcept;
   bool close_expired(uint64_t now) noexcept;
@@ -184,7 +201,12 @@ class RxAdapter final : public Service {
 
   std::array<RxQueue, kMaxRxQueues> queues_{};
   uint16_t nqueues_ = 0;
-  std::array<Slot, kOpenVectors + 1> slots_{};  // [kOpenVectors]: age list head
+  uint16_t bucket_mask_;
+  // kMaxRxQueues blocks of flow_buckets slots, a block per rx queue slot of queues_ (a removed
+  // queue's block is free again: used_blocks_), then the age list's head.
+  std::unique_ptr<Slot[]> slots_;
+  uint16_t head_;
+  uint32_t used_blocks_ = 0;
   uint16_t open_ = 0;
   std::array<rte_event, kMaxEventBurst> out_{};
   uint16_t nout_ = 0;

@@ -324,7 +324,8 @@ TEST(SchedPart, VectorsEventsAndBusyShareOfAWorker) {
   EXPECT_DOUBLE_EQ(a["mean_vector"].get<double>(), 18.0 / 5);
   EXPECT_EQ(a["closed_full"], 4u);
   EXPECT_EQ(a["closed_timeout"], 1u);
-  EXPECT_EQ(a["closed_evicted"], 0u);
+  EXPECT_EQ(a["closed_flush"], 0u);
+  EXPECT_EQ(a["flow_buckets"], sched::kDefaultFlowBuckets);
   EXPECT_EQ(a["refused"], 0u);
   expect_rate(a["pps"], rates.interval_s(), 18);
 
@@ -345,8 +346,8 @@ TEST(SchedPart, VectorsEventsAndBusyShareOfAWorker) {
 
   std::string text = human(reply);
   EXPECT_EQ(columns_of(text, "rx adapters"),
-            (Columns{"ADAPTER", "LCORE", "BUSY", "PACKETS", "RATE", "VECTORS", "MEAN SIZE", "FULL",
-                     "TIMEOUT", "EVICTED", "FLUSH", "NO VECTOR", "REFUSED", "HELD"}));
+            (Columns{"ADAPTER", "LCORE", "BUSY", "PACKETS", "RATE", "BUCKETS", "VECTORS",
+                     "MEAN SIZE", "FULL", "TIMEOUT", "FLUSH", "NO VECTOR", "REFUSED", "HELD"}));
   EXPECT_EQ(columns_of(text, "workers"),
             (Columns{"WORKER", "LCORE", "STATE", "BUSY", "IDLE", "EVENTS", "EVENTS/S", "FORWARDED",
                      "FINISHED", "MIGRATED OUT", "MIGRATED IN", "BACKLOG", "REFUSED", "TX FULL"}));

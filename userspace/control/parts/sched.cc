@@ -94,7 +94,7 @@ inline const MetricFamily kRxVectorPackets{"vecflow_sched_rx_vector_packets_tota
                                            {"adapter"}};
 inline const MetricFamily kRxClosed{
     "vecflow_sched_rx_vectors_closed_total",
-    "Vectors enqueued, by why they closed: full, timeout, evicted (slot taken), flush",
+    "Vectors enqueued, by why they closed: full, timeout, flush (queue removed, shutdown)",
     MetricType::Counter,
     {"adapter", "why"}};
 inline const MetricFamily kRxNoVector{
@@ -148,7 +148,7 @@ inline const MetricFamily kTxFull{"vecflow_sched_tx_full_total",
                                   MetricType::Counter,
                                   {"worker"}};
 
-constexpr std::array<std::string_view, 4> kClosedWhy = {"full", "timeout", "evicted", "flush"};
+constexpr std::array<std::string_view, 3> kClosedWhy = {"full", "timeout", "flush"};
 
 std::string_view role_name(sched::PortRole r) {
   return r == sched::PortRole::Producer ? "producer" : "worker";
@@ -210,8 +210,7 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
       s.add(kRxVectorPackets, {a}, r.vector_packets.load());
       s.add(kRxClosed, {a, kClosedWhy[0]}, r.closed_full.load());
       s.add(kRxClosed, {a, kClosedWhy[1]}, r.closed_timeout.load());
-      s.add(kRxClosed, {a, kClosedWhy[2]}, r.closed_evicted.load());
-      s.add(kRxClosed, {a, kClosedWhy[3]}, r.closed_flush.load());
+      s.add(kRxClosed, {a, kClosedWhy[2]}, r.closed_flush.load());
       s.add(kRxNoVector, {a}, r.no_vector.load());
       s.add(kRxRefused, {a}, r.refused.load());
       s.add(kRxHeld, {a}, r.held.load());
@@ -281,6 +280,7 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
                {"queues", rx->queue_count()},
                {"vector_size", rx->config().vector_size},
                {"vector_timeout_us", rx->config().vector_timeout_us},
+               {"flow_buckets", rx->config().flow_buckets},
                {"packets", s.count(kRxPackets, {n})},
                {"pps", number_or_null(rates.rate(kRxPackets, {n}))},
                {"events", s.count(kRxEvents, {n})},
@@ -295,8 +295,7 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
                                           : Json(nullptr)},
                {"closed_full", s.count(kRxClosed, {n, kClosedWhy[0]})},
                {"closed_timeout", s.count(kRxClosed, {n, kClosedWhy[1]})},
-               {"closed_evicted", s.count(kRxClosed, {n, kClosedWhy[2]})},
-               {"closed_flush", s.count(kRxClosed, {n, kClosedWhy[3]})},
+               {"closed_flush", s.count(kRxClosed, {n, kClosedWhy[2]})},
                {"no_vector", s.count(kRxNoVector, {n})},
                {"refused", s.count(kRxRefused, {n})},
                {"held_polls", s.count(kRxHeld, {n})},
@@ -374,11 +373,11 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
                    {"BUSY", "busy_pct", Unit::Percent},
                    {"PACKETS", "packets", Unit::Count},
                    {"RATE", "pps", Unit::Pps},
+                   {"BUCKETS", "flow_buckets"},
                    {"VECTORS", "vectors", Unit::Count},
                    {"MEAN SIZE", "mean_vector"},
                    {"FULL", "closed_full", Unit::Count},
                    {"TIMEOUT", "closed_timeout", Unit::Count},
-                   {"EVICTED", "closed_evicted", Unit::Count},
                    {"FLUSH", "closed_flush", Unit::Count},
                    {"NO VECTOR", "no_vector", Unit::Count},
                    {"REFUSED", "refused", Unit::Count},
