@@ -207,7 +207,7 @@ struct Bench {
           receive(burst[k]);
         if constexpr (kHooks) hooks->run_rx(PortId{kIn}, QueueId{0}, std::span(burst, n));
         for (uint16_t k = 0; k < n; k += vector)
-          worker.run(0, std::span(burst + k, std::min<uint16_t>(vector, n - k)), sinks);
+          worker.run_vector(0, std::span(burst + k, std::min<uint16_t>(vector, n - k)), sinks);
         packets += n;
       }
       now = rte_rdtsc();

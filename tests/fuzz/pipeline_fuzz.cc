@@ -205,7 +205,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CollectSinks sinks;
   for (size_t g = 0; g < h.pipeline->groups().size() && !pkts.empty(); ++g) {
     sinks.later.clear();
-    h.worker->run(g, pkts, sinks);
+    h.worker->run_vector(g, pkts, sinks);
     pkts = sinks.later;
   }
   FUZZ_CHECK(sinks.later.empty() || h.pipeline->groups().empty());

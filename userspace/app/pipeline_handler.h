@@ -1,15 +1,20 @@
-// The glue between the scheduler's Worker and the pipeline: runs the stage group an event is
-// queued for on the event's packets, and moves the event on.
+// The glue between the scheduler's Worker and the pipeline: runs the stage group events are
+// queued for on their packets, and moves each event on.
 //
-// For an event dequeued from the queue of group g, PipelineWorker::run() gives every packet a
-// place (pipeline/worker.h). What this handler does with each:
+// Stages run on whole bursts. Consecutive events of a dequeued burst queued for the same group
+// are gathered into one array of packets (up to kGatherPackets, more only for a single large
+// vector), tagged with their event, and each stage of the group runs once over all of them:
+// with many flows a vector holds few packets, and running the stages per event would pay every
+// stage's per-call cost (table loads, counters, clock reads) for a packet or two. Events keep
+// their order, so a flow's packets keep theirs.
+//
+// What PipelineWorker::run() leaves (pipeline/worker.h), per event:
 //   dropped            freed and counted by the pipeline worker itself
 //   still Continue     the event carries them on: its packets become exactly these (packed at
 //                      the front of the vector, order kept) and it is forwarded to group g+1
-//   Transmit/Kernel    if the event goes on, handed to the TxAdapter now (they are decided;
-//                      later groups must not run on them); if the event is finished, put back
-//                      into it, so that the Worker finishes it through the TxAdapter — after
-//                      the egress queue restored the order when the group is ordered
+//   Transmit/Kernel    handed to the TxAdapter now. Only when the group's queue is ordered and
+//                      the event is finished are they put back into it, so that the Worker
+//                      sends them through the egress queue, which restores the order
 //   mirror copies      handed to the TxAdapter now (charged to no port)
 // An event left with no packet is finished empty (a vector is returned to its pool, a
 // single-packet event becomes a payload-less CPU event).
@@ -28,11 +33,12 @@
 
 namespace vecflow {
 
-// Largest vector the configuration accepts (scheduler.vector.size): the handler stages up to
-// this many decided packets of one event.
-inline constexpr uint16_t kMaxVectorPackets = 1024;
+// Packets gathered from consecutive events before the group's stages run over them: VPP's
+// frame size. Enough for every stage's per-call cost to vanish per packet, few enough that the
+// gathered packets' headers stay in L1/L2 from one stage to the next.
+inline constexpr size_t kGatherPackets = 256;
 
-class PipelineHandler final : public sched::EventHandler, private Sinks {
+class PipelineHandler final : public sched::EventHandler, private CopySink {
  public:
   // `group_queue[g]`: the scheduler queue of pipeline group g.
   PipelineHandler(Pipeline& pipeline, OutcomeTable& outcomes, unsigned slot,
@@ -41,19 +47,22 @@ class PipelineHandler final : public sched::EventHandler, private Sinks {
   void process(std::span<rte_event> events) noexcept override;
 
  private:
-  void transmit(std::span<rte_mbuf*> pkts) noexcept override { stage(pkts); }
-  void kernel(std::span<rte_mbuf*> pkts) noexcept override { stage(pkts); }
-  void next(std::span<rte_mbuf*> pkts) noexcept override { next_ = pkts.size(); }
   void copies(std::span<rte_mbuf*> pkts) noexcept override { tx_.take(pkts); }
-  void stage(std::span<rte_mbuf*> pkts) noexcept;
+  // Runs the group of events[first, last) over their gathered packets and moves each on.
+  void run_gathered(std::span<rte_event> events, size_t first, size_t last, size_t npkts) noexcept;
 
+  Pipeline& pipeline_;
   PipelineWorker worker_;
   std::vector<uint8_t> group_queue_;
+  std::vector<bool> group_ordered_;
   std::array<uint8_t, sched::kMaxQueues> queue_group_{};
   sched::TxAdapter& tx_;
-  size_t next_ = 0;
-  uint16_t staged_ = 0;
+  // One gathering: packets with their event's index in the burst, and the decided ones.
+  // kMaxVectorPackets also holds a single vector larger than kGatherPackets.
+  std::array<rte_mbuf*, kMaxVectorPackets> pkts_{};
+  std::array<uint8_t, kMaxVectorPackets> tags_{};
   std::array<rte_mbuf*, kMaxVectorPackets> decided_{};
+  std::array<uint8_t, kMaxVectorPackets> decided_tags_{};
 };
 
 }  // namespace vecflow

@@ -39,7 +39,7 @@ inline constexpr uint32_t kNoNextHop = 0xffffffff;
 // PacketMeta::flags bits.
 // A packet vecflow made (a mirror copy), not one that entered through a port: it is
 // transmitted on out_port but charged to no port's accounting (rx = tx + ... counts the
-// packets that entered). It reaches the tx path through Sinks::copies (pipeline/worker.h).
+// packets that entered). It reaches the tx path through CopySink::copies (pipeline/worker.h).
 inline constexpr uint8_t kMetaFlagCopy = 0x01;
 
 // PacketMeta::nexthop values besides a neighbour id (pipeline/neighbour_table.h).

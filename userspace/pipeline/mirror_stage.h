@@ -4,7 +4,7 @@
 //
 // File: copies go through a PcapngCapture (hooks/capture.h), whose writer service the control
 // lcore runs (control_service()). Port: each copy (up to snaplen bytes) is a new packet from
-// the stage's own pool, marked kMetaFlagCopy, handed to the runner (Sinks::copies); it is not
+// the stage's own pool, marked kMetaFlagCopy, handed to the runner (CopySink::copies); it is not
 // charged to any port's accounting. A copy that finds no buffer is not made and is counted.
 #pragma once
 

@@ -35,7 +35,7 @@
 namespace vecflow {
 
 class Qsbr;
-class Sinks;
+class CopySink;
 class NeighbourTable;
 class KernelSync;
 
@@ -79,26 +79,27 @@ struct StageStats {
 // The worker lcore a stage runs on, for the duration of one process() call.
 class StageEnv {
  public:
-  StageEnv(unsigned slot, Sinks& sinks) noexcept : slot_(slot), sinks_(&sinks) {}
+  StageEnv(unsigned slot, CopySink& sink) noexcept : slot_(slot), sink_(&sink) {}
 
   // Index of per-lcore state (0 .. StageContext::lcore_slots-1).
   unsigned slot() const noexcept { return slot_; }
-  // TSC when the vector started: one clock read per vector, shared by its stages.
+  // TSC when the run started: one clock read per run, shared by its stages.
   uint64_t now() const noexcept { return now_; }
 
   // Hands over a packet the stage made (a mirror copy: verdict Transmit, out_port set,
-  // kMetaFlagCopy). The runner passes it to Sinks::copies.
+  // kMetaFlagCopy). The runner passes it to CopySink::copies.
   void emit_copy(rte_mbuf* m) noexcept {
     copies_.push(m);
     if (copies_.full()) flush_copies();
   }
 
- private:
-  friend class PipelineWorker;
+  // The runner's side: the run's clock, and the copies made so far handed to the sink.
+  void set_now(uint64_t tsc) noexcept { now_ = tsc; }
   void flush_copies() noexcept;
 
+ private:
   unsigned slot_;
-  Sinks* sinks_;
+  CopySink* sink_;
   uint64_t now_ = 0;
   Burst copies_{};
 };

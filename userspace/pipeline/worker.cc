@@ -1,26 +1,22 @@
 #include "pipeline/worker.h"
 
+#include <algorithm>
+#include <array>
+
 #include <rte_cycles.h>
 
+#include "core/burst.h"
 #include "core/packet.h"
 
 namespace vecflow {
 
 void StageEnv::flush_copies() noexcept {
   if (copies_.count == 0) return;
-  sinks_->copies(copies_.span());
+  sink_->copies(copies_.span());
   copies_.clear();
 }
 
 namespace {
-
-// Decided packets waiting for their sink, flushed whenever a buffer fills and at the end of
-// a run. Fixed arrays on the worker's stack: a vector may be larger than a burst.
-struct Outboxes {
-  Burst drop;
-  Burst transmit;
-  Burst kernel;
-};
 
 void flush_drops(Burst& b, PortOutcomes* outcomes) noexcept {
   for (uint16_t i = 0; i < b.count; ++i) {
@@ -31,87 +27,119 @@ void flush_drops(Burst& b, PortOutcomes* outcomes) noexcept {
   b.clear();
 }
 
-// Moves every decided packet of `pkts` to its outbox and packs the undecided ones at the
-// front, keeping their order. Returns how many are still undecided.
-size_t separate(std::span<rte_mbuf*> pkts, Outboxes& out, PortOutcomes* outcomes,
-                Sinks& sinks) noexcept {
+// The arrays one run sorts packets into. `tags` moves along with each packet when kTags.
+struct Classes {
+  rte_mbuf** pkts;
+  uint8_t* tags;
+  rte_mbuf** decided;
+  uint8_t* decided_tags;
+  size_t ndecided;
+  Burst drops;
+};
+
+// Moves the decided packets of pkts[0, n) out (Transmit and Kernel to `decided`, Drop to the
+// drop burst) and packs the undecided ones at the front, keeping their order. Returns how many
+// are still undecided. After the last stage of the last group (kLast), an undecided packet is
+// decided here: Transmit where a stage chose an egress port, else a no_route drop.
+template <bool kTags, bool kLast>
+size_t separate(Classes& c, size_t n, PortOutcomes* outcomes) noexcept {
   size_t keep = 0;
-  for (rte_mbuf* m : pkts) {
-    switch (meta(m).verdict) {
+  for (size_t i = 0; i < n; ++i) {
+    rte_mbuf* m = c.pkts[i];
+    PacketMeta& pm = meta(m);
+    if constexpr (kLast) {
+      if (pm.verdict == Verdict::Continue) {
+        if (pm.out_port != kNoPort) {
+          pm.verdict = Verdict::Transmit;
+        } else {
+          pm.verdict = Verdict::Drop;
+          pm.drop_reason = static_cast<uint16_t>(DropReason::NO_ROUTE);
+        }
+      }
+    }
+    switch (pm.verdict) {
       case Verdict::Continue:
-        pkts[keep++] = m;
+        c.pkts[keep] = m;
+        if constexpr (kTags) c.tags[keep] = c.tags[i];
+        ++keep;
         break;
       case Verdict::Drop:
-        out.drop.push(m);
-        if (out.drop.full()) flush_drops(out.drop, outcomes);
+        c.drops.push(m);
+        if (c.drops.full()) flush_drops(c.drops, outcomes);
         break;
       case Verdict::Transmit:
-        out.transmit.push(m);
-        if (out.transmit.full()) {
-          sinks.transmit(out.transmit.span());
-          out.transmit.clear();
-        }
-        break;
       case Verdict::Kernel:
-        out.kernel.push(m);
-        if (out.kernel.full()) {
-          sinks.kernel(out.kernel.span());
-          out.kernel.clear();
-        }
+        c.decided[c.ndecided] = m;
+        if constexpr (kTags) c.decided_tags[c.ndecided] = c.tags[i];
+        ++c.ndecided;
         break;
     }
   }
   return keep;
 }
 
-}  // namespace
-
-void PipelineWorker::run(size_t group, std::span<rte_mbuf*> pkts, Sinks& sinks) noexcept {
-  const PipelineGroup& g = pipeline_->groups()[group];
-  const bool last = group + 1 == pipeline_->groups().size();
-  StageEnv env(slot_, sinks);
-  Outboxes out;
-  out.drop.clear();
-  out.transmit.clear();
-  out.kernel.clear();
-
+template <bool kTags>
+GroupOutput run_group(Pipeline& pipeline, size_t group, Classes& c, size_t n, StageEnv& env,
+                      unsigned slot, PortOutcomes* outcomes) noexcept {
+  const PipelineGroup& g = pipeline.groups()[group];
+  const bool last = group + 1 == pipeline.groups().size();
   uint64_t t = rte_rdtsc();
-  env.now_ = t;
-  size_t n = pkts.size();
+  env.set_now(t);
   for (size_t i = 0; i < g.count && n > 0; ++i) {
-    Stage& stage = pipeline_->stage(g.first + i);
-    stage.process(pkts.first(n), env);
-    uint64_t now = rte_rdtsc();
-    StageLcoreStats& st = stage.lcore_stats(slot_);
+    Stage& stage = pipeline.stage(g.first + i);
+    stage.process({c.pkts, n}, env);
+    const uint64_t now = rte_rdtsc();
+    StageLcoreStats& st = stage.lcore_stats(slot);
     st.calls.add();
     st.packets.add(n);
     st.cycles.add(now - t);
     t = now;
-    n = separate(pkts.first(n), out, outcomes_, sinks);
+    n = last && i + 1 == g.count ? separate<kTags, true>(c, n, outcomes)
+                                 : separate<kTags, false>(c, n, outcomes);
   }
+  if (c.drops.count) flush_drops(c.drops, outcomes);
+  env.flush_copies();
+  return GroupOutput{n, c.ndecided};
+}
 
-  if (last) {
-    // End of the pipeline: a packet some stage gave an egress port leaves through it; one
-    // that no stage placed has nowhere to go.
-    for (size_t i = 0; i < n; ++i) {
-      rte_mbuf* m = pkts[i];
-      PacketMeta& pm = meta(m);
-      if (pm.out_port != kNoPort) {
-        pm.verdict = Verdict::Transmit;
-      } else {
-        pm.verdict = Verdict::Drop;
-        pm.drop_reason = static_cast<uint16_t>(DropReason::NO_ROUTE);
+}  // namespace
+
+GroupOutput PipelineWorker::run(size_t group, std::span<rte_mbuf*> pkts, uint8_t* tags,
+                                rte_mbuf** decided, uint8_t* decided_tags,
+                                CopySink& copies) noexcept {
+  StageEnv env(slot_, copies);
+  Classes c{pkts.data(), tags, decided, decided_tags, 0, {}};
+  c.drops.clear();
+  return tags ? run_group<true>(*pipeline_, group, c, pkts.size(), env, slot_, outcomes_)
+              : run_group<false>(*pipeline_, group, c, pkts.size(), env, slot_, outcomes_);
+}
+
+void PipelineWorker::run_vector(size_t group, std::span<rte_mbuf*> pkts, Sinks& sinks) noexcept {
+  std::array<rte_mbuf*, kMaxVectorPackets> decided;
+  Burst tx, kernel;
+  tx.clear();
+  kernel.clear();
+  size_t go_on = 0;
+  for (size_t base = 0; base < pkts.size(); base += decided.size()) {
+    const auto chunk = pkts.subspan(base, std::min(decided.size(), pkts.size() - base));
+    GroupOutput r = run(group, chunk, nullptr, decided.data(), nullptr, sinks);
+    // Transmit and Kernel apart, each in order, in chunks of at most kMaxBurst.
+    for (size_t i = 0; i < r.decided; ++i) {
+      rte_mbuf* m = decided[i];
+      const bool to_kernel = meta(m).verdict == Verdict::Kernel;
+      Burst& b = to_kernel ? kernel : tx;
+      b.push(m);
+      if (b.full()) {
+        to_kernel ? sinks.kernel(b.span()) : sinks.transmit(b.span());
+        b.clear();
       }
     }
-    n = separate(pkts.first(n), out, outcomes_, sinks);
-  } else if (n > 0) {
-    sinks.next(pkts.first(n));
+    std::copy_n(chunk.begin(), r.go_on, pkts.begin() + go_on);
+    go_on += r.go_on;
   }
-
-  if (out.drop.count) flush_drops(out.drop, outcomes_);
-  if (out.transmit.count) sinks.transmit(out.transmit.span());
-  if (out.kernel.count) sinks.kernel(out.kernel.span());
-  env.flush_copies();
+  if (tx.count) sinks.transmit(tx.span());
+  if (kernel.count) sinks.kernel(kernel.span());
+  if (go_on) sinks.next(pkts.first(go_on));
 }
 
 }  // namespace vecflow

@@ -3,26 +3,26 @@
 //
 // The pipeline's stages are grouped: a stage with `fuse: true` joins the group of the stage
 // before it, and a group runs to completion on one worker. Each group is one scheduler queue
-// (Pipeline::groups() gives their schedule types). For a vector dequeued from group g's queue,
-// the worker calls
+// (Pipeline::groups() gives their schedule types). A worker gathers the packets of the events
+// it dequeued for group g (several vectors, as VPP gathers a frame for a node) and calls
 //
-//     worker.run(g, packets, sinks);
+//     GroupOutput r = worker.run(g, pkts, tags, decided, decided_tags, copies);
 //
-// which runs the group's stages in order and then gives every packet to exactly one place:
+// which runs each of the group's stages once over all of them, then gives every packet to
+// exactly one place:
 //
 //   verdict Drop       freed here, counted in the OutcomeTable row of this lcore at the
 //                      packet's ingress port (m->port) under its drop reason
-//   verdict Transmit   sinks.transmit(): send on meta(m).out_port; the tx side counts tx
-//   verdict Kernel     sinks.kernel(): hand to the ingress interface's kernel stack
-//   still Continue     sinks.next(): enqueue to group g+1 (same flow, same order); after the
-//                      last group a packet with an out_port is transmitted, one without is
-//                      dropped as no_route (no stage decided where it goes)
-//   made by a stage    sinks.copies(): mirror copies, verdict Transmit, kMetaFlagCopy set;
+//   verdict Transmit   decided[0, r.decided): send on meta(m).out_port (the tx side counts tx)
+//   verdict Kernel     decided[0, r.decided) too: hand to the ingress interface's kernel stack
+//   still Continue     pkts[0, r.go_on): on to group g+1 (same flow, same order). After the
+//                      last group there are none: a packet with an out_port is Transmit, one
+//                      without is dropped as no_route (no stage decided where it goes)
+//   made by a stage    copies.copies(): mirror copies, verdict Transmit, kMetaFlagCopy set;
 //                      transmit them but charge them to no port (they never entered)
 //
-// Each class keeps the packets' relative order. Sinks take ownership of what they are given
-// and may be called several times per run (in chunks of at most kMaxBurst packets, except
-// next(), which receives the whole remainder of the vector at once, in place).
+// Each class keeps the packets' relative order, and tags[i] (the caller's mark, such as the
+// index of the event a packet came in) travels with pkts[i] into the class it ends in.
 //
 // Threading: one PipelineWorker per worker lcore, used only by that lcore. run() is noexcept,
 // never allocates and never blocks. Between calls the lcore holds no pointer into stage tables,
@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 #include "core/accounting.h"
@@ -37,13 +38,31 @@
 
 namespace vecflow {
 
-class Sinks {
+// Largest vector the configuration accepts (scheduler.vector.size), and so the most packets
+// of one event.
+inline constexpr uint16_t kMaxVectorPackets = 1024;
+
+// Where mirror copies go (the tx side). Takes ownership; may be called several times per run,
+// in chunks of at most kMaxBurst packets.
+class CopySink {
  public:
-  virtual ~Sinks() = default;
+  virtual ~CopySink() = default;
+  virtual void copies(std::span<rte_mbuf*> pkts) noexcept = 0;
+};
+
+// Every outcome of one run as a call: PipelineWorker::run_vector's interface for tests,
+// benchmarks and fuzzing. transmit() and kernel() take ownership in chunks of at most
+// kMaxBurst packets; next() receives the Continue remainder at once, in place.
+class Sinks : public CopySink {
+ public:
   virtual void transmit(std::span<rte_mbuf*> pkts) noexcept = 0;
   virtual void kernel(std::span<rte_mbuf*> pkts) noexcept = 0;
   virtual void next(std::span<rte_mbuf*> pkts) noexcept = 0;
-  virtual void copies(std::span<rte_mbuf*> pkts) noexcept = 0;
+};
+
+struct GroupOutput {
+  size_t go_on = 0;    // pkts[0, go_on): still Continue
+  size_t decided = 0;  // decided[0, decided): Transmit or Kernel
 };
 
 class PipelineWorker {
@@ -52,8 +71,13 @@ class PipelineWorker {
   PipelineWorker(Pipeline& pipeline, OutcomeTable& outcomes, unsigned slot) noexcept
       : pipeline_(&pipeline), outcomes_(outcomes.row(slot)), slot_(slot) {}
 
-  // Runs group `group` on `pkts` (one vector; the array is reordered in place).
-  void run(size_t group, std::span<rte_mbuf*> pkts, Sinks& sinks) noexcept;
+  // Runs group `group` on `pkts` (reordered in place). `tags` (may be null) and the decided
+  // arrays hold at least pkts.size() entries.
+  GroupOutput run(size_t group, std::span<rte_mbuf*> pkts, uint8_t* tags, rte_mbuf** decided,
+                  uint8_t* decided_tags, CopySink& copies) noexcept;
+
+  // The same for one vector, each class handed to `sinks` (next() gets pkts' front).
+  void run_vector(size_t group, std::span<rte_mbuf*> pkts, Sinks& sinks) noexcept;
 
   unsigned slot() const noexcept { return slot_; }
 

@@ -105,7 +105,7 @@ class KernelLab : public ::testing::Test {
     rte_mbuf* v[1] = {m};
     for (size_t g = 0; g < pipeline_->groups().size(); ++g) {
       sinks_.later.clear();
-      worker_->run(g, v, sinks_);
+      worker_->run_vector(g, v, sinks_);
       if (sinks_.later.empty()) break;
     }
     if (!sinks_.tx.empty()) return sinks_.tx[0];

@@ -80,7 +80,7 @@ struct Harness {
       outcomes.at(slot, PortId{m->port}).rx_packets.add();
     for (size_t g = 0; g < pipeline->groups().size() && !pkts.empty(); ++g) {
       sinks.later.clear();
-      workers[slot]->run(g, pkts, sinks);
+      workers[slot]->run_vector(g, pkts, sinks);
       pkts = sinks.later;
     }
     sinks.later.clear();

@@ -98,7 +98,7 @@ class Traffic final : public Service {
       }
       outcomes_.at(0, PortId{burst[i]->port}).rx_packets.add();
     }
-    worker_.run(0, burst, sinks);
+    worker_.run_vector(0, burst, sinks);
     vectors.fetch_add(1, std::memory_order_relaxed);
     return true;
   }

@@ -150,7 +150,7 @@ TEST_F(Runner, UndecidedPacketsGoToTheNextGroupWhole) {
                       reg));
   std::vector<rte_mbuf*> in = {udp(9), udp(1), udp(8)};
   std::vector<rte_mbuf*> expect = {in[0], in[2]};
-  h.workers[0]->run(0, in, h.sinks);
+  h.workers[0]->run_vector(0, in, h.sinks);
   EXPECT_EQ(h.sinks.later, expect);
   EXPECT_TRUE(h.sinks.tx.empty());
   h.run(h.sinks.later);  // and the last group drops what nobody placed
