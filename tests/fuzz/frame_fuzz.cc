@@ -182,9 +182,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto bad = parse_frame(f, p);
   Reference ref = reference(f);
   FUZZ_CHECK(bad == ref.bad);
+  // The receive path's straight-line reading of common frames takes only well-formed frames
+  // and describes them exactly as the full parse does.
+  RxFields common;
+  const bool is_common = classify_common(f.data(), uint32_t(size), true, common);
+  FUZZ_CHECK(!is_common || !bad);
   if (bad) {
     FUZZ_CHECK(is_malformed_reason(*bad));
     return 0;
+  }
+  if (is_common) {
+    FUZZ_CHECK(common.packet_type == packet_type_of(p));
+    FUZZ_CHECK(common.l2_len == p.l2_len && common.l3_len == p.l3_len);
+    FUZZ_CHECK(common.hash == vf_flow_hash(&p.key, 1));
   }
 
   // Well-formed: what the parser describes lies within the frame and is what the bytes say.

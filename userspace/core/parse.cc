@@ -42,7 +42,7 @@ uint32_t packet_type_of(const ParsedFrame& p) noexcept {
   return l2 | l3 | l4;
 }
 
-std::optional<DropReason> parse_packet(rte_mbuf* m, bool symmetric) noexcept {
+int parse_packet_full(rte_mbuf* m, bool symmetric) noexcept {
   ParsedFrame p;
   auto bad = parse_frame({rte_pktmbuf_mtod(m, const uint8_t*), m->data_len}, p);
   // User space takes a frame in one buffer, as the XDP program does: a chain means the frame
@@ -55,7 +55,7 @@ std::optional<DropReason> parse_packet(rte_mbuf* m, bool symmetric) noexcept {
   m->l3_len = p.l3_len;
   m->hash.rss = flow_hash(p.key, symmetric);
   m->ol_flags |= RTE_MBUF_F_RX_RSS_HASH;
-  return bad;
+  return bad ? static_cast<int>(*bad) : VF_PARSE_OK;
 }
 
 }  // namespace vecflow

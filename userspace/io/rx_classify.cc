@@ -15,21 +15,4 @@ uint32_t packet_type_of(const vf_xdp_meta& md) noexcept {
   return packet_type_of(p);
 }
 
-std::optional<DropReason> classify_rx(rte_mbuf* m, const RxClassify& c, bool try_meta) noexcept {
-  m->port = to_index(c.port);
-  reset_meta(m);
-  if (try_meta) {
-    if (const vf_xdp_meta* md = take_xdp_meta(m)) {
-      apply_xdp_meta(m, *md);
-      return std::nullopt;
-    }
-  }
-  const bool keep_rss = c.flow_id != FlowIdFrom::Software && (m->ol_flags & RTE_MBUF_F_RX_RSS_HASH);
-  const uint32_t rss = m->hash.rss;
-  auto bad = parse_packet(m, c.symmetric);
-  if (keep_rss) m->hash.rss = rss;
-  if (bad && c.drop_malformed) return bad;
-  return std::nullopt;
-}
-
 }  // namespace vecflow

@@ -13,6 +13,7 @@
 #include "core/drop_reason.h"
 #include "core/ids.h"
 #include "core/packet.h"
+#include "core/parse.h"
 #include "vecflow/xdp_meta.h"
 
 namespace vecflow {
@@ -73,6 +74,23 @@ inline void apply_xdp_meta(rte_mbuf* m, const vf_xdp_meta& md) noexcept {
 // Finishes a frame received on `c.port`: port id, reset PacketMeta, then the flow id and
 // packet fields from the metadata or from one software parse. Returns the drop reason when
 // the frame is malformed and the port drops such frames; the caller frees it and counts it.
-std::optional<DropReason> classify_rx(rte_mbuf* m, const RxClassify& c, bool try_meta) noexcept;
+// Inline, like parse_packet, so that the result stays in registers.
+inline std::optional<DropReason> classify_rx(rte_mbuf* m, const RxClassify& c,
+                                             bool try_meta) noexcept {
+  m->port = to_index(c.port);
+  reset_meta(m);
+  if (try_meta) {
+    if (const vf_xdp_meta* md = take_xdp_meta(m)) {
+      apply_xdp_meta(m, *md);
+      return std::nullopt;
+    }
+  }
+  const bool keep_rss = c.flow_id != FlowIdFrom::Software && (m->ol_flags & RTE_MBUF_F_RX_RSS_HASH);
+  const uint32_t rss = m->hash.rss;
+  auto bad = parse_packet(m, c.symmetric);
+  if (keep_rss) m->hash.rss = rss;
+  if (bad && c.drop_malformed) return bad;
+  return std::nullopt;
+}
 
 }  // namespace vecflow

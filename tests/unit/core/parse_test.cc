@@ -9,6 +9,7 @@
 #include "support/frame_builder.h"
 
 using namespace vecflow;
+using vecflow::test::Bytes;
 using vecflow::test::FrameBuilder;
 using vecflow::test::ip4;
 using vecflow::test::ip6;
@@ -84,4 +85,60 @@ TEST(Parse, FillsTheMbuf) {
   rte_pktmbuf_free(m);
   rte_pktmbuf_free(m2);
   rte_mempool_free(pool);
+}
+
+// The receive path's straight-line reading takes the common shapes, describes them as the
+// full parse does, and leaves every other frame (another shape, or any fault) to the full
+// parse. The frame fuzz target checks the same on arbitrary bytes.
+TEST(Parse, CommonFramesReadAsTheFullParseReadsThem) {
+  auto v4 = [](uint8_t proto) {
+    return FrameBuilder().ipv4(ip4(192, 0, 2, 1), ip4(198, 51, 100, 7), proto);
+  };
+  auto v6 = [](uint8_t next) {
+    return FrameBuilder().ipv6(ip6("2001:db8::1"), ip6("2001:db8::2"), next);
+  };
+  const std::vector<std::pair<Bytes, bool>> frames = {
+      {v4(17).udp(5000, 53).payload(18).build(), true},
+      {v4(6).tcp(40000, 443).build(), true},
+      {v4(6).tcp(40000, 443, 12).build(), true},         // TCP options: still common
+      {v4(17).udp(1, 2).payload(100).build(200), true},  // Ethernet padding after the packet
+      {v6(17).udp(5000, 53).build(), true},
+      {v6(6).tcp(1, 2).build(), true},
+      {v4(1).icmp().build(), false},
+      {v6(58).icmp(128).build(), false},
+      {FrameBuilder().vlan(7).ipv4(ip4(10, 0, 0, 1), ip4(10, 0, 0, 2), 17).udp(1, 2).build(),
+       false},
+      {FrameBuilder().ipv4(ip4(10, 0, 0, 1), ip4(10, 0, 0, 2), 17, 4).udp(1, 2).build(), false},
+      {v6(0).ext6(0, 17).udp(1, 2).build(), false},
+      {FrameBuilder().arp().build(), false},
+  };
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const auto& [f, common] = frames[i];
+    RxFields got;
+    ASSERT_EQ(classify_common(f.data(), uint32_t(f.size()), true, got), common) << "frame " << i;
+    if (!common) continue;
+    ParsedFrame p;
+    ASSERT_EQ(parse_frame(f, p), std::nullopt) << "frame " << i;
+    EXPECT_EQ(got.packet_type, packet_type_of(p)) << "frame " << i;
+    EXPECT_EQ(got.l2_len, p.l2_len) << "frame " << i;
+    EXPECT_EQ(got.l3_len, p.l3_len) << "frame " << i;
+    EXPECT_EQ(got.hash, flow_hash(p.key, true)) << "frame " << i;
+    RxFields asym;
+    ASSERT_TRUE(classify_common(f.data(), uint32_t(f.size()), false, asym));
+    EXPECT_EQ(asym.hash, flow_hash(p.key, false)) << "frame " << i;
+  }
+  // Faults are the full parse's to name: a common-looking frame that breaks a rule is refused.
+  const auto ok = v4(17).udp(1, 2);
+  Bytes bad_udp = ok.build();
+  FrameBuilder::set16(bad_udp, ok.l4() + 4, 300);  // UDP length past the IP payload
+  Bytes long_ip = ok.build();
+  FrameBuilder::set16(long_ip, ok.l3() + 2, 900);  // IP length past the frame
+  Bytes fragment = FrameBuilder()
+                       .ipv4(ip4(10, 0, 0, 1), ip4(10, 0, 0, 2), 17, 0, 0x2000)
+                       .udp(1, 2)
+                       .build();  // MF: a first fragment
+  for (const Bytes* f : {&bad_udp, &long_ip, &fragment}) {
+    RxFields got;
+    EXPECT_FALSE(classify_common(f->data(), uint32_t(f->size()), true, got));
+  }
 }
