@@ -19,6 +19,10 @@ option(VECFLOW_WERROR "Treat warnings as errors" ON)
 option(VECFLOW_FUZZ "Build the libFuzzer targets (clang, ASan+UBSan, coverage)" OFF)
 
 add_compile_options(-Wall -Wextra)
+# The project's libraries are static and end up only in its executables, so thread-locals
+# (DPDK's lcore id, read by every mempool get and put for its per-lcore cache) can use the
+# initial-exec model; -fPIC alone would make each access a call to __tls_get_addr.
+add_compile_options(-ftls-model=initial-exec)
 if(VECFLOW_WERROR)
   add_compile_options(-Werror)
 endif()

@@ -1,6 +1,7 @@
 // Small header rewrites the route stage does per packet.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -13,11 +14,15 @@ namespace vecflow {
 // depend on byte order as long as every word is read the same way, so the words are used as
 // they sit in memory. The caller checked that ttl > 1.
 inline void ipv4_decrement_ttl(rte_ipv4_hdr* ip) noexcept {
+  // TTL and protocol as one 16-bit word, read and written whole: storing the TTL byte and
+  // reading the word back would stall on the store. TTL is the word's first byte in memory,
+  // its low byte in host (little-endian) order; it is above 1, so no borrow reaches the
+  // protocol byte.
+  static_assert(std::endian::native == std::endian::little);
   uint16_t old_word;
-  std::memcpy(&old_word, &ip->time_to_live, 2);  // TTL and protocol: one 16-bit word
-  ip->time_to_live--;
-  uint16_t new_word;
-  std::memcpy(&new_word, &ip->time_to_live, 2);
+  std::memcpy(&old_word, &ip->time_to_live, 2);
+  const uint16_t new_word = static_cast<uint16_t>(old_word - 1);
+  std::memcpy(&ip->time_to_live, &new_word, 2);
   uint32_t sum = uint32_t(uint16_t(~ip->hdr_checksum)) + uint16_t(~old_word) + new_word;
   sum = (sum & 0xffff) + (sum >> 16);
   sum = (sum & 0xffff) + (sum >> 16);

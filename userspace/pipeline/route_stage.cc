@@ -205,6 +205,10 @@ void RouteStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
     const size_t end = std::min(pkts.size(), base + kLookupBatch);
     unsigned n4 = 0, n6 = 0;
     for (size_t i = base; i < end; ++i) {
+      // The first stage to read a packet's headers: with many flows they waited in the rx
+      // adapter's vectors long enough to leave L1. The runner prefetched the mbufs.
+      if (i + kPrefetchAhead < pkts.size())
+        rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kPrefetchAhead], void*));
       rte_mbuf* m = pkts[i];
       if (pkt::is_ipv4(m)) {
         uint32_t dst = rte_be_to_cpu_32(pkt::ipv4(m)->dst_addr);

@@ -54,6 +54,9 @@ class RouteStage final : public Stage {
   static constexpr uint32_t kIcmpPerSecond = 1000;
   // Packets whose destinations are looked up in one rte_fib bulk call.
   static constexpr unsigned kLookupBatch = 64;
+  // Packets ahead whose headers are prefetched: an L2 access (~15 ns) hidden behind the first
+  // pass over a few packets.
+  static constexpr size_t kPrefetchAhead = 8;
 
   static Result<std::unique_ptr<RouteStage>> create(const config::StageConfig& cfg,
                                                     StageContext& ctx);
