@@ -283,17 +283,24 @@ Result<void> Appliance::run() {
   runtime_->join();
   // Every lcore has stopped receiving: what is in flight is carried to its final outcome, so
   // the counters a stopped appliance leaves add up exactly.
-  if (uint64_t left = datapath_->drain(); left > 0)
-    log->warn("{} event(s) still in flight after the drain timeout", left);
+  const uint64_t left = datapath_->drain();
+  if (left > 0) log->warn("{} event(s) still in flight after the drain timeout", left);
   // The counters a stopped appliance leaves, per port: where every packet it received went.
+  int64_t unaccounted = 0;
   for (size_t i = 0; i < cfg_.ports.size(); ++i) {
     AccountingSnapshot a = outcomes_->port_snapshot(PortId{static_cast<uint16_t>(i)});
     log->info("final accounting: port {}: {} unaccounted={}", cfg_.ports[i].name, a.to_string(),
               a.unaccounted());
+    unaccounted += a.unaccounted();
   }
   watch_timer_.reset();
   steering_->stop();
   if (failure_) return std::unexpected(*failure_);
+  // A stop that could not carry every packet to an outcome is not a clean stop: the exit
+  // status says so, for systemd and for the tests.
+  if (left > 0 || unaccounted != 0)
+    return fail("stopped with {} event(s) in flight and {} packet(s) unaccounted", left,
+                unaccounted);
   return {};
 }
 

@@ -157,9 +157,13 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
   sched_ = std::move(*sched);
 
   const uint16_t vsize = cfg.scheduler.vector_size;
+  const uint16_t buckets =
+      sched::flow_buckets(cfg.scheduler, static_cast<uint16_t>(workers.size()));
   if (vsize > 1) {
-    const uint32_t vectors = sched::kOpenVectors * static_cast<uint32_t>(polled.size()) +
-                             cfg.scheduler.queue_depth +
+    uint32_t rx_queues = 0;
+    for (const auto& [lcore, list] : polled)
+      rx_queues += static_cast<uint32_t>(list.size());
+    const uint32_t vectors = uint32_t{buckets} * rx_queues + cfg.scheduler.queue_depth +
                              kVectorCache * static_cast<uint32_t>(runtime.slots());
     auto pool = sched::VectorPool::create("vecflow_vectors", vectors, vsize, kVectorCache);
     if (!pool) return fail("vector pool: {}", pool.error().message);
@@ -184,6 +188,7 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
     rc.sched_type = sched_->queue_type(first_queue);
     rc.vector_pool = vectors_.get();
     rc.hooks = hooks_.get();
+    rc.flow_buckets = buckets;
     auto rx = std::make_shared<sched::RxAdapter>(
         fmt::format("rx{}", lcore), sched_->producer(static_cast<uint16_t>(producer++)), rc,
         outcomes.row(runtime.slot(lcore)));
@@ -232,8 +237,9 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
   }
   log::get("app")->info(
       "data path: {} port(s), {} rx adapter(s), {} worker(s), scheduler {}, {} queue(s), "
-      "vectors of {}",
-      ports_.size(), rx_.size(), workers_.size(), sched_->backend(), sched_->queue_count(), vsize);
+      "vectors of {} over {} flow buckets per rx queue",
+      ports_.size(), rx_.size(), workers_.size(), sched_->backend(), sched_->queue_count(), vsize,
+      buckets);
   return {};
 }
 
@@ -244,6 +250,10 @@ uint64_t DataPath::drain(unsigned timeout_ms) noexcept {
     rx->flush();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (sched_->inflight() > 0 && std::chrono::steady_clock::now() < deadline) {
+    // A backend that buffers in its ports (event_dsw) sends what producers enqueued only
+    // when asked to, and no rx adapter polls any more.
+    for (uint16_t p = 0; p < sched_->producer_count(); ++p)
+      sched_->producer(p).maintain();
     if (sched_service_) sched_service_->poll();
     for (auto& w : workers_)
       w->poll();

@@ -81,17 +81,25 @@ class DataPath {
                                OutcomeTable& outcomes);
 
   Runtime* runtime_ = nullptr;
-  // Declaration order is destruction order reversed: the pool outlives the ports, the ports
-  // outlive the adapters that hold pointers to them, the scheduler outlives its ports' users.
+  // The teardown, in one place. The destructor's body takes every service off its lcore and
+  // stops the ports (no buffer is lent to a device any more); then the members go in reverse
+  // declaration order:
+  //   workers, handlers, tx adapters, rx adapters   (users of the scheduler's ports)
+  //   the scheduler                                 (stopping a device frees the events it
+  //                                                  still holds: their vectors and packets)
+  //   the vector pool                               (after every vector is back)
+  //   the pipeline, hooks, ports
+  //   the packet pool                               (after every mbuf is back)
+  // and EAL after the DataPath (Appliance). A test tears down a device holding events.
   std::unique_ptr<PacketPool> pool_;
   std::vector<std::unique_ptr<Port>> ports_;
   std::unique_ptr<HookTable> hooks_;
   std::unique_ptr<Pipeline> pipeline_;
   std::vector<std::shared_ptr<Service>> control_services_;
+  sched::VectorPool vectors_;
   std::unique_ptr<sched::Scheduler> sched_;
   std::shared_ptr<Service> sched_service_;
   unsigned sched_service_lcore_ = 0;
-  sched::VectorPool vectors_;
   std::vector<std::shared_ptr<sched::RxAdapter>> rx_;
   std::vector<unsigned> rx_lcores_;
   std::vector<std::unique_ptr<sched::TxAdapter>> tx_;

@@ -130,6 +130,9 @@ int main(int argc, char** argv) {
 
   auto rc = (*app)->run();
   g_appliance = nullptr;
+  // Everything is taken down before the verdict: a teardown that fails must not follow a
+  // "stopped cleanly" already logged.
+  app->reset();
   if (!rc) {
     log->error("{}", rc.error().message);
     return 2;
