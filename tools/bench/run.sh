@@ -6,7 +6,8 @@
 #   sudo tools/bench/run.sh                         everything: 3 interleaved rounds, medians
 #   sudo tools/bench/run.sh --rounds 5 --seconds 5  longer, steadier
 #   sudo tools/bench/run.sh --only e2e,sched        some parts: e2e, rules, sched, pipeline,
-#                                                   steer, ports
+#                                                   steer, ports, engine
+#   sudo tools/bench/run.sh --only engine           vecflowd vs dpdk-testpmd on one lcore
 #   sudo tools/bench/run.sh --quick                 one point per part, no hugepages: checks
 #                                                   that every row is measured or says why not
 #   sudo tools/bench/run.sh --out DIR               results there (default bench-results/<time>)
@@ -14,7 +15,9 @@
 # Builds what it runs (--no-build: use BUILD_DIR as it is; --build-dir DIR, default build).
 # Reserves 2 MB hugepages for the run (DPDK is about 2.5x slower here without them): adds its
 # pages to /proc/sys/vm/nr_hugepages, mounts a hugetlbfs if none is mounted, and gives back
-# exactly what it added when it ends, also on failure or Ctrl-C. tools/bench/suite.py does the
+# exactly what it added when it ends, also on failure or Ctrl-C. The engine part replays up to
+# 1M frames from a DPDK pool of as many mbufs, so when it runs the reservation is raised to
+# VECFLOW_BENCH_ENGINE_HUGEPAGES (default 1700 pages, 3.4 GB). tools/bench/suite.py does the
 # measuring; see its header for what each row is.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,6 +28,7 @@ cd "$(dirname "$0")/../.."
 build=build
 do_build=1
 huge=1
+only=""
 cmdline="$0 $*"
 args=()
 while [ $# -gt 0 ]; do
@@ -33,11 +37,15 @@ while [ $# -gt 0 ]; do
     --no-build) do_build=0 ;;
     --no-huge) huge=0 ;;
     --quick) huge=0; args+=("$1") ;;
+    --only) only=$2; args+=("$1" "$2"); shift ;;
+    --only=*) only=${1#--only=}; args+=("$1") ;;
     *) args+=("$1") ;;
   esac
   shift
 done
 
+# vecflowd, vecflowctl and trafgen (its `pcap` subcommand) serve the e2e, rules and engine
+# parts; dpdk-testpmd, the engine part's reference, comes from Debian's dpdk package.
 if [ "$do_build" = 1 ]; then
   cmake -S . -B "$build" -G Ninja >/dev/null
   cmake --build "$build" --target vecflowd vecflowctl trafgen xsk_fwd steer_bench vecflow_sched_bench \
@@ -47,6 +55,13 @@ fi
 # 1200 MB: the scheduler and pipeline benchmarks ask EAL for 1024 MB; the parts run one at a
 # time, so one reservation serves all of them.
 PAGES=${VECFLOW_BENCH_HUGEPAGES:-600}
+# The engine part (in the default set, or named in --only) keeps 1M replayed frames in a pool
+# of 1.1M mbufs: vecflowd asks EAL for 2.5 GB, testpmd allocates ~2.8 GB (one at a time).
+case ",${only:-engine}," in
+  *,engine,*)
+    ENGINE_PAGES=${VECFLOW_BENCH_ENGINE_HUGEPAGES:-1700}
+    [ "$PAGES" -ge "$ENGINE_PAGES" ] || PAGES=$ENGINE_PAGES ;;
+esac
 NR=/proc/sys/vm/nr_hugepages
 added=0
 mnt=""
