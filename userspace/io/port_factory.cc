@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <rte_eal.h>
+
 #include "io/afxdp/afxdp_port.h"
 #include "io/dpdk/dpdk_port.h"
 
@@ -31,18 +33,30 @@ PacketPoolOptions pool_options(const config::ApplianceConfig& cfg) {
   o.mbufs = cfg.dpdk.mbufs;
   o.cache = cfg.dpdk.mbuf_cache;
   o.frame_size = 2048;
+  bool zero_copy_possible = false;
   for (const auto& p : cfg.ports) {
     if (auto* a = std::get_if<config::AfXdpPort>(&p.kind)) {
+      zero_copy_possible |= a->mode != config::XskMode::Copy;
       o.frame_size = std::max(o.frame_size, a->frame_size);
       // DPDK's net_af_xdp keeps 320 bytes of each buffer for the mempool header, the mbuf and
       // its headroom, and the kernel 256 more: a 2048-byte buffer leaves 1472 bytes, and a
       // full-sized 1514-byte frame would be dropped on receive. DPDK-owned queues therefore
       // get 4096-byte buffers, whatever the file says.
       for (const auto& r : a->queues) {
-        if (r.owner == config::QueueOwner::Dpdk) o.frame_size = std::max(o.frame_size, 4096u);
+        if (r.owner == config::QueueOwner::Dpdk) {
+          o.frame_size = std::max(o.frame_size, 4096u);
+          zero_copy_possible = true;
+        }
       }
     }
   }
+  // The Spread layout (io/packet_pool.h: mbufs over every cache set) where it is safe and
+  // cheap: with hugepages (on 4 KiB pages its stride would leave half of each page empty),
+  // and where no AF_XDP socket may bind zero-copy (a zero-copy driver needs each chunk
+  // within contiguous pages, which Aligned chunks never leave) and no queue is DPDK's
+  // net_af_xdp (which registers the pool as if no page left a gap).
+  o.layout =
+      rte_eal_has_hugepages() && !zero_copy_possible ? PoolLayout::Spread : PoolLayout::Aligned;
   return o;
 }
 

@@ -45,6 +45,7 @@ PacketPool& pool() {
 
 TEST(PacketPool, EveryBufferIsOneUmemChunk) {
   PacketPool& p = pool();
+  EXPECT_EQ(p.layout(), PoolLayout::Aligned);
   EXPECT_EQ(p.count(), 4000u);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p.base()) % 4096, 0u) << "a UMEM starts on a page";
   EXPECT_EQ(p.bytes(), 4000u * 2048u);
@@ -60,7 +61,8 @@ TEST(PacketPool, EveryBufferIsOneUmemChunk) {
     chunks.insert(a / 2048);
     EXPECT_EQ(p.mbuf_of(a), m);
     // Any byte of the chunk leads back to the mbuf, and its data offset is where it lies.
-    uint64_t data = p.umem_addr(rte_pktmbuf_mtod(m, void*));
+    uint64_t data = p.data_addr(m);
+    EXPECT_EQ(data, a + PacketPool::kBufferOffset + m->data_off);
     EXPECT_EQ(p.mbuf_of(data), m);
     EXPECT_EQ(p.data_off_of(data), m->data_off);
     EXPECT_EQ(rte_pktmbuf_data_room_size(p.mempool()), p.data_room());
@@ -68,6 +70,63 @@ TEST(PacketPool, EveryBufferIsOneUmemChunk) {
   EXPECT_EQ(chunks.size(), p.count()) << "one mbuf per chunk, every chunk used";
   rte_pktmbuf_free_bulk(all.data(), p.count());
   EXPECT_EQ(p.in_use(), 0u);
+}
+
+// The Spread layout: objects an odd number of cache lines apart (so the same field of
+// consecutive mbufs falls in different cache sets), each a chunk of an unaligned-chunk UMEM,
+// never across a page of the memory; addresses carry the chunk's start and, in their top 16
+// bits, the data's offset, as the kernel writes them.
+TEST(PacketPool, SpreadBuffersCoverEveryCacheSet) {
+  if (!init_eal().empty()) GTEST_SKIP() << "no EAL";
+  PacketPoolOptions o;
+  o.name = "vpo_unit_spread";
+  o.mbufs = 1000;
+  o.cache = 0;
+  o.layout = PoolLayout::Spread;
+  auto r = PacketPool::create(o);
+  ASSERT_TRUE(r) << r.error().message;
+  PacketPool& p = **r;
+  EXPECT_EQ(p.count(), 1000u);
+  EXPECT_EQ(p.chunk_size(), 2048u + PacketPool::kSpreadPad);
+  EXPECT_EQ(p.data_room(), p.chunk_size() - PacketPool::kBufferOffset);
+  EXPECT_EQ(rte_pktmbuf_data_room_size(p.mempool()), p.data_room());
+  std::vector<rte_mbuf*> all(p.count());
+  ASSERT_EQ(rte_pktmbuf_alloc_bulk(p.mempool(), all.data(), p.count()), 0);
+  std::set<uintptr_t> sets;  // L1 set of each mbuf's first line (64 sets of 64-byte lines)
+  std::set<uint64_t> chunks;
+  size_t page = 0;
+  ASSERT_EQ(rte_mempool_get_page_size(p.mempool(), &page), 0);
+  for (rte_mbuf* m : all) {
+    const uint64_t a = p.frame_addr(m);
+    EXPECT_LE(a + p.chunk_size(), p.bytes());
+    EXPECT_EQ(a / page, (a + p.chunk_size() - 1) / page) << "a chunk across a page";
+    chunks.insert(a);
+    sets.insert(reinterpret_cast<uintptr_t>(m) / 64 % 64);
+    EXPECT_EQ(p.mbuf_of(a), m);
+    m->data_off = 100;
+    const uint64_t data = p.data_addr(m);
+    EXPECT_EQ(data & PacketPool::kAddrMask, a);
+    EXPECT_EQ(data >> PacketPool::kOffsetShift, PacketPool::kBufferOffset + 100);
+    EXPECT_EQ(p.mbuf_of(data), m);
+    EXPECT_EQ(p.data_off_of(data), 100);
+    EXPECT_TRUE(p.contains(data));
+  }
+  EXPECT_FALSE(p.contains(p.bytes()));
+  EXPECT_EQ(chunks.size(), p.count());
+  // An odd number of lines between objects walks every set; within a page the objects are
+  // back to back. (On 4 KiB pages, tests without hugepages, one object fits a page: the
+  // layout only spreads with hugepages, which is when vecflowd chooses it.)
+  EXPECT_EQ(p.chunk_size() / 64 % 2, 1u);
+  for (uint64_t a : chunks) {
+    const uint64_t next = a + p.chunk_size();
+    if (next / page == a / page && (next + p.chunk_size() - 1) / page == a / page) {
+      EXPECT_TRUE(chunks.contains(next) || next + p.chunk_size() > p.bytes());
+    }
+  }
+  if (page >= 64 * p.chunk_size()) {
+    EXPECT_EQ(sets.size(), 64u) << "the mbufs' first lines should fall in every cache set";
+  }
+  rte_pktmbuf_free_bulk(all.data(), p.count());
 }
 
 TEST(PacketPool, ClosingALenderFreesExactlyWhatItStillLends) {

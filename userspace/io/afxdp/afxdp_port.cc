@@ -253,7 +253,7 @@ AfXdpPort::~AfXdpPort() {
     std::vector<uint64_t> held = pmd_held_buffers(q.pmd_fd, impl_->pmd_descriptors());
     q.dpdk.close();
     for (uint64_t addr : held) {
-      if (addr < impl_->pool->bytes()) rte_pktmbuf_free(impl_->pool->mbuf_of(addr));
+      if (impl_->pool->contains(addr)) rte_pktmbuf_free(impl_->pool->mbuf_of(addr));
     }
     if (held.empty()) {
       log::get("io")->warn("port {}: could not read the rings of {}; its buffers stay taken",
@@ -517,15 +517,19 @@ Result<void> AfXdpPort::Impl::open_sockets() {
   return {};
 }
 
+static_assert(PacketPool::kOffsetShift == XSK_UNALIGNED_BUF_OFFSET_SHIFT &&
+              PacketPool::kAddrMask == XSK_UNALIGNED_BUF_ADDR_MASK);
+
 int AfXdpPort::Impl::bind_sockets(uint16_t mode, uint16_t& failed_queue) {
   xsk_umem_config ucfg{};
   ucfg.fill_size = opt.ring_size;
   ucfg.comp_size = opt.ring_size;
-  ucfg.frame_size = pool->frame_size();
+  ucfg.frame_size = pool->chunk_size();
   // Frames land after the mempool header and the rte_mbuf (and the kernel's own 256-byte
   // XDP headroom), i.e. in the mbuf's data room, RTE_PKTMBUF_HEADROOM or more into it.
   ucfg.frame_headroom = PacketPool::kBufferOffset;
-  ucfg.flags = 0;  // aligned chunks: chunk i is mempool object i
+  // Every mempool object is a chunk: on the aligned grid, or anywhere (io/packet_pool.h).
+  ucfg.flags = pool->layout() == PoolLayout::Spread ? XDP_UMEM_UNALIGNED_CHUNK_FLAG : 0;
 
   Xsk* first = nullptr;
   for (uint16_t i = 0; i < nqueues; ++i) {
@@ -807,7 +811,7 @@ uint16_t AfXdpPort::tx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
       m = f;
     }
     xdp_desc* d = xsk_ring_prod__tx_desc(&x->tx, idx + i);
-    d->addr = pool.umem_addr(rte_pktmbuf_mtod(m, void*));
+    d->addr = pool.data_addr(m);
     d->len = m->data_len;
     m->port = im.tag;  // lent to the kernel until its completion comes back
   }
