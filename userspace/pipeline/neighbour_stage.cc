@@ -1,5 +1,8 @@
 #include "pipeline/neighbour_stage.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include <rte_cycles.h>
 #include <rte_ether.h>
 
@@ -9,7 +12,7 @@
 namespace vecflow {
 
 NeighbourStage::NeighbourStage(const config::StageConfig& cfg, StageContext& ctx)
-    : PerPacketStage(cfg.type, cfg.name, ctx.lcore_slots),
+    : Stage(cfg.type, cfg.name, ctx.lcore_slots),
       table_(ctx.neighbours),
       policy_(std::get<config::NeighbourStage>(cfg.params).unresolved),
       resolve_(ctx.kernel != nullptr),
@@ -38,13 +41,13 @@ Result<std::unique_ptr<NeighbourStage>> NeighbourStage::create(const config::Sta
   return s;
 }
 
-void NeighbourStage::unresolved(rte_mbuf* m, const NeighbourKey& key, uint32_t id,
+void NeighbourStage::unresolved(rte_mbuf* m, const NeighbourKey* key, uint32_t id,
                                 uint64_t now) noexcept {
   if (resolve_) {
     if (id != NeighbourTable::kNotFound) {
       table_->request_resolution(id, now, retry_tsc_);
-    } else {
-      table_->request_resolution(key);
+    } else if (key != nullptr) {
+      table_->request_resolution(*key);
     }
   }
   if (policy_ == config::Unresolved::Kernel) {
@@ -54,49 +57,106 @@ void NeighbourStage::unresolved(rte_mbuf* m, const NeighbourKey& key, uint32_t i
   }
 }
 
-void NeighbourStage::process_packet(rte_mbuf* m, VectorState& vs, StageEnv& env) noexcept {
-  PacketMeta& pm = meta(m);
+namespace {
+
+// A packet's next hop before the bulk lookup: a neighbour id, a key to look up, or nothing.
+constexpr uint32_t kUnplaced = 0xfffffffd;
+static_assert(kUnplaced < kNextHopConnected && kUnplaced != NeighbourTable::kNotFound);
+
+// The neighbour key of a connected destination: the packet's own destination on its egress
+// port. False for a packet that is not IP.
+bool destination_key(rte_mbuf* m, uint16_t port, NeighbourKey& key) noexcept {
+  key.port = port;
+  key.pad = 0;
+  if (pkt::is_ipv4(m)) {
+    key.version = 4;
+    std::memcpy(key.ip, &pkt::ipv4(m)->dst_addr, 4);
+    std::memset(key.ip + 4, 0, 12);
+    return true;
+  }
+  if (pkt::is_ipv6(m)) {
+    key.version = 6;
+    std::memcpy(key.ip, pkt::ipv6(m)->dst_addr, 16);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
+  static_assert(kBatch <= NeighbourTable::kMaxBulk);
+  const uint64_t now = env.now();
+  const size_t nports = port_mac_.size();
+  uint64_t resolved = 0, unresolved_n = 0, unplaced = 0;
+  uint32_t ids[kBatch];
+  int8_t key_of[kBatch];  // -1: ids[i] is the id; else ids[i] = found[key_of[i]]
+  NeighbourKey keys[kBatch];
+  const NeighbourKey* key_ptrs[kBatch];
+  uint32_t found[kBatch];
+
+  for (size_t base = 0; base < pkts.size(); base += kBatch) {
+    const unsigned n = static_cast<unsigned>(std::min<size_t>(kBatch, pkts.size() - base));
+    rte_mbuf** batch = pkts.data() + base;
+    unsigned nkeys = 0;
+    for (unsigned i = 0; i < n; ++i) {
+      rte_mbuf* m = batch[i];
+      const PacketMeta& pm = meta(m);
+      key_of[i] = -1;
+      if (pm.out_port >= nports) {  // kNoPort: no stage placed it
+        ids[i] = kUnplaced;
+        continue;
+      }
+      ids[i] = pm.nexthop;
+      if (pm.nexthop < kNextHopConnected) continue;
+      // Connected destination (or placed by a stage that chose no next hop): the next hop is
+      // the destination itself. Runs of packets to one destination share a lookup.
+      NeighbourKey& k = keys[nkeys];
+      if (!destination_key(m, pm.out_port, k)) {
+        ids[i] = kUnplaced;
+        continue;
+      }
+      if (nkeys > 0 && std::memcmp(&k, &keys[nkeys - 1], sizeof(k)) == 0) {
+        key_of[i] = static_cast<int8_t>(nkeys - 1);
+        continue;
+      }
+      key_ptrs[nkeys] = &k;
+      key_of[i] = static_cast<int8_t>(nkeys++);
+    }
+    if (nkeys > 0) table_->find_bulk(key_ptrs, nkeys, found);
+
+    for (unsigned i = 0; i < n; ++i) {
+      rte_mbuf* m = batch[i];
+      uint32_t id = key_of[i] >= 0 ? found[key_of[i]] : ids[i];
+      if (id == kUnplaced) {
+        ++unplaced;
+        continue;
+      }
+      const NeighbourKey* key = key_of[i] >= 0 ? &keys[key_of[i]] : nullptr;
+      if (id == NeighbourTable::kNotFound) {
+        ++unresolved_n;
+        unresolved(m, key, id, now);
+        continue;
+      }
+      NeighbourEntry& e = table_->entry(id);
+      const uint64_t word = e.word.load(std::memory_order_relaxed);
+      if (!(word & NeighbourEntry::kResolved)) {
+        ++unresolved_n;
+        unresolved(m, key, id, now);
+        continue;
+      }
+      if (e.used.load(std::memory_order_relaxed) == 0) e.used.store(1, std::memory_order_relaxed);
+      rte_ether_hdr* eth = pkt::eth(m);
+      std::memcpy(eth->dst_addr.addr_bytes, &word, RTE_ETHER_ADDR_LEN);
+      if (const uint64_t src = port_mac_[meta(m).out_port]; src != 0)
+        std::memcpy(eth->src_addr.addr_bytes, &src, RTE_ETHER_ADDR_LEN);
+      ++resolved;
+    }
+  }
   LcoreState& st = lcores_[env.slot()];
-  if (pm.out_port >= port_mac_.size()) {  // kNoPort: no stage placed it
-    st.unplaced.add();
-    return;
-  }
-  uint32_t id = pm.nexthop;
-  NeighbourKey key;
-  if (id >= kNextHopConnected) {
-    // Connected destination (or placed by a stage that chose no next hop): the next hop is
-    // the destination itself.
-    key.port = pm.out_port;
-    if (pkt::is_ipv4(m)) {
-      key.version = 4;
-      std::memcpy(key.ip, &pkt::ipv4(m)->dst_addr, 4);
-    } else if (pkt::is_ipv6(m)) {
-      key.version = 6;
-      std::memcpy(key.ip, pkt::ipv6(m)->dst_addr, 16);
-    } else {
-      st.unplaced.add();
-      return;
-    }
-    id = table_->find(key);
-    if (id == NeighbourTable::kNotFound) {
-      st.unresolved.add();
-      unresolved(m, key, id, vs.now);
-      return;
-    }
-  }
-  NeighbourEntry* e = &table_->entry(id);
-  const uint64_t word = e->word.load(std::memory_order_relaxed);
-  if (!(word & NeighbourEntry::kResolved)) {
-    st.unresolved.add();
-    unresolved(m, key, id, vs.now);
-    return;
-  }
-  if (e->used.load(std::memory_order_relaxed) == 0) e->used.store(1, std::memory_order_relaxed);
-  rte_ether_hdr* eth = pkt::eth(m);
-  std::memcpy(eth->dst_addr.addr_bytes, &word, RTE_ETHER_ADDR_LEN);
-  if (const uint64_t src = port_mac_[pm.out_port]; src != 0)
-    std::memcpy(eth->src_addr.addr_bytes, &src, RTE_ETHER_ADDR_LEN);
-  st.resolved.add();
+  st.resolved.add(resolved);
+  st.unresolved.add(unresolved_n);
+  st.unplaced.add(unplaced);
 }
 
 NeighbourCounters NeighbourStage::counters() const noexcept {

@@ -8,7 +8,8 @@
 // and the kernel is asked to resolve it (KernelSync sends the request; at most one per
 // neighbour per KernelSync::kResolveRetry).
 //
-// Packets no stage placed are left alone.
+// Packets no stage placed are left alone. Connected destinations are looked up in bulk per
+// batch of packets, once per run of packets to the same destination.
 #pragma once
 
 #include <memory>
@@ -27,16 +28,16 @@ struct NeighbourCounters {
   uint64_t unplaced = 0;    // no egress port: left for later stages
 };
 
-class NeighbourStage final : public PerPacketStage<NeighbourStage> {
+class NeighbourStage final : public Stage {
  public:
+  // Packets handled per pass: the connected destinations among them are looked up in one
+  // bulk call (at most NeighbourTable::kMaxBulk).
+  static constexpr unsigned kBatch = 64;
+
   static Result<std::unique_ptr<NeighbourStage>> create(const config::StageConfig& cfg,
                                                         StageContext& ctx);
 
-  struct VectorState {
-    uint64_t now;
-  };
-  VectorState begin(StageEnv& env) noexcept { return VectorState{env.now()}; }
-  void process_packet(rte_mbuf* m, VectorState& vs, StageEnv& env) noexcept;
+  void process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept override;
 
   config::Unresolved unresolved_policy() const noexcept { return policy_; }
   NeighbourTable& table() noexcept { return *table_; }
@@ -47,7 +48,7 @@ class NeighbourStage final : public PerPacketStage<NeighbourStage> {
     Counter resolved, unresolved, unplaced;
   };
   NeighbourStage(const config::StageConfig& cfg, StageContext& ctx);
-  void unresolved(rte_mbuf* m, const NeighbourKey& key, uint32_t id, uint64_t now) noexcept;
+  void unresolved(rte_mbuf* m, const NeighbourKey* key, uint32_t id, uint64_t now) noexcept;
 
   NeighbourTable* table_;
   config::Unresolved policy_;

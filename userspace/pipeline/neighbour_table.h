@@ -108,6 +108,19 @@ class NeighbourTable {
     int pos = rte_hash_lookup(hash_.get(), &key);
     return pos < 0 ? kNotFound : static_cast<uint32_t>(pos);
   }
+  // The ids of up to kMaxBulk keys in one call (rte_hash's bulk lookup overlaps the keys'
+  // memory accesses): ids[i] is the id of *keys[i], or kNotFound.
+  static constexpr unsigned kMaxBulk = RTE_HASH_LOOKUP_BULK_MAX;
+  void find_bulk(const NeighbourKey** keys, unsigned n, uint32_t* ids) const noexcept {
+    int32_t pos[kMaxBulk];
+    if (rte_hash_lookup_bulk(hash_.get(), reinterpret_cast<const void**>(keys), n, pos) != 0) {
+      for (unsigned i = 0; i < n; ++i)
+        ids[i] = find(*keys[i]);
+      return;
+    }
+    for (unsigned i = 0; i < n; ++i)
+      ids[i] = pos[i] < 0 ? kNotFound : static_cast<uint32_t>(pos[i]);
+  }
   NeighbourEntry& entry(uint32_t id) noexcept { return entries_[id]; }
 
   // Queues a request that the kernel resolve entry `id` (KernelSync sends it), at most once

@@ -43,10 +43,18 @@ struct Classes {
 // decided here: Transmit where a stage chose an egress port, else a no_route drop.
 template <bool kTags, bool kLast>
 size_t separate(Classes& c, size_t n, PortOutcomes* outcomes) noexcept {
+  // Locals, not the struct's fields: the tag stores are byte stores, which may alias anything,
+  // and would make the compiler reload every field from memory on every packet.
+  rte_mbuf** const pkts = c.pkts;
+  uint8_t* const tags = c.tags;
+  rte_mbuf** const decided = c.decided;
+  uint8_t* const decided_tags = c.decided_tags;
+  const int meta_offset = g_packet_meta_offset;
+  size_t ndecided = c.ndecided;
   size_t keep = 0;
   for (size_t i = 0; i < n; ++i) {
-    rte_mbuf* m = c.pkts[i];
-    PacketMeta& pm = meta(m);
+    rte_mbuf* m = pkts[i];
+    PacketMeta& pm = *RTE_MBUF_DYNFIELD(m, meta_offset, PacketMeta*);
     if constexpr (kLast) {
       if (pm.verdict == Verdict::Continue) {
         if (pm.out_port != kNoPort) {
@@ -59,8 +67,8 @@ size_t separate(Classes& c, size_t n, PortOutcomes* outcomes) noexcept {
     }
     switch (pm.verdict) {
       case Verdict::Continue:
-        c.pkts[keep] = m;
-        if constexpr (kTags) c.tags[keep] = c.tags[i];
+        pkts[keep] = m;
+        if constexpr (kTags) tags[keep] = tags[i];
         ++keep;
         break;
       case Verdict::Drop:
@@ -69,12 +77,13 @@ size_t separate(Classes& c, size_t n, PortOutcomes* outcomes) noexcept {
         break;
       case Verdict::Transmit:
       case Verdict::Kernel:
-        c.decided[c.ndecided] = m;
-        if constexpr (kTags) c.decided_tags[c.ndecided] = c.tags[i];
-        ++c.ndecided;
+        decided[ndecided] = m;
+        if constexpr (kTags) decided_tags[ndecided] = tags[i];
+        ++ndecided;
         break;
     }
   }
+  c.ndecided = ndecided;
   return keep;
 }
 

@@ -149,9 +149,15 @@ bool RxAdapter::poll() noexcept {
   // kernel, for AF_XDP) drops and counts what arrives; taking them only to be refused would
   // spend the cycles the workers need to catch up. Room is asked for every event a poll may
   // send: each open vector may close, and each received packet may make one.
-  if (producer_.has_room(static_cast<uint16_t>(open_ + kRxBurst * nqueues_))) [[likely]] {
-    for (uint16_t i = 0; i < nqueues_; ++i)
-      worked |= receive(queues_[i], now) > 0;
+  if (producer_.has_room(static_cast<uint16_t>(open_ + kRxBurst * kRxBurstsPerPoll * nqueues_)))
+      [[likely]] {
+    for (uint16_t i = 0; i < nqueues_; ++i) {
+      for (uint16_t b = 0; b < kRxBurstsPerPoll; ++b) {
+        const uint16_t got = receive(queues_[i], now);
+        worked |= got > 0;
+        if (got < kRxBurst) break;
+      }
+    }
   } else {
     stats_.held.add();
   }

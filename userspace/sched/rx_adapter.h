@@ -73,6 +73,11 @@ inline constexpr uint16_t kMaxFlowBuckets = 1024;
 inline constexpr uint16_t kMaxRxQueues = 16;
 // Packets asked of a port per rx burst (DPDK's usual; see core/burst.h for the limit).
 inline constexpr uint16_t kRxBurst = 32;
+// Bursts one poll takes from a queue while they come back full: a busy queue gives up to 128
+// packets per poll, which spreads the per-poll costs (the lcore's round, the room check, the
+// enqueue) over more packets, as DPDK's own rx adapter does; a queue that returns less than a
+// full burst is empty for now.
+inline constexpr uint16_t kRxBurstsPerPoll = 4;
 
 struct RxAdapterConfig {
   uint16_t vector_size = 64;        // 1: per-packet events
