@@ -185,7 +185,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The receive path's straight-line reading of common frames takes only well-formed frames
   // and describes them exactly as the full parse does.
   RxFields common;
-  const bool is_common = classify_common(f.data(), uint32_t(size), true, common);
+  const bool is_common = classify_common(f.data(), uint32_t(size), true, true, common);
   FUZZ_CHECK(!is_common || !bad);
   if (bad) {
     FUZZ_CHECK(is_malformed_reason(*bad));

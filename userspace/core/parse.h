@@ -78,7 +78,8 @@ inline uint32_t common_l4(const uint8_t* l4, uint32_t room, uint8_t proto) noexc
 // (packet_type_of, l2_len, l3_len, flow_hash: a test and a fuzz target hold them equal) and
 // returns true; for any other frame, well-formed or not, it returns false and the caller
 // parses it in full (parse_frame names the fault of a malformed one). Reads only [d, d + len).
-inline bool classify_common(const uint8_t* d, uint32_t len, bool symmetric,
+// `hash`: compute out.hash (false when the flow id comes from the NIC's RSS hash).
+inline bool classify_common(const uint8_t* d, uint32_t len, bool symmetric, bool hash,
                             RxFields& out) noexcept {
   using parse_detail::be16;
   if (len < VF_ETH_HLEN + VF_IPV4_HLEN) return false;
@@ -97,6 +98,7 @@ inline bool classify_common(const uint8_t* d, uint32_t len, bool symmetric,
     out.packet_type = RTE_PTYPE_L2_ETHER | RTE_PTYPE_L3_IPV4 | l4_type;
     out.l2_len = VF_ETH_HLEN;
     out.l3_len = VF_IPV4_HLEN;
+    if (!hash) return true;
     uint32_t src, dst;
     uint16_t sport, dport;
     __builtin_memcpy(&src, ip + 12, 4);
@@ -118,6 +120,7 @@ inline bool classify_common(const uint8_t* d, uint32_t len, bool symmetric,
     out.packet_type = RTE_PTYPE_L2_ETHER | RTE_PTYPE_L3_IPV6 | l4_type;
     out.l2_len = VF_ETH_HLEN;
     out.l3_len = VF_IPV6_HLEN;
+    if (!hash) return true;
     __u32 src[4], dst[4];
     uint16_t sport, dport;
     __builtin_memcpy(src, ip + 8, 16);
@@ -142,16 +145,21 @@ int parse_packet_full(rte_mbuf* m, bool symmetric) noexcept;
 // FRAME_TOO_BIG for a chained mbuf (user space, like XDP, takes frames in one buffer).
 // Common frames take classify_common's path; the rest parse_packet_full's. Inline, so that the
 // result lives in registers: returned through memory from a call, the optional's two halves
-// (written apart, read as one word) stalled the store buffer on every packet.
-inline std::optional<DropReason> parse_packet(rte_mbuf* m, bool symmetric) noexcept {
+// (written apart, read as one word) stalled the store buffer on every packet. With `hash`
+// false a common frame keeps the hash it has (the NIC's RSS hash).
+inline std::optional<DropReason> parse_packet(rte_mbuf* m, bool symmetric,
+                                              bool hash = true) noexcept {
   RxFields f;
-  if (m->nb_segs == 1 &&
-      classify_common(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, symmetric, f)) [[likely]] {
+  if (m->nb_segs == 1 && classify_common(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len,
+                                         symmetric, hash, f)) [[likely]] {
     m->packet_type = f.packet_type;
-    m->l2_len = f.l2_len;
-    m->l3_len = f.l3_len;
-    m->hash.rss = f.hash;
-    m->ol_flags |= RTE_MBUF_F_RX_RSS_HASH;
+    // l2_len and l3_len are bit-fields of tx_offload, whose other fields mean nothing on
+    // receive: one store instead of two read-modify-writes.
+    m->tx_offload = rte_mbuf_tx_offload(f.l2_len, f.l3_len, 0, 0, 0, 0, 0);
+    if (hash) {
+      m->hash.rss = f.hash;
+      m->ol_flags |= RTE_MBUF_F_RX_RSS_HASH;
+    }
     return std::nullopt;
   }
   const int r = parse_packet_full(m, symmetric);

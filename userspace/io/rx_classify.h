@@ -87,8 +87,8 @@ inline std::optional<DropReason> classify_rx(rte_mbuf* m, const RxClassify& c,
   }
   const bool keep_rss = c.flow_id != FlowIdFrom::Software && (m->ol_flags & RTE_MBUF_F_RX_RSS_HASH);
   const uint32_t rss = m->hash.rss;
-  auto bad = parse_packet(m, c.symmetric);
-  if (keep_rss) m->hash.rss = rss;
+  auto bad = parse_packet(m, c.symmetric, !keep_rss);
+  if (keep_rss) m->hash.rss = rss;  // the full parse (uncommon frames) hashes anyway
   if (bad && c.drop_malformed) return bad;
   return std::nullopt;
 }

@@ -1,6 +1,8 @@
 #include "pipeline/neighbour_stage.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstddef>
 #include <cstring>
 
 #include <rte_cycles.h>
@@ -63,20 +65,42 @@ namespace {
 constexpr uint32_t kUnplaced = 0xfffffffd;
 static_assert(kUnplaced < kNextHopConnected && kUnplaced != NeighbourTable::kNotFound);
 
+// A NeighbourKey as three words held in registers: built and compared there, and stored
+// whole. (Built field by field in memory and then read back as words to compare it with the
+// previous key, it stalled every packet on the store buffer.)
+struct KeyWords {
+  uint64_t w0;  // port, version, pad, ip[0..3]
+  uint64_t w1;  // ip[4..11]
+  uint32_t w2;  // ip[12..15]
+  bool operator==(const KeyWords&) const noexcept = default;
+  void store(NeighbourKey& k) const noexcept {
+    static_assert(sizeof(NeighbourKey) == 20 && offsetof(NeighbourKey, ip) == 4);
+    auto* p = reinterpret_cast<uint8_t*>(&k);
+    std::memcpy(p, &w0, 8);
+    std::memcpy(p + 8, &w1, 8);
+    std::memcpy(p + 16, &w2, 4);
+  }
+};
+
 // The neighbour key of a connected destination: the packet's own destination on its egress
 // port. False for a packet that is not IP.
-bool destination_key(rte_mbuf* m, uint16_t port, NeighbourKey& key) noexcept {
-  key.port = port;
-  key.pad = 0;
+bool destination_key(rte_mbuf* m, uint16_t port, KeyWords& k) noexcept {
+  static_assert(std::endian::native == std::endian::little);
   if (pkt::is_ipv4(m)) {
-    key.version = 4;
-    std::memcpy(key.ip, &pkt::ipv4(m)->dst_addr, 4);
-    std::memset(key.ip + 4, 0, 12);
+    uint32_t dst;
+    std::memcpy(&dst, &pkt::ipv4(m)->dst_addr, 4);
+    k.w0 = uint64_t{port} | uint64_t{4} << 16 | uint64_t{dst} << 32;
+    k.w1 = 0;
+    k.w2 = 0;
     return true;
   }
   if (pkt::is_ipv6(m)) {
-    key.version = 6;
-    std::memcpy(key.ip, pkt::ipv6(m)->dst_addr, 16);
+    const uint8_t* dst = pkt::ipv6(m)->dst_addr;
+    uint32_t first;
+    std::memcpy(&first, dst, 4);
+    std::memcpy(&k.w1, dst + 4, 8);
+    std::memcpy(&k.w2, dst + 12, 4);
+    k.w0 = uint64_t{port} | uint64_t{6} << 16 | uint64_t{first} << 32;
     return true;
   }
   return false;
@@ -90,8 +114,11 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
   const size_t nports = port_mac_.size();
   uint64_t resolved = 0, unresolved_n = 0, unplaced = 0;
   uint32_t ids[kBatch];
+  uint16_t out_port[kBatch];
   int8_t key_of[kBatch];  // -1: ids[i] is the id; else ids[i] = found[key_of[i]]
-  NeighbourKey keys[kBatch];
+  // Raw storage: NeighbourKey's member initialisers would zero all of it on every call.
+  alignas(NeighbourKey) unsigned char key_bytes[kBatch][sizeof(NeighbourKey)];
+  auto key_at = [&](unsigned k) { return reinterpret_cast<NeighbourKey*>(key_bytes[k]); };
   const NeighbourKey* key_ptrs[kBatch];
   uint32_t found[kBatch];
 
@@ -99,6 +126,7 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     const unsigned n = static_cast<unsigned>(std::min<size_t>(kBatch, pkts.size() - base));
     rte_mbuf** batch = pkts.data() + base;
     unsigned nkeys = 0;
+    KeyWords last{};
     for (unsigned i = 0; i < n; ++i) {
       rte_mbuf* m = batch[i];
       const PacketMeta& pm = meta(m);
@@ -108,19 +136,22 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
         continue;
       }
       ids[i] = pm.nexthop;
+      out_port[i] = pm.out_port;
       if (pm.nexthop < kNextHopConnected) continue;
       // Connected destination (or placed by a stage that chose no next hop): the next hop is
       // the destination itself. Runs of packets to one destination share a lookup.
-      NeighbourKey& k = keys[nkeys];
+      KeyWords k;
       if (!destination_key(m, pm.out_port, k)) {
         ids[i] = kUnplaced;
         continue;
       }
-      if (nkeys > 0 && std::memcmp(&k, &keys[nkeys - 1], sizeof(k)) == 0) {
+      if (nkeys > 0 && k == last) {
         key_of[i] = static_cast<int8_t>(nkeys - 1);
         continue;
       }
-      key_ptrs[nkeys] = &k;
+      last = k;
+      k.store(*key_at(nkeys));
+      key_ptrs[nkeys] = key_at(nkeys);
       key_of[i] = static_cast<int8_t>(nkeys++);
     }
     if (nkeys > 0) table_->find_bulk(key_ptrs, nkeys, found);
@@ -132,7 +163,7 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
         ++unplaced;
         continue;
       }
-      const NeighbourKey* key = key_of[i] >= 0 ? &keys[key_of[i]] : nullptr;
+      const NeighbourKey* key = key_of[i] >= 0 ? key_at(key_of[i]) : nullptr;
       if (id == NeighbourTable::kNotFound) {
         ++unresolved_n;
         unresolved(m, key, id, now);
@@ -148,7 +179,7 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
       if (e.used.load(std::memory_order_relaxed) == 0) e.used.store(1, std::memory_order_relaxed);
       rte_ether_hdr* eth = pkt::eth(m);
       std::memcpy(eth->dst_addr.addr_bytes, &word, RTE_ETHER_ADDR_LEN);
-      if (const uint64_t src = port_mac_[meta(m).out_port]; src != 0)
+      if (const uint64_t src = port_mac_[out_port[i]]; src != 0)
         std::memcpy(eth->src_addr.addr_bytes, &src, RTE_ETHER_ADDR_LEN);
       ++resolved;
     }

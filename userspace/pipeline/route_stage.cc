@@ -200,6 +200,9 @@ void RouteStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   uint8_t ip6[kLookupBatch][16];
   uint64_t leaf6[kLookupBatch];
   uint16_t at6[kLookupBatch];
+  // Each packet's IP header, found once in the first pass (its address takes three mbuf
+  // fields) and rewritten in the second.
+  void* hdr[kLookupBatch];
 
   for (size_t base = 0; base < pkts.size(); base += kLookupBatch) {
     const size_t end = std::min(pkts.size(), base + kLookupBatch);
@@ -211,21 +214,25 @@ void RouteStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
         rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kPrefetchAhead], void*));
       rte_mbuf* m = pkts[i];
       if (pkt::is_ipv4(m)) {
-        uint32_t dst = rte_be_to_cpu_32(pkt::ipv4(m)->dst_addr);
+        rte_ipv4_hdr* ip = pkt::ipv4(m);
+        uint32_t dst = rte_be_to_cpu_32(ip->dst_addr);
         if (host_bound4(dst)) {
           set_kernel(m);
           ++to_kernel;
           continue;
         }
+        hdr[i - base] = ip;
         ip4[n4] = dst;
         at4[n4++] = static_cast<uint16_t>(i - base);
       } else if (pkt::is_ipv6(m)) {
-        const uint8_t* dst = pkt::ipv6(m)->dst_addr;
+        rte_ipv6_hdr* ip = pkt::ipv6(m);
+        const uint8_t* dst = ip->dst_addr;
         if (host_bound6(dst)) {
           set_kernel(m);
           ++to_kernel;
           continue;
         }
+        hdr[i - base] = ip;
         std::memcpy(ip6[n6], dst, 16);
         at6[n6++] = static_cast<uint16_t>(i - base);
       } else if (is_arp(m)) {
@@ -241,7 +248,8 @@ void RouteStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
 
     for (unsigned k = 0; k < n4 + n6; ++k) {
       const bool v6 = k >= n4;
-      rte_mbuf* m = pkts[base + (v6 ? at6[k - n4] : at4[k])];
+      const uint16_t at = v6 ? at6[k - n4] : at4[k];
+      rte_mbuf* m = pkts[base + at];
       const RouteTable::Leaf& leaf = t->leaf(v6 ? leaf6[k - n4] : leaf4[k]);
       switch (leaf.action) {
         case config::RouteAction::Kernel:
@@ -256,14 +264,14 @@ void RouteStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
           break;
       }
       if (!v6) {
-        rte_ipv4_hdr* ip = pkt::ipv4(m);
+        auto* ip = static_cast<rte_ipv4_hdr*>(hdr[at]);
         if (ip->time_to_live <= 1) {
           expired(m, false, addrs, st, now);
           continue;
         }
         ipv4_decrement_ttl(ip);
       } else {
-        rte_ipv6_hdr* ip = pkt::ipv6(m);
+        auto* ip = static_cast<rte_ipv6_hdr*>(hdr[at]);
         if (ip->hop_limits <= 1) {
           expired(m, true, addrs, st, now);
           continue;

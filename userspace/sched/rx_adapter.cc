@@ -149,13 +149,15 @@ bool RxAdapter::poll() noexcept {
   // kernel, for AF_XDP) drops and counts what arrives; taking them only to be refused would
   // spend the cycles the workers need to catch up. Room is asked for every event a poll may
   // send: each open vector may close, and each received packet may make one.
-  if (producer_.has_room(static_cast<uint16_t>(open_ + kRxBurst * kRxBurstsPerPoll * nqueues_)))
-      [[likely]] {
+  if (producer_.has_room(static_cast<uint16_t>(open_ + kRxBurst * nqueues_))) [[likely]] {
     for (uint16_t i = 0; i < nqueues_; ++i) {
       for (uint16_t b = 0; b < kRxBurstsPerPoll; ++b) {
         const uint16_t got = receive(queues_[i], now);
         worked |= got > 0;
-        if (got < kRxBurst) break;
+        // A further burst only while it would find room too (events waiting in out_ count).
+        if (got < kRxBurst ||
+            !producer_.has_room(static_cast<uint16_t>(open_ + nout_ + kRxBurst * nqueues_)))
+          break;
       }
     }
   } else {
@@ -173,20 +175,21 @@ uint16_t RxAdapter::receive(const RxQueue& q, uint64_t now) noexcept {
   rte_mbuf* pkts[kRxBurst];
   const uint16_t n = q.port->rx_burst(q.queue, pkts, kRxBurst);
   if (n == 0) return 0;
+  stats_.packets.add(n);
+  if (cfg_.hooks) cfg_.hooks->run_rx(PortId{q.port_id}, QueueId{q.queue}, {pkts, n});
+  // The bytes are summed in the pass that places the packets: one pass over the burst.
   uint64_t bytes = 0;
-  for (uint16_t i = 0; i < n; ++i)
-    bytes += pkts[i]->pkt_len;
+  if (cfg_.vector_size == 1) {
+    for (uint16_t i = 0; i < n; ++i) {
+      bytes += pkts[i]->pkt_len;
+      emit_packet(pkts[i]);
+    }
+  } else {
+    bytes = add_packets(q, pkts, n, now);
+  }
   PortOutcomes& o = outcomes_[q.port_id];
   o.rx_packets.add(n);
   o.rx_bytes.add(bytes);
-  stats_.packets.add(n);
-  if (cfg_.hooks) cfg_.hooks->run_rx(PortId{q.port_id}, QueueId{q.queue}, {pkts, n});
-  if (cfg_.vector_size == 1) {
-    for (uint16_t i = 0; i < n; ++i)
-      emit_packet(pkts[i]);
-  } else {
-    add_packets(q, pkts, n, now);
-  }
   return n;
 }
 
@@ -217,11 +220,14 @@ bool RxAdapter::open(uint16_t s, const RxQueue& q, uint64_t now) noexcept {
   return true;
 }
 
-void RxAdapter::add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n, uint64_t now) noexcept {
+uint64_t RxAdapter::add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n,
+                                uint64_t now) noexcept {
   Slot* const slots = &slots_[q.first_slot];
   const uint16_t size = cfg_.vector_size;
+  uint64_t bytes = 0;
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
+    bytes += m->pkt_len;
     const uint16_t b = static_cast<uint16_t>(m->hash.rss & bucket_mask_);
     if (!slots[b].vec && !open(static_cast<uint16_t>(q.first_slot + b), q, now)) [[unlikely]] {
       stats_.no_vector.add();
@@ -232,6 +238,7 @@ void RxAdapter::add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n, uint6
     vector_mbufs(v)[v->nb_elem++] = m;
     if (v->nb_elem == size) close(static_cast<uint16_t>(q.first_slot + b), Closed::Full);
   }
+  return bytes;
 }
 
 void RxAdapter::close(uint16_t s, Closed why) noexcept {

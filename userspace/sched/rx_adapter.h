@@ -186,7 +186,8 @@ class RxAdapter final : public Service {
   };
 
   uint16_t receive(const RxQueue& q, uint64_t now) noexcept;
-  void add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n, uint64_t now) noexcept;
+  // Places a burst in its buckets' vectors; returns the burst's bytes.
+  uint64_t add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n, uint64_t now) noexcept;
   bool open(uint16_t s, const RxQueue& q, uint64_t now) noexcept;
   void emit_packet(rte_mbuf* m) noexcept;
   void close(uint16_t slot, Closed why) noexcept;

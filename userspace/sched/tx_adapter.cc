@@ -62,13 +62,13 @@ void TxAdapter::packet(rte_mbuf* m) noexcept {
   switch (pm.verdict) {
     case Verdict::Transmit:
       if (pm.out_port < ports_.size() && ports_[pm.out_port].port) {
-        buffer(pm.out_port, false, m);
+        buffer(pm.out_port, false, m, pm.flags);
         return;
       }
       break;
     case Verdict::Kernel:
       if (m->port < kernel_.size() && kernel_[m->port].port) {
-        buffer(m->port, true, m);
+        buffer(m->port, true, m, pm.flags);
       } else {
         drop_packet(m, DropReason::NO_KERNEL_PATH);
       }
@@ -83,14 +83,13 @@ void TxAdapter::packet(rte_mbuf* m) noexcept {
   drop_packet(m, DropReason::BAD_VERDICT);
 }
 
-void TxAdapter::buffer(uint16_t dest, bool kernel, rte_mbuf* m) noexcept {
+void TxAdapter::buffer(uint16_t dest, bool kernel, rte_mbuf* m, uint8_t flags) noexcept {
   Buffer& b = kernel ? to_kernel_[dest] : tx_[dest];
+  if (b.n == 0) (kernel ? kernel_dirty_ : tx_dirty_) |= uint64_t{1} << dest;
   b.pkts[b.n] = m;
-  b.ingress[b.n] = (meta(m).flags & kMetaFlagCopy) ? kNoCharge : m->port;
+  b.ingress[b.n] = (flags & kMetaFlagCopy) ? kNoCharge : m->port;
   b.bytes[b.n] = m->pkt_len;
-  ++b.n;
-  (kernel ? kernel_dirty_ : tx_dirty_) |= uint64_t{1} << dest;
-  if (b.n == kTxBurst) send(dest, kernel);
+  if (++b.n == kTxBurst) send(dest, kernel);
 }
 
 void TxAdapter::send(uint16_t dest, bool kernel) noexcept {

@@ -94,7 +94,7 @@ class TxAdapter final : public EgressSink {
   static constexpr uint16_t kNoCharge = 0xffff;
 
   void packet(rte_mbuf* m) noexcept;
-  void buffer(uint16_t dest, bool kernel, rte_mbuf* m) noexcept;
+  void buffer(uint16_t dest, bool kernel, rte_mbuf* m, uint8_t flags) noexcept;
   void send(uint16_t dest, bool kernel) noexcept;
   void drop_packet(rte_mbuf* m, DropReason reason) noexcept;
   void free_dropped() noexcept;

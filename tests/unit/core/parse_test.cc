@@ -115,7 +115,8 @@ TEST(Parse, CommonFramesReadAsTheFullParseReadsThem) {
   for (size_t i = 0; i < frames.size(); ++i) {
     const auto& [f, common] = frames[i];
     RxFields got;
-    ASSERT_EQ(classify_common(f.data(), uint32_t(f.size()), true, got), common) << "frame " << i;
+    ASSERT_EQ(classify_common(f.data(), uint32_t(f.size()), true, true, got), common)
+        << "frame " << i;
     if (!common) continue;
     ParsedFrame p;
     ASSERT_EQ(parse_frame(f, p), std::nullopt) << "frame " << i;
@@ -124,7 +125,7 @@ TEST(Parse, CommonFramesReadAsTheFullParseReadsThem) {
     EXPECT_EQ(got.l3_len, p.l3_len) << "frame " << i;
     EXPECT_EQ(got.hash, flow_hash(p.key, true)) << "frame " << i;
     RxFields asym;
-    ASSERT_TRUE(classify_common(f.data(), uint32_t(f.size()), false, asym));
+    ASSERT_TRUE(classify_common(f.data(), uint32_t(f.size()), false, true, asym));
     EXPECT_EQ(asym.hash, flow_hash(p.key, false)) << "frame " << i;
   }
   // Faults are the full parse's to name: a common-looking frame that breaks a rule is refused.
@@ -139,6 +140,6 @@ TEST(Parse, CommonFramesReadAsTheFullParseReadsThem) {
                        .build();  // MF: a first fragment
   for (const Bytes* f : {&bad_udp, &long_ip, &fragment}) {
     RxFields got;
-    EXPECT_FALSE(classify_common(f->data(), uint32_t(f->size()), true, got));
+    EXPECT_FALSE(classify_common(f->data(), uint32_t(f->size()), true, true, got));
   }
 }
