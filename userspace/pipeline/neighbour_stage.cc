@@ -61,10 +61,6 @@ void NeighbourStage::unresolved(rte_mbuf* m, const NeighbourKey* key, uint32_t i
 
 namespace {
 
-// A packet's next hop before the bulk lookup: a neighbour id, a key to look up, or nothing.
-constexpr uint32_t kUnplaced = 0xfffffffd;
-static_assert(kUnplaced < kNextHopConnected && kUnplaced != NeighbourTable::kNotFound);
-
 // A NeighbourKey as three words held in registers: built and compared there, and stored
 // whole. (Built field by field in memory and then read back as words to compare it with the
 // previous key, it stalled every packet on the store buffer.)
@@ -113,75 +109,136 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
   const uint64_t now = env.now();
   const size_t nports = port_mac_.size();
   uint64_t resolved = 0, unresolved_n = 0, unplaced = 0;
-  uint32_t ids[kBatch];
-  uint16_t out_port[kBatch];
-  int8_t key_of[kBatch];  // -1: ids[i] is the id; else ids[i] = found[key_of[i]]
+
+  // Most packets of a vector go to the next hop of the packet before them (a few gateways, a
+  // few directly connected servers): the last resolved next hop is kept, and a packet going
+  // there costs two stores. The others wait for one bulk lookup per batch.
+  uint32_t last_id = NeighbourTable::kNotFound;  // a gateway's id, resolved
+  KeyWords last_key{};                           // a connected destination's key, resolved
+  bool have_last_key = false;
+  uint64_t dst_word = 0;  // MAC of the last resolved next hop
+  uint16_t last_port = kNoPort;
+  uint64_t src_word = 0;  // MAC of last_port
+  // The 12 address bytes as an 8- and a 4-byte store: destination, then source.
+  uint64_t head = 0;
+  uint32_t tail = 0;
+  auto prepare = [&](uint16_t port) noexcept {
+    last_port = port;
+    src_word = port_mac_[port];
+    head = (dst_word & 0xffffffffffffull) | src_word << 48;
+    tail = static_cast<uint32_t>(src_word >> 16);
+  };
+  auto rewrite = [&](rte_mbuf* m, uint16_t port) noexcept {
+    static_assert(std::endian::native == std::endian::little);
+    if (port != last_port) prepare(port);
+    auto* eth = rte_pktmbuf_mtod(m, uint8_t*);
+    if (src_word != 0) [[likely]] {
+      std::memcpy(eth, &head, 8);
+      std::memcpy(eth + 8, &tail, 4);
+    } else {  // the port's MAC is unknown: the source stays as it is
+      std::memcpy(eth, &dst_word, RTE_ETHER_ADDR_LEN);
+    }
+    ++resolved;
+  };
+  // Resolves entry `id` for a packet: rewrites it (and remembers the entry) or applies the
+  // unresolved policy. Returns whether it was resolved.
+  auto resolve = [&](rte_mbuf* m, uint16_t port, uint32_t id, const NeighbourKey* key) noexcept {
+    if (id == NeighbourTable::kNotFound) {
+      ++unresolved_n;
+      unresolved(m, key, id, now);
+      return false;
+    }
+    NeighbourEntry& e = table_->entry(id);
+    const uint64_t word = e.word.load(std::memory_order_relaxed);
+    if (!(word & NeighbourEntry::kResolved)) {
+      ++unresolved_n;
+      unresolved(m, key, id, now);
+      return false;
+    }
+    if (e.used.load(std::memory_order_relaxed) == 0) e.used.store(1, std::memory_order_relaxed);
+    dst_word = word;
+    prepare(port);
+    rewrite(m, port);
+    return true;
+  };
+
   // Raw storage: NeighbourKey's member initialisers would zero all of it on every call.
   alignas(NeighbourKey) unsigned char key_bytes[kBatch][sizeof(NeighbourKey)];
   auto key_at = [&](unsigned k) { return reinterpret_cast<NeighbourKey*>(key_bytes[k]); };
   const NeighbourKey* key_ptrs[kBatch];
+  KeyWords key_words[kBatch];
   uint32_t found[kBatch];
+  uint8_t waiting[kBatch];  // packets of the batch that wait for the bulk lookup
+  uint8_t key_of[kBatch];   // ... and the key each one waits for
 
   for (size_t base = 0; base < pkts.size(); base += kBatch) {
     const unsigned n = static_cast<unsigned>(std::min<size_t>(kBatch, pkts.size() - base));
     rte_mbuf** batch = pkts.data() + base;
-    unsigned nkeys = 0;
-    KeyWords last{};
+    unsigned nwait = 0, nkeys = 0;
+    bool looked_up = false;
     for (unsigned i = 0; i < n; ++i) {
       rte_mbuf* m = batch[i];
       const PacketMeta& pm = meta(m);
-      key_of[i] = -1;
-      if (pm.out_port >= nports) {  // kNoPort: no stage placed it
-        ids[i] = kUnplaced;
-        continue;
-      }
-      ids[i] = pm.nexthop;
-      out_port[i] = pm.out_port;
-      if (pm.nexthop < kNextHopConnected) continue;
-      // Connected destination (or placed by a stage that chose no next hop): the next hop is
-      // the destination itself. Runs of packets to one destination share a lookup.
-      KeyWords k;
-      if (!destination_key(m, pm.out_port, k)) {
-        ids[i] = kUnplaced;
-        continue;
-      }
-      if (nkeys > 0 && k == last) {
-        key_of[i] = static_cast<int8_t>(nkeys - 1);
-        continue;
-      }
-      last = k;
-      k.store(*key_at(nkeys));
-      key_ptrs[nkeys] = key_at(nkeys);
-      key_of[i] = static_cast<int8_t>(nkeys++);
-    }
-    if (nkeys > 0) table_->find_bulk(key_ptrs, nkeys, found);
-
-    for (unsigned i = 0; i < n; ++i) {
-      rte_mbuf* m = batch[i];
-      uint32_t id = key_of[i] >= 0 ? found[key_of[i]] : ids[i];
-      if (id == kUnplaced) {
+      const uint16_t port = pm.out_port;
+      if (port >= nports) {  // kNoPort: no stage placed it
         ++unplaced;
         continue;
       }
-      const NeighbourKey* key = key_of[i] >= 0 ? key_at(key_of[i]) : nullptr;
-      if (id == NeighbourTable::kNotFound) {
-        ++unresolved_n;
-        unresolved(m, key, id, now);
+      if (pm.nexthop < kNextHopConnected) {  // a gateway: its entry, no hash lookup
+        if (pm.nexthop == last_id) {
+          rewrite(m, port);
+        } else if (resolve(m, port, pm.nexthop, nullptr)) {
+          last_id = pm.nexthop;
+          have_last_key = false;
+        }
         continue;
       }
-      NeighbourEntry& e = table_->entry(id);
-      const uint64_t word = e.word.load(std::memory_order_relaxed);
-      if (!(word & NeighbourEntry::kResolved)) {
-        ++unresolved_n;
-        unresolved(m, key, id, now);
+      // Connected destination (or placed by a stage that chose no next hop): the next hop is
+      // the destination itself.
+      KeyWords k;
+      if (!destination_key(m, port, k)) {
+        ++unplaced;
         continue;
       }
-      if (e.used.load(std::memory_order_relaxed) == 0) e.used.store(1, std::memory_order_relaxed);
-      rte_ether_hdr* eth = pkt::eth(m);
-      std::memcpy(eth->dst_addr.addr_bytes, &word, RTE_ETHER_ADDR_LEN);
-      if (const uint64_t src = port_mac_[out_port[i]]; src != 0)
-        std::memcpy(eth->src_addr.addr_bytes, &src, RTE_ETHER_ADDR_LEN);
-      ++resolved;
+      if (have_last_key && k == last_key) {
+        rewrite(m, port);
+        continue;
+      }
+      if (!looked_up) {
+        // The batch's first miss is looked up now, so that the packets behind it to the same
+        // destination find it remembered; later misses wait for one bulk lookup.
+        looked_up = true;
+        NeighbourKey& key = *key_at(0);
+        k.store(key);
+        if (resolve(m, port, table_->find(key), &key)) {
+          last_key = k;
+          have_last_key = true;
+          last_id = NeighbourTable::kNotFound;
+          continue;
+        }
+        // Unresolved: the unresolved policy was applied to this packet; the next ones to
+        // this destination wait for the bulk lookup like any other miss.
+        continue;
+      }
+      if (nkeys == 0 || !(k == key_words[nkeys - 1])) {
+        key_words[nkeys] = k;
+        k.store(*key_at(nkeys));
+        key_ptrs[nkeys] = key_at(nkeys);
+        ++nkeys;
+      }
+      waiting[nwait] = static_cast<uint8_t>(i);
+      key_of[nwait++] = static_cast<uint8_t>(nkeys - 1);
+    }
+    if (nwait == 0) continue;
+    table_->find_bulk(key_ptrs, nkeys, found);
+    for (unsigned w = 0; w < nwait; ++w) {
+      rte_mbuf* m = batch[waiting[w]];
+      const unsigned k = key_of[w];
+      if (resolve(m, meta(m).out_port, found[k], key_at(k))) {
+        last_key = key_words[k];
+        have_last_key = true;
+        last_id = NeighbourTable::kNotFound;
+      }
     }
   }
   LcoreState& st = lcores_[env.slot()];

@@ -105,6 +105,7 @@ class TxAdapter final : public EgressSink {
   HookTable* hooks_;
   std::vector<Buffer> tx_;         // by out_port
   std::vector<Buffer> to_kernel_;  // by ingress port
+  uint64_t tx_ports_ = 0;          // bit i: ports_[i] has a port
   uint64_t tx_dirty_ = 0;
   uint64_t kernel_dirty_ = 0;
   uint16_t ndropped_ = 0;

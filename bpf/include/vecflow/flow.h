@@ -27,20 +27,21 @@ struct vf_flow_key {
 
 /* The hash is computed on every packet, in XDP and in user space, so it is built for a short
  * dependency chain rather than a chain of per-word mixing rounds (murmur3 over the key's ten
- * words took ~90 cycles of latency per packet): each address folds to 32 bits with its four
- * words multiplied by independent odd constants (in parallel), the ordered endpoints and the
- * ports, protocol and version form two 64-bit words, and murmur3's 64-bit finaliser mixes
- * their combination so that every input bit reaches every output bit, low and high. Users
- * take low bits (the rx adapter's flow bucket) and high bits (ECMP's next hop) alike. */
+ * words took ~90 cycles of latency per packet): each address folds to 32 bits (an IPv4
+ * address is its own fold; IPv6's last three words are multiplied by independent odd
+ * constants, in parallel, and added to the first), the ordered endpoints and the ports,
+ * protocol and version form two 64-bit words, and murmur3's 64-bit finaliser mixes their
+ * combination so that every input bit reaches every output bit, low and high. Users take low
+ * bits (the rx adapter's flow bucket) and high bits (ECMP's next hop) alike. */
 VF_INLINE __u32 vf_addr_hash(const __u32 a[4]) {
-  __u64 h = (__u64)a[0] * 0x9e3779b97f4a7c15ull + (__u64)a[1] * 0xc2b2ae3d27d4eb4full +
-            (__u64)a[2] * 0x165667b19e3779f9ull + (__u64)a[3] * 0xd6e8feb86659fd93ull;
-  return (__u32)(h >> 32);
+  __u64 h = (__u64)a[1] * 0xc2b2ae3d27d4eb4full + (__u64)a[2] * 0x165667b19e3779f9ull +
+            (__u64)a[3] * 0xd6e8feb86659fd93ull;
+  return a[0] + (__u32)(h >> 32);
 }
 
 /* vf_addr_hash of an IPv4 address (word 0; words 1..3 zero). */
 VF_INLINE __u32 vf_addr4_hash(__u32 a) {
-  return (__u32)(((__u64)a * 0x9e3779b97f4a7c15ull) >> 32);
+  return a;
 }
 
 VF_INLINE __u64 vf_fmix64(__u64 x) {
