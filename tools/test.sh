@@ -1,47 +1,81 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian 12 machine: installs what is missing, configures,
-# builds and runs every test (unit, BPF, integration), then the same unit and integration
-# tests again in an ASan+UBSan build, then the libFuzzer targets for a short fixed time each
-# in a clang build of their own (build-fuzz; README "Fuzzing").
+# builds and runs every test (unit, BPF, integration, benchmark smoke runs), then the
+# sanitizer build (clang, ASan+UBSan, coverage instrumentation) runs the unit and BPF tests,
+# the integration tests labelled "sanitize" and the libFuzzer targets (README "Fuzzing").
+# At the end it prints how long each stage took.
 #
 #   tools/test.sh              everything
-#   tools/test.sh --fast       skip the sanitizer and fuzz builds
+#   tools/test.sh --fast       skip the sanitizer build
+#   tools/test.sh --quick      unit tests only, in the default build (the edit-compile-test loop)
 #   tools/test.sh -- -R steer  extra arguments after -- go to ctest (not to the fuzz stage)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-sanitize=1
+mode=full
 ctest_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --fast) sanitize=0 ;;
+    --fast) mode=fast ;;
+    --quick) mode=quick ;;
     --) shift; ctest_args=("$@"); break ;;
-    *) echo "usage: $0 [--fast] [-- ctest args]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--fast|--quick] [-- ctest args]" >&2; exit 2 ;;
   esac
   shift
 done
 
-tools/setup.sh
+stages=()
+stage() {  # name command...: runs the command, records its duration, stops the script on failure
+  local name=$1 start=$SECONDS rc=0
+  shift
+  "$@" || rc=$?
+  stages+=("$(printf '%-34s %5d s%s' "$name" $((SECONDS - start)) "$([ $rc = 0 ] || echo "  FAILED ($rc)")")")
+  if [ $rc != 0 ]; then
+    report
+    exit $rc
+  fi
+}
+report() {
+  echo "test.sh: time per stage"
+  printf '  %s\n' "${stages[@]}"
+  printf '  %-34s %5d s\n' total "$SECONDS"
+}
+
 jobs=$(nproc)
+# Unit and BPF tests run side by side; integration tests and benchmarks hold RUN_SERIAL (they
+# share the machine's lcores and time themselves), so -j never overlaps them.
+ctest_run() {  # build-dir ctest-args...
+  local dir=$1
+  shift
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" "$@")
+}
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$jobs"
-(cd build && ctest --output-on-failure --timeout 600 "${ctest_args[@]}")
-
-if [ "$sanitize" = 1 ]; then
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DVECFLOW_SANITIZE=ON >/dev/null
-  cmake --build build-asan -j "$jobs"
-  # Benchmarks measure speed, which a sanitizer build does not represent.
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0 \
-     LSAN_OPTIONS="suppressions=$PWD/../tests/sanitizer/lsan.supp" \
-     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-     ctest --output-on-failure --timeout 900 -LE bench "${ctest_args[@]}")
-
-  # Each fuzz target runs VECFLOW_FUZZ_SECONDS (20 s) from its seed corpus; a crash, a leak or
-  # a broken invariant fails its test and leaves the input in build-fuzz/tests/fuzz/<target>/.
-  cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVECFLOW_FUZZ=ON \
-    -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 >/dev/null
-  cmake --build build-fuzz -j "$jobs" --target fuzz_targets
-  (cd build-fuzz && ctest --output-on-failure -L fuzz)
+stage setup tools/setup.sh
+stage "configure" cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -Wno-dev >/dev/null
+if [ "$mode" = quick ]; then
+  stage "build unit tests" cmake --build build -j "$jobs" --target unit_tests
+  stage "ctest unit" ctest_run build --timeout 300 -L unit "${ctest_args[@]}"
+  report
+  echo "test.sh: unit tests passed (--quick: no BPF, integration, sanitizer or fuzz stages)"
+  exit 0
 fi
+stage "build" cmake --build build -j "$jobs"
+stage "ctest" ctest_run build --timeout 600 "${ctest_args[@]}"
+
+if [ "$mode" = full ]; then
+  # One clang build for the sanitizers and the fuzz targets (tools/cmake/VecflowOptions.cmake).
+  stage "configure sanitizer" cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DVECFLOW_FUZZ=ON -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 >/dev/null
+  stage "build sanitizer" cmake --build build-san -j "$jobs"
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0
+  export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizer/lsan.supp"
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  stage "ctest sanitizer" ctest_run build-san --timeout 900 -L 'unit|bpf|sanitize' \
+    "${ctest_args[@]}"
+  # Each fuzz target runs VECFLOW_FUZZ_SECONDS (20 s) from its seed corpus; a crash, a leak or
+  # a broken invariant fails its test and leaves the input in build-san/tests/fuzz/<target>/.
+  unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
+  stage "fuzz" ctest_run build-san -L fuzz
+fi
+report
 echo "test.sh: all tests passed"

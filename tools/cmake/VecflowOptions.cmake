@@ -11,12 +11,14 @@ if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
   set(CMAKE_BUILD_TYPE RelWithDebInfo CACHE STRING "Build type" FORCE)
 endif()
 
+# The sanitizer build (tools/test.sh): ASan+UBSan on every target, at -O1 (fast enough for the
+# daemon tests, quick to compile). With VECFLOW_FUZZ it also builds the libFuzzer targets of
+# tests/fuzz: clang (17 or later, for C++23 and libFuzzer) then instruments every library for
+# coverage, so one build serves the sanitizer tests and the fuzzing, and the libraries are not
+# compiled a third time.
 option(VECFLOW_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+option(VECFLOW_FUZZ "Also build the libFuzzer targets (clang 17+, implies VECFLOW_SANITIZE)" OFF)
 option(VECFLOW_WERROR "Treat warnings as errors" ON)
-# The libFuzzer targets of tests/fuzz, in a configuration of their own: clang (19, for C++23)
-# with coverage instrumentation and ASan+UBSan on every library, and only the fuzz targets
-# among the tests.
-option(VECFLOW_FUZZ "Build the libFuzzer targets (clang, ASan+UBSan, coverage)" OFF)
 
 add_compile_options(-Wall -Wextra)
 # The project's libraries are static and end up only in its executables, so thread-locals
@@ -27,31 +29,27 @@ if(VECFLOW_WERROR)
   add_compile_options(-Werror)
 endif()
 
-if(VECFLOW_SANITIZE)
-  # Frame pointers keep ASan's stacks readable; recover=0 makes the first UB finding fatal,
-  # so a sanitizer run cannot pass with a report buried in its log.
-  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=all
-                      -fno-omit-frame-pointer)
-  add_link_options(-fsanitize=address,undefined)
-  add_compile_definitions(VECFLOW_SANITIZE=1)
-endif()
-
 if(VECFLOW_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang" OR CMAKE_CXX_COMPILER_VERSION VERSION_LESS 17)
     message(FATAL_ERROR "VECFLOW_FUZZ needs clang 17 or later with libFuzzer: "
                         "apt-get install clang-19 libclang-rt-19-dev and configure with "
                         "-DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19")
   endif()
-  if(VECFLOW_SANITIZE)
-    message(FATAL_ERROR "VECFLOW_FUZZ already builds with ASan+UBSan; leave VECFLOW_SANITIZE off")
-  endif()
+  set(VECFLOW_SANITIZE ON CACHE BOOL "" FORCE)
   # fuzzer-no-link instruments the libraries for coverage-guided search; only the fuzz targets
-  # link libFuzzer's main (tests/fuzz). recover=0: a UB finding is a crash the fuzzer keeps.
-  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-                      -fno-omit-frame-pointer)
-  add_link_options(-fsanitize=address,undefined)
-  add_compile_definitions(VECFLOW_SANITIZE=1)
+  # link libFuzzer's main (tests/fuzz).
+  add_compile_options(-fsanitize=fuzzer-no-link)
   # clang flags the deprecated get_temporary_buffer inside libstdc++ 12's own std::stable_sort
   # when our code instantiates it: a warning about the system header, not about our code.
   add_compile_options(-Wno-error=deprecated-declarations)
+endif()
+
+if(VECFLOW_SANITIZE)
+  # Frame pointers keep ASan's stacks readable; recover=0 makes the first UB finding fatal,
+  # so a sanitizer run cannot pass with a report buried in its log (and the fuzzer keeps it as
+  # a crash). -O1 comes after the build type's flags and wins.
+  add_compile_options(-O1 -fsanitize=address,undefined -fno-sanitize-recover=all
+                      -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+  add_compile_definitions(VECFLOW_SANITIZE=1)
 endif()
