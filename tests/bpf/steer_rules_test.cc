@@ -294,8 +294,11 @@ TEST(SteerRules, SwapUnderTrafficNeverShowsAHalfAppliedSet) {
     // while the main thread swaps.
     while (!stop.load()) {
       for (const auto& f : frames) {
-        LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = f.data(),
-                    .data_size_in = uint32_t(f.size()), .repeat = 64);
+        bpf_test_run_opts opts{};  // field by field, as in harness.h
+        opts.sz = sizeof(opts);
+        opts.data_in = f.data();
+        opts.data_size_in = uint32_t(f.size());
+        opts.repeat = 64;
         if (bpf_prog_test_run_opts(h.program().prog_fd(), &opts) == 0) sent += 64;
       }
     }

@@ -37,6 +37,14 @@ Daemon::Daemon(const Lab& lab, const std::string& binary, const std::string& con
                const std::string& log) {
   pid_ = fork();
   if (pid_ == 0) {
+    // Started as a service manager starts it: default dispositions and nothing blocked. (A
+    // thread of the test inside system() has SIGINT ignored process-wide, which a child would
+    // inherit through exec.)
+    for (int sig : {SIGINT, SIGQUIT, SIGTERM, SIGHUP})
+      ::signal(sig, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, 1);
     dup2(fd, 2);
@@ -47,12 +55,25 @@ Daemon::Daemon(const Lab& lab, const std::string& binary, const std::string& con
   }
 }
 
+namespace {
+// The exit status, or -1 for a process that died of a signal (stored in `signal`).
+int exit_code(int status, int& signal) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) signal = WTERMSIG(status);
+  return -1;
+}
+}  // namespace
+
 bool Daemon::alive() const {
   if (pid_ <= 0 || exit_status_) return false;
   int status = 0;
   if (waitpid(pid_, &status, WNOHANG) != pid_) return true;
-  exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  exit_status_ = exit_code(status, term_signal_);
   return false;
+}
+
+void Daemon::signal(int sig) const {
+  if (alive()) kill(pid_, sig);
 }
 
 bool Daemon::wait_ready(const std::string& socket) {
@@ -70,23 +91,24 @@ bool Daemon::wait_ready(const std::string& socket) {
   return false;
 }
 
-int Daemon::stop() {
+int Daemon::stop(int sig) {
   if (pid_ <= 0) return -1;
   if (!alive()) {
     pid_ = -1;
     return *exit_status_;
   }
-  kill(pid_, SIGTERM);
+  kill(pid_, sig);
   int status = 0;
   for (int i = 0; i < 200; ++i) {
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      return exit_code(status, term_signal_);
     }
     std::this_thread::sleep_for(50ms);
   }
   kill(pid_, SIGKILL);
   waitpid(pid_, &status, 0);
+  term_signal_ = SIGKILL;
   pid_ = -1;
   return -1;
 }

@@ -1,6 +1,7 @@
 // Running vecflowd and command lines from integration tests.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <optional>
@@ -34,12 +35,17 @@ class Daemon {
   bool alive() const;
   // Waits (up to 30 s) until the control socket accepts a connection.
   bool wait_ready(const std::string& socket);
-  // SIGTERM, then SIGKILL after 10 s; returns the exit status, -1 if it had to be killed.
-  int stop();
+  // `sig` (SIGTERM by default), then SIGKILL after 10 s; returns the exit status, -1 if it
+  // died of a signal or had to be killed (then killed_by_signal() says which signal ended it).
+  int stop(int sig = SIGTERM);
+  // Sends a signal and leaves the process running (SIGHUP: reload).
+  void signal(int sig) const;
+  int killed_by_signal() const { return term_signal_; }
 
  private:
   pid_t pid_ = -1;
   mutable std::optional<int> exit_status_;  // set when alive() reaped the process
+  mutable int term_signal_ = 0;             // the signal that ended it, if one did
 };
 
 }  // namespace vecflow::test

@@ -11,8 +11,9 @@ if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
   set(CMAKE_BUILD_TYPE RelWithDebInfo CACHE STRING "Build type" FORCE)
 endif()
 
-# The sanitizer build (tools/test.sh): ASan+UBSan on every target, at -O1 (fast enough for the
-# daemon tests, quick to compile). With VECFLOW_FUZZ it also builds the libFuzzer targets of
+# The sanitizer build (tools/test.sh, a Debug build: -O0 compiles the template-heavy control
+# plane in half the time -O1 takes, and the sanitizer tests are the short ones): ASan+UBSan on
+# every target. With VECFLOW_FUZZ it also builds the libFuzzer targets of
 # tests/fuzz: clang (17 or later, for C++23 and libFuzzer) then instruments every library for
 # coverage, so one build serves the sanitizer tests and the fuzzing, and the libraries are not
 # compiled a third time.
@@ -47,8 +48,8 @@ endif()
 if(VECFLOW_SANITIZE)
   # Frame pointers keep ASan's stacks readable; recover=0 makes the first UB finding fatal,
   # so a sanitizer run cannot pass with a report buried in its log (and the fuzzer keeps it as
-  # a crash). -O1 comes after the build type's flags and wins.
-  add_compile_options(-O1 -fsanitize=address,undefined -fno-sanitize-recover=all
+  # a crash).
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=all
                       -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)
   add_compile_definitions(VECFLOW_SANITIZE=1)

@@ -344,7 +344,8 @@ int run_recv(const RecvOptions& opt) {
           } else {
             ++reordered;
           }
-          fs.max_seen = fs.seen ? std::max(fs.max_seen, p.seq) : p.seq;
+          const uint32_t seq = p.seq;  // std::max binds references; the header is packed
+          fs.max_seen = fs.seen ? std::max(fs.max_seen, seq) : seq;
           fs.seen = true;
           ++received;
           bytes += ph->tp_len;
@@ -451,8 +452,11 @@ int run_pcap(const PcapOptions& opt) {
   pcap_close(dead);
   if (!ok) die(fmt::format("{}: write failed", opt.out));
   if (opt.json) {
-    nlohmann::json j = {{"file", opt.out}, {"frames", opt.flows}, {"flows", opt.flows},
-                        {"frame_size", spec.frame_size}, {"bytes", bytes}};
+    nlohmann::json j = {{"file", opt.out},
+                        {"frames", opt.flows},
+                        {"flows", opt.flows},
+                        {"frame_size", spec.frame_size},
+                        {"bytes", bytes}};
     std::cout << j.dump() << "\n";
   } else {
     std::cout << fmt::format("wrote {} frames ({} flows, {} B) to {}\n", opt.flows, opt.flows,

@@ -98,6 +98,16 @@ int main(int argc, char** argv) {
     return rc;
   }
 
+  // Before the file is read (100 000 steering rules take seconds to load): a stop asked for
+  // from here on ends the process with status 0 once the current step is done.
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  sa.sa_handler = on_hangup;
+  sigaction(SIGHUP, &sa, nullptr);
+
   // An absolute path, so status names the file wherever vecflowctl runs and SIGHUP re-reads
   // the same file whatever the daemon's working directory becomes.
   auto cfg = config_path.empty()
@@ -108,14 +118,10 @@ int main(int argc, char** argv) {
   vecflow::log::init(vecflow::spdlog_level(cfg->logging.level));
   auto log = vecflow::log::get("app");
   log->info("vecflowd {} starting", vecflow::kVersion);
-
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  sa.sa_handler = on_hangup;
-  sigaction(SIGHUP, &sa, nullptr);
+  if (g_stop_requested) {
+    log->info("stop requested while the file was read: stopped before starting");
+    return 0;
+  }
 
   auto app = vecflow::Appliance::create(std::move(*cfg));
   if (!app) {

@@ -78,8 +78,9 @@ rte_mbuf* make_frame(const FrameSpec& s) {
     h->packet_id = rte_cpu_to_be_16(0x1234);
     h->time_to_live = s.ttl;
     h->next_proto_id = s.proto;
-    std::memcpy(&h->src_addr, src.bytes.data(), 4);
-    std::memcpy(&h->dst_addr, dst.bytes.data(), 4);
+    // Through byte pointers: the header struct is packed.
+    std::memcpy(p + l2 + offsetof(rte_ipv4_hdr, src_addr), src.bytes.data(), 4);
+    std::memcpy(p + l2 + offsetof(rte_ipv4_hdr, dst_addr), dst.bytes.data(), 4);
     h->hdr_checksum = rte_ipv4_cksum(h);
   } else {
     auto* h = reinterpret_cast<rte_ipv6_hdr*>(p + l2);

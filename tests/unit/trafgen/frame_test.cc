@@ -67,8 +67,8 @@ TEST(TrafgenFrame, ChecksumsHoldAfterEveryStamp) {
           }
           PayloadHeader p;
           ASSERT_TRUE(read_payload(f.bytes.data(), f.bytes.size(), p));
-          EXPECT_EQ(p.flow, 7u);
-          EXPECT_EQ(p.seq, seq);
+          EXPECT_EQ(uint32_t{p.flow}, 7u);  // copied: the header is packed
+          EXPECT_EQ(decltype(seq){p.seq}, seq);
         }
       }
     }
