@@ -27,7 +27,7 @@
   X(TCP_TRUNCATED, "tcp_truncated", "frame ends inside the TCP header")                     \
   X(TCP_BAD_DOFF, "tcp_bad_doff", "TCP data offset below 5 words or past the segment")      \
   X(UDP_TRUNCATED, "udp_truncated", "frame ends inside the UDP header")                     \
-  X(UDP_BAD_LEN, "udp_bad_len", "UDP length below 8 or past the IP payload")                \
+  X(UDP_BAD_LEN, "udp_bad_len", "UDP length below 8 or past an unfragmented payload")       \
   X(ICMP_TRUNCATED, "icmp_truncated", "frame ends inside the ICMP/ICMPv6 header")           \
   X(FRAME_TOO_BIG, "frame_too_big", "frame larger than the buffer or MTU it must fit")      \
   /* Policy: the operator's configuration decided to drop. */                               \
