@@ -530,6 +530,11 @@ RouteStage read_route_stage(Ctx& ctx, MapReader& m) {
   bool fk = false;
   if (m.get("from_kernel", fk)) s.from_kernel = s.from_kernel || fk;
   m.get("icmp_time_exceeded", s.icmp_time_exceeded);
+  if (m.has("checks")) {
+    MapReader c(ctx, m.child("checks"), m.key_path("checks"), {"ipv4_checksum", "martians"});
+    c.get("ipv4_checksum", s.checks.ipv4_checksum);
+    c.get("martians", s.checks.martians);
+  }
   return s;
 }
 
@@ -639,7 +644,7 @@ void read_pipeline(Ctx& ctx, const YAML::Node& n, std::vector<StageConfig>& out)
     auto extra = [&](std::initializer_list<std::string_view> keys) {
       allowed.insert(allowed.end(), keys);
     };
-    if (type == "route") extra({"routes", "from_kernel", "icmp_time_exceeded"});
+    if (type == "route") extra({"routes", "from_kernel", "icmp_time_exceeded", "checks"});
     if (type == "neighbour") extra({"static", "from_kernel", "unresolved"});
     if (type == "acl") extra({"default", "rules"});
     if (type == "l2") extra({"ports"});

@@ -55,7 +55,11 @@
   X(TX_ERROR, "tx_error", "device reported a transmit error")                               \
   X(NO_KERNEL_PATH, "no_kernel_path", "kernel verdict on a port without a kernel path")     \
   /* The end of the pipeline (sched/tx_adapter.h). */                                       \
-  X(BAD_VERDICT, "bad_verdict", "pipeline ended without a usable verdict")
+  X(BAD_VERDICT, "bad_verdict", "pipeline ended without a usable verdict")                  \
+  /* What a router must not forward (RFC 1812, RFC 4291): the route stage's checks. */      \
+  X(IPV4_BAD_CHECKSUM, "ipv4_bad_checksum", "IPv4 header checksum is wrong")                \
+  X(MARTIAN_SOURCE, "martian_source", "source multicast, loopback, reserved, unspecified")  \
+  X(MARTIAN_DESTINATION, "martian_destination", "destination loopback, unspecified or link-local")
 
 enum vf_drop_reason {
 #define VF_DROP_ENUM(name, wire, text) VF_DROP_##name,

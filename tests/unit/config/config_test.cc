@@ -324,6 +324,34 @@ TEST(ConfigLoad, HundredThousandSteeringRulesLoad) {
   EXPECT_EQ(cfg->steering.rules.back().name, fmt::format("b{}", kRules - 1));
 }
 
+// The route stage's RFC 1812 checks are on unless the file switches one off.
+TEST(ConfigLoad, RouteChecksAreOnUnlessSwitchedOff) {
+  const auto checks = [](const std::string& route) {
+    auto cfg = load_config_text(
+        "ports: [{name: a, type: afxdp, interface: eth0}]\npipeline:\n  - " + route + "\n",
+        "t.yaml");
+    EXPECT_TRUE(cfg) << errors_text(cfg.error());
+    return cfg ? std::get<RouteStage>(cfg->pipeline[0].params).checks : RouteChecks{};
+  };
+  auto c = checks("{stage: route}");
+  EXPECT_TRUE(c.ipv4_checksum && c.martians);
+  c = checks("{stage: route, checks: {martians: false}}");
+  EXPECT_TRUE(c.ipv4_checksum);
+  EXPECT_FALSE(c.martians);
+  c = checks("{stage: route, checks: {ipv4_checksum: false, martians: true}}");
+  EXPECT_FALSE(c.ipv4_checksum);
+  EXPECT_TRUE(c.martians);
+
+  auto typo = load_config_text(
+      "ports: [{name: a, type: afxdp, interface: eth0}]\n"
+      "pipeline: [{stage: route, checks: {martian: false}}]\n",
+      "t.yaml");
+  ASSERT_FALSE(typo);
+  EXPECT_EQ(typo.error()[0].to_string(),
+            "t.yaml:2:36: pipeline[0].checks.martian: unknown key 'martian' (did you mean "
+            "'martians'?)");
+}
+
 TEST(ConfigLoad, EcmpRouteAndStageNames) {
   auto cfg = load_config_text(
       "ports: [{name: a, type: afxdp, interface: eth0}]\n"
