@@ -129,7 +129,11 @@ void write_pcap(const std::string& path, std::mt19937_64& rng,
     ip->total_length = rte_cpu_to_be_16(46);
     ip->time_to_live = 64;
     ip->next_proto_id = IPPROTO_UDP;
-    ip->src_addr = static_cast<uint32_t>(rng());
+    // A unicast source: the route stage drops martian ones (0/8, 127/8, 224.0.0.0 and up).
+    uint32_t src = 0;
+    while ((src >> 24) == 0 || (src >> 24) == 127 || src >= 0xe0000000)
+      src = static_cast<uint32_t>(rng());
+    ip->src_addr = rte_cpu_to_be_32(src);
     uint32_t dst = static_cast<uint32_t>(rng());
     if (rng() % 10) {
       const IpPrefix& p = prefixes[rng() % prefixes.size()];

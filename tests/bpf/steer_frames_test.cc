@@ -110,6 +110,15 @@ std::vector<Case> cases() {
       lifted(14, 20, 4, 47));
   add("ipv4 first fragment", FrameBuilder().ipv4(A, B, 6, 0, 0x2000).tcp(1, 22).build(),
       {kPass, {}, 1});
+  add("ipv4 first fragment, udp length of the whole datagram: its port rule matches",
+      FrameBuilder()
+          .ipv4(A, B, 17)
+          .fragment4(9, 0, true)
+          .udp(999, 4789)
+          .udp_length(3008)
+          .payload(1472)
+          .build(),
+      lifted(14, 20, 4, 17, VF_META_FRAGMENT, 5));
   add("ipv4 later fragment: no L4, port rule does not match",
       FrameBuilder().ipv4(A, B, 6, 0, 0x0010).payload(20).build(),
       lifted(14, 20, 4, 6, VF_META_FRAGMENT | VF_META_LATER_FRAG));
@@ -148,6 +157,15 @@ std::vector<Case> cases() {
       {kPass, {}, 1});
   add("ipv6 first fragment",
       FrameBuilder().ipv6(A6, B6, 44).ext6(44, 17, 8, 0).udp(1, 5002).build(), {kTx, {}, 3});
+  add("ipv6 first fragment, udp length of the whole datagram",
+      FrameBuilder()
+          .ipv6(A6, B6, 44)
+          .fragment6(17, 9, 0, true)
+          .udp(1, 5002)
+          .udp_length(3008)
+          .payload(1440)
+          .build(),
+      {kTx, {}, 3});
   add("ipv6 later fragment", FrameBuilder().ipv6(A6, B6, 44).ext6(44, 17, 8, 50).payload(8).build(),
       lifted(14, 48, 6, 17, VF_META_FRAGMENT | VF_META_LATER_FRAG));
   {

@@ -179,53 +179,101 @@ void ipv4(Cases& c) {
           v4(FrameBuilder().ipv4(A, B, 6, 40).tcp(1, 2))});
 }
 
-// IPv4 fragments with identification `id`, flags/offset word `frag`.
-Bytes frag4(uint8_t proto, uint16_t frag, uint16_t id, size_t payload, bool udp_header) {
+// Fragments as a stack sends them over a 1500-byte MTU: one datagram of kDatagram bytes (an L4
+// header and its payload, e.g. a large DNS answer or `ping -s 3000`) cut into pieces of
+// kFragData4 (IPv4) or kFragData6 (IPv6) bytes, the last one shorter. Only the first fragment
+// holds the L4 header, and a UDP header there carries the length of the whole datagram, which
+// the fragment's own IP length does not cover.
+constexpr size_t kDatagram = 3008;
+constexpr size_t kFragData4 = 1500 - 20;
+constexpr size_t kFragData6 = (1500 - 40 - 8) / 8 * 8;
+
+// Appends the L4 header of a first fragment of a `datagram`-byte datagram; returns its size.
+size_t first_header(FrameBuilder& b, uint8_t proto, size_t datagram) {
+  switch (proto) {
+    case 17:
+      b.udp(40000, 53).udp_length(uint16_t(datagram));
+      return 8;
+    case 6:
+      b.tcp(40000, 443);
+      return 20;
+    default:
+      b.icmp(proto == 58 ? 128 : 8);
+      return 8;
+  }
+}
+
+// The fragment of datagram `id` that carries `data` bytes from `offset` (a multiple of 8).
+Bytes frag4(uint8_t proto, uint16_t id, size_t offset, size_t data, bool more,
+            size_t datagram = kDatagram) {
   FrameBuilder b;
-  b.ipv4(A, B, proto, 0, frag);
-  if (udp_header) b.udp(40000, 53);
-  b.payload(payload);
-  return v4_edit(b, [&](Bytes& f) { FrameBuilder::set16(f, 14 + 4, id); });
+  b.ipv4(A, B, proto).fragment4(id, uint16_t(offset / 8), more);
+  const size_t header = offset == 0 ? first_header(b, proto, datagram) : 0;
+  return v4(b.payload(data - header));
+}
+Bytes frag6(uint8_t proto, uint32_t id, size_t offset, size_t data, bool more,
+            size_t datagram = kDatagram) {
+  FrameBuilder b;
+  b.ipv6(A6, B6, 44).fragment6(proto, id, uint16_t(offset / 8), more);
+  const size_t header = offset == 0 ? first_header(b, proto, datagram) : 0;
+  return b.payload(data - header).build();
 }
 
 void fragments(Cases& c) {
-  constexpr uint16_t MF = 0x2000;
+  // RFC 1858's tiny fragment: the first 8 bytes of a TCP header (the ports and the sequence
+  // number), the rest of the header left to the next fragment.
+  FrameBuilder tiny4;
+  tiny4.ipv4(A, B, 6).fragment4(0x1002, 0, true).tcp(40000, 443).ip_length(20 + 8);
+  Bytes tiny4_frame = v4(tiny4, 14 + 20 + 8);
+  tiny4_frame.resize(60, 0);  // Ethernet padding
+  FrameBuilder tiny6;
+  tiny6.ipv6(A6, B6, 44).fragment6(6, 0x2003, 0, true).tcp(40000, 443).ip_length(8 + 8);
+
   c.both("ipv4_fragment_first", kAccept,
-         "MF set, offset 0, the UDP header inside: classified on its ports",
-         {frag4(17, MF, 0x1001, 1472, true)});
+         fmt::format("first fragments (MF, offset 0, {} bytes of data) of {}-byte UDP, TCP and "
+                     "ICMP echo datagrams; the UDP length counts the whole datagram: classified "
+                     "on their ports",
+                     kFragData4, kDatagram),
+         {frag4(17, 0x1001, 0, kFragData4, true), frag4(6, 0x1004, 0, kFragData4, true),
+          frag4(1, 0x1005, 0, kFragData4, true)});
   c.both("ipv4_fragment_first_tiny", drop(D::TCP_TRUNCATED),
          "MF set, offset 0, 8 bytes of TCP (RFC 1858 tiny fragment): the ports are in the "
          "fragment but the header is not whole",
-         {frag4(6, MF, 0x1002, 8, false)});
+         {tiny4_frame});
   c.both("ipv4_fragment_middle", kAccept,
-         "MF set, offset 1480 bytes: no L4 header, classified on addresses and protocol",
-         {frag4(17, MF | 185, 0x1001, 1480, false)});
-  c.both("ipv4_fragment_last", kAccept, "MF clear, offset 2960 bytes",
-         {frag4(17, 370, 0x1001, 40, false)});
+         fmt::format("MF set, offset {}: no L4 header, classified on addresses and protocol",
+                     kFragData4),
+         {frag4(17, 0x1001, kFragData4, kFragData4, true)});
+  c.both("ipv4_fragment_last", kAccept,
+         fmt::format("MF clear, offset {}: the datagram's last {} bytes", 2 * kFragData4,
+                     kDatagram - 2 * kFragData4),
+         {frag4(17, 0x1001, 2 * kFragData4, kDatagram - 2 * kFragData4, false)});
   c.both("ipv4_fragment_overlapping", kAccept,
-         "two fragments of one datagram whose data overlap (bytes 8-31): forwarded as they "
-         "come, reassembly (and RFC 5722-style rejection) is the receiver's",
-         {frag4(17, MF, 0x1003, 16, true), frag4(17, 1, 0x1003, 24, false)});
+         "two fragments of one 48-byte UDP datagram whose data overlap (bytes 8-23): forwarded "
+         "as they come, reassembly (and RFC 5722-style rejection) is the receiver's",
+         {frag4(17, 0x1003, 0, 24, true, 48), frag4(17, 0x1003, 8, 40, false, 48)});
 
-  auto frag6 = [](uint16_t offset, bool more, uint32_t id, size_t payload, bool udp_header) {
-    FrameBuilder b;
-    b.ipv6(A6, B6, 44).ext6(44, 17, 8, offset);
-    if (udp_header) b.udp(40000, 53);
-    b.payload(payload);
-    Bytes f = b.build();
-    size_t fh = 14 + 40;
-    if (more) f[fh + 3] |= 1;
-    for (int i = 0; i < 4; ++i)
-      f[fh + 4 + i] = uint8_t(id >> (24 - 8 * i));
-    return f;
-  };
-  c.both("ipv6_fragment_first", kAccept, "fragment header, offset 0, M set, the UDP header inside",
-         {frag6(0, true, 0x2001, 1440, true)});
-  c.both("ipv6_fragment_middle", kAccept, "offset 1448 bytes, M set: no L4 header",
-         {frag6(181, true, 0x2001, 1448, false)});
+  c.both("ipv6_fragment_first", kAccept,
+         fmt::format("fragment header, offset 0, M set, {} bytes of data: first fragments of "
+                     "{}-byte UDP, TCP and ICMPv6 echo datagrams; the UDP length counts the "
+                     "whole datagram",
+                     kFragData6, kDatagram),
+         {frag6(17, 0x2001, 0, kFragData6, true), frag6(6, 0x2004, 0, kFragData6, true),
+          frag6(58, 0x2005, 0, kFragData6, true)});
+  c.both("ipv6_fragment_first_tiny", drop(D::TCP_TRUNCATED),
+         "offset 0, M set, 8 bytes of TCP: RFC 8200 wants the whole upper-layer header in the "
+         "first fragment",
+         {tiny6.build(14 + 40 + 8 + 8)});
+  c.both("ipv6_fragment_middle", kAccept, fmt::format("offset {}, M set: no L4 header", kFragData6),
+         {frag6(17, 0x2001, kFragData6, kFragData6, true)});
+  c.both("ipv6_fragment_last", kAccept,
+         fmt::format("offset {}, M clear: the datagram's last {} bytes", 2 * kFragData6,
+                     kDatagram - 2 * kFragData6),
+         {frag6(17, 0x2001, 2 * kFragData6, kDatagram - 2 * kFragData6, false)});
   c.both("ipv6_fragment_overlapping", kAccept,
-         "two fragments of one packet whose data overlap: forwarded as they come",
-         {frag6(0, true, 0x2002, 16, true), frag6(1, false, 0x2002, 24, false)});
+         "two fragments of one 48-byte UDP datagram whose data overlap (bytes 8-23): forwarded "
+         "as they come",
+         {frag6(17, 0x2002, 0, 24, true, 48), frag6(17, 0x2002, 8, 40, false, 48)});
 }
 
 void ipv6(Cases& c) {
@@ -308,12 +356,8 @@ void transport(Cases& c) {
   {
     auto u = udp4(4);
     auto u6 = FrameBuilder().ipv6(A6, B6, 17).udp(40000, 53).payload(4);
-    auto len = [](const FrameBuilder& b, uint16_t l) {
-      Bytes f = b.build();
-      FrameBuilder::set16(f, b.l4() + 4, l);
-      fix_ipv4_checksum(f, b.l3());
-      return f;
-    };
+    // v4() leaves an IPv6 header alone (its version byte reads as IHL 0).
+    auto len = [](FrameBuilder b, uint16_t l) { return v4(b.udp_length(l)); };
     c.both("udp_length_zero", drop(D::UDP_BAD_LEN),
            "UDP length 0 over IPv4 and IPv6 (RFC 2675 jumbograms, the one legal use, are not "
            "supported)",

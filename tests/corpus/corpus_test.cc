@@ -104,11 +104,15 @@ TEST(Corpus, CoversTheIssueList) {
       "ipv4_total_length_below_frame",   // ... and below
       "ipv4_bad_checksum",               // bad checksum
       "ipv4_options",                    // options
-      "ipv4_fragment_first",             // first, middle, overlapping fragments
+      "ipv4_fragment_first",             // first, middle, last, overlapping fragments
+      "ipv4_fragment_first_tiny",        // and a tiny first fragment, IPv4 and IPv6
       "ipv4_fragment_middle",            //
+      "ipv4_fragment_last",              //
       "ipv4_fragment_overlapping",       //
       "ipv6_fragment_first",             //
+      "ipv6_fragment_first_tiny",        //
       "ipv6_fragment_middle",            //
+      "ipv6_fragment_last",              //
       "ipv6_fragment_overlapping",       //
       "ipv6_truncated",                  // IPv6 truncated
       "ipv6_shorter_than_header",        //

@@ -4,7 +4,8 @@
 //
 // CORPUS_DIR gets one pcap per case and MANIFEST; SEED_DIR, if given, gets every frame as a
 // raw file (<case>-<n>), the seeds of the frame fuzz targets. Files of cases that no longer
-// exist are removed from both, so the directories hold exactly the corpus. `ninja corpus-update`
+// exist are removed from both, so the directories hold exactly the corpus (and SEED_DIR the
+// regress-* inputs fuzzing found). `ninja corpus-update`
 // runs it on the source tree; corpus_test checks the committed files equal its output.
 #include <cstdio>
 #include <filesystem>
@@ -76,7 +77,8 @@ int main(int argc, char** argv) {
         names.insert(name);
       }
     }
-    remove_stale(seeds, names, [](const std::string&) { return true; });
+    // Inputs fuzzing found (regress-*) live beside the generated seeds and stay.
+    remove_stale(seeds, names, [](const std::string& n) { return !n.starts_with("regress-"); });
   }
   for (const auto& c : cases)
     frames += c.frames.size();

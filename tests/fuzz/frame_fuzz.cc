@@ -48,7 +48,9 @@ std::optional<DropReason> ref_l4(std::span<const uint8_t> f, size_t off, size_t 
     case 17: {
       if (room < 8) return DropReason::UDP_TRUNCATED;
       size_t len = be16(f, off + 4);
-      if (len < 8 || len > room) return DropReason::UDP_BAD_LEN;
+      // A first fragment's UDP length is the whole datagram's.
+      const bool fragment = p.flags & VF_PARSED_FRAGMENT;
+      if (len < 8 || (!fragment && len > room)) return DropReason::UDP_BAD_LEN;
       p.l4_len = 8;
       break;
     }

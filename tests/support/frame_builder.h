@@ -1,7 +1,8 @@
 // Builds Ethernet frames header by header for parser, XDP and port tests. Lengths (IPv4 total
 // length, IPv6 payload length, UDP length) and next-header fields are filled in by build()
-// from what was appended; a test that wants a lying frame changes the bytes afterwards
-// (set8/set16) or cuts it (build(size)).
+// from what was appended, unless a length was given (ip_length, udp_length: a fragment's UDP
+// length counts the whole datagram, and a test may want a length that lies); a test that
+// wants other lies changes the bytes afterwards (set16) or cuts the frame (build(size)).
 #pragma once
 
 #include <arpa/inet.h>
@@ -9,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +79,13 @@ class FrameBuilder {
     b_.resize(b_.size() + option_bytes, 1);
     return *this;
   }
+  // The IPv4 header's fragment fields, as a stack writes them into each fragment of one
+  // datagram: identification, offset in 8-byte units, more-fragments flag.
+  FrameBuilder& fragment4(uint16_t id, uint16_t offset, bool more) {
+    set16(l3_ + 4, id);
+    set16(l3_ + 6, uint16_t((more ? 0x2000 : 0) | (offset & 0x1fff)));
+    return *this;
+  }
   FrameBuilder& ipv6(std::array<uint8_t, 16> src, std::array<uint8_t, 16> dst, uint8_t next) {
     ethertype(0x86dd);
     l3_ = b_.size();
@@ -108,6 +117,15 @@ class FrameBuilder {
     next_at_ = at;
     return *this;
   }
+  // An IPv6 fragment header (RFC 8200 §4.5) followed by `next`: identification, offset in
+  // 8-byte units, M flag.
+  FrameBuilder& fragment6(uint8_t next, uint32_t id, uint16_t offset, bool more) {
+    ext6(44, next, 8, offset);
+    if (more) b_[next_at_ + 3] |= 1;
+    set16(next_at_ + 4, uint16_t(id >> 16));
+    set16(next_at_ + 6, uint16_t(id));
+    return *this;
+  }
   FrameBuilder& tcp(uint16_t sport, uint16_t dport, size_t option_bytes = 0) {
     l4_ = b_.size();
     put16(sport);
@@ -126,6 +144,16 @@ class FrameBuilder {
     put16(dport);
     put16(0);
     put16(0);
+    return *this;
+  }
+  // The UDP length field as given rather than the bytes after the header.
+  FrameBuilder& udp_length(uint16_t len) {
+    udp_length_ = len;
+    return *this;
+  }
+  // The IPv4 total length or IPv6 payload length as given rather than what follows.
+  FrameBuilder& ip_length(uint16_t len) {
+    ip_length_ = len;
     return *this;
   }
   FrameBuilder& sctp(uint16_t sport, uint16_t dport) {
@@ -158,12 +186,12 @@ class FrameBuilder {
     if (l3_ != npos) {
       size_t ip_total = out.size() - l3_;
       if (v6_) {
-        set16(out, l3_ + 4, uint16_t(ip_total - 40));
+        set16(out, l3_ + 4, ip_length_.value_or(uint16_t(ip_total - 40)));
       } else {
-        set16(out, l3_ + 2, uint16_t(ip_total));
+        set16(out, l3_ + 2, ip_length_.value_or(uint16_t(ip_total)));
       }
     }
-    if (udp_) set16(out, l4_ + 4, uint16_t(out.size() - l4_));
+    if (udp_) set16(out, l4_ + 4, udp_length_.value_or(uint16_t(out.size() - l4_)));
     if (out.size() < 60) out.resize(60, 0);
     if (size != npos) out.resize(size);
     return out;
@@ -188,6 +216,8 @@ class FrameBuilder {
   size_t l4_ = npos;
   bool v6_ = false;
   bool udp_ = false;
+  std::optional<uint16_t> udp_length_;
+  std::optional<uint16_t> ip_length_;
 };
 
 }  // namespace vecflow::test

@@ -218,10 +218,19 @@ struct Route {
   Location where;
 };
 
+// What the route stage checks before it routes a packet (RFC 1812, RFC 4291), each on by
+// default and each dropped under its own reason.
+struct RouteChecks {
+  bool ipv4_checksum = true;  // IPv4 header checksum (§5.2.2): ipv4_bad_checksum
+  bool martians = true;       // martian sources and destinations (§5.3.7, RFC 4291 §2.5):
+                              // martian_source, martian_destination
+};
+
 struct RouteStage {
   std::vector<Route> routes;
   bool from_kernel = false;  // also import the kernel's routing table over netlink
   bool icmp_time_exceeded = false;
+  RouteChecks checks;
 };
 
 enum class Unresolved { Kernel, Drop };

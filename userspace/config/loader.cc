@@ -1,14 +1,20 @@
 // YAML -> ApplianceConfig. Section readers fill the structs and record located errors; the
 // cross-checks between sections live in validate.cc.
+#include <fcntl.h>
 #include <malloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 #include <tuple>
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include "config/config.h"
 #include "config/reader.h"
@@ -524,6 +530,11 @@ RouteStage read_route_stage(Ctx& ctx, MapReader& m) {
   bool fk = false;
   if (m.get("from_kernel", fk)) s.from_kernel = s.from_kernel || fk;
   m.get("icmp_time_exceeded", s.icmp_time_exceeded);
+  if (m.has("checks")) {
+    MapReader c(ctx, m.child("checks"), m.key_path("checks"), {"ipv4_checksum", "martians"});
+    c.get("ipv4_checksum", s.checks.ipv4_checksum);
+    c.get("martians", s.checks.martians);
+  }
   return s;
 }
 
@@ -633,7 +644,7 @@ void read_pipeline(Ctx& ctx, const YAML::Node& n, std::vector<StageConfig>& out)
     auto extra = [&](std::initializer_list<std::string_view> keys) {
       allowed.insert(allowed.end(), keys);
     };
-    if (type == "route") extra({"routes", "from_kernel", "icmp_time_exceeded"});
+    if (type == "route") extra({"routes", "from_kernel", "icmp_time_exceeded", "checks"});
     if (type == "neighbour") extra({"static", "from_kernel", "unresolved"});
     if (type == "acl") extra({"default", "rules"});
     if (type == "l2") extra({"ports"});
@@ -641,7 +652,10 @@ void read_pipeline(Ctx& ctx, const YAML::Node& n, std::vector<StageConfig>& out)
     if (type == "count") extra({"by", "max_flows"});
 
     MapReader m(ctx, item, ip, allowed);
-    if (!m.ok() || !m.require("stage")) return;
+    // The type read again as any string is, so that a list, or bytes that are not UTF-8, are
+    // reported as such rather than repeated as the name of an unknown stage.
+    std::string checked_type;
+    if (!m.ok() || !m.require("stage") || !m.get("stage", checked_type)) return;
     StageConfig st;
     st.where = ctx.at(item);
     st.type = type;
@@ -728,6 +742,71 @@ void read_control(Ctx& ctx, const YAML::Node& n, ControlSection& out) {
   m.get("fault_injection", out.fault_injection);
 }
 
+// yaml-cpp 0.7 refuses a file nested deeper than its parser's recursion limit (2000 levels,
+// four per node: it reads nodes 499 levels deep, mappings and lists inside one another and
+// what the deepest holds, and no 500th) with DeepRecursion, whose message is only "bad file"
+// and whose mark, for flow collections, lies past the closing brackets. On that error the text
+// is parsed again with this handler, which notes the last collection entered at the deepest
+// level reached: the 499th, whose contents the parser would not read, with its exact mark.
+// Only on that error: parsing every file twice would add half again to a large file's load.
+class NestingProbe final : public YAML::EventHandler {
+ public:
+  int deepest() const { return deepest_; }
+  const YAML::Mark& deepest_mark() const { return mark_; }
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    enter(m);
+  }
+  void OnSequenceEnd() override { --depth_; }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    enter(m);
+  }
+  void OnMapEnd() override { --depth_; }
+
+ private:
+  void enter(const YAML::Mark& m) {
+    if (++depth_ >= deepest_) {
+      deepest_ = depth_;
+      mark_ = m;
+    }
+  }
+  int depth_ = 0;
+  int deepest_ = 0;
+  YAML::Mark mark_;
+};
+
+// The error for a file yaml-cpp found nested too deeply: where, and how deep it may go.
+ConfigError too_deep(Ctx& ctx, std::string_view text) {
+  NestingProbe probe;
+  std::istringstream in{std::string(text)};
+  YAML::Parser parser(in);
+  try {
+    parser.HandleNextDocument(probe);
+  } catch (const YAML::DeepRecursion&) {
+    // The same refusal as the first parse's: the probe has seen what it needs.
+  }
+  return ConfigError{ctx.at(probe.deepest_mark()), "",
+                     fmt::format("nested deeper than {} levels (mappings and lists inside one "
+                                 "another): the YAML parser reads none inside this one",
+                                 probe.deepest())};
+}
+
+// Line and column (from 1) of byte `offset` of `text`.
+Location position(const std::string& file, std::string_view text, size_t offset) {
+  const std::string_view before = text.substr(0, offset);
+  const size_t line_start = before.rfind('\n') + 1;  // 0 on the first line (npos + 1)
+  return Location{file, static_cast<int>(std::count(before.begin(), before.end(), '\n')) + 1,
+                  static_cast<int>(offset - line_start) + 1};
+}
+
 std::string fnv1a_hex(std::string_view bytes) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : bytes) {
@@ -741,9 +820,20 @@ std::string fnv1a_hex(std::string_view bytes) {
 
 LoadResult load_config_text(std::string_view text, const std::string& source) {
   Ctx ctx(source, text.size());
+  // yaml-cpp 0.7 does not read a NUL byte as a character (in a plain scalar it comes out as
+  // other bytes), so a NUL is looked for in the text, where only its line and column are known.
+  // A "\0" escape in a quoted string is read_string's to report, with its key.
+  if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    ctx.error(position(source, text, nul), "",
+              "the file contains a NUL byte, which YAML text may not hold");
+    return std::unexpected(std::move(ctx.errors()));
+  }
   YAML::Node root;
   try {
     root.reset(YAML::Load(std::string(text)));
+  } catch (const YAML::DeepRecursion&) {
+    ctx.errors().push_back(too_deep(ctx, text));
+    return std::unexpected(std::move(ctx.errors()));
   } catch (const YAML::Exception& e) {
     // Syntax errors: yaml-cpp knows where it stopped.
     ctx.error(ctx.at(e.mark), "", e.msg);
@@ -793,22 +883,49 @@ LoadResult load_config_text(std::string_view text, const std::string& source) {
 // and yaml-cpp's node tree costs ~20x the text, so the cap also bounds the memory a load takes.
 constexpr size_t kMaxFileBytes = 32u << 20;
 
-LoadResult load_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return std::unexpected(std::vector<ConfigError>{
-        {Location{path, 0, 0}, "", fmt::format("cannot open: {}", std::strerror(errno))}});
+namespace {
+
+// The bytes of the file at `path`, or why they cannot be had (the caller names the file).
+std::expected<std::string, std::string> read_file(const std::string& path) {
+  struct Fd {
+    int fd;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) return std::unexpected(fmt::format("cannot open: {}", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) {
+    return std::unexpected(fmt::format("cannot read: {}", std::strerror(errno)));
   }
+  // Opening a directory succeeds and reading it fails; said as what it is.
+  if (S_ISDIR(st.st_mode)) return std::unexpected(std::string("is a directory"));
+  const auto too_large = [] {
+    return std::unexpected(fmt::format("file is larger than {} bytes", kMaxFileBytes));
+  };
+  if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > kMaxFileBytes) return too_large();
+  // Read to the end, whatever the size said: a pipe or a file in /proc has none.
   std::string text;
   char buf[65536];
-  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
-    text.append(buf, static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxFileBytes) {
-      return std::unexpected(std::vector<ConfigError>{
-          {Location{path, 0, 0}, "", fmt::format("file is larger than {} bytes", kMaxFileBytes)}});
-    }
+  for (;;) {
+    const ssize_t n = ::read(f.fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::unexpected(fmt::format("cannot read: {}", std::strerror(errno)));
+    if (n == 0) return text;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxFileBytes) return too_large();
   }
-  auto cfg = load_config_text(text, path);
+}
+
+}  // namespace
+
+LoadResult load_config(const std::string& path) {
+  // The file as a whole is at fault: the error names it, with no line or column.
+  auto text = read_file(path);
+  if (!text) {
+    return std::unexpected(std::vector<ConfigError>{{Location{path, 0, 0}, "", text.error()}});
+  }
+  auto cfg = load_config_text(*text, path);
   // yaml-cpp builds its tree from many small blocks (~750 MB for a 10 MB file of 100k rules)
   // and glibc keeps freed blocks in the heap. The configuration was built among them, so its
   // blocks would pin most of those pages: copy it into the now free memory (compactly), free

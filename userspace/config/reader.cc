@@ -81,6 +81,47 @@ std::string_view type_name(const YAML::Node& n) {
 
 }  // namespace
 
+std::optional<std::string> text_fault(std::string_view text) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const auto not_utf8 = [&](size_t i) {
+    return fmt::format("is not valid UTF-8 (byte {:#04x} at offset {})", byte(i), i);
+  };
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char b = byte(i);
+    if (b == 0) return fmt::format("contains a NUL byte (offset {})", i);
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    // The length of the sequence `b` starts and the range its second byte must lie in (RFC
+    // 3629 §4): the narrower ranges exclude overlong forms, surrogates and U+110000 on.
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xbf;
+    if (b >= 0xc2 && b <= 0xdf) {
+      len = 2;
+    } else if (b >= 0xe0 && b <= 0xef) {
+      len = 3;
+      if (b == 0xe0) lo = 0xa0;
+      if (b == 0xed) hi = 0x9f;
+    } else if (b >= 0xf0 && b <= 0xf4) {
+      len = 4;
+      if (b == 0xf0) lo = 0x90;
+      if (b == 0xf4) hi = 0x8f;
+    } else {
+      return not_utf8(i);
+    }
+    // A sequence cut short or broken names its first byte, where a reader would look: Latin-1
+    // "café" is at fault at the 0xe9, not at the byte after it.
+    if (text.size() - i < len) return not_utf8(i);
+    for (size_t k = 1; k < len; ++k) {
+      const unsigned char c = byte(i + k);
+      if (k == 1 ? c < lo || c > hi : c < 0x80 || c > 0xbf) return not_utf8(i);
+    }
+    i += len;
+  }
+  return std::nullopt;
+}
+
 std::string suggest(std::string_view word, const std::vector<std::string_view>& choices) {
   // A suggestion is worth showing when it is close relative to the word's length: one edit
   // for short keys, up to a third of the length for long ones.
@@ -103,6 +144,10 @@ std::optional<std::string> read_string(Ctx& ctx, const YAML::Node& n, const std:
     ctx.error(n, path, fmt::format("expected a string, found {}", type_name(n)));
     return std::nullopt;
   }
+  if (auto fault = text_fault(n.Scalar())) {
+    ctx.error(n, path, "the string " + *fault);
+    return std::nullopt;
+  }
   return n.Scalar();
 }
 
@@ -114,16 +159,29 @@ std::optional<uint64_t> read_uint(Ctx& ctx, const YAML::Node& n, const std::stri
     return std::nullopt;
   }
   const std::string& s = n.Scalar();
+  if (auto fault = text_fault(s)) {
+    ctx.error(n, path, "expected an integer, found a string that " + *fault);
+    return std::nullopt;
+  }
+  const char* const last = s.data() + s.size();
+  const auto out_of_range = [&] {
+    ctx.error(n, path, fmt::format("expected an integer from {} to {}, found {}", min, max, s));
+    return std::nullopt;
+  };
+  // A negative number is a number out of range, not text that is no number.
+  int64_t negative = 0;
+  if (auto [end, ec] = std::from_chars(s.data(), last, negative);
+      end == last &&
+      (ec == std::errc::result_out_of_range || (ec == std::errc() && negative < 0))) {
+    return out_of_range();
+  }
   uint64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec == std::errc::invalid_argument || end != s.data() + s.size()) {
+  auto [end, ec] = std::from_chars(s.data(), last, v);
+  if (s.empty() || ec == std::errc::invalid_argument || end != last) {
     ctx.error(n, path, fmt::format("expected an integer, found '{}'", s));
     return std::nullopt;
   }
-  if (ec == std::errc::result_out_of_range || v < min || v > max) {
-    ctx.error(n, path, fmt::format("{} is out of range {}..{}", s, min, max));
-    return std::nullopt;
-  }
+  if (ec == std::errc::result_out_of_range || v < min || v > max) return out_of_range();
   return v;
 }
 
@@ -150,6 +208,10 @@ MapReader::MapReader(Ctx& ctx, const YAML::Node& node, std::string path,
       continue;
     }
     const std::string& key = it->first.Scalar();
+    if (auto fault = text_fault(key)) {
+      ctx_.error(it->first, path_, "the key " + *fault);
+      continue;
+    }
     std::string kp = key_path(key);
     if (!seen.insert(key).second) {
       ctx_.error(it->first, kp, "duplicate key");

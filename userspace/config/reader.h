@@ -94,6 +94,13 @@ class MapReader {
   bool is_map_ = false;
 };
 
+// What makes `text` unfit for a string of the appliance file, e.g. "contains a NUL byte
+// (offset 3)" or "is not valid UTF-8 (byte 0xe9 at offset 3)"; nullopt when it is well-formed
+// UTF-8 (RFC 3629: no overlong forms, surrogates or code points past U+10FFFF) without NUL.
+// Names and paths reach logs, the control socket's JSON and file names, none of which takes
+// arbitrary bytes; the message never repeats the text, so it is valid UTF-8 itself.
+std::optional<std::string> text_fault(std::string_view text);
+
 // Scalar readers usable on sequence elements too.
 std::optional<std::string> read_string(Ctx& ctx, const YAML::Node& n, const std::string& path);
 std::optional<uint64_t> read_uint(Ctx& ctx, const YAML::Node& n, const std::string& path,

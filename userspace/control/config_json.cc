@@ -167,7 +167,9 @@ Json stage_params(const StageConfig& s) {
           }
           return {{"routes", std::move(routes)},
                   {"from_kernel", p.from_kernel},
-                  {"icmp_time_exceeded", p.icmp_time_exceeded}};
+                  {"icmp_time_exceeded", p.icmp_time_exceeded},
+                  {"checks",
+                   {{"ipv4_checksum", p.checks.ipv4_checksum}, {"martians", p.checks.martians}}}};
         } else if constexpr (std::is_same_v<T, NeighbourStage>) {
           Json entries = Json::array();
           for (const auto& e : p.entries) {

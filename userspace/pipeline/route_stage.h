@@ -10,9 +10,24 @@
 // Per packet, in this order:
 //   - not IP: ARP goes to the kernel (it resolves neighbours), anything else is dropped
 //     (not_ip);
+//   - checks.ipv4_checksum: an IPv4 header whose checksum is wrong is dropped
+//     (ipv4_bad_checksum, RFC 1812 §5.2.2), whatever its destination, as Linux's ip_rcv does;
+//     the port's verdict (RTE_MBUF_F_RX_IP_CKSUM_*) is taken where it gave one;
+//   - checks.martians, addresses no packet on a wire may carry (RFC 1812 §5.3.7, RFC 4291
+//     §2.5, §2.7), whatever the destination, the box's own included, as Linux's
+//     ip_route_input and ip6_rcv refuse them before they decide on local delivery: sources
+//     127/8, 224/4 (multicast), 240/4 and 255.255.255.255; ::1 and ff00::/8 (martian_source);
+//     destinations 0/8 and 127/8; :: and ::1 (martian_destination);
 //   - host-bound destinations go to the kernel: IPv4 multicast and limited broadcast, IPv6
-//     multicast and link-local;
-//   - lookup: no route or a `drop` route -> drop (no_route); a `kernel` route -> kernel;
+//     multicast and link-local (a link-local destination is the box's or nobody's; the kernel
+//     delivers its own, for NDP and routing protocols, and routes none off its link);
+//   - checks.martians, on packets to be routed only: sources 0/8 and :: (martian_source). A
+//     host without an address sends from them to the box itself (DHCP, RFC 2131 §4.1; IPv6
+//     duplicate address detection, RFC 4862 §5.4.2), which the kernel must still see;
+//   - lookup: no route or a `drop` route -> drop (no_route); a `kernel` route -> kernel (the
+//     box's own addresses, 169.254/16 ones included, with routes from the kernel);
+//   - checks.martians: a 169.254/16 destination is never forwarded (RFC 3927 §2.7;
+//     martian_destination);
 //   - forward: TTL/hop limit 0 or 1 -> ttl_expired (or an ICMP answer), else decrement, set
 //     meta.out_port and meta.nexthop (gateway's neighbour id, or kNextHopConnected) and leave
 //     the packet for the neighbour and l2 stages (verdict Continue).
@@ -44,6 +59,9 @@ struct RouteCounters {
   uint64_t ttl_expired = 0;
   uint64_t icmp_sent = 0;
   uint64_t not_ip = 0;
+  uint64_t bad_checksum = 0;
+  uint64_t martian_source = 0;
+  uint64_t martian_destination = 0;
 };
 
 class RouteStage final : public Stage {
@@ -74,6 +92,7 @@ class RouteStage final : public Stage {
 
   bool follows_kernel() const noexcept { return from_kernel_; }
   bool sends_icmp() const noexcept { return icmp_; }
+  const config::RouteChecks& checks() const noexcept { return checks_; }
   // The routes in force, static and kernel-learned.
   std::vector<RouteEntry> routes() const;
   // How many routes of the table in force came from `source` (a gauge for /metrics: counts
@@ -89,6 +108,7 @@ class RouteStage final : public Stage {
  private:
   struct alignas(64) LcoreState {
     Counter forwarded, to_kernel, no_route, ttl_expired, icmp_sent, not_ip;
+    Counter bad_checksum, martian_source, martian_destination;
     uint64_t icmp_window = 0;  // TSC start of the current one-second ICMP window
     uint32_t icmp_in_window = 0;
   };
@@ -98,6 +118,9 @@ class RouteStage final : public Stage {
 
   RouteStage(const config::StageConfig& cfg, StageContext& ctx);
   Result<void> rebuild_locked();
+  // process() with the checks in force (config::RouteChecks) fixed.
+  template <bool kChecksum, bool kMartians>
+  void route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept;
   void expired(rte_mbuf* m, bool v6, const AddressSet* addrs, LcoreState& st,
                uint64_t now) noexcept;
 
@@ -107,6 +130,7 @@ class RouteStage final : public Stage {
   KernelSync* kernel_;
   bool from_kernel_;
   bool icmp_;
+  config::RouteChecks checks_;
   uint64_t tsc_hz_;
   std::unique_ptr<LcoreState[]> lcores_;
   unsigned slots_;

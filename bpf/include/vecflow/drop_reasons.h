@@ -27,7 +27,7 @@
   X(TCP_TRUNCATED, "tcp_truncated", "frame ends inside the TCP header")                     \
   X(TCP_BAD_DOFF, "tcp_bad_doff", "TCP data offset below 5 words or past the segment")      \
   X(UDP_TRUNCATED, "udp_truncated", "frame ends inside the UDP header")                     \
-  X(UDP_BAD_LEN, "udp_bad_len", "UDP length below 8 or past the IP payload")                \
+  X(UDP_BAD_LEN, "udp_bad_len", "UDP length below 8 or past an unfragmented payload")       \
   X(ICMP_TRUNCATED, "icmp_truncated", "frame ends inside the ICMP/ICMPv6 header")           \
   X(FRAME_TOO_BIG, "frame_too_big", "frame larger than the buffer or MTU it must fit")      \
   /* Policy: the operator's configuration decided to drop. */                               \
@@ -55,7 +55,11 @@
   X(TX_ERROR, "tx_error", "device reported a transmit error")                               \
   X(NO_KERNEL_PATH, "no_kernel_path", "kernel verdict on a port without a kernel path")     \
   /* The end of the pipeline (sched/tx_adapter.h). */                                       \
-  X(BAD_VERDICT, "bad_verdict", "pipeline ended without a usable verdict")
+  X(BAD_VERDICT, "bad_verdict", "pipeline ended without a usable verdict")                  \
+  /* What a router must not forward (RFC 1812, RFC 4291): the route stage's checks. */      \
+  X(IPV4_BAD_CHECKSUM, "ipv4_bad_checksum", "IPv4 header checksum is wrong")                \
+  X(MARTIAN_SOURCE, "martian_source", "source multicast, loopback, reserved, unspecified")  \
+  X(MARTIAN_DESTINATION, "martian_destination", "destination loopback, unspecified or link-local")
 
 enum vf_drop_reason {
 #define VF_DROP_ENUM(name, wire, text) VF_DROP_##name,

@@ -114,7 +114,11 @@ VF_INLINE __u16 vf_be16(const __u8* p) {
 }
 
 /* Reads the L4 header at `l4` that must end by `l4_end` (the IP length's end, itself within
- * the frame). Fragments other than the first never get here. */
+ * the frame). Fragments other than the first never get here. In a first fragment
+ * (VF_PARSED_FRAGMENT already set in `out`) the header itself must be whole, as RFC 1858 and
+ * RFC 8200 §4.5 ask of a first fragment, but the UDP length counts the whole datagram, most of
+ * which follows in later fragments: only an unfragmented datagram's length is held against the
+ * bytes the packet carries. */
 VF_INLINE int vf_parse_l4(const __u8* l4, const __u8* l4_end, const __u8* end, __u8 proto,
                           struct vf_parsed* out) {
   switch (proto) {
@@ -128,7 +132,8 @@ VF_INLINE int vf_parse_l4(const __u8* l4, const __u8* l4_end, const __u8* end, _
     case VF_IPPROTO_UDP: {
       VF_NEED(l4, VF_UDP_HLEN, l4_end, VF_DROP_UDP_TRUNCATED);
       __u16 len = vf_be16(l4 + 4);
-      if (len < VF_UDP_HLEN || l4 + len > l4_end) return VF_DROP_UDP_BAD_LEN;
+      if (len < VF_UDP_HLEN) return VF_DROP_UDP_BAD_LEN;
+      if (!(out->flags & VF_PARSED_FRAGMENT) && l4 + len > l4_end) return VF_DROP_UDP_BAD_LEN;
       out->l4_len = VF_UDP_HLEN;
       break;
     }

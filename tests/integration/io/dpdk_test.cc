@@ -17,6 +17,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <rte_ethdev.h>
+#include <rte_ip.h>
 
 #include "core/flow.h"
 #include "core/packet.h"
@@ -232,6 +233,29 @@ TEST(DpdkPort, TapCarriesFramesThroughTheKernelAndWakesOnRxInterrupt) {
     for (auto* m : got)
       seen |= mbuf_bytes(m) == f;
     EXPECT_TRUE(seen);
+    free_all(got);
+
+    // The port asks the device to verify IPv4 header checksums where it can (net_tap can, in
+    // software), and the mbuf carries the verdict the route stage takes: udp_frame leaves the
+    // checksum zero, wrong; the second frame's is right.
+    Bytes right = udp_frame(3031);
+    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(right.data() + 14);
+    ip->hdr_checksum = rte_ipv4_cksum(ip);
+    ASSERT_TRUE(kernel_side.send(f));
+    ASSERT_TRUE(kernel_side.send(right));
+    got = receive(**port, 2);
+    size_t verdicts = 0;
+    for (auto* m : got) {
+      const uint64_t verdict = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+      if (mbuf_bytes(m) == f) {
+        EXPECT_EQ(verdict, RTE_MBUF_F_RX_IP_CKSUM_BAD);
+        ++verdicts;
+      } else if (mbuf_bytes(m) == right) {
+        EXPECT_EQ(verdict, RTE_MBUF_F_RX_IP_CKSUM_GOOD);
+        ++verdicts;
+      }
+    }
+    EXPECT_EQ(verdicts, 2u);
     free_all(got);
 
     rte_mbuf* m = mbuf_of(pool, udp_frame(4040));

@@ -101,10 +101,136 @@ TEST(InvalidCorpus, HasAtLeastThirtyFiles) {
   EXPECT_GE(files_in(kSource / "tests/unit/config/invalid").size(), 30u);
 }
 
-TEST(ConfigLoad, MissingFileIsAnError) {
-  auto cfg = load_config("/nonexistent/vecflow.yaml");
-  ASSERT_FALSE(cfg);
-  EXPECT_THAT(cfg.error()[0].to_string(), testing::HasSubstr("cannot open"));
+// An error about the file as a whole (it cannot be opened, read, is too large or is not a
+// file) names the file and no line.
+TEST(ConfigLoad, FileLevelErrorsNameTheFile) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("vf-config-{}", getpid());
+  fs::create_directories(dir);
+  const fs::path large = dir / "large.yaml";
+  {
+    std::ofstream(large) << "";
+    fs::resize_file(large, (32u << 20) + 1);  // sparse: no 32 MiB written
+  }
+  struct Case {
+    std::string path;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"/nonexistent/vecflow.yaml", "cannot open: No such file or directory"},
+      {dir.string(), "is a directory"},
+      // Opens, and every read fails: nothing is mapped at address 0.
+      {"/proc/self/mem", "cannot read: Input/output error"},
+      {large.string(), "file is larger than 33554432 bytes"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.path);
+    auto cfg = load_config(c.path);
+    ASSERT_FALSE(cfg);
+    ASSERT_EQ(cfg.error().size(), 1u) << errors_text(cfg.error());
+    const ConfigError& e = cfg.error()[0];
+    EXPECT_EQ(e.where.file, c.path);
+    EXPECT_EQ(e.where.line, 0);
+    EXPECT_EQ(e.to_string(), c.path + ": " + c.message);
+  }
+  fs::remove_all(dir);
+}
+
+// Strings are UTF-8 (RFC 3629) without NUL; the error names the first byte at fault and never
+// repeats the bytes, so it can travel as JSON.
+TEST(ConfigLoad, StringsAreUtf8WithoutNul) {
+  const auto name = [](std::string value) {
+    return load_config_text("appliance: {name: \"" + value +
+                                "\"}\nports: [{name: wan, type: afxdp, interface: eth0}]\n",
+                            "t.yaml");
+  };
+  auto good = name("Zürich édge 東京 \xf0\x9f\x9a\x80");
+  ASSERT_TRUE(good) << errors_text(good.error());
+  EXPECT_EQ(good->appliance.name, "Zürich édge 東京 🚀");
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"a\\0b", "contains a NUL byte (offset 1)"},
+      {"ab\xc0\x80", "is not valid UTF-8 (byte 0xc0 at offset 2)"},        // overlong NUL
+      {"\xe0\x80\xaf", "is not valid UTF-8 (byte 0xe0 at offset 0)"},      // overlong '/'
+      {"x\xed\xa0\x80", "is not valid UTF-8 (byte 0xed at offset 1)"},     // surrogate
+      {"\xf4\x90\x80\x80", "is not valid UTF-8 (byte 0xf4 at offset 0)"},  // past U+10FFFF
+      {"\xf5\x80\x80\x80", "is not valid UTF-8 (byte 0xf5 at offset 0)"},  // no such lead
+      {"ab\x80", "is not valid UTF-8 (byte 0x80 at offset 2)"},            // lone continuation
+      {"euro \xe2\x82", "is not valid UTF-8 (byte 0xe2 at offset 5)"},     // cut short
+      {"caf\xe9 au lait", "is not valid UTF-8 (byte 0xe9 at offset 3)"},   // Latin-1
+  };
+  for (const auto& [value, fault] : bad) {
+    SCOPED_TRACE(fault);
+    auto cfg = name(value);
+    ASSERT_FALSE(cfg);
+    ASSERT_EQ(cfg.error().size(), 1u) << errors_text(cfg.error());
+    EXPECT_EQ(cfg.error()[0].to_string(), "t.yaml:1:19: appliance.name: the string " + fault);
+  }
+}
+
+// yaml-cpp reads nodes 499 levels deep and refuses the 500th with only "bad file"; the loader
+// says so, at the 499th collection, whose contents the parser would not read. 100 000 levels,
+// as lists, mappings and compact block lists, are refused alike.
+TEST(ConfigLoad, NestingBeyondTheParserIsALocatedError) {
+  const std::string ports = "ports: [{name: wan, type: afxdp, interface: eth0}]\n";
+  const auto nested = [&](int levels, std::string_view open, std::string_view close) {
+    std::string text = ports + "x: ";
+    for (int i = 0; i < levels; ++i)
+      text += open;
+    text += "y";
+    for (int i = 0; i < levels; ++i)
+      text += close;
+    return text + "\n";
+  };
+  // 499 levels (the root mapping, 497 lists and a scalar) are read; then refused as an
+  // unknown key.
+  auto deepest = load_config_text(nested(497, "[", "]"), "t.yaml");
+  ASSERT_FALSE(deepest);
+  EXPECT_THAT(errors_text(deepest.error()), testing::HasSubstr("2:1: x: unknown key 'x'"));
+  EXPECT_THAT(errors_text(deepest.error()), testing::Not(testing::HasSubstr("nested")));
+
+  std::string block = ports;
+  for (int i = 0; i < 600; ++i)
+    block += std::string(size_t(i), ' ') + "k:\n";
+  std::string compact = ports + "x:\n";
+  for (int i = 0; i < 100'000; ++i)
+    compact += "- ";
+  compact += "y\n";
+  // Where the 499th collection starts: the root mapping is the first.
+  const std::vector<std::tuple<std::string, std::string, int, int>> cases = {
+      {"a scalar one level too deep", nested(498, "[", "]"), 2, 3 + 498},
+      {"a list one level too deep", nested(499, "[", "]"), 2, 3 + 498},
+      // An empty list 499 deep is read; the one after it holds too much.
+      {"the second of two lists 499 deep",
+       ports + "x: " + std::string(497, '[') + "[], [y]" + std::string(497, ']') + "\n", 2,
+       3 + 497 + 5},
+      {"100 000 lists", nested(100'000, "[", "]"), 2, 3 + 498},
+      {"100 000 mappings", nested(100'000, "{a: ", "}"), 2, 4 + 4 * 497},
+      {"100 000 compact block lists", compact, 3, 1 + 2 * 497},
+      {"600 block mappings", block, 1 + 499, 499},
+  };
+  for (const auto& [what, text, line, column] : cases) {
+    SCOPED_TRACE(what);
+    auto cfg = load_config_text(text, "t.yaml");
+    ASSERT_FALSE(cfg);
+    ASSERT_EQ(cfg.error().size(), 1u) << errors_text(cfg.error());
+    const ConfigError& e = cfg.error()[0];
+    EXPECT_EQ(e.where.line, line);
+    EXPECT_EQ(e.where.column, column);
+    EXPECT_EQ(e.path, "");
+    EXPECT_THAT(e.message, testing::HasSubstr("nested deeper than 499 levels"));
+  }
+}
+
+TEST(ConfigLoad, NegativeNumbersAreOutOfRange) {
+  for (const char* v : {"-1", "-99999999999999999999"}) {
+    auto cfg = load_config_text(
+        fmt::format("ports: [{{name: wan, type: afxdp, interface: eth0, queues: {}}}]\n", v),
+        "t.yaml");
+    ASSERT_FALSE(cfg);
+    ASSERT_EQ(cfg.error().size(), 1u) << errors_text(cfg.error());
+    EXPECT_EQ(cfg.error()[0].message,
+              fmt::format("expected an integer from 1 to 256, found {}", v));
+  }
 }
 
 TEST(ConfigLoad, ErrorFormatIsFileLineColPathMessage) {
@@ -196,6 +322,34 @@ TEST(ConfigLoad, HundredThousandSteeringRulesLoad) {
   ASSERT_TRUE(cfg) << errors_text(cfg.error());
   ASSERT_EQ(cfg->steering.rules.size(), static_cast<size_t>(kRules));
   EXPECT_EQ(cfg->steering.rules.back().name, fmt::format("b{}", kRules - 1));
+}
+
+// The route stage's RFC 1812 checks are on unless the file switches one off.
+TEST(ConfigLoad, RouteChecksAreOnUnlessSwitchedOff) {
+  const auto checks = [](const std::string& route) {
+    auto cfg = load_config_text(
+        "ports: [{name: a, type: afxdp, interface: eth0}]\npipeline:\n  - " + route + "\n",
+        "t.yaml");
+    EXPECT_TRUE(cfg) << errors_text(cfg.error());
+    return cfg ? std::get<RouteStage>(cfg->pipeline[0].params).checks : RouteChecks{};
+  };
+  auto c = checks("{stage: route}");
+  EXPECT_TRUE(c.ipv4_checksum && c.martians);
+  c = checks("{stage: route, checks: {martians: false}}");
+  EXPECT_TRUE(c.ipv4_checksum);
+  EXPECT_FALSE(c.martians);
+  c = checks("{stage: route, checks: {ipv4_checksum: false, martians: true}}");
+  EXPECT_FALSE(c.ipv4_checksum);
+  EXPECT_TRUE(c.martians);
+
+  auto typo = load_config_text(
+      "ports: [{name: a, type: afxdp, interface: eth0}]\n"
+      "pipeline: [{stage: route, checks: {martian: false}}]\n",
+      "t.yaml");
+  ASSERT_FALSE(typo);
+  EXPECT_EQ(typo.error()[0].to_string(),
+            "t.yaml:2:36: pipeline[0].checks.martian: unknown key 'martian' (did you mean "
+            "'martians'?)");
 }
 
 TEST(ConfigLoad, EcmpRouteAndStageNames) {

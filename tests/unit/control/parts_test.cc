@@ -6,6 +6,7 @@
 // columns. The pipeline's tables reload in place; structural changes are refused with reasons.
 #include <gtest/gtest.h>
 #include <rte_ether.h>
+#include <rte_ip.h>
 
 #include <cstring>
 
@@ -454,6 +455,13 @@ TEST_F(PipelinePart, StagesShowCallsPacketsAndCyclesPerPacket) {
 
 TEST_F(PipelinePart, RoutesShowTheTableTheCountsAndALookup) {
   send();
+  // And what the route stage's checks drop: a loopback source, a wrong header checksum.
+  test::FrameSpec loopback;
+  loopback.src = "127.0.0.1";
+  loopback.dst = "203.0.113.7";
+  rte_mbuf* corrupt = frame("203.0.113.7", IPPROTO_UDP, 53);
+  rte_pktmbuf_mtod_offset(corrupt, rte_ipv4_hdr*, corrupt->l2_len)->hdr_checksum ^= 1;
+  h.run({test::make_frame(loopback), corrupt});
   Json reply = run(registry, rates, "routes", {{"lookup", "203.0.113.7"}});
   const Json& res = reply["result"];
   ASSERT_EQ(res["stages"].size(), 1u);
@@ -462,6 +470,10 @@ TEST_F(PipelinePart, RoutesShowTheTableTheCountsAndALookup) {
   EXPECT_EQ(st["forwarded"], 3u);
   EXPECT_EQ(st["to_kernel"], 1u);
   EXPECT_EQ(st["no_route"], 0u);
+  EXPECT_EQ(st["martian_source"], 1u);
+  EXPECT_EQ(st["martian_destination"], 0u);
+  EXPECT_EQ(st["ipv4_bad_checksum"], 1u);
+  EXPECT_EQ(st["checks"], (Json{{"ipv4_checksum", true}, {"martians", true}}));
   const Json* lan = row_with(res["routes"], "prefix", "198.51.100.0/24");
   ASSERT_NE(lan, nullptr);
   EXPECT_EQ((*lan)["action"], "forward");
@@ -734,6 +746,10 @@ TEST_F(PipelinePart, ReloadRefusesStructuralChangesAndNamesWhatNeedsARestart) {
   EXPECT_EQ(first_reason(edited("unresolved: drop", "unresolved: kernel")),
             "stage 'neighbour': unresolved drop → kernel: the stage reads it when it is built; "
             "restart vecflowd to apply it");
+  EXPECT_EQ(
+      first_reason(edited("sched: atomic\n", "sched: atomic\n    checks: {martians: false}\n")),
+      "stage 'route': checks changed: the stage reads it when it is built; restart vecflowd "
+      "to apply it");
   // A table naming another running port is a table change; a port that does not run is not.
   EXPECT_EQ(first_reason(edited("{prefix: 198.51.100.0/24, port: lan}",
                                 "{prefix: 198.51.100.0/24, port: wan}")),

@@ -521,3 +521,316 @@ TEST_F(Route, ReplaceKeepsTheOldTableOnError) {
   EXPECT_EQ(r->route.nexthops[0].port, "lan");
   EXPECT_FALSE(rs->route_for(address("11.0.0.1")));
 }
+
+// ---- RFC 1812 / RFC 4291 checks -------------------------------------------------------------
+
+TEST(Ipv4Checksum, VerificationAgreesWithTheFullSum) {
+  std::mt19937_64 rng(12);
+  uint8_t buf[60];
+  auto* h = reinterpret_cast<rte_ipv4_hdr*>(buf);
+  size_t wrong_seen = 0;
+  for (int i = 0; i < 100'000; ++i) {
+    for (auto& b : buf)
+      b = static_cast<uint8_t>(rng());
+    h->version_ihl = static_cast<uint8_t>(0x40 | (5 + rng() % 11));  // with options, too
+    // A random checksum: right about once in 65536, and the verdict must be the full sum's.
+    ASSERT_EQ(ipv4_checksum_ok(h), rte_ipv4_cksum(h) == 0) << "iteration " << i;
+    wrong_seen += !ipv4_checksum_ok(h);
+    // The right checksum, then every single bit of the header flipped in turn.
+    h->hdr_checksum = 0;
+    h->hdr_checksum = rte_ipv4_cksum(h);
+    ASSERT_TRUE(ipv4_checksum_ok(h)) << "iteration " << i;
+    const size_t bytes = size_t(h->version_ihl & 0x0f) * 4;
+    for (size_t bit = 8; bit < bytes * 8; ++bit) {  // past the version/IHL byte
+      buf[bit / 8] ^= uint8_t(1u << (bit % 8));
+      ASSERT_FALSE(ipv4_checksum_ok(h)) << "iteration " << i << " bit " << bit;
+      buf[bit / 8] ^= uint8_t(1u << (bit % 8));
+    }
+  }
+  EXPECT_GT(wrong_seen, 99'000u);
+  // The checksum field holding 0xffff where the sum makes it 0x0000: the other one's
+  // complement zero, which a receiver accepts (RFC 1624 §3).
+  std::memset(buf, 0, sizeof(buf));
+  h->version_ihl = RTE_IPV4_VHL_DEF;
+  h->time_to_live = 1;
+  h->next_proto_id = 17;
+  const uint16_t partial = rte_raw_cksum(h, 20);
+  const uint16_t fill = static_cast<uint16_t>(0xffff - partial);
+  std::memcpy(&h->src_addr, &fill, 2);
+  ASSERT_EQ(rte_ipv4_cksum(h), 0);  // the header sums to 0xffff with a zero checksum
+  EXPECT_TRUE(ipv4_checksum_ok(h));
+  h->hdr_checksum = 0xffff;
+  EXPECT_TRUE(ipv4_checksum_ok(h));
+}
+
+namespace {
+
+FrameSpec from_to(const std::string& src, const std::string& dst) {
+  FrameSpec s = to(dst);
+  s.src = src;
+  return s;
+}
+
+rte_mbuf* with_wrong_checksum(rte_mbuf* m) {
+  pkt::ipv4(m)->hdr_checksum ^= rte_cpu_to_be_16(0x0100);
+  return m;
+}
+
+config::RouteStage checked(std::vector<config::Route> rs, bool ipv4_checksum, bool martians) {
+  config::RouteStage p = routes(std::move(rs));
+  p.checks.ipv4_checksum = ipv4_checksum;
+  p.checks.martians = martians;
+  return p;
+}
+
+// A default route each way, the box's own address (a kernel route, as routes from the kernel
+// give it), and one of its IPv4 link-local addresses.
+std::vector<config::Route> edge_routes() {
+  return {route("0.0.0.0/0", "wan", "192.0.2.254"), route("::/0", "wan", "2001:db8:1::fe"),
+          route_action("192.0.2.1/32", config::RouteAction::Kernel),
+          route_action("169.254.7.1/32", config::RouteAction::Kernel)};
+}
+
+// What a packet came to in a harness, as a word.
+std::string outcome(Harness& h, rte_mbuf* m) {
+  const AccountingSnapshot before = h.accounting();
+  rte_mbuf* out = h.run_one(m);
+  if (out != nullptr) return meta(out).verdict == Verdict::Kernel ? "kernel" : "forwarded";
+  const AccountingSnapshot after = h.accounting();
+  for (size_t r = 0; r < kDropReasonCount; ++r)
+    if (after.drops[r] != before.drops[r]) return std::string(drop_reason_name(DropReason(r)));
+  return "lost";
+}
+
+}  // namespace
+
+// RFC 1812 §5.2.2: a wrong IPv4 header checksum is dropped whatever the destination, as Linux
+// drops it in ip_rcv before anything else; IPv6 has no header checksum.
+TEST_F(Route, WrongIpv4ChecksumIsDroppedWhateverTheDestination) {
+  Harness h;
+  ASSERT_TRUE(h.build({stage("route", routes(edge_routes()))}));
+  auto* rs = h.pipeline->find<RouteStage>("route");
+  EXPECT_TRUE(rs->checks().ipv4_checksum && rs->checks().martians) << "on by default";
+  for (const char* dst : {"203.0.113.1", "192.0.2.1", "224.0.0.5", "255.255.255.255"}) {
+    EXPECT_EQ(outcome(h, with_wrong_checksum(make_frame(to(dst)))), "ipv4_bad_checksum") << dst;
+    EXPECT_EQ(outcome(h, make_frame(to(dst))),
+              dst == std::string("203.0.113.1") ? "forwarded" : "kernel")
+        << dst;
+  }
+  FrameSpec ttl1 = to("203.0.113.1", 1);
+  EXPECT_EQ(outcome(h, with_wrong_checksum(make_frame(ttl1))), "ipv4_bad_checksum")
+      << "checked before the TTL";
+  EXPECT_EQ(outcome(h, make_frame(to("2001:db8:2::9"))), "forwarded");
+  const auto s = h.accounting();
+  EXPECT_EQ(s.drops[size_t(DropReason::IPV4_BAD_CHECKSUM)], 5u);
+  EXPECT_EQ(rs->counters().bad_checksum, 5u);
+  EXPECT_EQ(s.unaccounted(), 0) << s.to_string();
+}
+
+// A port that verified the header says so in the mbuf: its verdict is taken, and the header
+// is summed only where it gave none.
+TEST_F(Route, PortChecksumVerdictIsTakenWhereItGaveOne) {
+  Harness h;
+  ASSERT_TRUE(h.build({stage("route", routes(edge_routes()))}));
+  struct Case {
+    uint64_t flags;
+    bool right;  // the checksum in the packet
+    const char* expect;
+  };
+  const Case cases[] = {
+      {RTE_MBUF_F_RX_IP_CKSUM_UNKNOWN, true, "forwarded"},
+      {RTE_MBUF_F_RX_IP_CKSUM_UNKNOWN, false, "ipv4_bad_checksum"},
+      {RTE_MBUF_F_RX_IP_CKSUM_GOOD, false, "forwarded"},
+      {RTE_MBUF_F_RX_IP_CKSUM_BAD, true, "ipv4_bad_checksum"},
+      // NONE: the checksum in the packet is wrong, the header was verified.
+      {RTE_MBUF_F_RX_IP_CKSUM_NONE, false, "forwarded"},
+  };
+  for (const Case& c : cases) {
+    rte_mbuf* m = make_frame(to("203.0.113.1"));
+    if (!c.right) with_wrong_checksum(m);
+    m->ol_flags |= c.flags;
+    EXPECT_EQ(outcome(h, m), c.expect) << "flags " << c.flags << ", right " << c.right;
+  }
+  EXPECT_EQ(h.accounting().unaccounted(), 0);
+}
+
+// Sources no packet on a wire carries are dropped before the local-delivery decision, as Linux
+// does in ip_route_input and ip6_rcv: to the box's own address, to multicast and when routed.
+TEST_F(Route, MartianSourcesAreDroppedWhateverTheDestination) {
+  Harness h;
+  ASSERT_TRUE(h.build({stage("route", routes(edge_routes()))}));
+  for (const char* src : {"127.0.0.1", "127.255.0.9", "224.0.0.5", "239.1.1.1", "240.0.0.1",
+                          "255.255.255.254", "255.255.255.255"}) {
+    for (const char* dst : {"203.0.113.1", "192.0.2.1", "224.0.0.5", "255.255.255.255"}) {
+      EXPECT_EQ(outcome(h, make_frame(from_to(src, dst))), "martian_source") << src << " " << dst;
+    }
+  }
+  for (const char* src : {"::1", "ff02::1", "ff05::2"}) {
+    for (const char* dst : {"2001:db8:2::9", "fe80::1", "ff02::1"}) {
+      EXPECT_EQ(outcome(h, make_frame(from_to(src, dst))), "martian_source") << src << " " << dst;
+    }
+  }
+  // Their neighbours in the address space are ordinary sources.
+  for (const char* src : {"1.0.0.0", "126.255.255.255", "128.0.0.0", "223.255.255.255", "::2",
+                          "fe80::1", "fe00::1"}) {
+    EXPECT_EQ(outcome(h, make_frame(from_to(src, src[0] == 'f' || src[1] == ':' ? "2001:db8:2::9"
+                                                                                : "203.0.113.1"))),
+              "forwarded")
+        << src;
+  }
+  const auto s = h.accounting();
+  EXPECT_EQ(s.drops[size_t(DropReason::MARTIAN_SOURCE)], 7u * 4 + 3u * 3);
+  EXPECT_EQ(h.pipeline->find<RouteStage>("route")->counters().martian_source, 7u * 4 + 3u * 3);
+  EXPECT_EQ(s.unaccounted(), 0) << s.to_string();
+}
+
+// 0/8 and :: are sources of hosts that have no address yet: what they send to the box itself
+// (DHCP to the limited broadcast, IGMP to a multicast group, IPv6 duplicate address detection
+// to a solicited-node group) reaches the kernel; anything to be routed is martian.
+TEST_F(Route, UnspecifiedSourcesReachTheBoxButAreNotRouted) {
+  Harness h;
+  ASSERT_TRUE(h.build({stage("route", routes(edge_routes()))}));
+  EXPECT_EQ(outcome(h, make_frame(from_to("0.0.0.0", "255.255.255.255"))), "kernel");
+  EXPECT_EQ(outcome(h, make_frame(from_to("0.0.0.0", "224.0.0.22"))), "kernel");
+  FrameSpec dad = from_to("::", "ff02::1:ff00:1");
+  dad.proto = IPPROTO_ICMPV6;
+  EXPECT_EQ(outcome(h, make_frame(dad)), "kernel");
+  EXPECT_EQ(outcome(h, make_frame(from_to("0.0.0.0", "203.0.113.1"))), "martian_source");
+  EXPECT_EQ(outcome(h, make_frame(from_to("0.1.2.3", "203.0.113.1"))), "martian_source");
+  EXPECT_EQ(outcome(h, make_frame(from_to("0.0.0.0", "192.0.2.1"))), "martian_source")
+      << "a unicast address, even the box's, is no destination for a host without one";
+  EXPECT_EQ(outcome(h, make_frame(from_to("::", "2001:db8:2::9"))), "martian_source");
+  const auto s = h.accounting();
+  EXPECT_EQ(s.to_kernel, 3u);
+  EXPECT_EQ(s.drops[size_t(DropReason::MARTIAN_SOURCE)], 4u);
+  EXPECT_EQ(s.unaccounted(), 0) << s.to_string();
+}
+
+// Destinations no packet on a wire carries are dropped; a link-local destination is the box's
+// own (to the kernel) or nobody's (never forwarded).
+TEST_F(Route, MartianDestinations) {
+  Harness h;
+  ASSERT_TRUE(h.build({stage("route", routes(edge_routes()))}));
+  for (const char* dst :
+       {"0.0.0.0", "0.255.1.2", "127.0.0.1", "127.1.2.3", "169.254.1.1", "::", "::1"}) {
+    EXPECT_EQ(outcome(h, make_frame(to(dst))), "martian_destination") << dst;
+  }
+  FrameSpec expired = to("169.254.1.1", 1);
+  EXPECT_EQ(outcome(h, make_frame(expired)), "martian_destination") << "before the TTL";
+  // The box's own link-local addresses reach the kernel: IPv4 through its kernel route, IPv6
+  // (where NDP and routing protocols answer) always.
+  EXPECT_EQ(outcome(h, make_frame(to("169.254.7.1"))), "kernel");
+  EXPECT_EQ(outcome(h, make_frame(to("fe80::1"))), "kernel");
+  // Neighbours of the martian ranges are routed.
+  for (const char* dst : {"1.0.0.0", "126.255.255.255", "128.0.0.1", "169.253.255.255",
+                          "169.255.0.0", "::2", "2001:db8:2::1"}) {
+    EXPECT_EQ(outcome(h, make_frame(to(dst))), "forwarded") << dst;
+  }
+  const auto s = h.accounting();
+  EXPECT_EQ(s.drops[size_t(DropReason::MARTIAN_DESTINATION)], 8u);
+  EXPECT_EQ(h.pipeline->find<RouteStage>("route")->counters().martian_destination, 8u);
+  EXPECT_EQ(s.unaccounted(), 0) << s.to_string();
+}
+
+// Each check has its switch; off, the packet is treated as before the checks existed.
+TEST_F(Route, ChecksCanBeSwitchedOffOneByOne) {
+  struct Switches {
+    bool ipv4_checksum, martians;
+  };
+  for (const Switches sw : {Switches{false, false}, Switches{false, true}, Switches{true, false}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "ipv4_checksum " << sw.ipv4_checksum << ", martians " << sw.martians);
+    Harness h;
+    ASSERT_TRUE(h.build({stage("route", checked(edge_routes(), sw.ipv4_checksum, sw.martians))}));
+    EXPECT_EQ(outcome(h, with_wrong_checksum(make_frame(to("203.0.113.1")))),
+              sw.ipv4_checksum ? "ipv4_bad_checksum" : "forwarded");
+    EXPECT_EQ(outcome(h, make_frame(from_to("127.0.0.1", "203.0.113.1"))),
+              sw.martians ? "martian_source" : "forwarded");
+    EXPECT_EQ(outcome(h, make_frame(from_to("0.0.0.0", "203.0.113.1"))),
+              sw.martians ? "martian_source" : "forwarded");
+    EXPECT_EQ(outcome(h, make_frame(from_to("::1", "2001:db8:2::9"))),
+              sw.martians ? "martian_source" : "forwarded");
+    EXPECT_EQ(outcome(h, make_frame(to("169.254.1.1"))),
+              sw.martians ? "martian_destination" : "forwarded");
+    EXPECT_EQ(outcome(h, make_frame(to("::1"))), sw.martians ? "martian_destination" : "forwarded");
+    EXPECT_EQ(outcome(h, make_frame(to("127.0.0.1"))),
+              sw.martians ? "martian_destination" : "forwarded");
+    EXPECT_EQ(h.accounting().unaccounted(), 0);
+  }
+}
+
+// One vector of many packets, every outcome mixed, over several lookup batches: each packet is
+// counted once, under its reason, at the stage and at its ingress port.
+TEST_F(Route, MixedVectorIsAccountedExactly) {
+  Harness h;
+  ASSERT_TRUE(h.build({stage("route", routes(edge_routes()))}));
+  std::vector<rte_mbuf*> pkts;
+  std::map<std::string, uint64_t> expect;
+  std::map<std::pair<uint16_t, std::string>, uint64_t> expect_at;  // by ingress port
+  for (int i = 0; i < 300; ++i) {
+    FrameSpec s = to("203.0.113.1");
+    s.port = i % 2 ? kLan : kWan;
+    s.sport = static_cast<uint16_t>(i);
+    std::string what = "forwarded";
+    rte_mbuf* m = nullptr;
+    switch (i % 7) {
+      case 0:
+        m = with_wrong_checksum(make_frame(s));
+        what = "ipv4_bad_checksum";
+        break;
+      case 1:
+        s.src = "127.0.0.1";
+        what = "martian_source";
+        break;
+      case 2:
+        s.dst = "169.254.3.3";
+        what = "martian_destination";
+        break;
+      case 3:
+        s.version = 6;
+        s.src = "::";
+        s.dst = "2001:db8:2::9";
+        what = "martian_source";
+        break;
+      case 4:
+        s.dst = "192.0.2.1";
+        what = "kernel";
+        break;
+      case 5:
+        s.version = 6;
+        s.src = "2001:db8:1::2";
+        s.dst = "::1";
+        what = "martian_destination";
+        break;
+      default:
+        break;
+    }
+    pkts.push_back(m != nullptr ? m : make_frame(s));
+    ++expect[what];
+    ++expect_at[{s.port, what}];
+  }
+  h.run(pkts);
+  const auto s = h.accounting();
+  EXPECT_EQ(s.rx, 300u);
+  EXPECT_EQ(h.sinks.tx.size(), expect["forwarded"]);
+  EXPECT_EQ(s.to_kernel, expect["kernel"]);
+  EXPECT_EQ(s.drops[size_t(DropReason::IPV4_BAD_CHECKSUM)], expect["ipv4_bad_checksum"]);
+  EXPECT_EQ(s.drops[size_t(DropReason::MARTIAN_SOURCE)], expect["martian_source"]);
+  EXPECT_EQ(s.drops[size_t(DropReason::MARTIAN_DESTINATION)], expect["martian_destination"]);
+  EXPECT_EQ(s.unaccounted(), 0) << s.to_string();
+  const RouteCounters c = h.pipeline->find<RouteStage>("route")->counters();
+  EXPECT_EQ(c.forwarded, expect["forwarded"]);
+  EXPECT_EQ(c.to_kernel, expect["kernel"]);
+  EXPECT_EQ(c.bad_checksum, expect["ipv4_bad_checksum"]);
+  EXPECT_EQ(c.martian_source, expect["martian_source"]);
+  EXPECT_EQ(c.martian_destination, expect["martian_destination"]);
+  // Each drop is charged to the port the packet came in on.
+  for (uint16_t port : {kWan, kLan}) {
+    const auto p = h.outcomes.port_snapshot(PortId{port});
+    EXPECT_EQ(p.rx, 150u) << port;
+    for (const char* reason : {"ipv4_bad_checksum", "martian_source", "martian_destination"}) {
+      EXPECT_EQ(p.drops[size_t(*drop_reason_from_name(reason))], (expect_at[{port, reason}]))
+          << port << " " << reason;
+    }
+  }
+}

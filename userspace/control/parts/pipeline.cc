@@ -34,7 +34,8 @@ inline const MetricFamily kStageCycles{"vecflow_stage_cycles_total",
                                        {"stage", "type"}};
 inline const MetricFamily kRoutePackets{
     "vecflow_route_packets_total",
-    "What a route stage did with packets: forwarded, to_kernel, no_route, ttl_expired, not_ip",
+    "What a route stage did with packets: forwarded, to_kernel, no_route, ttl_expired, not_ip, "
+    "ipv4_bad_checksum, martian_source, martian_destination",
     MetricType::Counter,
     {"stage", "outcome"}};
 inline const MetricFamily kRouteIcmp{"vecflow_route_icmp_sent_total",
@@ -234,8 +235,12 @@ void register_routes(Registry& registry, Pipeline& pipeline) {
           const std::string& n = st->name();
           Json row = {{"stage", n},
                       {"from_kernel", st->follows_kernel()},
-                      {"icmp_time_exceeded", st->sends_icmp()}};
-          for (const char* o : {"forwarded", "to_kernel", "no_route", "ttl_expired", "not_ip"})
+                      {"icmp_time_exceeded", st->sends_icmp()},
+                      {"checks",
+                       {{"ipv4_checksum", st->checks().ipv4_checksum},
+                        {"martians", st->checks().martians}}}};
+          for (const char* o : {"forwarded", "to_kernel", "no_route", "ttl_expired", "not_ip",
+                                "ipv4_bad_checksum", "martian_source", "martian_destination"})
             row[o] = s.count(kRoutePackets, {n, o});
           row["icmp_sent"] = s.count(kRouteIcmp, {n});
           auto entries = st->routes();
@@ -263,6 +268,9 @@ void register_routes(Registry& registry, Pipeline& pipeline) {
                    {"NO ROUTE", "no_route", Unit::Count},
                    {"TTL EXPIRED", "ttl_expired", Unit::Count},
                    {"NOT IP", "not_ip", Unit::Count},
+                   {"BAD CHECKSUM", "ipv4_bad_checksum", Unit::Count},
+                   {"MARTIAN SRC", "martian_source", Unit::Count},
+                   {"MARTIAN DST", "martian_destination", Unit::Count},
                    {"ICMP SENT", "icmp_sent", Unit::Count}}),
             table("routes", "/routes",
                   {{"STAGE", "stage"},
@@ -488,6 +496,9 @@ void register_pipeline(Registry& registry, Pipeline& pipeline) {
       s.add(kRoutePackets, {n, "no_route"}, c.no_route);
       s.add(kRoutePackets, {n, "ttl_expired"}, c.ttl_expired);
       s.add(kRoutePackets, {n, "not_ip"}, c.not_ip);
+      s.add(kRoutePackets, {n, "ipv4_bad_checksum"}, c.bad_checksum);
+      s.add(kRoutePackets, {n, "martian_source"}, c.martian_source);
+      s.add(kRoutePackets, {n, "martian_destination"}, c.martian_destination);
       s.add(kRouteIcmp, {n}, c.icmp_sent);
       s.set(kRoutes, {n, "config"}, static_cast<double>(st->route_count(RouteSource::Config)));
       s.set(kRoutes, {n, "kernel"}, static_cast<double>(st->route_count(RouteSource::Kernel)));

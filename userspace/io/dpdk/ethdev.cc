@@ -173,6 +173,11 @@ Result<void> EthDevice::configure(const EthQueueConfig& c) {
       conf.rx_adv_conf.rss_conf.rss_hf = rss_types;
     }
   }
+  if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM) {
+    // The route stage takes the device's verdict on IPv4 header checksums
+    // (RTE_MBUF_F_RX_IP_CKSUM_GOOD/BAD) instead of summing every header again.
+    conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
+  }
   if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE) {
     // Every mbuf we send comes from one pool with refcnt 1 at free: the PMD may skip the checks.
     conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
