@@ -314,7 +314,11 @@ void vhost_exchange(bool packed) {
                       std::to_string(kEach) + " --expect " + std::to_string(kEach);
     FILE* peer = popen(cmd.c_str(), "r");
     ASSERT_NE(peer, nullptr);
-    // Guest -> vecflow: receive its frames. vecflow -> guest: send ours once the link is up.
+    // Guest -> vecflow: receive its frames. vecflow -> guest: send ours once the guest's first
+    // frame has arrived. The link comes up when the guest connects, while its driver may still
+    // be starting its queues, and a frame put into a queue the guest then sets up again is gone:
+    // the likely cause of the one frame of 200 the guest missed in some runs (not proven: the
+    // loss came and went with load, 1 run in 5 at worst).
     std::vector<rte_mbuf*> got;
     int sent = 0;
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -328,7 +332,7 @@ void vhost_exchange(bool packed) {
           if (k == "vhost.ring" && v != "no guest") ring = v;
         }
       }
-      if (sent < kEach && (*port)->link_state() == LinkState::Up) {
+      if (sent < kEach && !got.empty() && (*port)->link_state() == LinkState::Up) {
         rte_mbuf* m = mbuf_of(pool, udp_frame(static_cast<uint16_t>(9000 + sent)));
         if ((*port)->tx_burst(0, &m, 1) == 1) {
           ++sent;
