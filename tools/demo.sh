@@ -59,6 +59,13 @@ sed 's/^/  vecflowd| /' "$log"
 V() { ip netns exec "$lab-a" build/tools/vecflowctl/vecflowctl --socket /run/vecflow/demo.sock "$@"; }
 TG=build/tools/trafgen/trafgen
 
+# Attaching XDP to a veth drops its carrier for up to ~0.3 s, and vecflowd counts what it would
+# send there as link_down meanwhile: start the traffic once both links are up again.
+for _ in $(seq 30); do
+  [ "$(V --json status | grep -c '"state": *"up"')" -ge 2 ] && break
+  sleep 0.1
+done
+
 step "ping client -> server (198.51.100.2): lifted by XDP, routed in user space"
 if tools/lab.sh exec "$lab" c ping -c 5 -i 0.2 -W 1 198.51.100.2; then
   echo "demo: ping crossed the appliance"
