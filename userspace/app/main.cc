@@ -28,6 +28,10 @@ vecflow::Appliance* g_appliance = nullptr;
 // and pools can take seconds): honoured once create() returns, so that everything it attached
 // is detached again instead of the default action killing the process mid-way.
 volatile sig_atomic_t g_stop_requested = 0;
+// Likewise a SIGHUP: the control socket accepts connections before create() returns, so a
+// client (or systemd's ExecReload) may signal a reload then; it is applied once the appliance
+// exists, re-reading the file that may have changed since it was first read.
+volatile sig_atomic_t g_reload_requested = 0;
 
 void on_signal(int) {
   g_stop_requested = 1;
@@ -35,6 +39,7 @@ void on_signal(int) {
 }
 
 void on_hangup(int) {
+  g_reload_requested = 1;
   if (g_appliance) g_appliance->request_reload();
 }
 
@@ -133,6 +138,9 @@ int main(int argc, char** argv) {
     log->info("stop requested during start-up: stopped before forwarding");
     return 0;
   }
+  // A reload asked for during start-up (a second request from the handler itself, should the
+  // signal land right now, only re-reads the file once more).
+  if (g_reload_requested) g_appliance->request_reload();
 
   auto rc = (*app)->run();
   g_appliance = nullptr;
