@@ -64,7 +64,7 @@ case "$1" in
       [ "$got" = "$want" ] || fail "completing '$*' offered '$got', expected '$want'"
     }
     # The mechanism, on a CLI11 program with subcommands that is always built.
-    expect "send recv pcap" "$trafgen" ""
+    expect "send recv pcap replay" "$trafgen" ""
     expect "send" "$trafgen" se
     expect "--dev --dst --dst-mac --dst-port --duration" "$trafgen" send --d
     expect "--idle-exit" "$trafgen" recv --dev eth0 --id

@@ -4,6 +4,12 @@
 //                [--proto udp|tcp] [--rate PPS] [--count N | --duration S] [--json]
 //   trafgen recv --dev eth0 [--duration S] [--idle-exit MS] [--json]
 //   trafgen pcap --out FILE --flows N [--size 60] [--dst 198.51.100.2] [--dst-mac 02:..]
+//   trafgen replay --dev eth0 [--dst-mac 02:..] [--json] FILE.pcap...
+//
+// `replay` sends every frame of the files as it is (the malformed-traffic corpus, a capture),
+// one send() each, and reports per file what was sent and what the kernel refused to send
+// (frames shorter than an Ethernet header, frames above the MTU). --dst-mac writes the
+// appliance's address into each frame long enough to hold one.
 //
 // `pcap` writes one frame per flow, flows in sequence, to a pcap file instead of sending: the
 // input of a DPDK net_pcap vdev replaying it from memory (`rx_pcap=FILE,infinite_rx=1`), so
@@ -33,6 +39,8 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -465,6 +473,67 @@ int run_pcap(const PcapOptions& opt) {
   return 0;
 }
 
+struct ReplayOptions {
+  std::string dev;
+  std::string dst_mac;
+  std::vector<std::string> files;
+  bool json = false;
+};
+
+int run_replay(const ReplayOptions& opt) {
+  std::optional<MacAddress> dmac;
+  if (!opt.dst_mac.empty()) {
+    auto mac = parse_mac_address(opt.dst_mac);
+    if (!mac) die("--dst-mac must be a MAC address");
+    dmac = *mac;
+  }
+  int ifindex = 0;
+  int fd = open_packet_socket(opt.dev, ifindex);
+  nlohmann::json files = nlohmann::json::array();
+  uint64_t total_sent = 0, total_refused = 0;
+  std::vector<unsigned char> frame;
+  for (const auto& path : opt.files) {
+    char err[PCAP_ERRBUF_SIZE];
+    pcap_t* in = pcap_open_offline(path.c_str(), err);
+    if (in == nullptr) die(fmt::format("{}: {}", path, err));
+    uint64_t frames = 0, sent = 0;
+    std::map<std::string, uint64_t> refused;  // by the error send() gave
+    pcap_pkthdr* h = nullptr;
+    const u_char* data = nullptr;
+    while (!g_stop.load() && pcap_next_ex(in, &h, &data) == 1) {
+      ++frames;
+      frame.assign(data, data + h->caplen);
+      if (dmac && frame.size() >= dmac->bytes.size())
+        std::memcpy(frame.data(), dmac->bytes.data(), dmac->bytes.size());
+      if (send(fd, frame.data(), frame.size(), 0) == static_cast<ssize_t>(frame.size())) {
+        ++sent;
+      } else {
+        ++refused[std::strerror(errno)];
+      }
+    }
+    pcap_close(in);
+    uint64_t nrefused = 0;
+    for (const auto& [why, n] : refused)
+      nrefused += n;
+    total_sent += sent;
+    total_refused += nrefused;
+    if (!opt.json) {
+      std::cout << fmt::format("{}: {} frames, {} sent", path, frames, sent);
+      for (const auto& [why, n] : refused)
+        std::cout << fmt::format(", {} refused ({})", n, why);
+      std::cout << "\n";
+    }
+    files.push_back({{"file", path}, {"frames", frames}, {"sent", sent}, {"refused", refused}});
+  }
+  close(fd);
+  if (opt.json) {
+    nlohmann::json j = {
+        {"files", std::move(files)}, {"sent", total_sent}, {"refused", total_refused}};
+    std::cout << j.dump() << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -516,6 +585,14 @@ int main(int argc, char** argv) {
   pcap_cmd->add_option("--src-port", po.src_port, "First source port");
   pcap_cmd->add_option("--dst-port", po.dst_port, "Destination port");
   pcap_cmd->add_flag("--json", po.json, "Print what was written as JSON");
+  ReplayOptions rp;
+  auto* replay_cmd =
+      app.add_subcommand("replay", "Send every frame of pcap files as it is, one by one");
+  replay_cmd->add_option("--dev", rp.dev, "Interface to send on")->required();
+  replay_cmd->add_option("--dst-mac", rp.dst_mac,
+                         "Destination MAC written into every frame (default: as captured)");
+  replay_cmd->add_flag("--json", rp.json, "Print what was sent and refused as JSON");
+  replay_cmd->add_option("files", rp.files, "pcap files")->required()->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
 
   struct sigaction sa {};
@@ -523,6 +600,7 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   if (*pcap_cmd) return run_pcap(po);
+  if (*replay_cmd) return run_replay(rp);
   if (*send_cmd) {
     if (so.count == 0 && so.duration <= 0) so.duration = 1;
     return run_send(so);

@@ -180,7 +180,8 @@ int main(int argc, char** argv) {
   for (const Simple& s : std::initializer_list<Simple>{
            {"status", "Is it up: version, uptime, configuration, lcores, ports, scheduler"},
            {"lcores", "Which core is busy: busy/idle/sleep of every lcore and service"},
-           {"accounting", "Where each port's packets went: rx = tx + kernel + dropped"},
+           {"accounting",
+            "Where each port's packets went (rx = tx + kernel + dropped) and came from (XDP)"},
            {"errors", "Every drop reason with its count across the box"},
            {"commands", "The commands this vecflowd serves"},
            {"steering", "XDP steering: hits per rule and action, parse errors"},

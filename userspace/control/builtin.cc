@@ -336,7 +336,9 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
   });
 
   (void)registry.add_command(Command{
-      "accounting", "Where the packets of each port went: rx = tx + kernel + dropped (+ in flight)",
+      "accounting",
+      "Where the packets of each port went: rx = tx + kernel + dropped (+ in flight), and where "
+      "they came from: XDP's verdicts and the drops before user space",
       Access::Read, "",
       [ports](const CommandContext& ctx) -> CommandResult {
         ArgReader a(ctx.args, {});
@@ -353,7 +355,33 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
           auto rx_Bps = ctx.rates.rate(kAccountRxBytes, {name});
           auto tx_pps = ctx.rates.rate(kAccountTxPackets, {name});
           auto tx_Bps = ctx.rates.rate(kAccountTxBytes, {name});
+          auto layer_sum = [&](const char* layer) {
+            return static_cast<uint64_t>(s.sum(kDrops, {{"port", name}, {"layer", layer}}));
+          };
+          const uint64_t device_dropped = layer_sum("device");
+          const uint64_t port_dropped = layer_sum("port");
+          // The layer before user space: what the port's XDP program did with every frame
+          // its interface received. A port without one (a pure DPDK port) has none.
+          Json xdp = nullptr;
+          Json in_rings = nullptr;
+          if (auto seen = s.get(kSteerRxPackets, {name})) {
+            auto verdict = [&](const char* v) { return s.count(kSteerVerdicts, {name, v}); };
+            const uint64_t lifted = verdict("userspace");
+            xdp = {{"seen", s.count(kSteerRxPackets, {name})},
+                   {"pass", verdict("pass")},
+                   {"dropped", layer_sum("xdp")},
+                   {"sent", verdict("tx") + verdict("redirect")},
+                   {"lifted", lifted}};
+            // Lifted frames the sockets' rx rings still hold; the program's and the port's
+            // counters are read one after the other, so under traffic this moves.
+            in_rings = static_cast<int64_t>(lifted) -
+                       static_cast<int64_t>(device_dropped + port_dropped + rx);
+          }
           rows.push_back({{"port", name},
+                          {"xdp", std::move(xdp)},
+                          {"device_dropped", device_dropped},
+                          {"port_dropped", port_dropped},
+                          {"in_rings", std::move(in_rings)},
                           {"rx_packets", rx},
                           {"rx_bytes", s.count(kAccountRxBytes, {name})},
                           {"tx_packets", tx},
@@ -380,7 +408,19 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
                    {"TX RATE", "tx_pps", Unit::Pps},
                    {"KERNEL", "kernel_packets", Unit::Count},
                    {"DROPPED", "dropped", Unit::Count},
-                   {"IN FLIGHT", "in_flight", Unit::Count}})}}});
+                   {"IN FLIGHT", "in_flight", Unit::Count}}),
+            // Where RX above came from. XDP SEEN = PASS + DROPPED + SENT + LIFTED, and
+            // LIFTED = DEVICE DROP + PORT DROP + RX + IN RINGS.
+            table("from the wire", "/ports",
+                  {{"PORT", "port"},
+                   {"XDP SEEN", "/xdp/seen", Unit::Count},
+                   {"PASS", "/xdp/pass", Unit::Count},
+                   {"DROPPED", "/xdp/dropped", Unit::Count},
+                   {"SENT", "/xdp/sent", Unit::Count},
+                   {"LIFTED", "/xdp/lifted", Unit::Count},
+                   {"DEVICE DROP", "device_dropped", Unit::Count},
+                   {"PORT DROP", "port_dropped", Unit::Count},
+                   {"IN RINGS", "in_rings", Unit::Count}})}}});
 }
 
 void register_errors(Registry& registry) {

@@ -44,6 +44,21 @@ inline const MetricFamily kAccountKernelPackets{
     MetricType::Counter,
     {"port"}};
 
+// The XDP steering program of a port's interface (control/parts/steering.cc adds them;
+// `accounting` reads them for the layer before user space). Per port, once settled:
+//   rx == Σ verdicts, and verdict "userspace" (lifted) == drops{layer="device"} (the AF_XDP
+//   socket's) + drops{layer="port"} + vecflow_accounting_rx_packets_total.
+inline const MetricFamily kSteerRxPackets{
+    "vecflow_steer_rx_packets_total",
+    "Frames the XDP steering program saw on a port's interface",
+    MetricType::Counter,
+    {"port"}};
+inline const MetricFamily kSteerVerdicts{
+    "vecflow_steer_verdicts_total",
+    "What the XDP program finally did with each frame (after fallbacks)",
+    MetricType::Counter,
+    {"port", "verdict"}};
+
 // The runtime's lcores and services (register_runtime): busy, idle and sleep cycles. Parts whose
 // work runs as services (rx adapters, workers) read their busy share from these series, keyed
 // by service name, rather than counting time again.

@@ -3,6 +3,10 @@
 // rest routed in user space through vectors. Every test ends with the accounting identity per
 // port (rx = tx + kernel + dropped, nothing in flight) and checks what the hosts saw against
 // what vecflowd counted.
+#include <fstream>
+#include <map>
+
+#include "corpus.h"
 #include "forwarding_fixture.h"
 
 namespace vecflow::test {
@@ -124,6 +128,74 @@ TEST_F(Forwarding, UdpFloodIsAccountedPacketForPacket) {
   EXPECT_EQ(d(wan0, wan, "rx_packets") + device_drops(errors) - device_drops(errors0),
             xdp(steer, "userspace") - xdp(steer0, "userspace"))
       << errors.dump();
+}
+
+// The malformed-traffic corpus replayed into wan0: every frame the kernel let the sender send
+// met the XDP program, the ones the corpus says XDP drops are counted under their reasons, and
+// `accounting` adds up on every layer: XDP's verdicts, what it lifted, what user space did.
+TEST_F(Forwarding, MalformedCorpusIsAccountedFromXdpToTransmit) {
+  std::ifstream mf(corpus_dir() + "/MANIFEST");
+  auto manifest = parse_manifest(std::string(std::istreambuf_iterator<char>(mf), {}));
+  ASSERT_TRUE(manifest) << manifest.error().message;
+  const std::string wan_mac = lab_->exec_output('a', "cat /sys/class/net/wan0/address");
+  std::string files;
+  for (const auto& e : *manifest)
+    files += " " + corpus_dir() + "/" + e.file;
+  auto [acc0, steer0, errors0] = quiet_counters();
+  Json sent = Json::parse(lab_->exec_output('c', std::string(TRAFGEN_PATH) +
+                                                     " replay --json --dev eth0 --dst-mac " +
+                                                     wan_mac.substr(0, 17) + files));
+  auto [acc, steer, errors] = quiet_counters();
+
+  // What XDP must have dropped, by reason: files the kernel sent whole (it refuses frames
+  // shorter than an Ethernet header and frames above the MTU; their files send nothing).
+  std::map<std::string, uint64_t> expected;
+  ASSERT_EQ(sent["files"].size(), manifest->size());
+  for (size_t i = 0; i < manifest->size(); ++i) {
+    const ManifestEntry& e = (*manifest)[i];
+    const uint64_t n = sent["files"][i]["sent"];
+    if (n == 0) continue;
+    ASSERT_EQ(n, e.frames) << e.file << " was sent in part: " << sent["files"][i].dump();
+    if (e.xdp.kind == Outcome::Drop) expected[std::string(drop_reason_name(e.xdp.reason))] += n;
+  }
+  ASSERT_GT(sent["sent"].get<uint64_t>(), 80u) << sent.dump();
+  ASSERT_GE(expected.size(), 10u);  // most drop reasons of the parser
+  auto xdp_drops = [](const Json& errors) {
+    std::map<std::string, uint64_t> by_reason;
+    for (const auto& w : errors["by_port"])
+      if (w["port"] == "wan" && w["layer"] == "xdp")
+        by_reason[w["reason"]] += w["count"].get<uint64_t>();
+    return by_reason;
+  };
+  auto before = xdp_drops(errors0), after = xdp_drops(errors);
+  std::map<std::string, uint64_t> dropped;
+  for (const auto& [reason, n] : after)
+    if (n > before[reason]) dropped[reason] = n - before[reason];
+  EXPECT_EQ(dropped, expected);
+
+  const Json& wan0 = port(acc0, "wan");
+  const Json& wan = port(acc, "wan");
+  ASSERT_TRUE(wan["xdp"].is_object()) << wan.dump();
+  // Every frame sent was seen (the hosts' kernels may add a few of their own).
+  EXPECT_GE(wan["xdp"]["seen"].get<uint64_t>() - wan0["xdp"]["seen"].get<uint64_t>(),
+            sent["sent"].get<uint64_t>());
+  // The three equations, exactly, on both ports (lan is read by DPDK's net_af_xdp, with the
+  // same XDP program).
+  for (const auto& p : acc) {
+    SCOPED_TRACE(p.dump());
+    const Json& x = p["xdp"];
+    ASSERT_TRUE(x.is_object());
+    auto u = [](const Json& j, const char* k) { return j[k].get<uint64_t>(); };
+    EXPECT_EQ(u(x, "seen"), u(x, "pass") + u(x, "dropped") + u(x, "sent") + u(x, "lifted"));
+    EXPECT_EQ(u(x, "lifted"), u(p, "device_dropped") + u(p, "port_dropped") + u(p, "rx_packets"));
+    EXPECT_EQ(p["in_rings"], 0);
+  }
+  expect_exact(acc);
+  // The human view shows the layer before user space.
+  Exec human = ctl("accounting");
+  EXPECT_NE(human.out.find("from the wire:"), std::string::npos) << human.out;
+  EXPECT_TRUE(std::regex_search(human.out, std::regex("\\nwan +[0-9]+ +[0-9]+ +[0-9]+")))
+      << human.out;
 }
 
 }  // namespace

@@ -14,19 +14,10 @@ constexpr std::array<std::string_view, VF_ACT_COUNT> kActions = {"pass", "drop",
                                                                  "redirect"};
 static_assert(static_cast<int>(VF_VERDICT_COUNT) == static_cast<int>(VF_ACT_COUNT));
 
-inline const MetricFamily kRxPackets{"vecflow_steer_rx_packets_total",
-                                     "Frames the XDP steering program saw on a port's interface",
-                                     MetricType::Counter,
-                                     {"port"}};
 inline const MetricFamily kRxBytes{"vecflow_steer_rx_bytes_total",
                                    "Bytes the XDP steering program saw on a port's interface",
                                    MetricType::Counter,
                                    {"port"}};
-inline const MetricFamily kVerdicts{
-    "vecflow_steer_verdicts_total",
-    "What the XDP program finally did with each frame (after fallbacks)",
-    MetricType::Counter,
-    {"port", "verdict"}};
 inline const MetricFamily kActionCount{
     "vecflow_steer_actions_total",
     "Action chosen for each frame by a rule, the default or the malformed policy",
@@ -91,10 +82,10 @@ void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteerin
       auto c = steering.counters(itf.port);
       if (!c) continue;  // the interface went away: nothing to read, nothing to invent
       const std::string& port = itf.port;
-      s.add(kRxPackets, {port}, c->rx_packets);
+      s.add(kSteerRxPackets, {port}, c->rx_packets);
       s.add(kRxBytes, {port}, c->rx_bytes);
       for (size_t i = 0; i < VF_ACT_COUNT; ++i) {
-        s.add(kVerdicts, {port, kActions[i]}, c->verdict[i]);
+        s.add(kSteerVerdicts, {port, kActions[i]}, c->verdict[i]);
         s.add(kActionCount, {port, kActions[i]}, c->action[i]);
       }
       s.add(kDefaultHits, {port}, c->default_hits);
@@ -157,15 +148,15 @@ void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteerin
                       {"state", state_name(itf.state)},
                       {"detaches", itf.detaches},
                       {"reattaches", itf.reattaches},
-                      {"rx_packets", s.count(kRxPackets, {p})},
+                      {"rx_packets", s.count(kSteerRxPackets, {p})},
                       {"rx_bytes", s.count(kRxBytes, {p})},
-                      {"rx_pps", rate_or_null(rates, kRxPackets, {{"port", p}})},
+                      {"rx_pps", rate_or_null(rates, kSteerRxPackets, {{"port", p}})},
                       {"rx_bps", [&] {
                          auto r = rates.rate(kRxBytes, {p});
                          return r ? Json(*r * 8) : Json(nullptr);
                        }()}};
           for (auto v : kActions)
-            row[std::string(v)] = s.count(kVerdicts, {p, v});
+            row[std::string(v)] = s.count(kSteerVerdicts, {p, v});
           row["default_hits"] = s.count(kDefaultHits, {p});
           row["no_socket_fallbacks"] = s.count(kNoSocket, {p});
           row["meta_unavailable"] = s.count(kMetaUnavailable, {p});
