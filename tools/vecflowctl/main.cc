@@ -325,17 +325,50 @@ int main(int argc, char** argv) {
     args = {{"action", "remove"}, {"id", hook_id}};
   });
 
+  auto* logc = app.add_subcommand("log", "Log levels and the last lines logged; set a level");
+  unsigned log_lines = 20;
+  auto* log_show = logc->add_subcommand("show", "Each part's level and the last lines logged");
+  log_show->add_option("-n,--lines", log_lines, "How many lines (0-1000)")
+      ->check(CLI::Range(0u, 1000u));
+  auto* log_level =
+      logc->add_subcommand("level", "Set the level of every part, or of one: [PART] LEVEL");
+  std::vector<std::string> level_words;
+  log_level->add_option("level", level_words, "[PART] trace|debug|info|warn|error|off")
+      ->required()
+      ->expected(1, 2);
+
   auto* call = app.add_subcommand("call", "Any command: COMMAND key=value ...");
   std::string call_name;
   std::vector<std::string> call_params;
   call->add_option("command", call_name, "Command name")->required();
   call->add_option("params", call_params, "key=value arguments (values may be JSON)");
 
+  app.set_version_flag("--version", std::string("vecflowctl ") + VECFLOW_VERSION);
+  // A word that is no command is kept as an extra, so that the error can name it.
+  app.allow_extras();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (app.get_subcommands().empty() && !app.remaining().empty()) {
+      std::cerr << "vecflowctl: unknown command '" << app.remaining().front()
+                << "' (vecflowctl --help lists the commands)\n";
+      return vecflowctl::kUsage;
+    }
     int rc = app.exit(e);
     return rc == 0 ? vecflowctl::kOk : vecflowctl::kUsage;
+  }
+  if (!app.remaining().empty()) {
+    std::cerr << "vecflowctl: unexpected '" << app.remaining().front() << "'\n";
+    return vecflowctl::kUsage;
+  }
+  if (logc->parsed()) {
+    command = log_level->parsed() ? "log-level" : "log";
+    if (log_level->parsed()) {
+      args["level"] = level_words.back();
+      if (level_words.size() == 2) args["part"] = level_words.front();
+    } else {
+      args["lines"] = log_lines;
+    }
   }
   if (hooks_add->parsed()) {
     command = "hooks";

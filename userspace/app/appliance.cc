@@ -112,6 +112,7 @@ Result<void> Appliance::start_control() {
     port_names.push_back(p.name);
   control::register_accounting(registry_, *outcomes_, std::move(port_names));
   control::register_errors(registry_);
+  control::register_logging(registry_);
 
   // What the app itself applies live; every other section waits for its part to register.
   reloader_ = std::make_unique<control::Reloader>(cfg_, *server_);

@@ -2,11 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <fmt/chrono.h>
 
 #include "control/families.h"
 #include "control/values.h"
 #include "core/drop_reason.h"
+#include "core/log.h"
 #include "runtime/cycles.h"
 
 namespace vecflow::control {
@@ -473,6 +476,85 @@ void register_errors(Registry& registry) {
                    {"REASON", "reason"},
                    {"LAYER", "layer"},
                    {"COUNT", "count", Unit::Count}})}}});
+}
+
+namespace {
+
+std::string_view level_name(spdlog::level::level_enum l) {
+  switch (l) {
+    case spdlog::level::trace:
+      return "trace";
+    case spdlog::level::debug:
+      return "debug";
+    case spdlog::level::info:
+      return "info";
+    case spdlog::level::warn:
+      return "warn";
+    case spdlog::level::err:
+      return "error";
+    case spdlog::level::critical:
+      return "critical";
+    default:
+      return "off";
+  }
+}
+
+Json levels_json() {
+  Json rows = Json::array();
+  for (const auto& [part, level] : log::levels())
+    rows.push_back({{"part", part}, {"level", level_name(level)}});
+  return rows;
+}
+
+}  // namespace
+
+void register_logging(Registry& registry) {
+  (void)registry.add_command(
+      Command{"log", "Each subsystem's log level, and the last lines logged (lines=N, default 20)",
+              Access::Read, "",
+              [](const CommandContext& ctx) -> CommandResult {
+                ArgReader a(ctx.args, {"lines"});
+                const uint64_t n = a.uint("lines", 20, 0, log::kRecentLines);
+                if (auto e = a.error()) return std::unexpected(*e);
+                Json lines = Json::array();
+                if (n > 0) {
+                  for (auto& l : log::recent_lines(n))
+                    lines.push_back({{"text", std::move(l)}});
+                }
+                return Json{{"levels", levels_json()}, {"lines", std::move(lines)}};
+              },
+              View{{table("levels", "/levels", {{"PART", "part"}, {"LEVEL", "level"}}),
+                    table("last lines", "/lines", {{"LINE", "text"}})}}});
+
+  (void)registry.add_command(Command{
+      "log-level",
+      "Set the log level of one subsystem (part=NAME) or of all: level=trace|debug|info|warn|"
+      "error|off",
+      Access::Change, "",
+      [](const CommandContext& ctx) -> CommandResult {
+        ArgReader a(ctx.args, {"level", "part"});
+        a.require("level");
+        const std::string level =
+            a.choice("level", "info", {"trace", "debug", "info", "warn", "error", "off"});
+        auto part = a.string("part");
+        if (auto e = a.error()) return std::unexpected(*e);
+        const auto l = spdlog::level::from_str(level == "error" ? "err" : level);
+        if (part && std::find(std::begin(log::kSubsystems), std::end(log::kSubsystems), *part) ==
+                        std::end(log::kSubsystems)) {
+          std::string known;
+          for (auto s : log::kSubsystems)
+            known += (known.empty() ? "" : ", ") + std::string(s);
+          return command_error(ErrorCode::BadArguments, "no part '{}' logs ({})", *part, known);
+        }
+        // Logged before the change, so that a level that silences the control part still
+        // leaves a line saying who made it quiet.
+        log::get("control")->warn("log level of {} set to {} by pid {}",
+                                  part ? *part : "every part", level, ctx.peer.pid);
+        for (auto s : log::kSubsystems)
+          if (!part || s == *part) log::set_level(s, l);
+        return Json{{"levels", levels_json()}};
+      },
+      View{{table("levels", "/levels", {{"PART", "part"}, {"LEVEL", "level"}})}}});
 }
 
 }  // namespace vecflow::control

@@ -49,4 +49,9 @@ void register_accounting(Registry& registry, const OutcomeTable& table,
 // whichever part added to it), with rates and the ports that dropped.
 void register_errors(Registry& registry);
 
+// `log` (each subsystem's level and the last lines logged, from memory) and `log-level`
+// (a subsystem's level, or every one's, changed at run time until the next reload of the
+// logging section or restart).
+void register_logging(Registry& registry);
+
 }  // namespace vecflow::control

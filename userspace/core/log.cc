@@ -5,6 +5,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <systemd/sd-journal.h>
 
@@ -37,9 +39,27 @@ class SyslogPriorityFlag final : public spdlog::custom_flag_formatter {
 std::mutex g_mutex;
 spdlog::sink_ptr g_sink;
 
+std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> g_recent;
+
 spdlog::sink_ptr sink() {
   if (!g_sink) g_sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   return g_sink;
+}
+
+// Every logger writes to stderr and to the in-memory ring of recent lines.
+std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> recent() {
+  if (!g_recent) {
+    g_recent = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(kRecentLines);
+    g_recent->set_formatter(std::make_unique<spdlog::pattern_formatter>(
+        "%Y-%m-%d %H:%M:%S.%e %-5l %n: %v", spdlog::pattern_time_type::local, ""));
+  }
+  return g_recent;
+}
+
+bool known(std::string_view subsystem) {
+  for (auto s : kSubsystems)
+    if (s == subsystem) return true;
+  return false;
 }
 
 std::unique_ptr<spdlog::formatter> make_formatter() {
@@ -123,10 +143,58 @@ std::shared_ptr<spdlog::logger> get(std::string_view subsystem) {
   std::lock_guard lock(g_mutex);
   if (auto existing = spdlog::get(name)) return existing;
   if (!g_sink) sink()->set_formatter(make_formatter());
-  auto logger = std::make_shared<spdlog::logger>(name, sink());
+  auto logger = std::make_shared<spdlog::logger>(name, spdlog::sinks_init_list{sink(), recent()});
   logger->set_level(spdlog::get_level());
   spdlog::register_logger(logger);
   return logger;
+}
+
+bool set_level(std::string_view subsystem, spdlog::level::level_enum level) {
+  if (!known(subsystem)) return false;
+  get(subsystem)->set_level(level);
+  return true;
+}
+
+std::vector<std::pair<std::string, spdlog::level::level_enum>> levels() {
+  std::vector<std::pair<std::string, spdlog::level::level_enum>> out;
+  for (auto s : kSubsystems)
+    out.emplace_back(std::string(s), get(s)->level());
+  return out;
+}
+
+std::vector<std::string> recent_lines(size_t max) {
+  std::lock_guard lock(g_mutex);
+  auto lines = recent()->last_formatted(max);
+  for (auto& l : lines)
+    while (!l.empty() && (l.back() == '\n' || l.back() == '\r'))
+      l.pop_back();
+  return lines;
+}
+
+bool Repeating::report(uint64_t now_ns) noexcept {
+  ++count_;
+  if (count_ == 1) {
+    interval_ns_ = kFirstIntervalNs;
+    next_ns_ = now_ns + interval_ns_;
+    return true;
+  }
+  if (now_ns < next_ns_) {
+    ++pending_;
+    return false;
+  }
+  suppressed_ = pending_;
+  pending_ = 0;
+  interval_ns_ = std::min(interval_ns_ * 2, kMaxIntervalNs);
+  next_ns_ = now_ns + interval_ns_;
+  return true;
+}
+
+bool Repeating::clear() noexcept {
+  const bool reported = count_ > 0;
+  count_ = 0;
+  suppressed_ = 0;
+  pending_ = 0;
+  return reported;
 }
 
 bool RateLimiter::allow(uint64_t now_ns) noexcept {

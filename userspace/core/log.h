@@ -10,7 +10,10 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -19,8 +22,47 @@ namespace vecflow::log {
 // Sets the global level and output format. Safe to call more than once (tests, reload).
 void init(spdlog::level::level_enum level);
 
+// The subsystems that log, each with its own logger and level.
+inline constexpr std::string_view kSubsystems[] = {
+    "app", "control", "io", "sched", "runtime", "pipeline", "dpdk", "steer", "drops"};
+
 // The logger of a subsystem, created on first use.
 std::shared_ptr<spdlog::logger> get(std::string_view subsystem);
+
+// Sets one subsystem's level at run time (`vecflowctl log level`), until the next set, reload
+// of the logging section, or restart. False for a name not in kSubsystems.
+bool set_level(std::string_view subsystem, spdlog::level::level_enum level);
+// Every subsystem with its level now.
+std::vector<std::pair<std::string, spdlog::level::level_enum>> levels();
+// The last lines logged (at most `max`, oldest first), kept in memory whatever the output is,
+// for `vecflowctl log show`. The ring holds kRecentLines.
+inline constexpr size_t kRecentLines = 1000;
+std::vector<std::string> recent_lines(size_t max);
+
+// A condition the control thread finds again and again (an interface that vanished, a resource
+// that stays unavailable): report() says whether to log this occurrence, and lets through the
+// first, then one after 1 s, 2 s, 4 s ... at most every kMaxInterval, so that a failure that
+// lasts a day costs a few hundred lines rather than one per check; clear() ends the condition.
+class Repeating {
+ public:
+  static constexpr uint64_t kFirstIntervalNs = 1'000'000'000;
+  static constexpr uint64_t kMaxIntervalNs = 600'000'000'000;
+
+  bool report(uint64_t now_ns) noexcept;
+  // When report() lets one through: how many it held back since the one before (for "N more").
+  uint64_t suppressed() const noexcept { return suppressed_; }
+  // Occurrences since the condition began.
+  uint64_t count() const noexcept { return count_; }
+  // The condition is over. True if it had been reported (the caller may log the recovery).
+  bool clear() noexcept;
+
+ private:
+  uint64_t count_ = 0;
+  uint64_t suppressed_ = 0;  // between the last two occurrences let through
+  uint64_t pending_ = 0;     // since the last one let through
+  uint64_t next_ns_ = 0;
+  uint64_t interval_ns_ = 0;
+};
 
 // A structured field of a log event: "port" = "wan".
 struct Field {

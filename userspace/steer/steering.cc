@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -127,6 +128,9 @@ struct XdpSteering::Attached {
   // The program watch() expects to run first on the interface: ours, or the libxdp dispatcher
   // that runs it.
   uint32_t watched_id = 0;
+  // Failed re-attachments while the program is missing (the interface may be gone for good):
+  // logged with back-off.
+  log::Repeating reattach_failures;
 
   ~Attached() { detach(); }
 
@@ -443,10 +447,19 @@ Result<void> XdpSteering::watch() {
                            XDP_FLAGS_UPDATE_IF_NOEXIST | XDP_FLAGS_DRV_MODE, nullptr);
     }
     if (err) {
-      logger()->warn("port {}: re-attaching the steering program to {} failed: {}", a.port.name,
-                     a.port.interface, errno_text(err));
+      const auto now = std::chrono::steady_clock::now().time_since_epoch();
+      if (a.reattach_failures.report(static_cast<uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()))) {
+        const uint64_t more = a.reattach_failures.suppressed();
+        logger()->warn("port {}: re-attaching the steering program to {} failed: {}{}", a.port.name,
+                       a.port.interface, errno_text(err),
+                       more ? fmt::format(" ({} more failed attempts not logged; {} in all)", more,
+                                          a.reattach_failures.count())
+                            : std::string());
+      }
       continue;
     }
+    a.reattach_failures.clear();
     const auto now = first_programs(a.ifindex);
     a.watched_id = *std::max_element(now.begin(), now.end());
     ++st->reattaches;

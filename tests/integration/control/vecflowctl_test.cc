@@ -353,6 +353,55 @@ TEST_F(VecflowctlTest, NotRunningAndUsageErrorsHaveTheirExitCodes) {
   EXPECT_EQ(ctl("flows --by colour").rc, 2);
   EXPECT_EQ(ctl("call metrics nonsense").rc, 2);
   EXPECT_EQ(ctl("call metrics family=5").rc, 2);  // a number where a string is expected
+  Exec bogus = ctl("bogus");
+  EXPECT_EQ(bogus.rc, 2);
+  EXPECT_NE(bogus.err.find("unknown command 'bogus'"), std::string::npos) << bogus.err;
+  Exec extra = ctl("status now");
+  EXPECT_EQ(extra.rc, 2);
+  EXPECT_NE(extra.err.find("unexpected 'now'"), std::string::npos) << extra.err;
+  Exec version = run(std::string(VECFLOWCTL_PATH) + " --version");
+  EXPECT_EQ(version.rc, 0);
+  EXPECT_TRUE(std::regex_search(version.out, std::regex("^vecflowctl [0-9]+\\.[0-9]+\\.[0-9]+")))
+      << version.out;
+}
+
+// Levels change per part at run time, the change is logged, and `log show` has the lines.
+TEST_F(VecflowctlTest, LogLevelsChangeAtRunTimeAndTheLastLinesAreShown) {
+  auto level_of = [](const Json& j, const std::string& part) {
+    for (const auto& l : j["levels"])
+      if (l["part"] == part) return l["level"].get<std::string>();
+    return std::string("absent");
+  };
+  Json before = json("log");
+  EXPECT_EQ(level_of(before, "steer"), "info");
+  ASSERT_FALSE(before["lines"].empty());
+  // The daemon's start is in memory: the control socket line is among the first ones.
+  Json all = json("log show -n 1000");
+  bool started = false;
+  for (const auto& l : all["lines"])
+    started = started || l["text"].get<std::string>().find("control socket") != std::string::npos;
+  EXPECT_TRUE(started) << all.dump();
+  EXPECT_EQ(json("log show -n 3")["lines"].size(), 3u);
+
+  Exec set = ctl("log level steer debug");
+  ASSERT_EQ(set.rc, 0) << set.err;
+  Json after = json("log");
+  EXPECT_EQ(level_of(after, "steer"), "debug");
+  EXPECT_EQ(level_of(after, "io"), "info");
+  bool logged = false;
+  for (const auto& l : after["lines"])
+    logged = logged || l["text"].get<std::string>().find("log level of steer set to debug") !=
+                           std::string::npos;
+  EXPECT_TRUE(logged) << after.dump();
+
+  Exec bad = ctl("log level stear debug");
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_NE(bad.err.find("no part 'stear' logs (app, control"), std::string::npos) << bad.err;
+  EXPECT_EQ(ctl("log level loud").rc, 2);
+
+  ASSERT_EQ(ctl("log level info").rc, 0);  // every part back to the file's level
+  for (const auto& l : json("log")["levels"])
+    EXPECT_EQ(l["level"], "info") << l.dump();
 }
 
 TEST_F(VecflowctlTest, ReloadAppliesAGoodFileAndRefusesABadOne) {

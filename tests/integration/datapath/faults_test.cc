@@ -679,6 +679,31 @@ TEST_F(FaultsStall, AStalledWorkerIsShownAndTheOtherWorkersFlowsKeepMoving) {
   EXPECT_TRUE(probe());
 }
 
+// An interface deleted under vecflowd: its port shows down, and the steering program's failed
+// re-attachments (tried every 200 ms) are logged with back-off: the first, then after 1 s,
+// 2 s, 4 s ... with the count of the ones not logged.
+TEST_F(Faults, AVanishedInterfaceIsReportedWithBackOffAndItsPortIsDown) {
+  ASSERT_EQ(lab_->exec('a', "ip link del wan0"), 0);
+  std::this_thread::sleep_for(3500ms);
+  Json status = json("status");
+  for (const auto& p : status["ports"]) {
+    if (p["name"] == "wan") {
+      EXPECT_EQ(p["state"], "down") << p.dump();
+    }
+  }
+  const std::string text = log();
+  size_t lines = 0;
+  for (size_t at = 0; (at = text.find("re-attaching the steering program to wan0 failed", at)) !=
+                      std::string::npos;
+       ++at)
+    ++lines;
+  // 0 s, 1 s, 3 s: three lines in 3.5 s, where every attempt would have been 17.
+  EXPECT_GE(lines, 2u) << text;
+  EXPECT_LE(lines, 3u) << text;
+  EXPECT_NE(text.find("more failed attempts not logged"), std::string::npos) << text;
+  EXPECT_NE(text.find("port wan: link down"), std::string::npos) << text;
+}
+
 // The fault commands exist in every vecflowd, and do nothing unless the file asks for them.
 TEST_F(Faults, FaultInjectionIsOffUnlessTheConfigurationTurnsItOn) {
   Exec r = ctl("call fault-stall lcore=1 ms=100");

@@ -7,6 +7,7 @@
 #include "core/burst.h"
 #include "core/drop_reason.h"
 #include "core/flow.h"
+#include "core/log.h"
 #include "core/net.h"
 #include "core/packet.h"
 #include "support/eal_env.h"
@@ -156,3 +157,44 @@ TEST(XdpMeta, LayoutIsStable) {
   EXPECT_EQ(sizeof(vf_xdp_meta), 20u);
   EXPECT_EQ(offsetof(vf_xdp_meta, magic), sizeof(vf_xdp_meta) - 2);
 }
+
+namespace vecflow {
+namespace {
+
+// A condition found every 200 ms is logged at 0 s, 1 s, 3 s, 7 s ...; each line after the
+// first knows how many were held back; a cleared condition is logged again at once.
+TEST(LogRepeating, BacksOffAndCountsWhatItHeldBack) {
+  constexpr uint64_t kMs = 1'000'000;
+  log::Repeating r;
+  std::vector<uint64_t> logged_at;
+  std::vector<uint64_t> held;
+  for (uint64_t t = 0; t <= 8000; t += 200) {
+    if (r.report(t * kMs)) {
+      logged_at.push_back(t);
+      held.push_back(r.suppressed());
+    }
+  }
+  EXPECT_EQ(logged_at, (std::vector<uint64_t>{0, 1000, 3000, 7000}));
+  EXPECT_EQ(held, (std::vector<uint64_t>{0, 4, 9, 19}));
+  EXPECT_EQ(r.count(), 41u);
+  EXPECT_TRUE(r.clear());
+  EXPECT_FALSE(r.clear());
+  EXPECT_TRUE(r.report(8200 * kMs));
+  EXPECT_EQ(r.suppressed(), 0u);
+}
+
+TEST(LogRepeating, IntervalStopsGrowingAtItsCap) {
+  log::Repeating r;
+  uint64_t t = 0, last = 0, gap = 0;
+  const uint64_t step = log::Repeating::kFirstIntervalNs / 4;
+  for (int i = 0; i < 40000; ++i, t += step) {
+    if (r.report(t)) {
+      gap = t - last;
+      last = t;
+    }
+  }
+  EXPECT_EQ(gap, log::Repeating::kMaxIntervalNs);
+}
+
+}  // namespace
+}  // namespace vecflow

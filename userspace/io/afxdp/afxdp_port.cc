@@ -829,7 +829,10 @@ uint16_t AfXdpPort::tx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
 LinkState AfXdpPort::link_state() const noexcept {
   ifreq ifr{};
   std::strncpy(ifr.ifr_name, impl_->ifname.c_str(), IFNAMSIZ - 1);
-  if (ioctl(impl_->ctl, SIOCGIFFLAGS, &ifr) != 0) return LinkState::Unknown;
+  if (ioctl(impl_->ctl, SIOCGIFFLAGS, &ifr) != 0) {
+    // An interface that no longer exists carries no traffic: its port is down.
+    return errno == ENODEV ? LinkState::Down : LinkState::Unknown;
+  }
   return (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING) ? LinkState::Up
                                                                    : LinkState::Down;
 }
