@@ -325,6 +325,16 @@ int main(int argc, char** argv) {
     args = {{"action", "remove"}, {"id", hook_id}};
   });
 
+  auto* clear = app.add_subcommand(
+      "clear", "Counters shown by commands restart from zero (/metrics stays monotonic)");
+  std::string clear_what = "counters";
+  clear->add_option("what", clear_what, "counters (all), errors or runtime")
+      ->check(CLI::IsMember({"counters", "errors", "runtime"}));
+  clear->callback([&] {
+    command = "clear";
+    args["what"] = clear_what;
+  });
+
   auto* logc = app.add_subcommand("log", "Log levels and the last lines logged; set a level");
   unsigned log_lines = 20;
   auto* log_show = logc->add_subcommand("show", "Each part's level and the last lines logged");

@@ -74,39 +74,68 @@ void register_introspection(Registry& registry) {
                            {"ARGS", "args"},
                            {"SUMMARY", "summary"}})}}});
 
-  (void)registry.add_command(
-      Command{"metrics", "Every counter, as one snapshot (the numbers /metrics serves)",
-              Access::Read, "[family=PREFIX]",
-              [](const CommandContext& ctx) -> CommandResult {
-                ArgReader a(ctx.args, {"family"});
-                std::string prefix = a.string("family", "");
-                if (auto e = a.error()) return std::unexpected(*e);
-                Json families = Json::array();
-                Json rows = Json::array();
-                for (const auto& fam : ctx.snapshot.families()) {
-                  const MetricFamily& f = *fam.family;
-                  if (!f.name.starts_with(prefix)) continue;
-                  Json series = Json::array();
-                  for (const auto& [labels, value] : fam.series) {
-                    Json l = Json::object();
-                    std::string text;
-                    for (size_t i = 0; i < labels.size(); ++i) {
-                      l[std::string(f.labels[i])] = labels[i];
-                      text += fmt::format("{}{}={}", i ? "," : "", f.labels[i], labels[i]);
-                    }
-                    Json v = value.integral ? Json(value.count) : Json(value.real);
-                    series.push_back({{"labels", l}, {"value", v}});
-                    rows.push_back({{"name", f.name}, {"labels", text}, {"value", v}});
-                  }
-                  families.push_back({{"name", f.name},
-                                      {"type", f.type == MetricType::Counter ? "counter" : "gauge"},
-                                      {"help", f.help},
-                                      {"series", std::move(series)}});
-                }
-                return Json{{"families", std::move(families)}, {"samples", std::move(rows)}};
-              },
-              View{{table("", "/samples",
-                          {{"METRIC", "name"}, {"LABELS", "labels"}, {"VALUE", "value"}})}}});
+  (void)registry.add_command(Command{
+      "metrics", "Every counter, as one snapshot (the numbers /metrics serves)", Access::Read,
+      "[family=PREFIX]",
+      [](const CommandContext& ctx) -> CommandResult {
+        ArgReader a(ctx.args, {"family"});
+        std::string prefix = a.string("family", "");
+        if (auto e = a.error()) return std::unexpected(*e);
+        Json families = Json::array();
+        Json rows = Json::array();
+        for (const auto& fam : ctx.snapshot.families()) {
+          const MetricFamily& f = *fam.family;
+          if (!f.name.starts_with(prefix)) continue;
+          Json series = Json::array();
+          for (const auto& [labels, value] : fam.series) {
+            Json l = Json::object();
+            std::string text;
+            for (size_t i = 0; i < labels.size(); ++i) {
+              l[std::string(f.labels[i])] = labels[i];
+              text += fmt::format("{}{}={}", i ? "," : "", f.labels[i], labels[i]);
+            }
+            Json v = value.integral ? Json(value.count) : Json(value.real);
+            series.push_back({{"labels", l}, {"value", v}});
+            rows.push_back({{"name", f.name}, {"labels", text}, {"value", v}});
+          }
+          families.push_back({{"name", f.name},
+                              {"type", f.type == MetricType::Counter ? "counter" : "gauge"},
+                              {"help", f.help},
+                              {"series", std::move(series)}});
+        }
+        return Json{{"families", std::move(families)}, {"samples", std::move(rows)}};
+      },
+      View{{table("", "/samples", {{"METRIC", "name"}, {"LABELS", "labels"}, {"VALUE", "value"}})}},
+      true});
+
+  (void)registry.add_command(Command{
+      "clear",
+      "Counters restart from zero in every command but `metrics`: what=counters (all), errors "
+      "(drops and parse errors) or runtime (lcore, service, stage and scheduler time and "
+      "work); /metrics stays monotonic",
+      Access::Change, "[what=counters|errors|runtime]",
+      [&registry](const CommandContext& ctx) -> CommandResult {
+        ArgReader a(ctx.args, {"what"});
+        const std::string what = a.choice("what", "counters", {"counters", "errors", "runtime"});
+        if (auto e = a.error()) return std::unexpected(*e);
+        auto selects = [&what](const MetricFamily& f) {
+          if (what == "errors")
+            return f.name.find("drops") != std::string::npos ||
+                   f.name.find("errors") != std::string::npos;
+          if (what == "runtime") {
+            for (std::string_view p :
+                 {"vecflow_lcore_", "vecflow_service_", "vecflow_stage_", "vecflow_sched_"})
+              if (f.name.starts_with(p)) return true;
+            return false;
+          }
+          return true;
+        };
+        const size_t n = registry.clear(selects);
+        log::get("control")->info("counters cleared ({}: {} families) by pid {}", what, n,
+                                  ctx.peer.pid);
+        return Json{{"cleared", what}, {"families", n}};
+      },
+      View{{fields("", "", {{"cleared", "/cleared"}, {"families", "/families", Unit::Count}})}}});
 }
 
 void register_status(Registry& registry, StatusSource source) {
@@ -265,24 +294,25 @@ void register_runtime(Registry& registry, std::vector<const Lcore*> lcores) {
                  {"idle_cycles", s.count(kServiceIdle, {id, svc->name()})},
                  {"sleeps", svc->stats().sleeps.load()}});
           }
-          rows.push_back({{"lcore", l->id()},
-                          {"role", i == 0 ? "control" : "worker"},
-                          {"busy_pct", percent(ctx.rates, kLcoreBusy, {id})},
-                          {"idle_pct", percent(ctx.rates, kLcoreIdle, {id})},
-                          {"sleep_pct", percent(ctx.rates, kLcoreSleep, {id})},
-                          {"asleep", sleeping},
-                          {"state", lcore_state(*l)},
-                          {"round_s", round_seconds(*l)},
-                          {"stalls", l->stats().stalls.load()},
-                          {"stalled_s",
-                           static_cast<double>(tsc_to_ns(l->stats().stalled_cycles.load())) / 1e9},
-                          {"rounds", s.count(kLcoreRounds, {id})},
-                          {"naps", s.count(kLcoreNaps, {id})},
-                          {"interrupt_sleeps", s.count(kLcoreInterruptSleeps, {id})},
-                          {"busy_cycles", s.count(kLcoreBusy, {id})},
-                          {"idle_cycles", s.count(kLcoreIdle, {id})},
-                          {"sleep_cycles", s.count(kLcoreSleep, {id})},
-                          {"services", std::move(names)}});
+          rows.push_back(
+              {{"lcore", l->id()},
+               {"role", i == 0 ? "control" : "worker"},
+               {"busy_pct", percent(ctx.rates, kLcoreBusy, {id})},
+               {"idle_pct", percent(ctx.rates, kLcoreIdle, {id})},
+               {"sleep_pct", percent(ctx.rates, kLcoreSleep, {id})},
+               {"asleep", sleeping},
+               {"state", lcore_state(*l)},
+               {"round_s", round_seconds(*l)},
+               {"stalls", s.count(kLcoreStalls, {id})},
+               {"stalled_s",
+                static_cast<double>(tsc_to_ns(s.count(kLcoreStalledCycles, {id}))) / 1e9},
+               {"rounds", s.count(kLcoreRounds, {id})},
+               {"naps", s.count(kLcoreNaps, {id})},
+               {"interrupt_sleeps", s.count(kLcoreInterruptSleeps, {id})},
+               {"busy_cycles", s.count(kLcoreBusy, {id})},
+               {"idle_cycles", s.count(kLcoreIdle, {id})},
+               {"sleep_cycles", s.count(kLcoreSleep, {id})},
+               {"services", std::move(names)}});
         }
         return Json{{"interval_s", ctx.rates.interval_s()},
                     {"tsc_hz", tsc_hz()},

@@ -178,6 +178,9 @@ struct Command {
   std::string args_help;  // "[top=N] [by=packets|bytes]" for the help listing
   Handler handler = nullptr;
   std::optional<View> view = std::nullopt;  // how vecflowctl prints the result
+  // The counters as collected, never minus the baseline of `clear` (the `metrics` command,
+  // which shows what /metrics serves).
+  bool raw_counters = false;
 };
 
 }  // namespace vecflow::control

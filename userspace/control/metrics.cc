@@ -76,6 +76,28 @@ Snapshot::Family& Snapshot::family(const MetricFamily& f) {
   return families_.back();
 }
 
+void Snapshot::subtract(const Snapshot& base) {
+  for (const Family& b : base.families_) {
+    if (b.family->type != MetricType::Counter) continue;
+    for (Family& f : families_) {
+      if (f.family->name != b.family->name) continue;
+      for (auto& [labels, value] : f.series) {
+        auto it = b.series.find(labels);
+        if (it == b.series.end() || !value.integral) continue;
+        if (it->second.count <= value.count) value.count -= it->second.count;
+      }
+    }
+  }
+}
+
+void Snapshot::replace(const Snapshot& from,
+                       const std::function<bool(const MetricFamily&)>& which) {
+  for (const Family& f : from.families_) {
+    if (!which(*f.family)) continue;
+    family(*f.family).series = f.series;
+  }
+}
+
 void Snapshot::declare(const MetricFamily& f) {
   family(f);
 }

@@ -86,6 +86,13 @@ class Snapshot {
   const std::vector<Family>& families() const noexcept { return families_; }
   uint64_t taken_ns() const noexcept { return taken_ns_; }
 
+  // What counted since `base` was taken: each counter series minus its value in `base` (gauges
+  // are left alone). A series below its base (its part was rebuilt and counts from zero again)
+  // stays as it is.
+  void subtract(const Snapshot& base);
+  // Takes over the families of `from` that `which` selects, replacing what this one had of them.
+  void replace(const Snapshot& from, const std::function<bool(const MetricFamily&)>& which);
+
  private:
   Family& family(const MetricFamily& f);
   std::vector<Family> families_;  // in first-collected order

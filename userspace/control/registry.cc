@@ -160,6 +160,7 @@ Json Registry::dispatch(const Request& request, const Peer& peer, const RateWind
   }
   try {
     Snapshot snapshot = collect();
+    if (!c->raw_counters) snapshot.subtract(baseline_);
     const Json no_args = Json::object();
     CommandContext ctx{request.args.is_null() ? no_args : request.args, peer, snapshot, rates};
     CommandResult r = c->handler(ctx);
@@ -171,6 +172,17 @@ Json Registry::dispatch(const Request& request, const Peer& peer, const RateWind
                                  fmt::format("'{}' failed inside vecflowd: {}", c->name, e.what()),
                                  {}});
   }
+}
+
+size_t Registry::clear(const std::function<bool(const MetricFamily&)>& which) {
+  Snapshot now = collect();
+  size_t n = 0;
+  baseline_.replace(now, [&](const MetricFamily& f) {
+    const bool cleared = f.type == MetricType::Counter && which(f);
+    n += cleared;
+    return cleared;
+  });
+  return n;
 }
 
 }  // namespace vecflow::control

@@ -59,7 +59,14 @@ class Registry {
   // that throws gets an `internal` error reply.
   Json dispatch(const Request& request, const Peer& peer, const RateWindow& rates) const;
 
+  // `vecflowctl clear`: from now on the counter families `which` selects read, in every
+  // command but `metrics`, as counted since this moment. The counters themselves (and so
+  // /metrics, rates and the final accounting) go on unchanged: Prometheus sees no reset.
+  // Returns how many families it cleared.
+  size_t clear(const std::function<bool(const MetricFamily&)>& which);
+
  private:
+  Snapshot baseline_{0};
   std::map<std::string, Command, std::less<>> commands_;
   std::vector<std::pair<std::string, Collector>> collectors_;
   std::vector<std::pair<std::string, StatusSection>> status_;

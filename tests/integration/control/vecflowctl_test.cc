@@ -365,6 +365,44 @@ TEST_F(VecflowctlTest, NotRunningAndUsageErrorsHaveTheirExitCodes) {
       << version.out;
 }
 
+// `clear` restarts what the commands show; /metrics (and `metrics`) stay monotonic, and
+// `clear errors` leaves the other counters alone.
+TEST_F(VecflowctlTest, ClearRestartsWhatCommandsShowAndMetricsStayMonotonic) {
+  auto wan_rx = [this] {
+    const Json acc = json("accounting");
+    for (const auto& p : acc["ports"])
+      if (p["port"] == "wan") return p["rx_packets"].get<uint64_t>();
+    return uint64_t{0};
+  };
+  auto metric_rx = [this] {
+    const Json metrics = json("metrics --family vecflow_accounting_rx_packets");
+    for (const auto& m : metrics["samples"])
+      if (m["labels"] == "port=wan") return m["value"].get<uint64_t>();
+    return uint64_t{0};
+  };
+  ASSERT_EQ(lab_->exec('c', "ping -c 3 -i 0.2 -W 1 192.0.2.1 >/dev/null"), 0);
+  const uint64_t shown = wan_rx();
+  const uint64_t monotonic = metric_rx();
+  ASSERT_GE(shown, 3u);
+  Exec cleared = ctl("clear");
+  ASSERT_EQ(cleared.rc, 0) << cleared.err;
+  EXPECT_NE(cleared.out.find("counters"), std::string::npos) << cleared.out;
+  // The hosts' kernels may send a frame of their own in between (IPv6 neighbour discovery).
+  EXPECT_LT(wan_rx(), 3u);
+  EXPECT_GE(metric_rx(), monotonic);
+  ASSERT_EQ(lab_->exec('c', "ping -c 3 -i 0.2 -W 1 192.0.2.1 >/dev/null"), 0);
+  const uint64_t since = wan_rx();
+  EXPECT_GE(since, 3u);
+  EXPECT_LT(since, shown + 3);
+  EXPECT_GE(metric_rx(), monotonic + 3);
+
+  // `clear errors`: drops restart, packets go on counting.
+  ASSERT_EQ(ctl("clear errors").rc, 0);
+  EXPECT_EQ(json("errors")["total"], 0);
+  EXPECT_GE(wan_rx(), since);
+  EXPECT_EQ(ctl("clear nothing").rc, 2);
+}
+
 // Levels change per part at run time, the change is logged, and `log show` has the lines.
 TEST_F(VecflowctlTest, LogLevelsChangeAtRunTimeAndTheLastLinesAreShown) {
   auto level_of = [](const Json& j, const std::string& part) {
@@ -400,7 +438,8 @@ TEST_F(VecflowctlTest, LogLevelsChangeAtRunTimeAndTheLastLinesAreShown) {
   EXPECT_EQ(ctl("log level loud").rc, 2);
 
   ASSERT_EQ(ctl("log level info").rc, 0);  // every part back to the file's level
-  for (const auto& l : json("log")["levels"])
+  const Json reset = json("log");
+  for (const auto& l : reset["levels"])
     EXPECT_EQ(l["level"], "info") << l.dump();
 }
 

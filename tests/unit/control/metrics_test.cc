@@ -25,6 +25,35 @@ TEST(SnapshotSumBy, SumsEachValueOfTheLabelOverTheOthers) {
   EXPECT_TRUE(Snapshot(kSecond).sum_by(kHits, "rule").empty());
 }
 
+// What `clear` builds on: a baseline of the families cleared, subtracted from later snapshots.
+TEST(SnapshotBaseline, SubtractsClearedCountersOnlyAndSurvivesARestartedSeries) {
+  const MetricFamily drops{"test_drops_total", "drops", MetricType::Counter, {"port"}};
+  const MetricFamily level{"test_level", "a gauge", MetricType::Gauge, {"port"}};
+  Snapshot at_clear(kSecond);
+  at_clear.add(kHits, {"wan", "a"}, 10);
+  at_clear.add(drops, {"wan"}, 7);
+  at_clear.set(level, {"wan"}, 5);
+  Snapshot baseline(0);
+  baseline.replace(at_clear, [](const MetricFamily& f) { return f.name == "test_drops_total"; });
+  EXPECT_EQ(baseline.find("test_rule_hits_total"), nullptr);
+
+  Snapshot later(2 * kSecond);
+  later.add(kHits, {"wan", "a"}, 12);
+  later.add(drops, {"wan"}, 9);
+  later.add(drops, {"lan"}, 1);  // a series born after the clear counts from its start
+  later.set(level, {"wan"}, 6);
+  later.subtract(baseline);
+  EXPECT_EQ(later.count(kHits, {"wan", "a"}), 12u);  // not cleared
+  EXPECT_EQ(later.count(drops, {"wan"}), 2u);
+  EXPECT_EQ(later.count(drops, {"lan"}), 1u);
+  EXPECT_EQ(later.get(level, {"wan"})->as_double(), 6);
+
+  Snapshot restarted(3 * kSecond);
+  restarted.add(drops, {"wan"}, 3);  // below the baseline: the part counts from zero again
+  restarted.subtract(baseline);
+  EXPECT_EQ(restarted.count(drops, {"wan"}), 3u);
+}
+
 TEST(RateWindowRateBy, RatesPerValueWithNewSeriesFromZeroAndResetsUnknown) {
   RateWindow rates;
   Snapshot first(kSecond);
