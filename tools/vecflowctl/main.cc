@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
            {"accounting",
             "Where each port's packets went (rx = tx + kernel + dropped) and came from (XDP)"},
            {"errors", "Every drop reason with its count across the box"},
+           {"buffers", "Buffer pools, buffers lent to the kernel, EAL heaps, process memory"},
            {"commands", "The commands this vecflowd serves"},
            {"steering", "XDP steering: hits per rule and action, parse errors"},
            {"sched", "Scheduler: per worker busy/idle, events, vectors, migrations"},

@@ -100,6 +100,8 @@ void render_fields(std::string& out, const Json& result, const Json& block) {
     if (!v || v->is_null() || (v->is_array() && v->empty())) continue;
     lines.emplace_back(col.value("header", ""), format_value(*v, col.value("unit", "")));
   }
+  std::string title = block.value("title", "");
+  if (!title.empty() && !lines.empty()) out += (out.empty() ? "" : "\n") + title + ":\n";
   size_t width = 0;
   for (const auto& [name, value] : lines)
     width = std::max(width, name.size());

@@ -14,6 +14,7 @@
 #include "control/parts/ports.h"
 #include "control/parts/sched.h"
 #include "control/parts/steering.h"
+#include "control/resources.h"
 #include "core/log.h"
 #include "runtime/cycles.h"
 
@@ -113,6 +114,7 @@ Result<void> Appliance::start_control() {
   control::register_accounting(registry_, *outcomes_, std::move(port_names));
   control::register_errors(registry_);
   control::register_logging(registry_);
+  control::register_resources(registry_);
 
   // What the app itself applies live; every other section waits for its part to register.
   reloader_ = std::make_unique<control::Reloader>(cfg_, *server_);

@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -401,6 +402,40 @@ TEST_F(VecflowctlTest, ClearRestartsWhatCommandsShowAndMetricsStayMonotonic) {
   EXPECT_EQ(json("errors")["total"], 0);
   EXPECT_GE(wan_rx(), since);
   EXPECT_EQ(ctl("clear nothing").rc, 2);
+}
+
+// `buffers`: every pool with its states adding up, the AF_XDP fill rings' buffers lent to the
+// kernel (taken from the packet pool, so counted in its IN USE), EAL's heap and the process.
+TEST_F(VecflowctlTest, BuffersShowPoolsWhatTheKernelHoldsAndMemory) {
+  const Json b = json("buffers");
+  ASSERT_FALSE(b["pools"].empty()) << b.dump();
+  uint64_t most_in_use = 0;
+  for (const auto& p : b["pools"]) {
+    EXPECT_EQ(p["size"].get<uint64_t>(),
+              p["in_use"].get<uint64_t>() + p["cached"].get<uint64_t>() + p["free"].get<uint64_t>())
+        << p.dump();
+    EXPECT_GT(p["element_bytes"].get<uint64_t>(), 0u) << p.dump();
+    most_in_use = std::max(most_in_use, p["in_use"].get<uint64_t>());
+  }
+  uint64_t lent = 0;
+  for (const auto& q : b["lent_to_kernel"]) {
+    EXPECT_EQ(q["port"], "wan") << "lan's queue is DPDK's (net_af_xdp), not a socket of vecflow's";
+    lent += q["buffers"].get<uint64_t>();
+  }
+  EXPECT_GT(lent, 0u) << b.dump();  // wan's fill ring is kept full
+  EXPECT_GE(most_in_use, lent) << b.dump();
+  ASSERT_FALSE(b["heaps"].empty()) << b.dump();
+  EXPECT_GT(b["heaps"][0]["allocated_bytes"].get<uint64_t>(), 0u);
+  EXPECT_GT(b["process"]["resident_bytes"].get<uint64_t>(), 1u << 20);
+  EXPECT_GT(b["process"]["open_fds"].get<uint64_t>(), 3u);
+
+  Exec human = ctl("buffers");
+  EXPECT_NE(human.out.find("pools:"), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("resident:"), std::string::npos) << human.out;
+  const std::string text = http_get(lab_->ns('a'), "/metrics");
+  EXPECT_NE(text.find("\nprocess_resident_memory_bytes "), std::string::npos);
+  EXPECT_NE(text.find("\nprocess_cpu_seconds_total "), std::string::npos);
+  EXPECT_NE(text.find("vecflow_buffer_pool_buffers{pool="), std::string::npos);
 }
 
 // Levels change per part at run time, the change is logged, and `log show` has the lines.
