@@ -8,6 +8,7 @@
 //
 // Exit status: see ExitCode in client.h and the README.
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -82,6 +83,20 @@ int print_error(const Options& o, const Json& reply) {
 }
 
 // Sends one command and prints the reply; returns the exit code.
+// Columns to fit tables into: $COLUMNS when set (as shells export it), else the terminal's;
+// 0 (no limit) when writing to a pipe or a file.
+size_t terminal_width() {
+  if (const char* c = std::getenv("COLUMNS")) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(c, &end, 10);
+    if (end != c && *end == '\0' && n >= 20) return n;
+  }
+  winsize ws{};
+  if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20)
+    return ws.ws_col;
+  return 0;
+}
+
 int run_once(const Options& o, Client& client, const std::string& command, const Json& args,
              bool clear) {
   Json request = {{"version", 1}, {"command", command}};
@@ -98,7 +113,8 @@ int run_once(const Options& o, Client& client, const std::string& command, const
     std::cout << (o.watch > 0 ? result.dump() : result.dump(2)) << std::endl;
     return vecflowctl::kOk;
   }
-  std::string text = vecflowctl::render(result, reply->value("view", Json()), o.all);
+  std::string text =
+      vecflowctl::render(result, reply->value("view", Json()), o.all, terminal_width());
   if (clear) {
     std::time_t now = std::time(nullptr);
     char when[32];

@@ -109,7 +109,47 @@ void render_fields(std::string& out, const Json& result, const Json& block) {
     out += fmt::format("{:<{}}  {}\n", name + ":", width + 1, value);
 }
 
-void render_table(std::string& out, const Json& result, const Json& block, bool all) {
+// Fits a table into `max_width` columns of terminal (0: no limit). Numbers are never cut: a
+// trailing text column (a description, a log line) is shortened first, then columns are
+// dropped from the right, the first (the row's name) always kept. Returns the headers of the
+// columns dropped.
+std::vector<std::string> fit(std::vector<std::string>& header, std::vector<bool>& right,
+                             std::vector<std::vector<std::string>>& cells,
+                             std::vector<size_t>& width, size_t max_width) {
+  auto total = [&] {
+    size_t t = 0;
+    for (size_t w : width)
+      t += w;
+    return t + 2 * (width.size() - 1);
+  };
+  std::vector<std::string> dropped;
+  if (max_width == 0 || total() <= max_width) return dropped;
+  constexpr size_t kShortestText = 12;
+  const size_t last = width.size() - 1;
+  if (!right[last] && last > 0) {
+    const size_t others = total() - width[last];
+    if (others + kShortestText <= max_width) {
+      width[last] = max_width - others;
+      for (auto& line : cells)
+        if (line[last].size() > width[last])
+          line[last] = line[last].substr(0, width[last] - 1) + "~";
+      return dropped;
+    }
+  }
+  while (width.size() > 1 && total() > max_width) {
+    dropped.push_back(header.back());
+    header.pop_back();
+    right.pop_back();
+    width.pop_back();
+    for (auto& line : cells)
+      line.pop_back();
+  }
+  std::reverse(dropped.begin(), dropped.end());
+  return dropped;
+}
+
+void render_table(std::string& out, const Json& result, const Json& block, bool all,
+                  size_t max_width) {
   const Json* rows = lookup(result, block.value("rows", ""));
   std::string title = block.value("title", "");
   const Json& cols = block["columns"];
@@ -149,6 +189,7 @@ void render_table(std::string& out, const Json& result, const Json& block, bool 
     for (const auto& line : cells)
       width[i] = std::max(width[i], line[i].size());
   }
+  const std::vector<std::string> dropped = fit(header, right, cells, width, max_width);
   auto emit = [&](const std::vector<std::string>& line) {
     std::string text;
     for (size_t i = 0; i < line.size(); ++i) {
@@ -168,6 +209,12 @@ void render_table(std::string& out, const Json& result, const Json& block, bool 
   for (const auto& line : cells)
     emit(line);
   if (hidden > 0) out += fmt::format("({} more at zero; --all shows them)\n", hidden);
+  if (!dropped.empty()) {
+    std::string names;
+    for (const auto& d : dropped)
+      names += (names.empty() ? "" : ", ") + d;
+    out += fmt::format("({} not shown at this width; --json has them)\n", names);
+  }
 }
 
 }  // namespace
@@ -185,14 +232,14 @@ std::string format_value(const Json& v, std::string_view unit) {
   return plain(v);
 }
 
-std::string render(const Json& result, const Json& view, bool all) {
+std::string render(const Json& result, const Json& view, bool all, size_t max_width) {
   if (!view.is_array() || view.empty()) return result.dump(2) + "\n";
   std::string out;
   for (const auto& block : view) {
     if (block.value("kind", "") == "fields") {
       render_fields(out, result, block);
     } else {
-      render_table(out, result, block, all);
+      render_table(out, result, block, all, max_width);
     }
   }
   return out;

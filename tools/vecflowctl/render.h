@@ -3,6 +3,7 @@
 // a command describes its View once, in vecflowd; vecflowctl needs no change to print it.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -14,8 +15,9 @@ namespace vecflowctl {
 // "count", "cycles" or "" for as-is). null prints as "-".
 std::string format_value(const Json& value, std::string_view unit);
 
-// The result printed by its view. `all`: keep rows the view hides when zero. Without a view,
-// the result as indented JSON.
-std::string render(const Json& result, const Json& view, bool all);
+// The result printed by its view. `all`: keep rows the view hides when zero. `max_width`: the
+// terminal's columns (0: no limit); a wider table loses its trailing text first, then whole
+// columns from the right, and says which. Without a view, the result as indented JSON.
+std::string render(const Json& result, const Json& view, bool all, size_t max_width = 0);
 
 }  // namespace vecflowctl

@@ -51,6 +51,36 @@ TEST(Render, EmptyTablesSayNone) {
   EXPECT_NE(render(result, kView, false).find("reasons:\n  none\n"), std::string::npos);
 }
 
+// A table wider than the terminal: its trailing text is shortened first; when that is not
+// enough, whole columns go from the right and the output says which. A number is never cut.
+TEST(Render, TablesFitTheTerminalWithoutCuttingANumber) {
+  const Json view = Json::parse(R"([{"kind":"table","title":"","rows":"/r","columns":[
+     {"header":"PORT","key":"port"},{"header":"RX","key":"rx","unit":"count"},
+     {"header":"TX","key":"tx","unit":"count"},{"header":"WHAT","key":"what"}]}])");
+  Json result = {{"r", Json::array({{{"port", "wan"},
+                                     {"rx", 123456789},
+                                     {"tx", 987654321},
+                                     {"what", std::string(60, 'x')}}})}};
+  const std::string wide = render(result, view, false, 0);
+  EXPECT_NE(wide.find(std::string(60, 'x')), std::string::npos);
+  for (size_t width : {40u, 80u}) {
+    const std::string fitted = render(result, view, false, width);
+    for (size_t at = 0, next; at < fitted.size(); at = next + 1) {
+      next = fitted.find('\n', at);
+      EXPECT_LE(next - at, width) << fitted;
+    }
+    EXPECT_NE(fitted.find("123456789"), std::string::npos) << fitted;
+    EXPECT_NE(fitted.find("987654321"), std::string::npos) << fitted;
+    EXPECT_NE(fitted.find("x~"), std::string::npos) << fitted;
+  }
+  // Too narrow for the numbers and 12 characters of text: TX and WHAT go, RX stays whole.
+  const std::string narrow = render(result, view, false, 24);
+  EXPECT_NE(narrow.find("123456789"), std::string::npos) << narrow;
+  EXPECT_EQ(narrow.find("98765"), std::string::npos) << narrow;
+  EXPECT_NE(narrow.find("(TX, WHAT not shown at this width; --json has them)"), std::string::npos)
+      << narrow;
+}
+
 TEST(Render, WithoutAViewPrintsJson) {
   EXPECT_EQ(render(Json{{"a", 1}}, Json(), false), "{\n  \"a\": 1\n}\n");
 }
