@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -203,7 +204,6 @@ int main(int argc, char** argv) {
            {"commands", "The commands this vecflowd serves"},
            {"steering", "XDP steering: hits per rule and action, parse errors"},
            {"sched", "Scheduler: per worker busy/idle, events, vectors, migrations"},
-           {"pipeline", "Pipeline stages: calls, packets, packets per call, cycles per packet"},
            {"confirm", "Keep a reload made with --confirm-within"},
            {"rollback", "Revert a reload made with --confirm-within now"}}) {
     std::string name = s.name;
@@ -240,6 +240,15 @@ int main(int argc, char** argv) {
       }
     });
   }
+
+  auto* pipe = app.add_subcommand(
+      "pipeline", "Pipeline stages: calls, packets, packets per call, cycles per packet");
+  std::optional<unsigned> pipe_lcore;
+  pipe->add_option("--lcore", pipe_lcore, "Only what this lcore ran");
+  pipe->callback([&] {
+    command = "pipeline";
+    if (pipe_lcore) args["lcore"] = *pipe_lcore;
+  });
 
   auto* metrics = app.add_subcommand("metrics", "Every counter, the numbers /metrics serves");
   std::string family;

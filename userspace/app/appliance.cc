@@ -161,7 +161,10 @@ Result<void> Appliance::start_control() {
       tx.push_back(t.get());
     control::register_sched(registry_, datapath_->scheduler(), std::move(rx), std::move(workers),
                             std::move(tx));
-    control::register_pipeline(registry_, datapath_->pipeline());
+    std::vector<unsigned> lcore_of_slot;
+    for (const auto& l : runtime_->lcores())
+      lcore_of_slot.push_back(l->id());
+    control::register_pipeline(registry_, datapath_->pipeline(), std::move(lcore_of_slot));
     control::register_pipeline_reload(*reloader_, datapath_->pipeline(), cfg_);
     tap_ = std::make_unique<HookTap>(datapath_->hooks());
     std::vector<std::string> names;

@@ -15,6 +15,15 @@ Stage::Stage(std::string type, std::string name, unsigned lcore_slots)
       slots_(lcore_slots),
       stats_(new StageLcoreStats[lcore_slots]) {}
 
+StageStats Stage::stats(unsigned slot) const noexcept {
+  StageStats s;
+  if (slot >= slots_) return s;
+  s.calls = stats_[slot].calls.load();
+  s.packets = stats_[slot].packets.load();
+  s.cycles = stats_[slot].cycles.load();
+  return s;
+}
+
 StageStats Stage::stats() const noexcept {
   StageStats s;
   for (unsigned i = 0; i < slots_; ++i) {

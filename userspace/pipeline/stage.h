@@ -125,6 +125,9 @@ class Stage {
   StageLcoreStats& lcore_stats(unsigned slot) noexcept { return stats_[slot]; }
   // Summed over lcores; read by the control plane while workers run.
   StageStats stats() const noexcept;
+  // One lcore's share (slot as StageEnv::slot()), for per-lcore runtime views.
+  StageStats stats(unsigned slot) const noexcept;
+  unsigned slots() const noexcept { return slots_; }
 
  private:
   std::string type_;

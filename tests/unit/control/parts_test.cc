@@ -5,8 +5,10 @@
 // must carry exactly its counts, and vecflowctl must print them as tables with the right
 // columns. The pipeline's tables reload in place; structural changes are refused with reasons.
 #include <gtest/gtest.h>
+
 #include <rte_ether.h>
 #include <rte_ip.h>
+#include <map>
 
 #include <cstring>
 
@@ -451,6 +453,50 @@ TEST_F(PipelinePart, StagesShowCallsPacketsAndCyclesPerPacket) {
   EXPECT_EQ(columns_of(human(reply), ""),
             (Columns{"STAGE", "TYPE", "QUEUE", "SCHED", "CALLS", "PACKETS", "PKTS/CALL",
                      "CYCLES/PKT", "NOW CYCLES/PKT", "RATE"}));
+}
+
+// Two lcores run the stages: `pipeline` sums them, lists each one's share, and lcore=N shows
+// one lcore alone (slot 1 is lcore 3 here, as the runtime maps slots to lcore ids).
+TEST(PipelinePerLcore, EachLcoresShareAndTheSum) {
+  VECFLOW_REQUIRE_EAL();
+  auto cfg = config::load_config_text(kAppliance, "test.yaml");
+  ASSERT_TRUE(cfg) << cfg.error().front().to_string();
+  test::Harness h(2);
+  ASSERT_TRUE(h.build(cfg->pipeline));
+  Registry registry;
+  RateWindow rates;
+  register_pipeline(registry, *h.pipeline, {0, 3});
+  auto frame = [](uint16_t sport) {
+    test::FrameSpec s;
+    s.src = "192.0.2.2";
+    s.dst = "198.51.100.9";
+    s.sport = sport;
+    s.port = test::kWan;
+    return test::make_frame(s);
+  };
+  h.run({frame(1), frame(2)}, 0);
+  h.run({frame(3), frame(4), frame(5)}, 1);
+  Json all = run(registry, rates, "pipeline")["result"];
+  EXPECT_EQ(all["stages"][0]["packets"], 5u);
+  EXPECT_EQ(all["stages"][0]["calls"], 2u);
+  std::map<std::pair<unsigned, std::string>, uint64_t> share;
+  for (const auto& r : all["lcores"])
+    share[{r["lcore"].get<unsigned>(), r["stage"].get<std::string>()}] = r["packets"];
+  EXPECT_EQ((share[{0, "acl"}]), 2u);
+  EXPECT_EQ((share[{3, "acl"}]), 3u);
+  EXPECT_EQ((share[{3, "neighbour"}]), 3u);
+  Json three = run(registry, rates, "pipeline", {{"lcore", 3}})["result"];
+  EXPECT_EQ(three["stages"][0]["packets"], 3u);
+  EXPECT_EQ(three["stages"][0]["calls"], 1u);
+  EXPECT_TRUE(three["lcores"].empty());
+  Request bad;
+  bad.command = "pipeline";
+  bad.args = {{"lcore", 7}};
+  Json refused = registry.dispatch(bad, Peer{}, rates);
+  EXPECT_EQ(refused["error"]["code"], "bad_arguments");
+  EXPECT_NE(refused["error"]["message"].get<std::string>().find("lcores that do: 0, 3"),
+            std::string::npos)
+      << refused.dump();
 }
 
 TEST_F(PipelinePart, RoutesShowTheTableTheCountsAndALookup) {

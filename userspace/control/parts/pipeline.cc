@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
 #include <fmt/format.h>
+#include <rte_lcore.h>
 
 #include "control/values.h"
 #include "pipeline/acl_stage.h"
@@ -21,17 +23,19 @@ namespace vecflow::control {
 namespace {
 
 inline const MetricFamily kStageCalls{"vecflow_stage_calls_total",
-                                      "Vectors a pipeline stage processed",
+                                      "Vectors a pipeline stage processed, per lcore",
                                       MetricType::Counter,
-                                      {"stage", "type"}};
-inline const MetricFamily kStagePackets{"vecflow_stage_packets_total",
-                                        "Packets in the vectors a pipeline stage processed",
-                                        MetricType::Counter,
-                                        {"stage", "type"}};
-inline const MetricFamily kStageCycles{"vecflow_stage_cycles_total",
-                                       "TSC cycles a pipeline stage spent processing vectors",
-                                       MetricType::Counter,
-                                       {"stage", "type"}};
+                                      {"stage", "type", "lcore"}};
+inline const MetricFamily kStagePackets{
+    "vecflow_stage_packets_total",
+    "Packets in the vectors a pipeline stage processed, per lcore",
+    MetricType::Counter,
+    {"stage", "type", "lcore"}};
+inline const MetricFamily kStageCycles{
+    "vecflow_stage_cycles_total",
+    "TSC cycles a pipeline stage spent processing vectors, per lcore",
+    MetricType::Counter,
+    {"stage", "type", "lcore"}};
 inline const MetricFamily kRoutePackets{
     "vecflow_route_packets_total",
     "What a route stage did with packets: forwarded, to_kernel, no_route, ttl_expired, not_ip, "
@@ -154,28 +158,70 @@ std::optional<CommandError> unknown_stage(Pipeline& pipeline,
 void register_stages(Registry& registry, Pipeline& pipeline) {
   (void)registry.add_command(Command{
       "pipeline",
-      "Per stage: calls, packets, packets per call, cycles per packet (like VPP's show runtime)",
-      Access::Read, "",
+      "Per stage: calls, packets, packets per call, cycles per packet (like VPP's show runtime); "
+      "per lcore too when several run stages; lcore=N: that lcore's only",
+      Access::Read, "[lcore=N]",
       [&pipeline](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {});
+        ArgReader a(ctx.args, {"lcore"});
+        const auto only = a.uint("lcore", 0, RTE_MAX_LCORE - 1);
         if (auto e = a.error()) return std::unexpected(*e);
         const Snapshot& s = ctx.snapshot;
         const RateWindow& rates = ctx.rates;
+        const std::string only_label = only ? std::to_string(*only) : "";
+        // The lcores that ran a stage, from the series the collector made.
+        std::set<unsigned> lcores;
+        if (const auto* fam = s.find(kStageCalls.name)) {
+          for (const auto& [labels, value] : fam->series)
+            if (value.count > 0) lcores.insert(static_cast<unsigned>(std::stoul(labels[2])));
+        }
+        if (only && !lcores.contains(static_cast<unsigned>(*only))) {
+          std::string ran;
+          for (unsigned l : lcores)
+            ran += (ran.empty() ? "" : ", ") + std::to_string(l);
+          return command_error(ErrorCode::BadArguments,
+                               "lcore {} runs no stage (lcores that do: {})", *only,
+                               ran.empty() ? "none yet" : ran);
+        }
+        auto per = [](uint64_t n, uint64_t d) {
+          return d ? Json(static_cast<double>(n) / static_cast<double>(d)) : Json(nullptr);
+        };
         auto groups = pipeline.groups();
         Json stages = Json::array();
+        Json per_lcore = Json::array();
         for (size_t i = 0; i < pipeline.size(); ++i) {
           const Stage& st = pipeline.stage(i);
           size_t g = 0;
           while (g + 1 < groups.size() && groups[g + 1].first <= i)
             ++g;
-          uint64_t calls = s.count(kStageCalls, {st.name(), st.type()});
-          uint64_t packets = s.count(kStagePackets, {st.name(), st.type()});
-          uint64_t cycles = s.count(kStageCycles, {st.name(), st.type()});
-          auto pkt_rate = rates.rate(kStagePackets, {st.name(), st.type()});
-          auto cyc_rate = rates.rate(kStageCycles, {st.name(), st.type()});
-          auto per = [](uint64_t n, uint64_t d) {
-            return d ? Json(static_cast<double>(n) / static_cast<double>(d)) : Json(nullptr);
+          auto total = [&](const MetricFamily& f) {
+            if (only) return s.count(f, {st.name(), st.type(), only_label});
+            return static_cast<uint64_t>(s.sum(f, {{"stage", st.name()}, {"type", st.type()}}));
           };
+          auto rate = [&](const MetricFamily& f) {
+            if (only) return rates.rate(f, {st.name(), st.type(), only_label});
+            return rates.rate_sum(f, {{"stage", st.name()}, {"type", st.type()}});
+          };
+          const uint64_t calls = total(kStageCalls);
+          const uint64_t packets = total(kStagePackets);
+          const uint64_t cycles = total(kStageCycles);
+          auto pkt_rate = rate(kStagePackets);
+          auto cyc_rate = rate(kStageCycles);
+          if (!only && lcores.size() > 1) {
+            for (unsigned l : lcores) {
+              const std::string id = std::to_string(l);
+              const uint64_t lc = s.count(kStageCalls, {st.name(), st.type(), id});
+              const uint64_t lp = s.count(kStagePackets, {st.name(), st.type(), id});
+              const uint64_t ly = s.count(kStageCycles, {st.name(), st.type(), id});
+              per_lcore.push_back(
+                  {{"lcore", l},
+                   {"stage", st.name()},
+                   {"calls", lc},
+                   {"packets", lp},
+                   {"packets_per_call", per(lp, lc)},
+                   {"cycles_per_packet", per(ly, lp)},
+                   {"pps", number_or_null(rates.rate(kStagePackets, {st.name(), st.type(), id}))}});
+            }
+          }
           stages.push_back({{"stage", st.name()},
                             {"type", st.type()},
                             {"group", g},
@@ -193,7 +239,11 @@ void register_stages(Registry& registry, Pipeline& pipeline) {
                                                              ? Json(*cyc_rate / *pkt_rate)
                                                              : Json(nullptr)}});
         }
-        return Json{{"interval_s", rates.interval_s()}, {"stages", std::move(stages)}};
+        Json out{{"interval_s", rates.interval_s()},
+                 {"lcore", only ? Json(*only) : Json(nullptr)},
+                 {"stages", std::move(stages)},
+                 {"lcores", std::move(per_lcore)}};
+        return out;
       },
       View{{table("", "/stages",
                   {{"STAGE", "stage"},
@@ -205,7 +255,16 @@ void register_stages(Registry& registry, Pipeline& pipeline) {
                    {"PKTS/CALL", "packets_per_call"},
                    {"CYCLES/PKT", "cycles_per_packet", Unit::Cycles},
                    {"NOW CYCLES/PKT", "recent_cycles_per_packet", Unit::Cycles},
-                   {"RATE", "pps", Unit::Pps}})}}});
+                   {"RATE", "pps", Unit::Pps}}),
+            table("per lcore", "/lcores",
+                  {{"LCORE", "lcore"},
+                   {"STAGE", "stage"},
+                   {"CALLS", "calls", Unit::Count},
+                   {"PACKETS", "packets", Unit::Count},
+                   {"PKTS/CALL", "packets_per_call"},
+                   {"CYCLES/PKT", "cycles_per_packet", Unit::Cycles},
+                   {"RATE", "pps", Unit::Pps}},
+                  "/calls")}}});
 }
 
 void register_routes(Registry& registry, Pipeline& pipeline) {
@@ -481,12 +540,24 @@ void register_flows(Registry& registry, Pipeline& pipeline) {
 
 }  // namespace
 
-void register_pipeline(Registry& registry, Pipeline& pipeline) {
-  registry.add_collector("pipeline", [&pipeline](Snapshot& s) {
-    for (const StageReport& r : pipeline.report()) {
-      s.add(kStageCalls, {r.name, r.type}, r.stats.calls);
-      s.add(kStagePackets, {r.name, r.type}, r.stats.packets);
-      s.add(kStageCycles, {r.name, r.type}, r.stats.cycles);
+void register_pipeline(Registry& registry, Pipeline& pipeline,
+                       std::vector<unsigned> lcore_of_slot) {
+  registry.add_collector("pipeline", [&pipeline, lcore_of_slot](Snapshot& s) {
+    s.declare(kStageCalls);
+    s.declare(kStagePackets);
+    s.declare(kStageCycles);
+    // Per lcore that ran the stage: an lcore that never did has no series.
+    for (size_t i = 0; i < pipeline.size(); ++i) {
+      const Stage& st = pipeline.stage(i);
+      for (unsigned slot = 0; slot < st.slots(); ++slot) {
+        const StageStats c = st.stats(slot);
+        if (c.calls == 0) continue;
+        const std::string lcore =
+            std::to_string(slot < lcore_of_slot.size() ? lcore_of_slot[slot] : slot);
+        s.add(kStageCalls, {st.name(), st.type(), lcore}, c.calls);
+        s.add(kStagePackets, {st.name(), st.type(), lcore}, c.packets);
+        s.add(kStageCycles, {st.name(), st.type(), lcore}, c.cycles);
+      }
     }
     for (RouteStage* st : pipeline.all<RouteStage>()) {
       const std::string& n = st->name();

@@ -4,6 +4,8 @@
 // (`flows`), and all of it in /metrics.
 #pragma once
 
+#include <vector>
+
 #include "control/registry.h"
 #include "pipeline/pipeline.h"
 
@@ -12,6 +14,9 @@ namespace vecflow::control {
 // `pipeline` is owned by the app and outlives the registry's use of it. Handlers read stage
 // counters (single-writer, per lcore) and the stages' tables through their control-plane
 // accessors, on the control thread.
-void register_pipeline(Registry& registry, Pipeline& pipeline);
+// `lcore_of_slot[i]` is the lcore id of per-lcore slot i (Runtime::lcores() order); without it
+// the slots are shown as lcores 0, 1, ...
+void register_pipeline(Registry& registry, Pipeline& pipeline,
+                       std::vector<unsigned> lcore_of_slot = {});
 
 }  // namespace vecflow::control
