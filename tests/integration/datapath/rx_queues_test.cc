@@ -24,26 +24,23 @@ Json row_of(const Json& rows, const std::string& key, const Json& value) {
 // What the tests share: a UDP flood through the lab, and wan's rows of the counters.
 class RxQueuesBase : public Forwarding {
  protected:
-  // Sends `count` UDP frames of 256 flows from the client towards the server; returns what
-  // the server received.
-  uint64_t flood(uint64_t count) {
-    const std::string wan_mac = lab_->exec_output('a', "cat /sys/class/net/wan0/address");
-    std::string recv_json = dir_ + "/recv.json";
-    std::thread receiver([&] {
-      lab_->exec('s', std::string(TRAFGEN_PATH) +
-                          " recv --dev eth0 --idle-exit 1500 --duration 30 --json > " + recv_json);
-    });
-    std::this_thread::sleep_for(300ms);
-    EXPECT_EQ(
-        lab_->exec('c',
-                   std::string(TRAFGEN_PATH) + " send --dev eth0 --dst 198.51.100.2 --dst-mac " +
-                       wan_mac.substr(0, 17) + " --flows 256 --size 60 --rate 20000 --dst-port " +
-                       std::to_string(kFloodPort) + " --count " + std::to_string(count) +
-                       " > /dev/null"),
-        0);
-    receiver.join();
-    Json rx = Json::parse(std::ifstream(recv_json), nullptr, false);
-    return rx.is_object() ? rx["received"].get<uint64_t>() : 0;
+  // `count` UDP datagrams from the client's kernel to the server's flood port, each from a
+  // socket of its own: the kernel picks a tx queue per socket (its flow hash), so they spread
+  // over the rx queues of wan0. (trafgen's AF_PACKET frames bypass the qdisc and take the tx
+  // queue of the CPU that sends them: one queue.)
+  void send_udp(int count) {
+    ASSERT_EQ(lab_->exec('c', "bash -c \"for i in \\$(seq " + std::to_string(count) +
+                                  "); do echo x >/dev/udp/198.51.100.2/" +
+                                  std::to_string(kFloodPort) + "; done\""),
+              0);
+    std::this_thread::sleep_for(500ms);
+  }
+  // UDP datagrams the server's kernel received for a port nobody listens on: the flood.
+  uint64_t server_no_ports() {
+    const std::string snmp = lab_->exec_output('s', "cat /proc/net/snmp");
+    std::smatch m;
+    static const std::regex re("\nUdp: \\d+ (\\d+)");
+    return std::regex_search(snmp, m, re) ? std::stoull(m[1]) : 0;
   }
 
   uint64_t wan_steering(const char* key) {
@@ -84,8 +81,9 @@ class RxQueues : public RxQueuesBase {
 
   // vecflowd has learnt the server's address from the kernel.
   bool wait_server_neighbour() {
-    for (int i = 0; i < 50; ++i) {
-      for (const auto& e : json("neighbours")["entries"])
+    for (int i = 0; i < 150; ++i) {
+      const Json n = json("neighbours");
+      for (const auto& e : n["entries"])
         if (e["ip"] == "198.51.100.2" && e["state"] == "resolved") return true;
       std::this_thread::sleep_for(100ms);
     }
@@ -120,17 +118,20 @@ TEST_F(RxQueues, OtherQueuesDropDropsAndCountsTheFramesOfTheOtherQueues) {
                                         "queue_not_read"));
   // The box's own kernel resolves the server; vecflowd learns it from the kernel.
   ASSERT_EQ(lab_->exec('a', "ping -c 1 -W 2 198.51.100.2 >/dev/null"), 0);
-  ASSERT_TRUE(wait_server_neighbour()) << ctl("neighbours").out;
+  ASSERT_TRUE(wait_server_neighbour()) << json("neighbours").dump();
   const uint64_t hits0 = flood_hits(), not_read0 = wan_steering("queue_not_read");
-  constexpr uint64_t kPackets = 20000;
-  const uint64_t received = flood(kPackets);
+  const uint64_t server0 = server_no_ports();
+  constexpr uint64_t kDatagrams = 400;
+  send_udp(kDatagrams);
   const Json errors = json("errors");
   const uint64_t not_read = wan_steering("queue_not_read") - not_read0;
-  // Every frame met the flood rule; those of queue 1 (about half of 256 flows) were dropped.
-  EXPECT_EQ(flood_hits() - hits0, kPackets);
-  EXPECT_GT(not_read, kPackets / 10);
-  EXPECT_LT(received, kPackets);
-  EXPECT_GT(received, 0u);
+  const uint64_t received = server_no_ports() - server0;
+  // Every datagram met the flood rule; those the client hashed to queue 1 were dropped, the
+  // others forwarded.
+  EXPECT_EQ(flood_hits() - hits0, kDatagrams);
+  EXPECT_GT(not_read, kDatagrams / 10);
+  EXPECT_GT(received, kDatagrams / 10);
+  EXPECT_GE(received + not_read, kDatagrams);
   uint64_t dropped = 0;
   for (const auto& w : errors["by_port"])
     if (w["port"] == "wan" && w["reason"] == "queue_not_read" && w["layer"] == "xdp")
@@ -147,7 +148,7 @@ TEST_F(RxQueues, OtherQueuesDropDropsAndCountsTheFramesOfTheOtherQueues) {
 
 // The default reads every rx queue of wan0, and vecflowd starts with 2 of its 4 channels:
 // the flows hashed to either are lifted and forwarded; a third channel at run time is
-// reported in `status` and the log, and its frames are counted until it goes again.
+// reported in `status` and the log, and so is its removal.
 class RxQueuesAll : public RxQueuesBase {
  protected:
   int lab_queues() const override { return 4; }
@@ -165,7 +166,8 @@ class RxQueuesAll : public RxQueuesBase {
   // Per-queue rx packets of wan, by queue index.
   std::map<uint64_t, uint64_t> wan_queue_rx() {
     std::map<uint64_t, uint64_t> out;
-    for (const auto& q : json("ports")["queues"])
+    const Json ports = json("ports");
+    for (const auto& q : ports["queues"])
       if (q["port"] == "wan") out[q["queue"].get<uint64_t>()] = q["rx_packets"].get<uint64_t>();
     return out;
   }
@@ -179,23 +181,22 @@ TEST_F(RxQueuesAll, EveryQueueIsReadAndTheFlowsOfEachAreForwarded) {
   EXPECT_TRUE(st["unread_queues"].is_null()) << st.dump();
   EXPECT_EQ(st["state"], "every queue read") << st.dump();
 
-  auto acc0 = settled_accounting();
   auto q0 = wan_queue_rx();
   const uint64_t not_read0 = wan_steering("queue_not_read");
   const uint64_t no_socket0 = wan_steering("no_socket_fallbacks");
-  constexpr uint64_t kPackets = 20000;
-  const uint64_t received = flood(kPackets);
+  const uint64_t hits0 = flood_hits(), server0 = server_no_ports();
+  constexpr uint64_t kDatagrams = 400;
+  send_udp(kDatagrams);
   auto acc = settled_accounting();
   auto q = wan_queue_rx();
-  ASSERT_EQ(q.size(), 2u);
-  // Both queues carried a share of the 256 flows, and vecflowd forwarded what it lifted.
+  ASSERT_EQ(q.size(), 2u) << json("ports").dump();
+  // Both queues carried a share of the datagrams, each lifted to vecflowd and forwarded.
   for (uint64_t i : {0u, 1u})
-    EXPECT_GT(q[i] - q0[i], kPackets / 10) << "queue " << i;
+    EXPECT_GT(q[i] - q0[i], kDatagrams / 10) << "queue " << i;
+  EXPECT_EQ(flood_hits() - hits0, kDatagrams);
+  EXPECT_EQ(server_no_ports() - server0, kDatagrams);
   EXPECT_EQ(wan_steering("queue_not_read"), not_read0);
   EXPECT_EQ(wan_steering("no_socket_fallbacks"), no_socket0);
-  EXPECT_EQ(received, port(acc, "wan")["tx_packets"].get<uint64_t>() -
-                          port(acc0, "wan")["tx_packets"].get<uint64_t>());
-  EXPECT_GT(received, kPackets * 9 / 10);
   expect_exact(acc);
 }
 
@@ -222,10 +223,10 @@ TEST_F(RxQueuesAll, AChannelChangeAtRunTimeIsReportedInStatusAndTheLog) {
                          "(other_queues unset), counted as queue_not_read until vecflowd "
                          "restarts"));
 
-  // The flows hashed to queue 2 meet other_queues (pass) and are counted.
-  const uint64_t not_read0 = wan_steering("queue_not_read");
-  flood(6000);
-  EXPECT_GT(wan_steering("queue_not_read") - not_read0, 6000u / 10);
+  // What the frames of queue 2 meet is not checked here: a veth given a channel while XDP is
+  // attached does not run the program on it (the kernel hands those frames to its stack
+  // directly); a NIC re-creates every channel with the program. steer_bpf_test checks that a
+  // queue outside the port's read queues gets other_queues, counted.
 
   // Back to two: every queue read again, the second change logged too.
   ASSERT_EQ(lab_->exec('c', "ethtool -L eth0 rx 2 tx 2"), 0);

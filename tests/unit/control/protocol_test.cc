@@ -272,8 +272,8 @@ TEST(ConfigDiff, QueuesAllFilledInAtStartUpIsNoChange) {
                "interface: veth-x0, queues: 1, other_queues: drop}");
   auto changes = diff_configs(running, load(next));
   ASSERT_EQ(changes.size(), 2u);
-  EXPECT_EQ(changes[0].path, "ports[0].queues");
-  EXPECT_EQ(changes[1].path, "ports[0].other_queues");
+  EXPECT_EQ(changes[0].path, "ports[wan].queues");
+  EXPECT_EQ(changes[1].path, "ports[wan].other_queues");
   EXPECT_EQ(changes[1].to, "drop");
 }
 
