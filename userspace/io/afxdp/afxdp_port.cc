@@ -1,7 +1,6 @@
 #include "io/afxdp/afxdp_port.h"
 
 #include <fcntl.h>
-#include <linux/ethtool.h>
 #include <linux/if_link.h>
 #include <linux/if_xdp.h>
 #include <linux/sockios.h>
