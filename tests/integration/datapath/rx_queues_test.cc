@@ -146,6 +146,24 @@ TEST_F(RxQueues, OtherQueuesDropDropsAndCountsTheFramesOfTheOtherQueues) {
   EXPECT_GE(st["queue_not_read"].get<uint64_t>(), not_read) << st.dump();
 }
 
+// `other_queues: pass`: what the XDP program would lift from queue 1 goes to the kernel,
+// counted as queue_not_read and as passed, never as a drop.
+TEST_F(RxQueues, OtherQueuesPassHandsTheFramesOfTheOtherQueuesToTheKernelCounted) {
+  start("    queues: 1\n    other_queues: pass\n");
+  ASSERT_TRUE(daemon_->wait_ready(socket_)) << log();
+  ASSERT_TRUE(wait_links_up()) << ctl("status").out;
+  const uint64_t not_read0 = wan_steering("queue_not_read"), pass0 = wan_steering("pass");
+  send_udp(400);
+  const uint64_t not_read = wan_steering("queue_not_read") - not_read0;
+  EXPECT_GT(not_read, 400u / 10);
+  EXPECT_GE(wan_steering("pass") - pass0, not_read);
+  for (const auto& w : json("errors")["by_port"])
+    EXPECT_NE(w["reason"], "queue_not_read") << w.dump();
+  const Json st = wan_rx_queues();
+  EXPECT_EQ(st["other_queues"], "pass") << st.dump();
+  EXPECT_EQ(st["state"], "unread: to kernel") << st.dump();
+}
+
 // The default reads every rx queue of wan0, and vecflowd starts with 2 of its 4 channels:
 // the flows hashed to either are lifted and forwarded; a third channel at run time is
 // reported in `status` and the log, and so is its removal.
