@@ -101,7 +101,7 @@ static __always_inline int drop(struct vf_steer_stats* st, enum vf_drop_reason w
   return count_verdict(st, VF_VERDICT_DROP, XDP_DROP);
 }
 
-/* Pass or drop: the only actions `malformed` and `no_socket` may take. */
+/* Pass or drop: the only actions `malformed`, `no_socket` and `other_queues` may take. */
 static __always_inline int pass_or_drop(struct vf_steer_stats* st, __u8 action,
                                         enum vf_drop_reason why) {
   if (action == VF_ACT_DROP) return drop(st, why);
@@ -255,6 +255,12 @@ int vf_steer(struct xdp_md* ctx) {
     case VF_ACT_USERSPACE: {
       __u32 queue = ctx->rx_queue_index;
       if (!bpf_map_lookup_elem(&xsks_map, &queue)) {
+        /* No socket: a queue the port does not read (the file handed it to other_queues, or
+         * the interface gained it after start-up), or a read queue whose socket is missing. */
+        if (queue >= VF_STEER_MAX_QUEUES || !((set->read_queues >> queue) & 1)) {
+          st->queue_not_read++;
+          return pass_or_drop(st, set->other_queues.action, VF_DROP_QUEUE_NOT_READ);
+        }
         st->no_socket_fallback++;
         return pass_or_drop(st, set->no_socket.action, VF_DROP_NO_XSK);
       }

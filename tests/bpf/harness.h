@@ -49,9 +49,12 @@ class SteerHarness {
   const std::string& error() const { return error_; }
   steer::SteerProgram& program() { return *program_; }
 
-  Result<steer::CompiledRules> install(const config::SteeringSection& s) {
+  // Frames run on rx queue 0; `queues` says whether the port reads it.
+  Result<steer::CompiledRules> install(const config::SteeringSection& s,
+                                       const steer::RxQueuePlan& queues = {}) {
     auto c = steer::compile_rules(
-        s, kIngressPort, [](std::string_view) -> Result<uint32_t> { return kRedirectIfindex; });
+        s, kIngressPort, [](std::string_view) -> Result<uint32_t> { return kRedirectIfindex; },
+        queues);
     if (!c) return c;
     if (auto r = program_->install(*c); !r) return std::unexpected(r.error());
     return c;

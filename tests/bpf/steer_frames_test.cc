@@ -395,6 +395,35 @@ TEST(SteerFrames, UserspaceWithoutSocketFallsBackAndCounts) {
   EXPECT_EQ(c.verdict[VF_VERDICT_DROP], 1u);
 }
 
+// A frame for user space on an rx queue the port does not read meets other_queues, counted
+// as queue_not_read (and under that drop reason when dropped), not no_socket; frames that
+// steering keeps in XDP are not affected.
+TEST(SteerFrames, UserspaceOnAQueueNotReadMeetsOtherQueues) {
+  VECFLOW_REQUIRE_NETNS();
+  SteerHarness h;
+  ASSERT_TRUE(h.ok()) << h.error();
+  auto rules = table_rules();
+  rules.no_socket = {config::SteerActionKind::Drop, {}};
+  steer::RxQueuePlan plan;
+  plan.read = 0b10;  // queue 1 only: the frames of the test run arrive on queue 0
+  plan.other = config::SteerActionKind::Pass;
+  ASSERT_TRUE(h.install(rules, plan));
+  auto frame = FrameBuilder().ipv4(A, B, 6).tcp(1, 80).build();
+  EXPECT_EQ(h.run(frame).xdp_action, kPass) << "other_queues: pass";
+  plan.other = config::SteerActionKind::Drop;
+  ASSERT_TRUE(h.install(rules, plan));
+  EXPECT_EQ(h.run(frame).xdp_action, kDrop) << "other_queues: drop";
+  // A rule that keeps the frame in XDP applies whatever the queue.
+  EXPECT_EQ(h.run(FrameBuilder().ipv4(A, B, 6).tcp(1, 22).build()).xdp_action, kPass);
+  auto c = *h.program().counters();
+  EXPECT_EQ(c.queue_not_read, 2u);
+  EXPECT_EQ(c.no_socket_fallback, 0u);
+  EXPECT_EQ(c.drop[size_t(DropReason::QUEUE_NOT_READ)], 1u);
+  EXPECT_EQ(c.drop[size_t(DropReason::NO_XSK)], 0u);
+  EXPECT_EQ(c.verdict[VF_VERDICT_PASS], 2u);
+  EXPECT_EQ(c.verdict[VF_VERDICT_DROP], 1u);
+}
+
 TEST(SteerFrames, MalformedPassWhenConfigured) {
   VECFLOW_REQUIRE_NETNS();
   SteerHarness h;

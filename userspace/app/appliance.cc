@@ -1,9 +1,11 @@
 #include "app/appliance.h"
 
 #include <linux/rtnetlink.h>
+#include <net/if.h>
 #include <systemd/sd-daemon.h>
 
 #include <algorithm>
+#include <bit>
 #include <ctime>
 
 #include "app/version.h"
@@ -16,6 +18,7 @@
 #include "control/parts/steering.h"
 #include "control/resources.h"
 #include "core/log.h"
+#include "io/rx_queues.h"
 #include "runtime/cycles.h"
 
 namespace vecflow {
@@ -80,6 +83,7 @@ spdlog::level::level_enum spdlog_level(config::LogLevel l) {
 
 Result<std::unique_ptr<Appliance>> Appliance::create(config::ApplianceConfig cfg) {
   auto app = std::unique_ptr<Appliance>(new Appliance(std::move(cfg)));
+  if (auto r = app->resolve_rx_queues(); !r) return std::unexpected(r.error());
   auto rt = Runtime::create(runtime_options(app->cfg_));
   if (!rt) return std::unexpected(rt.error());
   app->runtime_ = std::move(*rt);
@@ -94,6 +98,145 @@ Result<std::unique_ptr<Appliance>> Appliance::create(config::ApplianceConfig cfg
   app->datapath_ = std::move(*dp);
   if (auto r = app->start_control(); !r) return std::unexpected(r.error());
   return app;
+}
+
+namespace {
+
+uint64_t queue_mask(unsigned count) {
+  return count >= 64 ? ~uint64_t{0} : (uint64_t{1} << count) - 1;
+}
+
+uint64_t read_mask(const config::AfXdpPort& a) {
+  uint64_t m = 0;
+  for (const auto& r : a.queues) {
+    for (unsigned q = r.first; q < unsigned{r.first} + r.count && q < 64; ++q)
+      m |= uint64_t{1} << q;
+  }
+  return m;
+}
+
+// What the XDP program does with frames for user space on queues the port does not read.
+std::string unread_fate(const config::AfXdpPort& a) {
+  if (a.other_queues == config::SteerActionKind::Drop)
+    return "dropped (other_queues: drop), counted as queue_not_read";
+  return fmt::format("passed to the kernel ({}), counted as queue_not_read",
+                     a.other_queues ? "other_queues: pass" : "other_queues unset");
+}
+
+// "2", "0-3, 64-127": the queues of `count` in `mask`, and those past the socket map's 64
+// (never read).
+std::string queue_ids(uint64_t mask, unsigned count) {
+  std::string out = config::queue_list(mask & queue_mask(count));
+  if (count > 64) out += fmt::format("{}64-{}", out.empty() ? "" : ", ", count - 1);
+  return out;
+}
+
+// The same with its noun: "queue 2", "queues 0-3".
+std::string queues_of(uint64_t mask, unsigned count) {
+  const unsigned n = std::popcount(mask & queue_mask(count)) + (count > 64 ? count - 64 : 0);
+  return (n == 1 ? "queue " : "queues ") + queue_ids(mask, count);
+}
+
+}  // namespace
+
+Result<void> Appliance::resolve_rx_queues() {
+  for (size_t i = 0; i < cfg_.ports.size(); ++i) {
+    const auto* a = std::get_if<config::AfXdpPort>(&cfg_.ports[i].kind);
+    if (!a) continue;
+    const std::string& name = cfg_.ports[i].name;
+    if (if_nametoindex(a->interface.c_str()) == 0) {
+      return fail("port {}: interface '{}' does not exist (in vecflow's network namespace)", name,
+                  a->interface);
+    }
+    auto n = interface_rx_queues(a->interface);
+    if (!n) return fail("port {}: {}", name, n.error().message);
+    if (auto e = config::resolve_rx_queues(cfg_, i, *n)) return fail("{}", e->to_string());
+    RxQueueWatch w;
+    w.port = i;
+    w.read = read_mask(*a);
+    w.at_start = w.now = *n;
+    const uint64_t unread = ~w.read & queue_mask(*n);
+    if (unread == 0 && *n <= 64) {
+      log::get("app")->info("port {}: reads every rx queue of {} ({}: {})", name, a->interface, *n,
+                            config::queue_list(w.read));
+    } else {
+      log::get("app")->info("port {}: reads {} of the {} rx queues of {} ({}); {}: {}", name,
+                            std::popcount(w.read), *n, a->interface, config::queue_list(w.read),
+                            queues_of(unread, *n), unread_fate(*a));
+    }
+    rx_queues_.push_back(std::move(w));
+  }
+  return {};
+}
+
+void Appliance::watch_rx_queues() {
+  for (auto& w : rx_queues_) {
+    const auto& a = std::get<config::AfXdpPort>(cfg_.ports[w.port].kind);
+    const std::string& name = cfg_.ports[w.port].name;
+    auto n = interface_rx_queues(a.interface);
+    if (!n) {
+      // The interface went away or cannot be asked: the link watch reports the former.
+      if (w.error != n.error().message)
+        log::get("app")->warn("port {}: cannot count the rx queues of {}: {}", name, a.interface,
+                              n.error().message);
+      w.error = n.error().message;
+      continue;
+    }
+    w.error.clear();
+    if (*n == w.now) continue;
+    const unsigned was = w.now;
+    w.now = *n;
+    ++w.changes;
+    const uint64_t unread = ~w.read & queue_mask(*n);
+    const uint64_t gone = w.read & ~queue_mask(*n);
+    std::string what;
+    if (unread != 0 || *n > 64)
+      what = fmt::format("frames for user space on {} are {} until vecflowd restarts",
+                         queues_of(unread, *n), unread_fate(a));
+    if (gone != 0)
+      what += fmt::format("{}{} it reads no longer exist{}", what.empty() ? "" : "; ",
+                          queues_of(gone, 64), std::popcount(gone) == 1 ? "s" : "");
+    if (what.empty()) what = "it reads every one";
+    log::get("app")->log(
+        unread != 0 || *n > 64 || gone != 0 ? spdlog::level::warn : spdlog::level::info,
+        "port {}: interface {} now has {} rx queue{} (was {}); vecflow reads {} "
+        "({}): {}",
+        name, a.interface, *n, *n == 1 ? "" : "s", was, std::popcount(w.read),
+        config::queue_list(w.read), what);
+  }
+}
+
+void Appliance::register_rx_queues_status() {
+  registry_.add_status("rx_queues", [this](const control::CommandContext&) {
+    control::Json rows = control::Json::array();
+    for (const auto& w : rx_queues_) {
+      const auto& a = std::get<config::AfXdpPort>(cfg_.ports[w.port].kind);
+      const std::string& name = cfg_.ports[w.port].name;
+      const uint64_t unread = ~w.read & queue_mask(w.now);
+      auto counters = steering_->counters(name);
+      rows.push_back(
+          {{"port", name},
+           {"interface", a.interface},
+           {"read", std::popcount(w.read)},
+           {"read_queues", config::queue_list(w.read)},
+           {"interface_queues", w.now},
+           {"interface_queues_at_start", w.at_start},
+           {"changes", w.changes},
+           {"unread_queues", unread != 0 || w.now > 64 ? control::Json(queue_ids(unread, w.now))
+                                                       : control::Json(nullptr)},
+           {"other_queues", a.other_queues ? control::Json(config::to_string(*a.other_queues))
+                                           : control::Json(nullptr)},
+           {"queue_not_read",
+            counters ? control::Json(counters->queue_not_read) : control::Json(nullptr)},
+           {"state", unread != 0 || w.now > 64
+                         ? (a.other_queues == config::SteerActionKind::Drop ? "unread: dropped"
+                                                                            : "unread: to kernel")
+                     : w.read & ~queue_mask(w.now) ? "reads queues that are gone"
+                                                   : "every queue read"},
+           {"error", w.error.empty() ? control::Json(nullptr) : control::Json(w.error)}});
+    }
+    return rows;
+  });
 }
 
 // The control plane and what it shows of the parts that exist in this build.
@@ -115,6 +258,7 @@ Result<void> Appliance::start_control() {
   control::register_errors(registry_);
   control::register_logging(registry_);
   control::register_resources(registry_);
+  register_rx_queues_status();
 
   // What the app itself applies live; every other section waits for its part to register.
   reloader_ = std::make_unique<control::Reloader>(cfg_, *server_);
@@ -252,6 +396,7 @@ void Appliance::watch_stalls() {
 void Appliance::watch() {
   refresh_links();
   watch_stalls();
+  watch_rx_queues();
   if (auto r = steering_->watch(); !r) {
     failure_ = r.error();
     request_stop();

@@ -62,6 +62,15 @@ class Appliance {
   void watch();
   void watch_stalls();
   static constexpr std::chrono::milliseconds kWatchInterval{200};
+  // Compares every afxdp port's interface rx queue count with the last one seen (ethtool -L
+  // changes it at run time); logs each change once. Queues gained are not read until a
+  // restart: their frames for user space meet the port's other_queues (pass unless dropped).
+  void watch_rx_queues();
+  // Before anything opens a port: gives `queues: all` ports their interface's rx queues and
+  // refuses a file that leaves queues unread without other_queues (config::resolve_rx_queues).
+  Result<void> resolve_rx_queues();
+  // The `rx_queues` section of `status`: per afxdp port, the queues read and the interface's.
+  void register_rx_queues_status();
   // Reads every port's link state into its cache (Port::refresh_link), logging changes. Also
   // run on each rtnetlink link event, so the tx path sees a link go down within
   // microseconds, before a down port's tx ring fills.
@@ -89,6 +98,16 @@ class Appliance {
     uint64_t stalled_cycles = 0;
   };
   std::vector<StallWatch> stall_watch_;
+  // Per afxdp port: the rx queues it reads and the count its interface had at start and now.
+  struct RxQueueWatch {
+    size_t port = 0;        // index in cfg_.ports
+    uint64_t read = 0;      // bit q: queue q is read (vecflow's sockets or DPDK's)
+    unsigned at_start = 0;  // the interface's rx queues when the ports were created
+    unsigned now = 0;       // at the last watch
+    uint64_t changes = 0;   // times watch_rx_queues() saw the count change
+    std::string error;      // why the last count could not be read, if it could not
+  };
+  std::vector<RxQueueWatch> rx_queues_;
   // Set by watch() when steering.on_detach says the appliance must stop; run() returns it.
   std::optional<Error> failure_;
 };

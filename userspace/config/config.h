@@ -77,6 +77,10 @@ struct LoggingSection {
 
 // ---- ports ------------------------------------------------------------------------------------
 
+// What the XDP steering program does with a frame (steering section, and a port's
+// other_queues).
+enum class SteerActionKind { Pass, Drop, Userspace, Tx, Redirect };
+
 enum class XskMode { Auto, Copy, ZeroCopy };
 enum class XdpAttachMode { Auto, Native, Generic };
 enum class QueueOwner { Vecflow, Dpdk };
@@ -97,7 +101,14 @@ struct BusyPoll {
 
 struct AfXdpPort {
   std::string interface;
-  std::vector<QueueRange> queues;  // never empty after loading
+  // The rx queues read. `queues: all` (the file's default) leaves this empty and all_queues
+  // set until start-up fills in every rx queue the interface has (resolve_rx_queues).
+  std::vector<QueueRange> queues;
+  bool all_queues = false;
+  // What the XDP program does with frames for user space on rx queues the file leaves
+  // unread: Pass or Drop. Unset: the file must read every queue the interface has.
+  std::optional<SteerActionKind> other_queues;
+  Location queues_where;  // the `queues` key, or the port when the file has none
   XskMode mode = XskMode::Auto;
   XdpAttachMode xdp_mode = XdpAttachMode::Auto;
   BusyPoll busy_poll;
@@ -126,8 +137,6 @@ struct PortConfig {
 };
 
 // ---- steering ---------------------------------------------------------------------------------
-
-enum class SteerActionKind { Pass, Drop, Userspace, Tx, Redirect };
 
 struct SteerAction {
   SteerActionKind kind = SteerActionKind::Userspace;
@@ -344,6 +353,18 @@ using LoadResult = std::expected<ApplianceConfig, std::vector<ConfigError>>;
 LoadResult load_config(const std::string& path);
 // The same from text already in memory; `source` names it in error locations.
 LoadResult load_config_text(std::string_view text, const std::string& source);
+
+// Rx queues one afxdp port may read: the entries of the XDP program's socket map.
+inline constexpr unsigned kMaxRxQueues = 64;
+
+// Start-up, once the interface's rx queue count is known: gives a port declared `queues: all`
+// every rx queue of its interface, and refuses (an error located at the port's `queues`) a
+// port that names a queue its interface lacks, or leaves queues unread without saying what
+// happens to them (`other_queues`). `port` indexes cfg.ports and names an afxdp port.
+std::optional<ConfigError> resolve_rx_queues(ApplianceConfig& cfg, size_t port,
+                                             unsigned interface_queues);
+// "0", "0-3", "0-1, 4, 6-7": the queues set in `mask` (bit q: queue q), for messages.
+std::string queue_list(uint64_t mask);
 
 // Names used in messages and the control protocol.
 std::string_view to_string(SteerActionKind k);

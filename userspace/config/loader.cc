@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -38,6 +39,76 @@ const std::string* PortConfig::kernel_interface() const {
   if (auto* a = std::get_if<AfXdpPort>(&kind)) return &a->interface;
   const auto& d = std::get<DpdkPort>(kind);
   return d.interface.empty() ? nullptr : &d.interface;
+}
+
+std::string queue_list(uint64_t mask) {
+  std::string out;
+  for (unsigned q = 0; q < 64; ++q) {
+    if (!(mask >> q & 1)) continue;
+    unsigned last = q;
+    while (last + 1 < 64 && (mask >> (last + 1) & 1))
+      ++last;
+    out += fmt::format("{}{}", out.empty() ? "" : ", ", q);
+    if (last > q) out += fmt::format("-{}", last);
+    q = last;
+  }
+  return out;
+}
+
+std::optional<ConfigError> resolve_rx_queues(ApplianceConfig& cfg, size_t port,
+                                             unsigned interface_queues) {
+  auto& a = std::get<AfXdpPort>(cfg.ports[port].kind);
+  auto refuse = [&](std::string message) {
+    return ConfigError{a.queues_where, fmt::format("ports[{}].queues", port), std::move(message)};
+  };
+  const auto plural = [](unsigned n) { return n == 1 ? "" : "s"; };
+  if (a.all_queues) {
+    if (interface_queues > kMaxRxQueues) {
+      return refuse(fmt::format(
+          "interface {} has {} rx queues; a port reads at most {} (queues 0-{}): name the "
+          "queues to read and say what happens to the others (`other_queues: pass` or `drop`), "
+          "or lower the count (ethtool -L {} rx|combined N)",
+          a.interface, interface_queues, kMaxRxQueues, kMaxRxQueues - 1, a.interface));
+    }
+    a.queues = {QueueRange{0, static_cast<uint16_t>(interface_queues), QueueOwner::Vecflow}};
+    return std::nullopt;
+  }
+  uint64_t read = 0;
+  unsigned count = 0;
+  uint64_t missing = 0;
+  for (const auto& r : a.queues) {
+    for (unsigned q = r.first; q < unsigned{r.first} + r.count; ++q) {
+      ++count;
+      if (q >= kMaxRxQueues) {
+        return refuse(fmt::format("the file reads queue {}, but a port reads at most {} (0-{})", q,
+                                  kMaxRxQueues, kMaxRxQueues - 1));
+      }
+      (q < interface_queues ? read : missing) |= uint64_t{1} << q;
+    }
+  }
+  if (missing) {
+    return refuse(fmt::format(
+        "interface {} has {} rx queue{} (0-{}), the file reads queue{} {} it does not have",
+        a.interface, interface_queues, plural(interface_queues), interface_queues - 1,
+        std::popcount(missing) == 1 ? "" : "s", queue_list(missing)));
+  }
+  // Queues past the socket map are never read.
+  const unsigned beyond = interface_queues > kMaxRxQueues ? interface_queues - kMaxRxQueues : 0;
+  const unsigned known = interface_queues - beyond;
+  const uint64_t unread = (known == 64 ? ~uint64_t{0} : (uint64_t{1} << known) - 1) & ~read;
+  if ((unread || beyond) && !a.other_queues) {
+    std::string others = queue_list(unread);
+    if (beyond)
+      others += fmt::format("{}{}-{}", others.empty() ? "" : ", ", known, interface_queues - 1);
+    return refuse(fmt::format(
+        "interface {} has {} rx queues, the file reads {} (queue{} {}): flows the interface "
+        "hashes to queue{} {} would bypass vecflow. Read them all (`queues: all`) or say what "
+        "happens to the others (`other_queues: pass` hands them to the kernel, "
+        "`other_queues: drop` drops them; either is counted)",
+        a.interface, interface_queues, count, plural(count), queue_list(read),
+        plural(std::popcount(unread) + beyond), others));
+  }
+  return std::nullopt;
 }
 
 const PortConfig* ApplianceConfig::find_port(std::string_view name) const {
@@ -179,10 +250,25 @@ void read_logging(Ctx& ctx, const YAML::Node& n, LoggingSection& out) {
                         {"error", LogLevel::Error}});
 }
 
+// `queues: all` (every rx queue of the interface, read by vecflow; filled in at start-up),
 // `queues: 2` (queues 0..1, read by vecflow) or a list of ranges with owners:
 //   queues: [{queues: 0-1, owner: vecflow}, {queues: 2-3, owner: dpdk}]
-void read_queue_ranges(Ctx& ctx, const YAML::Node& n, const std::string& path,
-                       std::vector<QueueRange>& out) {
+void read_queue_ranges(Ctx& ctx, const YAML::Node& n, const std::string& path, AfXdpPort& port) {
+  std::vector<QueueRange>& out = port.queues;
+  if (n.IsScalar() && n.Scalar() == "all") {
+    port.all_queues = true;
+    out.clear();
+    return;
+  }
+  port.all_queues = false;
+  if (n.IsScalar() && !n.Scalar().empty() &&
+      !std::isdigit(static_cast<unsigned char>(n.Scalar()[0])) && n.Scalar()[0] != '-' &&
+      !detail::text_fault(n.Scalar())) {
+    ctx.error(n, path,
+              fmt::format("expected `all`, a queue count or a list of queue ranges, found '{}'",
+                          n.Scalar()));
+    return;
+  }
   if (n.IsScalar()) {
     auto count = read_uint(ctx, n, path, 1, 256);
     if (count) out = {QueueRange{0, static_cast<uint16_t>(*count), QueueOwner::Vecflow}};
@@ -234,8 +320,9 @@ bool looks_like_pci(const std::string& s) {
 void read_port(Ctx& ctx, const YAML::Node& n, const std::string& path,
                std::vector<PortConfig>& out) {
   MapReader m(ctx, n, path,
-              {"name", "type", "lcore", "interface", "queues", "mode", "xdp_mode", "busy_poll",
-               "ring_size", "frame_size", "devargs", "pci", "rx_descriptors", "tx_descriptors"});
+              {"name", "type", "lcore", "interface", "queues", "other_queues", "mode", "xdp_mode",
+               "busy_poll", "ring_size", "frame_size", "devargs", "pci", "rx_descriptors",
+               "tx_descriptors"});
   if (!m.ok()) return;
   PortConfig p;
   p.where = ctx.at(n);
@@ -274,8 +361,18 @@ void read_port(Ctx& ctx, const YAML::Node& n, const std::string& path,
                   "interface names are 1..15 characters");
       }
     }
-    a.queues = {QueueRange{}};
-    if (m.has("queues")) read_queue_ranges(ctx, m.child("queues"), m.key_path("queues"), a.queues);
+    a.all_queues = true;
+    a.queues_where = p.where;
+    if (m.has("queues")) {
+      a.queues_where = ctx.at(m.child("queues"));
+      read_queue_ranges(ctx, m.child("queues"), m.key_path("queues"), a);
+    }
+    SteerActionKind other = SteerActionKind::Pass;
+    if (m.get_enum<SteerActionKind>(
+            "other_queues", other,
+            {{"pass", SteerActionKind::Pass}, {"drop", SteerActionKind::Drop}})) {
+      a.other_queues = other;
+    }
     m.get_enum<XskMode>(
         "mode", a.mode,
         {{"auto", XskMode::Auto}, {"copy", XskMode::Copy}, {"zerocopy", XskMode::ZeroCopy}});
@@ -306,7 +403,9 @@ void read_port(Ctx& ctx, const YAML::Node& n, const std::string& path,
     p.kind = std::move(a);
   } else {
     DpdkPort d;
-    only_for({"interface", "mode", "xdp_mode", "busy_poll", "ring_size", "frame_size"}, "afxdp");
+    only_for(
+        {"interface", "other_queues", "mode", "xdp_mode", "busy_poll", "ring_size", "frame_size"},
+        "afxdp");
     bool has_devargs = m.has("devargs");
     bool has_pci = m.has("pci");
     if (has_devargs == has_pci) {

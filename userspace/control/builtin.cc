@@ -213,6 +213,15 @@ void register_status(Registry& registry, StatusSource source) {
                   {{"PORT", "name"},
                    {"TYPE", "type"},
                    {"INTERFACE", "interface"},
+                   {"STATE", "state"}}),
+            table("rx queues", "/rx_queues",
+                  {{"PORT", "port"},
+                   {"INTERFACE", "interface"},
+                   {"READ", "read_queues"},
+                   {"INTERFACE QUEUES", "interface_queues", Unit::Count},
+                   {"AT START", "interface_queues_at_start", Unit::Count},
+                   {"UNREAD", "unread_queues"},
+                   {"NOT READ", "queue_not_read", Unit::Count},
                    {"STATE", "state"}})}}});
 }
 

@@ -106,13 +106,16 @@ Json five_tuple(const FiveTupleMatch& m) {
 Json port_json(const PortConfig& p) {
   Json j = {{"name", p.name}, {"lcore", opt(p.lcore)}};
   if (const auto* a = std::get_if<AfXdpPort>(&p.kind)) {
+    // As the file says it: `all` stays `all` once start-up filled in the interface's queues
+    // (`status` shows those), so reloading the same file changes nothing.
     Json queues = Json::array();
     for (const auto& q : a->queues) {
       queues.push_back({{"first", q.first}, {"count", q.count}, {"owner", to_string(q.owner)}});
     }
     j["type"] = "afxdp";
     j["interface"] = a->interface;
-    j["queues"] = std::move(queues);
+    j["queues"] = a->all_queues ? Json("all") : std::move(queues);
+    j["other_queues"] = a->other_queues ? Json(to_string(*a->other_queues)) : Json(nullptr);
     j["mode"] = to_string(a->mode);
     j["xdp_mode"] = xdp_mode_name(a->xdp_mode);
     j["busy_poll"] = {{"enabled", a->busy_poll.enabled},

@@ -25,6 +25,7 @@ SteerCounters& SteerCounters::operator+=(const SteerCounters& o) {
     action[i] += o.action[i];
   default_hits += o.default_hits;
   no_socket_fallback += o.no_socket_fallback;
+  queue_not_read += o.queue_not_read;
   meta_unavailable += o.meta_unavailable;
   unconfigured += o.unconfigured;
   for (size_t i = 0; i < kDropReasonCount; ++i) {
@@ -307,6 +308,7 @@ Result<SteerCounters> SteerProgram::counters() const {
       c.action[i] += s.action[i];
     c.default_hits += s.default_hits;
     c.no_socket_fallback += s.no_socket_fallback;
+    c.queue_not_read += s.queue_not_read;
     c.meta_unavailable += s.meta_unavailable;
     c.unconfigured += s.unconfigured;
     for (size_t i = 0; i < kDropReasonCount; ++i) {

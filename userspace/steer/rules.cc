@@ -108,7 +108,8 @@ struct PortClasses {
 }  // namespace
 
 Result<CompiledRules> compile_rules(const config::SteeringSection& steering,
-                                    std::string_view ingress_port, const IfindexOf& ifindex_of) {
+                                    std::string_view ingress_port, const IfindexOf& ifindex_of,
+                                    const RxQueuePlan& queues) {
   CompiledRules out;
   const auto& rules = steering.rules;
   out.rule_count = uint32_t(rules.size());
@@ -240,7 +241,25 @@ Result<CompiledRules> compile_rules(const config::SteeringSection& steering,
   out.set.malformed = *malformed;
   out.set.no_socket = *no_socket;
   out.set.symmetric_hash = steering.symmetric_hash ? 1 : 0;
+  out.set.read_queues = queues.read;
+  out.set.other_queues.rule_id = VF_NO_RULE;
+  out.set.other_queues.action =
+      queues.other == config::SteerActionKind::Drop ? VF_ACT_DROP : VF_ACT_PASS;
   return out;
+}
+
+static_assert(config::kMaxRxQueues == VF_STEER_MAX_QUEUES && VF_STEER_MAX_QUEUES <= 64,
+              "RxQueuePlan::read has a bit per socket map entry");
+
+RxQueuePlan RxQueuePlan::of(const config::AfXdpPort& port) {
+  RxQueuePlan p;
+  p.read = 0;
+  for (const auto& r : port.queues) {
+    for (unsigned q = r.first; q < unsigned{r.first} + r.count && q < VF_STEER_MAX_QUEUES; ++q)
+      p.read |= uint64_t{1} << q;
+  }
+  p.other = port.other_queues.value_or(config::SteerActionKind::Pass);
+  return p;
 }
 
 }  // namespace vecflow::steer

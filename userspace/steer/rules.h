@@ -33,9 +33,21 @@ struct CompiledRules {
   std::array<std::vector<uint16_t>, 2> port_class;
 };
 
+// The rx queues of the ingress interface that are read (by vecflow's sockets or DPDK's), and
+// what happens to frames for user space on the others (appliance file: `other_queues`).
+struct RxQueuePlan {
+  uint64_t read = ~uint64_t{0};  // bit q: queue q is read; every queue unless told otherwise
+  config::SteerActionKind other = config::SteerActionKind::Pass;  // Pass or Drop
+
+  // The plan of an afxdp port: the queues its ranges name; other_queues, pass when unset
+  // (queues the interface gains at run time).
+  static RxQueuePlan of(const config::AfXdpPort& port);
+};
+
 // Compiles the rules that can match on `ingress_port` (rules naming another port are left
 // out; their ids stay unused here). Ranks order rules by priority, then by position.
 Result<CompiledRules> compile_rules(const config::SteeringSection& steering,
-                                    std::string_view ingress_port, const IfindexOf& ifindex_of);
+                                    std::string_view ingress_port, const IfindexOf& ifindex_of,
+                                    const RxQueuePlan& queues = {});
 
 }  // namespace vecflow::steer

@@ -162,7 +162,7 @@ SteerSetup steer_setup(const config::ApplianceConfig& cfg) {
       bool dpdk_queues = std::any_of(a->queues.begin(), a->queues.end(), [](const auto& q) {
         return q.owner == config::QueueOwner::Dpdk;
       });
-      s.ports.push_back({p.name, a->interface, a->xdp_mode, !dpdk_queues});
+      s.ports.push_back({p.name, a->interface, a->xdp_mode, !dpdk_queues, RxQueuePlan::of(*a)});
     }
   }
   return s;
@@ -272,7 +272,7 @@ Result<void> XdpSteering::adopt(std::string_view name) {
     if (idx == 0) return fail("redirect target '{}' has no kernel interface here", target);
     return idx;
   };
-  auto compiled = compile_rules(setup_.steering, port.name, ifindex_of);
+  auto compiled = compile_rules(setup_.steering, port.name, ifindex_of, port.queues);
   if (!compiled) return fail("port {}: {}", port.name, compiled.error().message);
   if (auto r = a->program->install(*compiled); !r)
     return fail("port {}: {}", port.name, r.error().message);
@@ -338,7 +338,7 @@ Result<void> XdpSteering::attach(const SteerSetup& setup, const SteerPort& port)
                   it->second);
     return idx;
   };
-  auto compiled = compile_rules(setup.steering, port.name, ifindex_of);
+  auto compiled = compile_rules(setup.steering, port.name, ifindex_of, port.queues);
   if (!compiled) return std::unexpected(compiled.error());
 
   auto program = SteerProgram::load(SteerProgram::limits_for(*compiled, kMapHeadroom));
@@ -491,7 +491,7 @@ Result<void> XdpSteering::replace_rules(const config::SteeringSection& steering)
       if (idx == 0) return fail("redirect target '{}' has no kernel interface here", name);
       return idx;
     };
-    auto c = compile_rules(steering, a->port.name, ifindex_of);
+    auto c = compile_rules(steering, a->port.name, ifindex_of, a->port.queues);
     if (!c) return fail("port {}: {}", a->port.name, c.error().message);
     const auto& l = a->program->limits();
     if (c->rule_count > l.rules || c->entries.size() > l.rule_entries)

@@ -35,6 +35,7 @@ struct SteerPort {
   // start() only clears stale vecflow programs from the interface, and adopt() fills the
   // instance DPDK attached once its port has started.
   bool attach = true;
+  RxQueuePlan queues{};  // the rx queues the port reads, and what becomes of the others
 };
 
 struct SteerSetup {

@@ -122,6 +122,11 @@ struct vf_steer_set {
   struct vf_rule_value default_action;
   struct vf_rule_value malformed; /* VF_ACT_PASS or VF_ACT_DROP */
   struct vf_rule_value no_socket; /* VF_ACT_PASS or VF_ACT_DROP */
+  /* `userspace` on an rx queue the port does not read (not in read_queues, or at and above
+   * VF_STEER_MAX_QUEUES): VF_ACT_PASS or VF_ACT_DROP (VF_DROP_QUEUE_NOT_READ). Queues the
+   * interface gained after start-up land here too. */
+  struct vf_rule_value other_queues;
+  __u64 read_queues; /* bit q: rx queue q is read (vecflow's sockets or DPDK's) */
   __u32 symmetric_hash;
   __u32 rule_capacity; /* vf_rule_stats holds this many entries per set */
   __u32 tuple_count;
@@ -156,6 +161,7 @@ struct vf_steer_stats {
   __u64 no_socket_fallback;               /* `userspace` with no AF_XDP socket on the queue */
   __u64 meta_unavailable;                 /* lifted without metadata: the driver refused the room */
   __u64 unconfigured;                     /* passed before the loader configured the program */
+  __u64 queue_not_read;                   /* `userspace` on an rx queue the port does not read */
   __u64 malformed[VF_STEER_REASON_SLOTS]; /* parse errors by reason, whatever the action */
   __u64 drop[VF_STEER_REASON_SLOTS];      /* XDP_DROP verdicts by reason */
 };

@@ -52,6 +52,7 @@ class Forwarding : public ::testing::Test {
     socket_ = dir_ + "/control.sock";
     lab_ = std::make_unique<Lab>(name_, lab_queues());
     ASSERT_TRUE(lab_->ok());
+    prepare_lab();
     std::ofstream(dir_ + "/appliance.yaml") << edit_config(test_config(socket_, name_));
     daemon_ = std::make_unique<Daemon>(*lab_, VECFLOWD_PATH, dir_ + "/appliance.yaml",
                                        dir_ + "/vecflowd.log");
@@ -85,6 +86,8 @@ class Forwarding : public ::testing::Test {
   virtual std::string edit_config(std::string text) { return text; }
   // Queues of the lab's veth pairs.
   virtual int lab_queues() const { return 1; }
+  // What a test changes in the lab before vecflowd starts (channel counts).
+  virtual void prepare_lab() {}
 
   std::string log() const {
     std::ifstream f(dir_ + "/vecflowd.log");

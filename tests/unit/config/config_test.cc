@@ -265,11 +265,111 @@ TEST(ConfigLoad, DefaultsAndDerivedValues) {
   EXPECT_EQ(cfg->scheduler.vector_size, 64);
   EXPECT_EQ(cfg->steering.default_action.kind, SteerActionKind::Userspace);
   const auto& wan = std::get<AfXdpPort>(cfg->ports[0].kind);
-  ASSERT_EQ(wan.queues.size(), 1u);
-  EXPECT_EQ(wan.queues[0].count, 1);
+  EXPECT_TRUE(wan.all_queues);  // `queues: all`: start-up fills in the interface's queues
+  EXPECT_TRUE(wan.queues.empty());
+  EXPECT_FALSE(wan.other_queues);
   EXPECT_EQ(std::get<DpdkPort>(cfg->ports[1].kind).interface, "eth2");
   EXPECT_EQ(cfg->port_index("lan"), 1);
   EXPECT_EQ(cfg->hash.size(), 16u);
+}
+
+// An afxdp port reads every rx queue of its interface unless the file says otherwise.
+TEST(ConfigQueues, AllIsTheDefaultAndTakesEveryQueueTheInterfaceHas) {
+  for (const char* port : {"{name: wan, type: afxdp, interface: veth0}",
+                           "{name: wan, type: afxdp, interface: veth0, queues: all}"}) {
+    auto cfg = load_config_text(fmt::format("ports: [{}]\n", port), "t.yaml");
+    ASSERT_TRUE(cfg) << errors_text(cfg.error());
+    EXPECT_EQ(resolve_rx_queues(*cfg, 0, 4), std::nullopt) << port;
+    const auto& a = std::get<AfXdpPort>(cfg->ports[0].kind);
+    ASSERT_EQ(a.queues.size(), 1u);
+    EXPECT_EQ(a.queues[0].first, 0);
+    EXPECT_EQ(a.queues[0].count, 4);
+    EXPECT_EQ(a.queues[0].owner, QueueOwner::Vecflow);
+    EXPECT_TRUE(a.all_queues);
+  }
+}
+
+// The case of issue 16: `queues: 1` on a veth with 2 rx queues. The flows hashed to queue 1
+// went to the kernel unnoticed; now start-up refuses the file, at the key, with the counts.
+TEST(ConfigQueues, ReadingFewerQueuesThanTheInterfaceHasIsRefusedWithTheCounts) {
+  auto cfg = load_config_text(
+      "ports:\n"
+      "  - name: wan\n"
+      "    type: afxdp\n"
+      "    interface: veth0\n"
+      "    queues: 1\n",
+      "t.yaml");
+  ASSERT_TRUE(cfg) << errors_text(cfg.error());
+  auto e = resolve_rx_queues(*cfg, 0, 2);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->to_string(),
+            "t.yaml:5:13: ports[0].queues: interface veth0 has 2 rx queues, the file reads 1 "
+            "(queue 0): flows the interface hashes to queue 1 would bypass vecflow. Read them all "
+            "(`queues: all`) or say what happens to the others (`other_queues: pass` hands them "
+            "to the kernel, `other_queues: drop` drops them; either is counted)");
+  // The same file on an interface with one queue is fine.
+  EXPECT_EQ(resolve_rx_queues(*cfg, 0, 1), std::nullopt);
+}
+
+TEST(ConfigQueues, RangesThatLeaveGapsNameTheUnreadQueues) {
+  auto cfg = load_config_text(
+      "ports:\n"
+      "  - {name: wan, type: afxdp, interface: eth0,\n"
+      "     queues: [{queues: 0-1, owner: vecflow}, {queues: 3, owner: dpdk}]}\n",
+      "t.yaml");
+  ASSERT_TRUE(cfg) << errors_text(cfg.error());
+  auto e = resolve_rx_queues(*cfg, 0, 6);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->where.line, 3);
+  EXPECT_EQ(e->path, "ports[0].queues");
+  EXPECT_THAT(e->message, testing::HasSubstr("interface eth0 has 6 rx queues, the file reads 3 "
+                                             "(queues 0-1, 3): flows the interface hashes to "
+                                             "queues 2, 4-5 would bypass vecflow"));
+}
+
+TEST(ConfigQueues, OtherQueuesSaysWhatHappensToTheRest) {
+  for (auto [word, kind] :
+       {std::pair{"pass", SteerActionKind::Pass}, std::pair{"drop", SteerActionKind::Drop}}) {
+    auto cfg = load_config_text(
+        fmt::format("ports: [{{name: wan, type: afxdp, interface: veth0, queues: 1, "
+                    "other_queues: {}}}]\n",
+                    word),
+        "t.yaml");
+    ASSERT_TRUE(cfg) << errors_text(cfg.error());
+    EXPECT_EQ(resolve_rx_queues(*cfg, 0, 2), std::nullopt) << word;
+    const auto& a = std::get<AfXdpPort>(cfg->ports[0].kind);
+    EXPECT_EQ(a.other_queues, kind);
+    ASSERT_EQ(a.queues.size(), 1u);
+    EXPECT_EQ(a.queues[0].count, 1);  // still queue 0 only: the rest is the XDP program's
+  }
+}
+
+TEST(ConfigQueues, AQueueTheInterfaceLacksIsRefused) {
+  auto cfg = load_config_text(
+      "ports: [{name: wan, type: afxdp, interface: veth0, queues: 4, other_queues: pass}]\n",
+      "t.yaml");
+  ASSERT_TRUE(cfg) << errors_text(cfg.error());
+  auto e = resolve_rx_queues(*cfg, 0, 2);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->message,
+            "interface veth0 has 2 rx queues (0-1), the file reads queues 2-3 it does not have");
+}
+
+TEST(ConfigQueues, AllOnMoreQueuesThanAPortReadsIsRefused) {
+  auto cfg = load_config_text("ports: [{name: wan, type: afxdp, interface: eth0}]\n", "t.yaml");
+  ASSERT_TRUE(cfg) << errors_text(cfg.error());
+  auto e = resolve_rx_queues(*cfg, 0, kMaxRxQueues + 1);
+  ASSERT_TRUE(e);
+  EXPECT_THAT(e->message, testing::HasSubstr("interface eth0 has 65 rx queues; a port reads at "
+                                             "most 64 (queues 0-63)"));
+}
+
+TEST(ConfigQueues, QueueListsAreCompact) {
+  EXPECT_EQ(queue_list(0), "");
+  EXPECT_EQ(queue_list(0b1), "0");
+  EXPECT_EQ(queue_list(0b1111), "0-3");
+  EXPECT_EQ(queue_list(0b11010011), "0-1, 4, 6-7");
+  EXPECT_EQ(queue_list(~uint64_t{0}), "0-63");
 }
 
 TEST(ConfigLoad, HashChangesWithContent) {

@@ -259,6 +259,24 @@ TEST(ConfigDiff, IdenticalFilesHaveNoChanges) {
   EXPECT_TRUE(diff_configs(load(kBase), load(kBase)).empty());
 }
 
+// The running file's `queues: all` was filled in with the interface's queues at start-up;
+// reloading the same file still changes nothing, and the running configuration says `all`.
+TEST(ConfigDiff, QueuesAllFilledInAtStartUpIsNoChange) {
+  config::ApplianceConfig running = load(kBase);
+  ASSERT_EQ(config::resolve_rx_queues(running, 0, 4), std::nullopt);
+  EXPECT_TRUE(diff_configs(running, load(kBase)).empty());
+  EXPECT_EQ(config_to_json(running)["ports"][0]["queues"], "all");
+  EXPECT_TRUE(config_to_json(running)["ports"][0]["other_queues"].is_null());
+  std::string next = kBase;
+  next.replace(next.find("interface: veth-x0}"), 19,
+               "interface: veth-x0, queues: 1, other_queues: drop}");
+  auto changes = diff_configs(running, load(next));
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].path, "ports[wan].queues");
+  EXPECT_EQ(changes[1].path, "ports[wan].other_queues");
+  EXPECT_EQ(changes[1].to, "drop");
+}
+
 TEST(ConfigDiff, MatchesRulesByNameAndReportsOrder) {
   std::string next = kBase;
   next.replace(next.find("    - {name: arp"), 0,

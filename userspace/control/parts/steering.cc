@@ -32,6 +32,11 @@ inline const MetricFamily kNoSocket{
     "Frames for user space with no AF_XDP socket on their queue (steering.no_socket applied)",
     MetricType::Counter,
     {"port"}};
+inline const MetricFamily kQueueNotRead{
+    "vecflow_steer_queue_not_read_total",
+    "Frames for user space on an rx queue the port does not read (other_queues applied)",
+    MetricType::Counter,
+    {"port"}};
 inline const MetricFamily kMetaUnavailable{
     "vecflow_steer_meta_unavailable_total",
     "Frames lifted without XDP metadata (the driver gave no headroom)",
@@ -90,6 +95,7 @@ void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteerin
       }
       s.add(kDefaultHits, {port}, c->default_hits);
       s.add(kNoSocket, {port}, c->no_socket_fallback);
+      s.add(kQueueNotRead, {port}, c->queue_not_read);
       s.add(kMetaUnavailable, {port}, c->meta_unavailable);
       s.add(kUnconfigured, {port}, c->unconfigured);
       for (size_t r = 0; r < kDropReasonCount; ++r) {
@@ -159,6 +165,7 @@ void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteerin
             row[std::string(v)] = s.count(kSteerVerdicts, {p, v});
           row["default_hits"] = s.count(kDefaultHits, {p});
           row["no_socket_fallbacks"] = s.count(kNoSocket, {p});
+          row["queue_not_read"] = s.count(kQueueNotRead, {p});
           row["meta_unavailable"] = s.count(kMetaUnavailable, {p});
           row["unconfigured"] = s.count(kUnconfigured, {p});
           ports.push_back(std::move(row));
@@ -221,7 +228,8 @@ void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteerin
                   {"USERSPACE", "userspace", Unit::Count},
                   {"TX", "tx", Unit::Count},
                   {"REDIRECT", "redirect", Unit::Count},
-                  {"NO SOCKET", "no_socket_fallbacks", Unit::Count}}),
+                  {"NO SOCKET", "no_socket_fallbacks", Unit::Count},
+                  {"QUEUE NOT READ", "queue_not_read", Unit::Count}}),
            table("rules", "/rules",
                  {{"RULE", "rule"},
                   {"PRIO", "priority"},

@@ -1,7 +1,6 @@
 #include "io/afxdp/afxdp_port.h"
 
 #include <fcntl.h>
-#include <linux/ethtool.h>
 #include <linux/if_link.h>
 #include <linux/if_xdp.h>
 #include <linux/sockios.h>
@@ -27,6 +26,7 @@
 #include "io/afxdp/xsk_fds.h"
 #include "io/dpdk/ethdev.h"
 #include "io/packet_pool.h"
+#include "io/rx_queues.h"
 
 #ifndef SO_PREFER_BUSY_POLL
 #define SO_PREFER_BUSY_POLL 69
@@ -78,20 +78,6 @@ inline bool goes_as_is(const PacketPool& pool, const rte_mbuf* m) noexcept {
 // Wraps a libbpf/libxdp -errno result.
 std::string err_text(int rc) {
   return strerror(rc < 0 ? -rc : rc);
-}
-
-// Number of rx queues the driver has now (real_num_rx_queues), as AF_XDP's bind checks it.
-Result<uint32_t> rx_queue_count_of(int ctl, const std::string& ifname) {
-  ethtool_channels ch{};
-  ch.cmd = ETHTOOL_GCHANNELS;
-  ifreq ifr{};
-  std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
-  ifr.ifr_data = reinterpret_cast<char*>(&ch);
-  if (ioctl(ctl, SIOCETHTOOL, &ifr) != 0) {
-    if (errno == EOPNOTSUPP) return 1u;  // no channels reported: one queue, as libxdp assumes
-    return fail("cannot read the channels of {}: {}", ifname, strerror(errno));
-  }
-  return std::max<uint32_t>(ch.rx_count + ch.combined_count, 1);
 }
 
 // DPDK 22.11's net_af_xdp does not free the buffers its socket holds when it closes: those in
@@ -299,7 +285,7 @@ Result<std::unique_ptr<AfXdpPort>> AfXdpPort::create(std::string name, PortId id
     std::memcpy(im.mac.bytes.data(), ifr.ifr_hwaddr.sa_data, 6);
   }
 
-  auto have = rx_queue_count_of(im.ctl, o.interface);
+  auto have = interface_rx_queues(o.interface, im.ctl);
   if (!have) return fail("port {}: {}", name, have.error().message);
   std::vector<XskQueueRange> ranges = o.queues;
   std::sort(ranges.begin(), ranges.end(),
