@@ -57,6 +57,33 @@ TEST_F(FreshNeighbours, TheFirstDatagramAndTheFirstPingToAFreshServerCross) {
   EXPECT_EQ(port(a, "lan")["held"], 0) << a.dump();
 }
 
+// Nobody has 198.51.100.77: a packet to it waits hold_timeout_ms (3 s) and is dropped then;
+// one still waiting when vecflowd stops is dropped before the final accounting.
+TEST_F(FreshNeighbours, PacketsToANextHopThatNeverAnswersAreDroppedInTimeAndAtStop) {
+  EXPECT_NE(lab_->exec('c', "ping -c 1 -W 1 198.51.100.77 >/dev/null"), 0);
+  Json a = json("accounting")["ports"];
+  EXPECT_EQ(port(a, "wan")["held"], 1) << a.dump();
+  std::this_thread::sleep_for(3s);
+  a = settled_accounting();
+  expect_exact(a);
+  EXPECT_EQ(port(a, "wan")["held"], 0) << a.dump();
+  Json n = json("neighbours");
+  EXPECT_EQ(n["stages"][0]["held"], 1) << n.dump();
+  EXPECT_EQ(n["stages"][0]["held_dropped"], 1) << n.dump();
+
+  EXPECT_NE(lab_->exec('c', "ping -c 1 -W 1 198.51.100.77 >/dev/null"), 0);
+  a = json("accounting")["ports"];
+  EXPECT_EQ(port(a, "wan")["held"], 1) << a.dump();
+  EXPECT_EQ(daemon_->stop(), 0) << log();
+  daemon_.reset();
+  const std::string l = log();
+  EXPECT_NE(l.find("stopped cleanly"), std::string::npos) << l;
+  EXPECT_TRUE(std::regex_search(
+      l, std::regex("final accounting: port wan: [^\n]*neigh_unresolved:2[^\n]* unaccounted=0")))
+      << l;
+  EXPECT_FALSE(std::filesystem::exists("/var/run/dpdk/" + name_));
+}
+
 TEST_F(Forwarding, TcpTransferArrivesWhole) {
   const std::string in = dir_ + "/in", out = dir_ + "/out";
   ASSERT_EQ(run("head -c 2097152 /dev/urandom > " + in).rc, 0);
