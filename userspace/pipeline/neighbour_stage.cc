@@ -23,7 +23,8 @@ NeighbourStage::NeighbourStage(const config::StageConfig& cfg, StageContext& ctx
       slots_(ctx.lcore_slots),
       hold_packets_(std::get<config::NeighbourStage>(cfg.params).hold_packets),
       hold_tsc_(rte_get_tsc_hz() / 1000 *
-                std::get<config::NeighbourStage>(cfg.params).hold_timeout_ms) {
+                std::get<config::NeighbourStage>(cfg.params).hold_timeout_ms),
+      check_tsc_(rte_get_tsc_hz() / 1'000'000 * kHoldCheckUs) {
   for (const PortInfo& p : ctx.ports) {
     bool known = p.mac != MacAddress{};
     port_mac_.push_back(known ? neighbour_word(p.mac) : 0);
@@ -136,6 +137,8 @@ bool NeighbourStage::tick(StageEnv& env, bool stop) noexcept {
   HoldState& hs = holds_[env.slot()];
   if (hs.held == 0) return false;
   const uint64_t now = rte_rdtsc();
+  if (!stop && now - hs.checked < check_tsc_) return false;
+  hs.checked = now;
   uint64_t sent = 0, dropped = 0;
   for (HoldQueue& q : hs.queues) {
     if (q.count == 0) continue;

@@ -64,6 +64,11 @@ class NeighbourStage final : public Stage {
   // or a link change, small enough that finding a next hop's queue (a scan, on the
   // unresolved path only) stays short.
   static constexpr unsigned kHoldQueues = 64;
+  // How often, at most, a worker looks at its held queues (tick): a next hop takes far
+  // longer to resolve (an ARP or ND round trip), and a worker busy with traffic polls far
+  // more often, each time paying a scan of the queues and a hash lookup per connected
+  // destination still without an entry.
+  static constexpr uint64_t kHoldCheckUs = 10;
 
   static Result<std::unique_ptr<NeighbourStage>> create(const config::StageConfig& cfg,
                                                         StageContext& ctx);
@@ -93,7 +98,8 @@ class NeighbourStage final : public Stage {
   };
   // The held packets of one worker, written by that worker only.
   struct HoldState {
-    uint32_t held = 0;  // packets in its queues
+    uint32_t held = 0;     // packets in its queues
+    uint64_t checked = 0;  // TSC of the last look at them
     std::vector<HoldQueue> queues;
     std::vector<rte_mbuf*> pkts;
   };
@@ -118,6 +124,7 @@ class NeighbourStage final : public Stage {
   unsigned slots_;
   uint16_t hold_packets_;
   uint64_t hold_tsc_;                   // hold_timeout_ms in TSC cycles
+  uint64_t check_tsc_;                  // kHoldCheckUs in TSC cycles
   std::unique_ptr<HoldState[]> holds_;  // per lcore slot; empty unless the policy is hold
 };
 
