@@ -113,9 +113,9 @@ bool NeighbourStage::hold(HoldState& hs, rte_mbuf* m, const NeighbourKey* key, u
                           uint64_t now, StageEnv& env) noexcept {
   HoldQueue* q = hs.held != 0 ? held_queue(hs, key, id) : nullptr;
   if (q == nullptr) {
-    for (HoldQueue& free : hs.queues) {
-      if (free.count == 0) {
-        q = &free;
+    for (HoldQueue& unused : hs.queues) {
+      if (unused.count == 0) {
+        q = &unused;
         break;
       }
     }

@@ -5,6 +5,7 @@
 //   Transmit   final: send on out_port now, skipping the remaining stages
 //   Kernel     final: hand to the kernel stack of the ingress interface
 //   Drop       final: drop, counted under drop_reason
+//   Held       kept by the stage for later (StageEnv::hold), given back through tick()
 //
 // The stage is virtual per vector; the per-packet step is inlined through PerPacketStage
 // (a CRTP helper, after FastClick's ClassifyElement), so there is no virtual call per packet.
