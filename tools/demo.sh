@@ -110,7 +110,7 @@ wait "$recv" || true
 cat /tmp/vecflow-demo-recv.$$
 rm -f /tmp/vecflow-demo-recv.$$
 
-step "where every packet went: rx = tx + kernel + dropped, per ingress port"
+step "where every packet went: rx = tx + kernel + dropped + held, per ingress port"
 sleep 1.2
 V accounting
 V errors

@@ -11,6 +11,7 @@
 #include "core/packet.h"
 #include "io/afxdp/afxdp_port.h"
 #include "io/port_factory.h"
+#include "pipeline/neighbour_stage.h"
 #include "sched/from_config.h"
 
 namespace vecflow {
@@ -25,9 +26,16 @@ std::vector<unsigned> worker_lcores(const config::ApplianceConfig& cfg) {
 }
 
 // Packet buffers the pool has beyond what the ports keep posted for receive (AF_XDP fill
-// rings, DPDK rx descriptors): what packets in flight can use.
+// rings, DPDK rx descriptors) and what neighbour stages may hold while next hops resolve:
+// what packets in flight can use.
 uint32_t spare_mbufs(const config::ApplianceConfig& cfg) {
   uint64_t posted = 0;
+  for (const auto& s : cfg.pipeline) {
+    const auto* n = std::get_if<config::NeighbourStage>(&s.params);
+    if (n && n->unresolved == config::Unresolved::Hold) {
+      posted += uint64_t{NeighbourStage::kHoldQueues} * n->hold_packets * worker_lcores(cfg).size();
+    }
+  }
   for (const auto& p : cfg.ports) {
     if (const auto* a = std::get_if<config::AfXdpPort>(&p.kind)) {
       for (const auto& r : a->queues)

@@ -16,6 +16,8 @@
 //                      the event is finished are they put back into it, so that the Worker
 //                      sends them through the egress queue, which restores the order
 //   mirror copies      handed to the TxAdapter now (charged to no port)
+//   held, given back   handed to the TxAdapter now, ahead of the run's decided packets (tx of
+//                      their ingress port); so are those a tick() gives back between events
 // An event left with no packet is finished empty (a vector is returned to its pool, a
 // single-packet event becomes a payload-less CPU event).
 //
@@ -47,9 +49,13 @@ class PipelineHandler final : public sched::EventHandler, private CopySink {
                   std::vector<uint8_t> group_queue, sched::TxAdapter& tx);
 
   void process(std::span<rte_event> events) noexcept override;
+  // Held packets that are due (sent or dropped), and all of them at stop.
+  bool tick() noexcept override { return worker_.tick(*this); }
+  void stop() noexcept override { worker_.stop(*this); }
 
  private:
   void copies(std::span<rte_mbuf*> pkts) noexcept override { tx_.take(pkts); }
+  void released(std::span<rte_mbuf*> pkts) noexcept override { tx_.take(pkts); }
   // Runs the group of events[first, last) over their gathered packets and moves each on.
   void run_gathered(std::span<rte_event> events, size_t first, size_t last, size_t npkts) noexcept;
 

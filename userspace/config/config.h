@@ -11,6 +11,7 @@
 #include <expected>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -242,7 +243,16 @@ struct RouteStage {
   RouteChecks checks;
 };
 
-enum class Unresolved { Kernel, Drop };
+// What the neighbour stage does with a packet whose next hop has no link-layer address yet:
+// hold it while the kernel resolves (sent once resolved, as Linux queues unres_qlen packets
+// per neighbour), hand it to the kernel, or drop it (neigh_unresolved).
+enum class Unresolved { Hold, Kernel, Drop };
+inline constexpr std::string_view unresolved_name(Unresolved u) noexcept {
+  return u == Unresolved::Hold ? "hold" : u == Unresolved::Kernel ? "kernel" : "drop";
+}
+// Most packets held per next hop and worker: what hold_packets accepts (Linux's unres_qlen
+// defaults to 101 since 3.3, but a few are what the first packets of a flow need).
+inline constexpr uint16_t kMaxHoldPackets = 64;
 
 struct StaticNeighbour {
   IpAddress ip;
@@ -253,7 +263,12 @@ struct StaticNeighbour {
 struct NeighbourStage {
   std::vector<StaticNeighbour> entries;
   bool from_kernel = true;  // learn from the kernel's neighbour table over netlink
-  Unresolved unresolved = Unresolved::Kernel;
+  Unresolved unresolved = Unresolved::Hold;
+  // Hold: packets held per next hop per worker (more are dropped), and how long a next hop
+  // may take to resolve before its held packets are dropped (Linux: unres_qlen and
+  // mcast_solicit x retrans_time, 3 probes 1 s apart).
+  uint16_t hold_packets = 4;
+  uint32_t hold_timeout_ms = 3000;
 };
 
 enum class AclAction { Permit, Deny };

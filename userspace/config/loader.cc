@@ -655,8 +655,11 @@ NeighbourStage read_neighbour_stage(Ctx& ctx, MapReader& m) {
                   s.entries.push_back(e);
                 });
   m.get("from_kernel", s.from_kernel);
-  m.get_enum<Unresolved>("unresolved", s.unresolved,
-                         {{"kernel", Unresolved::Kernel}, {"drop", Unresolved::Drop}});
+  m.get_enum<Unresolved>(
+      "unresolved", s.unresolved,
+      {{"hold", Unresolved::Hold}, {"kernel", Unresolved::Kernel}, {"drop", Unresolved::Drop}});
+  m.get("hold_packets", s.hold_packets, 1, kMaxHoldPackets);
+  m.get("hold_timeout_ms", s.hold_timeout_ms, 1, 60'000);
   return s;
 }
 
@@ -744,7 +747,8 @@ void read_pipeline(Ctx& ctx, const YAML::Node& n, std::vector<StageConfig>& out)
       allowed.insert(allowed.end(), keys);
     };
     if (type == "route") extra({"routes", "from_kernel", "icmp_time_exceeded", "checks"});
-    if (type == "neighbour") extra({"static", "from_kernel", "unresolved"});
+    if (type == "neighbour")
+      extra({"static", "from_kernel", "unresolved", "hold_packets", "hold_timeout_ms"});
     if (type == "acl") extra({"default", "rules"});
     if (type == "l2") extra({"ports"});
     if (type == "mirror") extra({"match", "to", "snaplen"});

@@ -255,6 +255,17 @@ void validate(Ctx& ctx, const YAML::Node& root, const ApplianceConfig& cfg) {
         port_exists(n->entries[ni].port, locate(sn, {k("static"), i(ni), k("port")}),
                     fmt::format("{}.static[{}].port", path, ni));
       }
+      // Held packets are given back on the worker that holds them, which runs the stages of
+      // the neighbour stage's group after it, and nothing beyond.
+      for (size_t sj = si + 1; sj < cfg.pipeline.size(); ++sj) {
+        if (n->unresolved != Unresolved::Hold || cfg.pipeline[sj].fuse) continue;
+        err(locate(sn, {k("unresolved")}), path + ".unresolved",
+            fmt::format("unresolved: hold (the default) sends held packets from the worker that "
+                        "holds them, so the stages after it must run there: fuse stage '{}' to "
+                        "it (fuse: true), or choose unresolved: kernel or drop",
+                        cfg.pipeline[sj].name));
+        break;
+      }
     } else if (auto* a = std::get_if<AclStage>(&s.params)) {
       for (size_t ai = 0; ai < a->rules.size(); ++ai) {
         const auto& m = a->rules[ai].match;

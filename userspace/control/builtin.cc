@@ -354,10 +354,13 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
   registry.add_collector("accounting", [&table_ref, ports](Snapshot& s) {
     for (size_t p = 0; p < ports.size() && p < table_ref.ports(); ++p) {
       const std::string& name = ports[p];
-      uint64_t rx = 0, rx_bytes = 0, tx = 0, tx_bytes = 0, kernel = 0;
+      uint64_t rx = 0, rx_bytes = 0, tx = 0, tx_bytes = 0, kernel = 0, held = 0;
       std::array<uint64_t, kDropReasonCount> drops{};
       for (size_t l = 0; l < table_ref.lcore_slots(); ++l) {
         const PortOutcomes& o = table_ref.at(l, static_cast<PortId>(p));
+        // Given back before taken, so that the difference is never negative.
+        const uint64_t unheld = o.unheld.load();
+        held += o.held.load() - unheld;
         rx += o.rx_packets.load();
         rx_bytes += o.rx_bytes.load();
         tx += o.tx_packets.load();
@@ -371,6 +374,7 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
       s.add(kAccountTxPackets, {name}, tx);
       s.add(kAccountTxBytes, {name}, tx_bytes);
       s.add(kAccountKernelPackets, {name}, kernel);
+      s.set(kAccountHeldPackets, {name}, static_cast<double>(held));
       for (size_t r = 0; r < kDropReasonCount; ++r) {
         s.add(kDrops, {name, drop_reason_name(static_cast<DropReason>(r)), "userspace"}, drops[r]);
       }
@@ -379,8 +383,8 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
 
   (void)registry.add_command(Command{
       "accounting",
-      "Where the packets of each port went: rx = tx + kernel + dropped (+ in flight), and where "
-      "they came from: XDP's verdicts and the drops before user space",
+      "Where the packets of each port went: rx = tx + kernel + dropped + held (+ in flight), and "
+      "where they came from: XDP's verdicts and the drops before user space",
       Access::Read, "",
       [ports](const CommandContext& ctx) -> CommandResult {
         ArgReader a(ctx.args, {});
@@ -391,6 +395,7 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
           uint64_t rx = s.count(kAccountRxPackets, {name});
           uint64_t tx = s.count(kAccountTxPackets, {name});
           uint64_t kernel = s.count(kAccountKernelPackets, {name});
+          auto held = static_cast<uint64_t>(s.sum(kAccountHeldPackets, {{"port", name}}));
           auto dropped =
               static_cast<uint64_t>(s.sum(kDrops, {{"port", name}, {"layer", "userspace"}}));
           auto rx_pps = ctx.rates.rate(kAccountRxPackets, {name});
@@ -430,10 +435,11 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
                           {"tx_bytes", s.count(kAccountTxBytes, {name})},
                           {"kernel_packets", kernel},
                           {"dropped", dropped},
+                          {"held", held},
                           // Counters are read one by one while workers run, so a packet between
                           // stages shows here; on a drained box this is zero.
-                          {"in_flight",
-                           static_cast<int64_t>(rx) - static_cast<int64_t>(tx + kernel + dropped)},
+                          {"in_flight", static_cast<int64_t>(rx) -
+                                            static_cast<int64_t>(tx + kernel + dropped + held)},
                           {"rx_pps", number_or_null(rx_pps)},
                           {"rx_bps", rx_Bps ? Json(*rx_Bps * 8) : Json(nullptr)},
                           {"tx_pps", number_or_null(tx_pps)},
@@ -450,6 +456,7 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
                    {"TX RATE", "tx_pps", Unit::Pps},
                    {"KERNEL", "kernel_packets", Unit::Count},
                    {"DROPPED", "dropped", Unit::Count},
+                   {"HELD", "held", Unit::Count},
                    {"IN FLIGHT", "in_flight", Unit::Count}}),
             // Where RX above came from. XDP SEEN = PASS + DROPPED + SENT + LIFTED, and
             // LIFTED = DEVICE DROP + PORT DROP + RX + IN RINGS.

@@ -181,7 +181,9 @@ Json stage_params(const StageConfig& s) {
           }
           return {{"static", std::move(entries)},
                   {"from_kernel", p.from_kernel},
-                  {"unresolved", p.unresolved == Unresolved::Kernel ? "kernel" : "drop"}};
+                  {"unresolved", std::string(unresolved_name(p.unresolved))},
+                  {"hold_packets", p.hold_packets},
+                  {"hold_timeout_ms", p.hold_timeout_ms}};
         } else if constexpr (std::is_same_v<T, AclStage>) {
           Json rules = Json::array();
           for (const auto& r : p.rules) {

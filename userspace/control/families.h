@@ -19,7 +19,8 @@ inline const MetricFamily kDrops{"vecflow_drops_total",
                                  {"port", "reason", "layer"}};
 
 // The OutcomeTable (core/accounting.h): what became of the packets that entered user space
-// through each port. rx = tx + kernel + drops{layer="userspace"} once in-flight packets drain.
+// through each port. rx = tx + kernel + drops{layer="userspace"} + held once in-flight packets
+// drain.
 inline const MetricFamily kAccountRxPackets{"vecflow_accounting_rx_packets_total",
                                             "Packets that entered user space through a port",
                                             MetricType::Counter,
@@ -42,6 +43,11 @@ inline const MetricFamily kAccountKernelPackets{
     "vecflow_accounting_kernel_packets_total",
     "Packets handed to the kernel stack, charged to the port they entered through",
     MetricType::Counter,
+    {"port"}};
+inline const MetricFamily kAccountHeldPackets{
+    "vecflow_accounting_held_packets",
+    "Packets a stage holds now (waiting for their next hop to resolve), by ingress port",
+    MetricType::Gauge,
     {"port"}};
 
 // The XDP steering program of a port's interface (control/parts/steering.cc adds them;

@@ -8,6 +8,10 @@ void AccountingSnapshot::add(const PortOutcomes& o) noexcept {
   rx += o.rx_packets.load();
   tx += o.tx_packets.load();
   to_kernel += o.kernel_packets.load();
+  // Given back before taken: read in that order, a packet given back is seen taken too, so
+  // the difference is never negative.
+  const uint64_t unheld = o.unheld.load();
+  held += o.held.load() - unheld;
   for (size_t i = 0; i < kDropReasonCount; ++i)
     drops[i] += o.drops.load(static_cast<DropReason>(i));
 }
@@ -16,6 +20,7 @@ void AccountingSnapshot::add(const AccountingSnapshot& o) noexcept {
   rx += o.rx;
   tx += o.tx;
   to_kernel += o.to_kernel;
+  held += o.held;
   for (size_t i = 0; i < kDropReasonCount; ++i)
     drops[i] += o.drops[i];
 }
@@ -28,7 +33,9 @@ uint64_t AccountingSnapshot::dropped() const noexcept {
 }
 
 std::string AccountingSnapshot::to_string() const {
-  std::string s = fmt::format("rx={} tx={} to_kernel={} drops={{", rx, tx, to_kernel);
+  std::string s = fmt::format("rx={} tx={} to_kernel={}", rx, tx, to_kernel);
+  if (held != 0) s += fmt::format(" held={}", held);
+  s += " drops={";
   bool first = true;
   for (size_t i = 0; i < kDropReasonCount; ++i) {
     if (drops[i] == 0) continue;

@@ -2,9 +2,11 @@
 // transmitted (through any port), handed to the kernel, or dropped under one reason. The
 // outcome is charged to the packet's *ingress* port (mbuf->port), so per port
 //
-//     rx == tx + to_kernel + sum(drops[reason])
+//     rx == tx + to_kernel + sum(drops[reason]) + held
 //
-// holds on drained state, and the same sum holds for the whole box.
+// holds on drained state, and the same sum holds for the whole box. `held` is what a stage
+// keeps for later right now (packets waiting for their next hop to resolve, pipeline/
+// neighbour_stage.h): taken minus given back, zero once stopped (a stop drops them, counted).
 #pragma once
 
 #include <array>
@@ -27,6 +29,8 @@ struct alignas(64) PortOutcomes {
   Counter tx_packets;
   Counter tx_bytes;
   Counter kernel_packets;
+  Counter held;    // kept by a stage for later (StageEnv::hold) ...
+  Counter unheld;  // ... and given back decided (StageEnv::release)
   DropCounters drops;
 };
 
@@ -36,16 +40,18 @@ struct AccountingSnapshot {
   uint64_t rx = 0;
   uint64_t tx = 0;
   uint64_t to_kernel = 0;
+  uint64_t held = 0;  // kept by a stage now, not decided yet
   std::array<uint64_t, kDropReasonCount> drops{};
 
   void add(const PortOutcomes& o) noexcept;
   void add(const AccountingSnapshot& o) noexcept;
   uint64_t dropped() const noexcept;
-  // rx - (tx + to_kernel + dropped): zero when every packet is accounted for.
+  // rx - (tx + to_kernel + dropped + held): zero when every packet is accounted for.
   int64_t unaccounted() const noexcept {
-    return static_cast<int64_t>(rx) - static_cast<int64_t>(tx + to_kernel + dropped());
+    return static_cast<int64_t>(rx) - static_cast<int64_t>(tx + to_kernel + dropped() + held);
   }
-  // "rx=10 tx=7 to_kernel=1 drops={no_route:2}" for test failures and logs.
+  // "rx=10 tx=7 to_kernel=1 drops={no_route:2}" for test failures and logs (" held=N" after
+  // to_kernel while packets are held).
   std::string to_string() const;
 };
 

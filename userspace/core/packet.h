@@ -30,6 +30,8 @@ enum class Verdict : uint8_t {
   Transmit,      // send on out_port
   Kernel,        // hand to the kernel stack of the ingress interface
   Drop,          // drop, counted under drop_reason
+  Held,          // a stage keeps it for later (StageEnv::hold): the run forgets it, and the
+                 // stage gives it back decided through StageEnv::release
 };
 
 inline constexpr uint32_t kNoRule = VF_NO_RULE;  // the XDP metadata's "no rule"

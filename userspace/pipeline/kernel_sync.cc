@@ -54,6 +54,8 @@ Result<std::shared_ptr<KernelSync>> KernelSync::create(const std::vector<PortInf
   k->requests_ = std::move(*requests);
   std::lock_guard lock(k->mutex_);
   if (auto r = k->sync_links(); !r) return std::unexpected(r.error());
+  // The box's own addresses, which packets may be routed to like any connected host.
+  if (auto r = k->sync_addresses(); !r) return std::unexpected(r.error());
   return k;
 }
 
@@ -83,7 +85,7 @@ Result<void> KernelSync::sync_links() {
     ifindex_ = std::move(fresh);
     routes_dirty_ = !route_stages_.empty();
     routes_dirty_since_ = Clock::now() - kRouteSettle;
-    addresses_dirty_ = !address_stages_.empty();
+    addresses_dirty_ = true;
     neighbours_dirty_ = learning_;
   }
   return {};
@@ -163,12 +165,14 @@ Result<void> KernelSync::sync_routes() {
 
 Result<void> KernelSync::sync_addresses() {
   std::vector<PortAddresses> by_port(ports_.size());
+  std::vector<NeighbourKey> local;
   for (int family : {AF_INET, AF_INET6}) {
     auto addrs = dumps_->dump_addresses(family);
     if (!addrs) return std::unexpected(addrs.error());
     for (const auto& a : *addrs) {
       int p = port_of(a.ifindex);
       if (p < 0) continue;
+      local.push_back(NeighbourKey::of(PortId{static_cast<uint16_t>(p)}, a.ip));
       auto& slot = a.ip.version == 4 ? by_port[p].v4 : by_port[p].v6;
       // Prefer a global address; a link-local one only if there is nothing else.
       if (!slot || a.scope == RT_SCOPE_UNIVERSE) {
@@ -176,6 +180,8 @@ Result<void> KernelSync::sync_addresses() {
       }
     }
   }
+  if (!neighbours_.set_local(local))
+    logger()->warn("neighbour table full: not every address of the box is tracked");
   for (RouteStage* s : address_stages_)
     s->set_port_addresses(by_port);
   return {};
@@ -286,7 +292,7 @@ bool KernelSync::poll() noexcept {
         asked_.clear();
         break;
       case KernelEvent::Kind::Address:
-        addresses_dirty_ = addresses_dirty_ || !address_stages_.empty();
+        addresses_dirty_ = true;
         break;
       case KernelEvent::Kind::Route:
         if (!route_stages_.empty() && !routes_dirty_) {
@@ -301,7 +307,7 @@ bool KernelSync::poll() noexcept {
         ++stats_.overruns;
         links_dirty_ = true;
         neighbours_dirty_ = learning_;
-        addresses_dirty_ = !address_stages_.empty();
+        addresses_dirty_ = true;
         if (!route_stages_.empty() && !routes_dirty_) {
           routes_dirty_ = true;
           routes_dirty_since_ = now;

@@ -10,7 +10,8 @@
 //     since the kernel does not see that traffic and would let them go stale;
 //   - routes (`routes: from-kernel`): the main and local tables, re-read after a burst of
 //     route changes settles, handed to the route stages that follow the kernel;
-//   - addresses: the interfaces' addresses, the source of ICMP errors.
+//   - addresses: the interfaces' addresses, the source of ICMP errors, and marked local in
+//     the NeighbourTable (packets routed to the box go to its kernel).
 //
 // A Service for the control lcore: poll() reads events without blocking and does the netlink
 // requests and dumps, which do block (control plane only). Registration happens while the

@@ -20,10 +20,35 @@ NeighbourStage::NeighbourStage(const config::StageConfig& cfg, StageContext& ctx
       resolve_(ctx.kernel != nullptr),
       retry_tsc_(rte_get_tsc_hz() / 1000 * KernelSync::kResolveRetry.count()),
       lcores_(new LcoreState[ctx.lcore_slots]),
-      slots_(ctx.lcore_slots) {
+      slots_(ctx.lcore_slots),
+      hold_packets_(std::get<config::NeighbourStage>(cfg.params).hold_packets),
+      hold_tsc_(rte_get_tsc_hz() / 1000 *
+                std::get<config::NeighbourStage>(cfg.params).hold_timeout_ms),
+      check_tsc_(rte_get_tsc_hz() / 1'000'000 * kHoldCheckUs) {
   for (const PortInfo& p : ctx.ports) {
     bool known = p.mac != MacAddress{};
     port_mac_.push_back(known ? neighbour_word(p.mac) : 0);
+  }
+  if (policy_ != config::Unresolved::Hold) return;
+  // Every worker's queues, reserved now: holding a packet allocates nothing.
+  holds_.reset(new HoldState[slots_]);
+  for (unsigned i = 0; i < slots_; ++i) {
+    HoldState& hs = holds_[i];
+    hs.queues.resize(kHoldQueues);
+    hs.pkts.resize(size_t{kHoldQueues} * hold_packets_);
+    for (unsigned q = 0; q < kHoldQueues; ++q)
+      hs.queues[q] = HoldQueue{
+          {}, NeighbourTable::kNotFound, false, 0, 0, hs.pkts.data() + size_t{q} * hold_packets_};
+  }
+}
+
+NeighbourStage::~NeighbourStage() {
+  // Packets still held when no worker stopped (PipelineWorker::stop gives them all back).
+  if (!holds_) return;
+  for (unsigned i = 0; i < slots_; ++i) {
+    for (HoldQueue& q : holds_[i].queues) {
+      if (q.count) rte_pktmbuf_free_bulk(q.pkts, q.count);
+    }
   }
 }
 
@@ -43,8 +68,13 @@ Result<std::unique_ptr<NeighbourStage>> NeighbourStage::create(const config::Sta
   return s;
 }
 
-void NeighbourStage::unresolved(rte_mbuf* m, const NeighbourKey* key, uint32_t id,
-                                uint64_t now) noexcept {
+bool NeighbourStage::unresolved(rte_mbuf* m, const NeighbourKey* key, uint32_t id, uint64_t now,
+                                StageEnv& env) noexcept {
+  if (id != NeighbourTable::kNotFound &&
+      (table_->entry(id).word.load(std::memory_order_relaxed) & NeighbourEntry::kLocal)) {
+    set_kernel(m);  // to the box itself: nothing to resolve
+    return false;
+  }
   if (resolve_) {
     if (id != NeighbourTable::kNotFound) {
       table_->request_resolution(id, now, retry_tsc_);
@@ -52,11 +82,103 @@ void NeighbourStage::unresolved(rte_mbuf* m, const NeighbourKey* key, uint32_t i
       table_->request_resolution(*key);
     }
   }
-  if (policy_ == config::Unresolved::Kernel) {
-    set_kernel(m);
-  } else {
-    set_drop(m, DropReason::NEIGH_UNRESOLVED);
+  switch (policy_) {
+    case config::Unresolved::Hold:
+      if (hold(holds_[env.slot()], m, key, id, now, env)) return true;
+      set_drop(m, DropReason::NEIGH_UNRESOLVED);
+      return false;
+    case config::Unresolved::Kernel:
+      set_kernel(m);
+      return false;
+    case config::Unresolved::Drop:
+      set_drop(m, DropReason::NEIGH_UNRESOLVED);
+      return false;
   }
+  return false;
+}
+
+NeighbourStage::HoldQueue* NeighbourStage::held_queue(HoldState& hs, const NeighbourKey* key,
+                                                      uint32_t id) noexcept {
+  for (HoldQueue& q : hs.queues) {
+    if (q.count == 0) continue;
+    const bool same = key != nullptr
+                          ? q.by_key && std::memcmp(&q.key, key, sizeof(NeighbourKey)) == 0
+                          : !q.by_key && q.id == id;
+    if (same) return &q;
+  }
+  return nullptr;
+}
+
+bool NeighbourStage::hold(HoldState& hs, rte_mbuf* m, const NeighbourKey* key, uint32_t id,
+                          uint64_t now, StageEnv& env) noexcept {
+  HoldQueue* q = hs.held != 0 ? held_queue(hs, key, id) : nullptr;
+  if (q == nullptr) {
+    for (HoldQueue& unused : hs.queues) {
+      if (unused.count == 0) {
+        q = &unused;
+        break;
+      }
+    }
+    if (q == nullptr) return false;  // kHoldQueues next hops wait already
+    q->by_key = key != nullptr;
+    if (key != nullptr) q->key = *key;
+    q->id = id;
+    q->deadline = now + hold_tsc_;
+  } else if (q->count == hold_packets_) {
+    return false;
+  }
+  q->pkts[q->count++] = m;
+  ++hs.held;
+  env.hold(m);
+  return true;
+}
+
+bool NeighbourStage::tick(StageEnv& env, bool stop) noexcept {
+  HoldState& hs = holds_[env.slot()];
+  if (hs.held == 0) return false;
+  const uint64_t now = rte_rdtsc();
+  if (!stop && now - hs.checked < check_tsc_) return false;
+  hs.checked = now;
+  uint64_t sent = 0, dropped = 0;
+  for (HoldQueue& q : hs.queues) {
+    if (q.count == 0) continue;
+    // A connected destination the table did not know: KernelSync makes its entry when it
+    // asks the kernel.
+    if (q.id == NeighbourTable::kNotFound) q.id = table_->find(q.key);
+    uint64_t word = 0;
+    if (q.id != NeighbourTable::kNotFound) {
+      word = table_->entry(q.id).word.load(std::memory_order_relaxed);
+    }
+    const bool resolved = word & NeighbourEntry::kResolved;
+    if (!resolved && !stop && static_cast<int64_t>(now - q.deadline) < 0) continue;
+    for (uint16_t i = 0; i < q.count; ++i) {
+      rte_mbuf* m = q.pkts[i];
+      if (resolved) {
+        // On to the stages after this one, as a packet resolved in process() goes.
+        auto* eth = rte_pktmbuf_mtod(m, uint8_t*);
+        std::memcpy(eth, &word, RTE_ETHER_ADDR_LEN);
+        const uint64_t src = port_mac_[meta(m).out_port];
+        if (src != 0) std::memcpy(eth + RTE_ETHER_ADDR_LEN, &src, RTE_ETHER_ADDR_LEN);
+        meta(m).verdict = Verdict::Continue;
+      } else {
+        set_drop(m, DropReason::NEIGH_UNRESOLVED);
+      }
+      env.release(m);
+    }
+    if (resolved) {
+      NeighbourEntry& e = table_->entry(q.id);
+      if (e.used.load(std::memory_order_relaxed) == 0) e.used.store(1, std::memory_order_relaxed);
+      sent += q.count;
+    } else {
+      dropped += q.count;
+    }
+    hs.held -= q.count;
+    q.count = 0;
+  }
+  LcoreState& st = lcores_[env.slot()];
+  st.held_sent.add(sent);
+  st.held_dropped.add(dropped);
+  return sent + dropped > 0;
 }
 
 namespace {
@@ -108,7 +230,10 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
   static_assert(kBatch <= NeighbourTable::kMaxBulk);
   const uint64_t now = env.now();
   const size_t nports = port_mac_.size();
-  uint64_t resolved = 0, unresolved_n = 0, unplaced = 0;
+  uint64_t resolved = 0, unresolved_n = 0, unplaced = 0, held = 0;
+  // Policy hold: this worker's held packets. A packet to a next hop with packets held here
+  // joins them (it must not overtake them), even when the next hop has just been resolved.
+  HoldState* const hs = holds_ ? &holds_[env.slot()] : nullptr;
 
   // Most packets of a vector go to the next hop of the packet before them (a few gateways, a
   // few directly connected servers): the last resolved next hop is kept, and a packet going
@@ -145,14 +270,23 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
   auto resolve = [&](rte_mbuf* m, uint16_t port, uint32_t id, const NeighbourKey* key) noexcept {
     if (id == NeighbourTable::kNotFound) {
       ++unresolved_n;
-      unresolved(m, key, id, now);
+      held += unresolved(m, key, id, now, env);
       return false;
     }
     NeighbourEntry& e = table_->entry(id);
     const uint64_t word = e.word.load(std::memory_order_relaxed);
     if (!(word & NeighbourEntry::kResolved)) {
       ++unresolved_n;
-      unresolved(m, key, id, now);
+      held += unresolved(m, key, id, now, env);
+      return false;
+    }
+    if (hs != nullptr && hs->held != 0 && held_queue(*hs, key, id) != nullptr) [[unlikely]] {
+      ++unresolved_n;
+      if (hold(*hs, m, key, id, now, env)) {
+        ++held;
+      } else {
+        set_drop(m, DropReason::NEIGH_UNRESOLVED);
+      }
       return false;
     }
     if (e.used.load(std::memory_order_relaxed) == 0) e.used.store(1, std::memory_order_relaxed);
@@ -245,6 +379,7 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
   st.resolved.add(resolved);
   st.unresolved.add(unresolved_n);
   st.unplaced.add(unplaced);
+  if (held) st.held.add(held);
 }
 
 NeighbourCounters NeighbourStage::counters() const noexcept {
@@ -253,6 +388,9 @@ NeighbourCounters NeighbourStage::counters() const noexcept {
     c.resolved += lcores_[i].resolved.load();
     c.unresolved += lcores_[i].unresolved.load();
     c.unplaced += lcores_[i].unplaced.load();
+    c.held += lcores_[i].held.load();
+    c.held_sent += lcores_[i].held_sent.load();
+    c.held_dropped += lcores_[i].held_dropped.load();
   }
   return c;
 }

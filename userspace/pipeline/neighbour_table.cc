@@ -1,5 +1,6 @@
 #include "pipeline/neighbour_table.h"
 
+#include <algorithm>
 #include <bit>
 
 #include <rte_errno.h>
@@ -46,7 +47,7 @@ Result<uint32_t> NeighbourTable::ensure_locked(const NeighbourKey& key) {
                 key.address().to_string(), key.port);
   }
   auto id = static_cast<uint32_t>(pos);
-  slots_[id] = Slot{key, false};
+  slots_[id] = Slot{key, false, false};
   ids_.push_back(id);
   return id;
 }
@@ -92,9 +93,31 @@ bool NeighbourTable::learn(PortId port, const IpAddress& ip, std::optional<MacAd
     if (!made) return false;
     id = *made;
   }
-  if (slots_[id].is_static) return true;
+  if (slots_[id].is_static || slots_[id].is_local) return true;
   entries_[id].word.store(mac ? neighbour_word(*mac) : 0, std::memory_order_release);
   return true;
+}
+
+bool NeighbourTable::set_local(const std::vector<NeighbourKey>& keys) {
+  std::lock_guard lock(mutex_);
+  std::vector<uint32_t> local;
+  bool all = true;
+  for (const NeighbourKey& key : keys) {
+    auto id = ensure_locked(key);
+    if (!id) {
+      all = false;
+      continue;
+    }
+    if (!slots_[*id].is_static) local.push_back(*id);
+  }
+  std::sort(local.begin(), local.end());
+  for (uint32_t id : ids_) {
+    const bool now = std::binary_search(local.begin(), local.end(), id);
+    if (now == slots_[id].is_local) continue;
+    slots_[id].is_local = now;
+    entries_[id].word.store(now ? NeighbourEntry::kLocal : 0, std::memory_order_release);
+  }
+  return all;
 }
 
 std::vector<NeighbourKey> NeighbourTable::take_requests(size_t max) {
@@ -132,6 +155,7 @@ std::vector<NeighbourInfo> NeighbourTable::entries() const {
     n.port = PortId{slots_[id].key.port};
     n.ip = slots_[id].key.address();
     n.is_static = slots_[id].is_static;
+    n.is_local = slots_[id].is_local;
     uint64_t w = entries_[id].word.load(std::memory_order_acquire);
     if (w & NeighbourEntry::kResolved) n.mac = neighbour_mac(w);
     out.push_back(n);

@@ -69,6 +69,10 @@ struct alignas(32) NeighbourEntry {
   // The MAC address in the low 48 bits, in wire order (byte 0 of the address is the lowest
   // byte of the word on this little-endian target), and kResolved.
   static constexpr uint64_t kResolved = uint64_t(1) << 63;
+  // Without kResolved: an address of the box itself on that port (KernelSync follows the
+  // interfaces' addresses). Packets to it go to the kernel, whatever the unresolved policy:
+  // no neighbour will ever answer for it.
+  static constexpr uint64_t kLocal = uint64_t(1) << 62;
   std::atomic<uint64_t> word{0};
   // TSC of the last resolution request for this entry from the data path (rate limit).
   std::atomic<uint64_t> requested{0};
@@ -85,6 +89,7 @@ struct NeighbourInfo {
   IpAddress ip;
   std::optional<MacAddress> mac;  // empty: unresolved
   bool is_static = false;
+  bool is_local = false;  // an address of the box (NeighbourEntry::kLocal)
 };
 
 class NeighbourTable {
@@ -153,6 +158,10 @@ class NeighbourTable {
   // The kernel's view of (port, ip): an address, or none (incomplete, failed, deleted).
   // Ignored for static entries. Returns false when the table is full.
   bool learn(PortId port, const IpAddress& ip, std::optional<MacAddress> mac);
+  // The box's own addresses, replacing the previous set: entries marked kLocal (made where
+  // needed), which the kernel's view does not change; one no longer in the set becomes an
+  // ordinary unresolved entry. Static entries are left alone. False when the table is full.
+  bool set_local(const std::vector<NeighbourKey>& keys);
   // Takes up to `max` queued resolution requests, as keys.
   std::vector<NeighbourKey> take_requests(size_t max);
   // Keys of the entries the data path used since the last call (and clears their flags).
@@ -175,6 +184,7 @@ class NeighbourTable {
   struct Slot {
     NeighbourKey key;
     bool is_static = false;
+    bool is_local = false;
   };
   std::vector<Slot> slots_;    // by id; slots_[id] valid once the id exists
   std::vector<uint32_t> ids_;  // ids in creation order

@@ -45,6 +45,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::build(const std::vector<config::Stag
     const config::StageConfig& sc = stages[i];
     auto stage = registry.create(sc, ctx);
     if (!stage) return std::unexpected(stage.error());
+    if ((*stage)->holds_packets()) p->holders_.push_back(i);
     p->stages_.push_back(std::move(*stage));
     if (i == 0 || !sc.fuse) {
       p->groups_.push_back(PipelineGroup{i, 0, sc.sched, ""});
@@ -52,6 +53,14 @@ Result<std::unique_ptr<Pipeline>> Pipeline::build(const std::vector<config::Stag
     PipelineGroup& g = p->groups_.back();
     g.name += (g.count ? "+" : "") + sc.name;
     ++g.count;
+  }
+  // A stage that holds packets gives them back on the worker holding them, which runs the
+  // stages after it there: they must all be fused to it (the last group).
+  for (size_t h : p->holders_) {
+    if (h < p->groups_.back().first) {
+      return fail("stage '{}' holds packets, so the stages after it must be fused to it",
+                  p->stages_[h]->name());
+    }
   }
   return p;
 }

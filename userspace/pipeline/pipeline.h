@@ -53,6 +53,8 @@ class Pipeline {
   Stage& stage(size_t i) noexcept { return *stages_[i]; }
   const Stage& stage(size_t i) const noexcept { return *stages_[i]; }
   std::span<const PipelineGroup> groups() const noexcept { return groups_; }
+  // Indexes of the stages that may hold packets (Stage::holds_packets), in pipeline order.
+  std::span<const size_t> holders() const noexcept { return holders_; }
 
   // The stage called `name` if it is a T (RouteStage, AclStage ...), else nullptr.
   template <typename T>
@@ -92,6 +94,7 @@ class Pipeline {
   std::shared_ptr<KernelSync> kernel_;
   std::vector<std::unique_ptr<Stage>> stages_;  // destroyed first: stages use the two above
   std::vector<PipelineGroup> groups_;
+  std::vector<size_t> holders_;
 };
 
 }  // namespace vecflow

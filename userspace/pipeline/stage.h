@@ -5,6 +5,7 @@
 //   Transmit   final: send on out_port now, skipping the remaining stages
 //   Kernel     final: hand to the kernel stack of the ingress interface
 //   Drop       final: drop, counted under drop_reason
+//   Held       kept by the stage for later (StageEnv::hold), given back through tick()
 //
 // The stage is virtual per vector; the per-packet step is inlined through PerPacketStage
 // (a CRTP helper, after FastClick's ClassifyElement), so there is no virtual call per packet.
@@ -26,16 +27,19 @@
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
 
+#include "core/accounting.h"
 #include "core/burst.h"
 #include "core/counter.h"
 #include "core/error.h"
 #include "core/net.h"
+#include "core/packet.h"
 #include "runtime/service.h"
 
 namespace vecflow {
 
 class Qsbr;
 class CopySink;
+class PipelineWorker;
 class NeighbourTable;
 class KernelSync;
 
@@ -76,14 +80,20 @@ struct StageStats {
   uint64_t cycles = 0;
 };
 
-// The worker lcore a stage runs on, for the duration of one process() call.
+// The worker lcore a stage runs on, for the duration of one process() or tick() call.
 class StageEnv {
  public:
-  StageEnv(unsigned slot, CopySink& sink) noexcept : slot_(slot), sink_(&sink) {}
+  // `outcomes`: the lcore's row of the OutcomeTable (one PortOutcomes per port), where held
+  // packets are counted.
+  StageEnv(unsigned slot, CopySink& sink, PipelineWorker& runner, PortOutcomes* outcomes) noexcept
+      : slot_(slot), sink_(&sink), runner_(&runner), outcomes_(outcomes) {
+    copies_.clear();
+    released_.clear();
+  }
 
   // Index of per-lcore state (0 .. StageContext::lcore_slots-1).
   unsigned slot() const noexcept { return slot_; }
-  // TSC when the run started: one clock read per run, shared by its stages.
+  // TSC when the run started: one clock read per run, shared by its stages (0 in tick()).
   uint64_t now() const noexcept { return now_; }
 
   // Hands over a packet the stage made (a mirror copy: verdict Transmit, out_port set,
@@ -93,15 +103,41 @@ class StageEnv {
     if (copies_.full()) flush_copies();
   }
 
-  // The runner's side: the run's clock, and the copies made so far handed to the sink.
+  // Keeps a packet of the vector for later (process() only): its verdict becomes Held, the
+  // run forgets it, and the stage owns it until it gives it back through release(). Counted
+  // as held at its ingress port meanwhile, so the accounting adds up while it waits.
+  void hold(rte_mbuf* m) noexcept {
+    meta(m).verdict = Verdict::Held;
+    outcomes_[m->port].held.add();
+  }
+  // Gives back a held packet (tick() only), decided: Continue (on through the stages after
+  // this one, then sent, charged as tx to its ingress port like any packet) or Drop (freed
+  // and counted at its ingress port under its drop reason). Packets given back keep their
+  // order.
+  void release(rte_mbuf* m) noexcept {
+    outcomes_[m->port].unheld.add();
+    released_.push(m);
+    if (released_.full()) flush_released();
+  }
+
+  // The runner's side: the run's clock, the stage running, and what the stages handed over
+  // passed on (given-back packets to the runner, which runs the stages after `stage` on them).
   void set_now(uint64_t tsc) noexcept { now_ = tsc; }
+  void set_stage(size_t stage) noexcept { stage_ = stage; }
   void flush_copies() noexcept;
+  void flush_released() noexcept;
 
  private:
   unsigned slot_;
   CopySink* sink_;
+  PipelineWorker* runner_;
+  PortOutcomes* outcomes_;
+  size_t stage_ = 0;
   uint64_t now_ = 0;
-  Burst copies_{};
+  // Plain arrays, set empty by the constructor rather than zeroed: a StageEnv is made for
+  // every run and every tick.
+  Burst copies_;
+  Burst released_;
 };
 
 class Stage {
@@ -121,6 +157,16 @@ class Stage {
 
   // A service the control lcore must run for this stage (a capture writer), or nullptr.
   virtual std::shared_ptr<Service> control_service() const { return nullptr; }
+
+  // Whether the stage may hold packets (StageEnv::hold); the stages after such a stage must
+  // be fused to it (Pipeline::build checks). It gets tick() calls: on
+  // every round of each worker's service loop, also when no vector comes, to give back the
+  // held packets that are due (StageEnv::release); and once with `stop` when the worker
+  // stops, to give back every packet it holds on that worker (decided: sent or dropped).
+  // tick() runs on the worker lcore of env.slot(), under the same rules as process(), and
+  // returns whether it gave back any packet.
+  virtual bool holds_packets() const noexcept { return false; }
+  virtual bool tick(StageEnv& /*env*/, bool /*stop*/) noexcept { return false; }
 
   StageLcoreStats& lcore_stats(unsigned slot) noexcept { return stats_[slot]; }
   // Summed over lcores; read by the control plane while workers run.

@@ -16,6 +16,12 @@ void StageEnv::flush_copies() noexcept {
   copies_.clear();
 }
 
+void StageEnv::flush_released() noexcept {
+  if (released_.count == 0) return;
+  runner_->finish_released(stage_, released_.span(), *sink_);
+  released_.clear();
+}
+
 namespace {
 
 void flush_drops(Burst& b, PortOutcomes* outcomes) noexcept {
@@ -81,6 +87,8 @@ size_t separate(Classes& c, size_t n, PortOutcomes* outcomes) noexcept {
         if constexpr (kTags) decided_tags[ndecided] = tags[i];
         ++ndecided;
         break;
+      case Verdict::Held:  // the stage owns it now
+        break;
     }
   }
   c.ndecided = ndecided;
@@ -96,6 +104,7 @@ GroupOutput run_group(Pipeline& pipeline, size_t group, Classes& c, size_t n, St
   env.set_now(t);
   for (size_t i = 0; i < g.count && n > 0; ++i) {
     Stage& stage = pipeline.stage(g.first + i);
+    env.set_stage(g.first + i);
     stage.process({c.pkts, n}, env);
     const uint64_t now = rte_rdtsc();
     StageLcoreStats& st = stage.lcore_stats(slot);
@@ -116,11 +125,56 @@ GroupOutput run_group(Pipeline& pipeline, size_t group, Classes& c, size_t n, St
 GroupOutput PipelineWorker::run(size_t group, std::span<rte_mbuf*> pkts, uint8_t* tags,
                                 rte_mbuf** decided, uint8_t* decided_tags,
                                 CopySink& copies) noexcept {
-  StageEnv env(slot_, copies);
+  StageEnv env(slot_, copies, *this, outcomes_);
   Classes c{pkts.data(), tags, decided, decided_tags, 0, {}};
   c.drops.clear();
   return tags ? run_group<true>(*pipeline_, group, c, pkts.size(), env, slot_, outcomes_)
               : run_group<false>(*pipeline_, group, c, pkts.size(), env, slot_, outcomes_);
+}
+
+bool PipelineWorker::tick_stages(CopySink& sink, bool stop) noexcept {
+  StageEnv env(slot_, sink, *this, outcomes_);
+  bool gave = false;
+  for (size_t i : pipeline_->holders()) {
+    env.set_stage(i);
+    gave |= pipeline_->stage(i).tick(env, stop);
+    env.flush_released();
+  }
+  return gave;
+}
+
+void PipelineWorker::finish_released(size_t holder, std::span<rte_mbuf*> pkts,
+                                     CopySink& sink) noexcept {
+  // The stages after the holder, which are the rest of the last group (Pipeline::build), as
+  // run_group runs them; then what is decided goes to the sink, drops are counted.
+  rte_mbuf* decided[kMaxBurst];
+  Classes c{pkts.data(), nullptr, decided, nullptr, 0, {}};
+  c.drops.clear();
+  StageEnv env(slot_, sink, *this, outcomes_);
+  env.set_now(rte_rdtsc());
+  const size_t first = holder + 1;
+  const size_t end = pipeline_->size();
+  size_t n = first == end ? separate<false, true>(c, pkts.size(), outcomes_)
+                          : separate<false, false>(c, pkts.size(), outcomes_);
+  for (size_t i = first; i < end && n > 0; ++i) {
+    env.set_stage(i);
+    pipeline_->stage(i).process({c.pkts, n}, env);
+    n = i + 1 == end ? separate<false, true>(c, n, outcomes_)
+                     : separate<false, false>(c, n, outcomes_);
+  }
+  if (c.drops.count) flush_drops(c.drops, outcomes_);
+  env.flush_copies();
+  if (c.ndecided) sink.released({decided, c.ndecided});
+}
+
+void Sinks::released(std::span<rte_mbuf*> pkts) noexcept {
+  Burst tx, kernel;
+  tx.clear();
+  kernel.clear();
+  for (rte_mbuf* m : pkts)
+    (meta(m).verdict == Verdict::Kernel ? kernel : tx).push(m);
+  if (tx.count) transmit(tx.span());
+  if (kernel.count) this->kernel(kernel.span());
 }
 
 void PipelineWorker::run_vector(size_t group, std::span<rte_mbuf*> pkts, Sinks& sinks) noexcept {

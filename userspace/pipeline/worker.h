@@ -20,6 +20,16 @@
 //                      without is dropped as no_route (no stage decided where it goes)
 //   made by a stage    copies.copies(): mirror copies, verdict Transmit, kMetaFlagCopy set;
 //                      transmit them but charge them to no port (they never entered)
+//   verdict Held       kept by the stage (StageEnv::hold), counted as held at the ingress
+//                      port; the run forgets it
+//   given back         copies.released(): packets a stage held and gave back in tick(), after
+//                      the stages that follow it ran on them (Transmit or Kernel); charge
+//                      them to their ingress port like any decided packet. Those it drops
+//                      are freed and counted here, as above
+//
+// Stages that hold packets give them back also when no vector comes: the worker's service
+// loop calls tick() on every round, and stop() once when it stops, which gives back (sends
+// or drops, counted) every packet held on this lcore.
 //
 // Each class keeps the packets' relative order, and tags[i] (the caller's mark, such as the
 // index of the event a packet came in) travels with pkts[i] into the class it ends in.
@@ -42,12 +52,16 @@ namespace vecflow {
 // of one event.
 inline constexpr uint16_t kMaxVectorPackets = 1024;
 
-// Where mirror copies go (the tx side). Takes ownership; may be called several times per run,
-// in chunks of at most kMaxBurst packets.
+// Where packets a stage hands over outside the vector go (the tx side). Takes ownership; may
+// be called several times per run or tick, in chunks of at most kMaxBurst packets.
 class CopySink {
  public:
   virtual ~CopySink() = default;
+  // Mirror copies (Transmit, kMetaFlagCopy): charged to no port.
   virtual void copies(std::span<rte_mbuf*> pkts) noexcept = 0;
+  // Held packets given back and decided (Transmit or Kernel, as the stages after the holder
+  // left them), in order: charged to their ingress port like any decided packet.
+  virtual void released(std::span<rte_mbuf*> pkts) noexcept = 0;
 };
 
 // Every outcome of one run as a call: PipelineWorker::run_vector's interface for tests,
@@ -56,6 +70,8 @@ class CopySink {
 class Sinks : public CopySink {
  public:
   virtual void transmit(std::span<rte_mbuf*> pkts) noexcept = 0;
+  // Held packets given back go where decided packets of a run go.
+  void released(std::span<rte_mbuf*> pkts) noexcept final;
   virtual void kernel(std::span<rte_mbuf*> pkts) noexcept = 0;
   virtual void next(std::span<rte_mbuf*> pkts) noexcept = 0;
 };
@@ -69,7 +85,10 @@ class PipelineWorker {
  public:
   // `slot` is this lcore's row in `outcomes` and its index into per-lcore stage state.
   PipelineWorker(Pipeline& pipeline, OutcomeTable& outcomes, unsigned slot) noexcept
-      : pipeline_(&pipeline), outcomes_(outcomes.row(slot)), slot_(slot) {}
+      : pipeline_(&pipeline),
+        outcomes_(outcomes.row(slot)),
+        slot_(slot),
+        holders_(!pipeline.holders().empty()) {}
 
   // Runs group `group` on `pkts` (reordered in place). `tags` (may be null) and the decided
   // arrays hold at least pkts.size() entries.
@@ -79,12 +98,27 @@ class PipelineWorker {
   // The same for one vector, each class handed to `sinks` (next() gets pkts' front).
   void run_vector(size_t group, std::span<rte_mbuf*> pkts, Sinks& sinks) noexcept;
 
+  // One round of the worker's service loop: the stages that hold packets give back what is
+  // due (to sink.released(), drops counted here). Returns whether any packet was given back.
+  // Costs a branch when no stage of the pipeline holds packets.
+  bool tick(CopySink& sink) noexcept { return holders_ ? tick_stages(sink, false) : false; }
+  // The worker stops: every held packet of this lcore is given back, sent or dropped.
+  void stop(CopySink& sink) noexcept {
+    if (holders_) tick_stages(sink, true);
+  }
+
   unsigned slot() const noexcept { return slot_; }
 
  private:
+  friend class StageEnv;
+  bool tick_stages(CopySink& sink, bool stop) noexcept;
+  // Runs the stages after `holder` on packets it gave back and hands on what they decide.
+  void finish_released(size_t holder, std::span<rte_mbuf*> pkts, CopySink& sink) noexcept;
+
   Pipeline* pipeline_;
   PortOutcomes* outcomes_;
   unsigned slot_;
+  bool holders_;  // some stage holds packets
 };
 
 }  // namespace vecflow

@@ -97,6 +97,7 @@ void TxAdapter::packet(rte_mbuf* m) noexcept {
                                                        : DropReason::BAD_VERDICT);
       return;
     case Verdict::Continue:
+    case Verdict::Held:  // a stage's, never handed on
       break;
   }
   drop_packet(m, DropReason::BAD_VERDICT);

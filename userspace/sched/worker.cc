@@ -17,9 +17,13 @@ Worker::Worker(std::string name, Scheduler& sched, EventPort& port, EventHandler
       burst_(std::clamp<uint16_t>(burst, 1, kMaxEventBurst)) {}
 
 bool Worker::poll() noexcept {
+  const bool ticked = handler_.tick();
   rte_event ev[kMaxEventBurst];
   const uint16_t n = port_.dequeue_burst(ev, burst_);
-  if (n == 0) return false;
+  if (n == 0) {
+    if (ticked) sink_.flush();
+    return ticked;
+  }
   stats_.events.add(n);
 
   // The handler never sees events back from the egress queue (they were finished at an
@@ -103,6 +107,7 @@ void Worker::send(rte_event* ev, uint16_t n, bool only_forwards) noexcept {
 }
 
 void Worker::park() noexcept {
+  handler_.stop();
   sink_.flush();
   port_.park();
 }

@@ -47,6 +47,11 @@ class EventHandler {
   virtual ~EventHandler() = default;
   // Runs on the worker's lcore: no allocation, no lock, no exception.
   virtual void process(std::span<rte_event> events) noexcept = 0;
+  // Every poll, before the dequeue: work the handler has that no event brings (packets held
+  // for later that are due now), given to the EgressSink. Returns whether there was any.
+  virtual bool tick() noexcept { return false; }
+  // The Worker parks: everything the handler still holds goes to the EgressSink.
+  virtual void stop() noexcept {}
 };
 
 // Where finished events go. The TxAdapter is the one vecflowd uses; tests use checkers.
@@ -88,7 +93,7 @@ class Worker final : public Service {
 
   bool poll() noexcept override;
   // Called after the service was removed from its lcore, before the scheduler stops: sends
-  // buffered work and releases the port's last burst.
+  // buffered work (the handler's held packets too) and releases the port's last burst.
   void park() noexcept;
 
   const WorkerStats& worker_stats() const noexcept { return stats_; }

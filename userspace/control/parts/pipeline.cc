@@ -60,7 +60,8 @@ inline const MetricFamily kAclBytes{"vecflow_acl_rule_bytes_total",
                                     {"stage", "rule", "action"}};
 inline const MetricFamily kNeighbourPackets{
     "vecflow_neighbour_packets_total",
-    "What a neighbour stage did with packets: resolved, unresolved, unplaced",
+    "What a neighbour stage did with packets: resolved, unresolved, unplaced; of the "
+    "unresolved, held (policy hold), and of those held_sent and held_dropped",
     MetricType::Counter,
     {"stage", "outcome"}};
 inline const MetricFamily kNeighbours{"vecflow_neighbour_entries",
@@ -414,11 +415,14 @@ void register_neighbours(Registry& registry, Pipeline& pipeline) {
           const std::string& n = st->name();
           stages.push_back(
               {{"stage", n},
-               {"unresolved_policy",
-                st->unresolved_policy() == config::Unresolved::Drop ? "drop" : "kernel"},
+               {"unresolved_policy", std::string(config::unresolved_name(st->unresolved_policy()))},
                {"resolved", s.count(kNeighbourPackets, {n, "resolved"})},
                {"unresolved", s.count(kNeighbourPackets, {n, "unresolved"})},
-               {"unplaced", s.count(kNeighbourPackets, {n, "unplaced"})}});
+               {"unplaced", s.count(kNeighbourPackets, {n, "unplaced"})},
+               {"held", s.count(kNeighbourPackets, {n, "held"})},
+               {"held_sent", s.count(kNeighbourPackets, {n, "held_sent"})},
+               {"held_dropped", s.count(kNeighbourPackets, {n, "held_dropped"})},
+               {"holding", st->counters().holding()}});
         }
         Json entries = Json::array();
         uint64_t resolved = 0;
@@ -430,7 +434,9 @@ void register_neighbours(Registry& registry, Pipeline& pipeline) {
                              {"port", port},
                              {"ip", e.ip.to_string()},
                              {"mac", e.mac ? Json(e.mac->to_string()) : Json(nullptr)},
-                             {"state", e.mac ? "resolved" : "unresolved"},
+                             {"state", e.mac        ? "resolved"
+                                       : e.is_local ? "local"
+                                                    : "unresolved"},
                              {"source", e.is_static ? "static" : "kernel"}});
         }
         uint64_t total = entries.size();
@@ -449,7 +455,11 @@ void register_neighbours(Registry& registry, Pipeline& pipeline) {
                    {"UNRESOLVED POLICY", "unresolved_policy"},
                    {"RESOLVED", "resolved", Unit::Count},
                    {"UNRESOLVED", "unresolved", Unit::Count},
-                   {"UNPLACED", "unplaced", Unit::Count}}),
+                   {"UNPLACED", "unplaced", Unit::Count},
+                   {"HELD", "held", Unit::Count},
+                   {"HELD SENT", "held_sent", Unit::Count},
+                   {"HELD DROPPED", "held_dropped", Unit::Count},
+                   {"HOLDING", "holding", Unit::Count}}),
             table("neighbours", "/entries",
                   {{"PORT", "port"},
                    {"IP", "ip"},
@@ -586,6 +596,9 @@ void register_pipeline(Registry& registry, Pipeline& pipeline,
       s.add(kNeighbourPackets, {st->name(), "resolved"}, c.resolved);
       s.add(kNeighbourPackets, {st->name(), "unresolved"}, c.unresolved);
       s.add(kNeighbourPackets, {st->name(), "unplaced"}, c.unplaced);
+      s.add(kNeighbourPackets, {st->name(), "held"}, c.held);
+      s.add(kNeighbourPackets, {st->name(), "held_sent"}, c.held_sent);
+      s.add(kNeighbourPackets, {st->name(), "held_dropped"}, c.held_dropped);
     }
     const NeighbourTable& table = pipeline.neighbours();
     size_t total = table.size();
