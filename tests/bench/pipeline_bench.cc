@@ -239,6 +239,24 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Two ways of running the same packets measured side by side, interleaved `rounds` * 2 times
+// at vectors of 64 and of 1: a row per vector size with both medians and the median ratio b/a.
+template <typename RateA, typename RateB>
+void print_side_by_side(const char* a_name, const char* b_name, int rounds, RateA rate_a,
+                        RateB rate_b) {
+  fmt::print("{:>8} {:>14} {:>14} {:>10}\n", "vector", a_name, b_name, "ratio");
+  for (unsigned vec : {64u, 1u}) {
+    std::vector<double> a, b, ratio;
+    for (int i = 0; i < rounds * 2; ++i) {
+      a.push_back(rate_a(vec));
+      b.push_back(rate_b(vec));
+      ratio.push_back(b.back() / a.back());
+    }
+    fmt::print("{:>8} {:>14.2f} {:>14.2f} {:>10.4f}\n", vec, median(a) / 1e6, median(b) / 1e6,
+               median(ratio));
+  }
+}
+
 Result<uint16_t> port_by_name(const char* name) {
   uint16_t id;
   if (rte_eth_dev_get_port_by_name(name, &id) != 0) return fail("no ethdev {}", name);
@@ -369,19 +387,10 @@ int main(int argc, char** argv) {
 
   // Hook call points with no hook installed against a loop compiled without them.
   fmt::print("\nhook call points, no hook installed, {} routes:\n", opt.routes[hooked]);
-  fmt::print("{:>8} {:>14} {:>14} {:>10}\n", "vector", "without Mpps", "with Mpps", "ratio");
-  for (unsigned vec : {64u, 1u}) {
-    std::vector<double> with, without, ratio;
-    for (int i = 0; i < opt.rounds * 2; ++i) {
-      double a = b.rate<false>(*keep_small, vec, opt.seconds / 2);
-      double c = b.rate<true>(*keep_small, vec, opt.seconds / 2);
-      without.push_back(a);
-      with.push_back(c);
-      ratio.push_back(c / a);
-    }
-    fmt::print("{:>8} {:>14.2f} {:>14.2f} {:>10.4f}\n", vec, median(without) / 1e6,
-               median(with) / 1e6, median(ratio));
-  }
+  print_side_by_side(
+      "without Mpps", "with Mpps", opt.rounds,
+      [&](unsigned vec) { return b.rate<false>(*keep_small, vec, opt.seconds / 2); },
+      [&](unsigned vec) { return b.rate<true>(*keep_small, vec, opt.seconds / 2); });
 
   // What a `count` stage (by: flow) in front adds per packet: one flow-table lookup (rte_hash
   // on the 5-tuple) and two counters. Every frame of the replay is a flow of its own, so the
@@ -456,19 +465,10 @@ int main(int argc, char** argv) {
   auto holding = with_neighbour(config::Unresolved::Hold);
   fmt::print("\nneighbour stage after acl + route ({} gateways, all resolved), {} routes:\n",
              kGateways + 1, opt.routes[hooked]);
-  fmt::print("{:>8} {:>14} {:>14} {:>10}\n", "vector", "drop Mpps", "hold Mpps", "ratio");
-  for (unsigned vec : {64u, 1u}) {
-    std::vector<double> with, without, ratio;
-    for (int i = 0; i < opt.rounds * 2; ++i) {
-      double a = b.rate<true>(*dropping, vec, opt.seconds / 2);
-      double c = b.rate<true>(*holding, vec, opt.seconds / 2);
-      without.push_back(a);
-      with.push_back(c);
-      ratio.push_back(c / a);
-    }
-    fmt::print("{:>8} {:>14.2f} {:>14.2f} {:>10.4f}\n", vec, median(without) / 1e6,
-               median(with) / 1e6, median(ratio));
-  }
+  print_side_by_side(
+      "drop Mpps", "hold Mpps", opt.rounds,
+      [&](unsigned vec) { return b.rate<true>(*dropping, vec, opt.seconds / 2); },
+      [&](unsigned vec) { return b.rate<true>(*holding, vec, opt.seconds / 2); });
   for (const auto* p : {dropping.get(), holding.get()}) {
     for (const auto& s : p->report()) {
       if (s.name == "neighbour") {

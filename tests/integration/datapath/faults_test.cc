@@ -179,8 +179,19 @@ class Faults : public Forwarding {
     return Json();
   }
 
-  // Sends for 0.1 s at 10 kpps; true when every packet arrived.
+  // Sends for 0.1 s at 10 kpps; true when every packet arrived. A steering program (re-)attached
+  // to a veth bounces its carrier for up to ~0.3 s: the probe starts once both interfaces and
+  // vecflowd's view of them are up again.
   ::testing::AssertionResult probe() {
+    for (int i = 0; i < 50; ++i) {
+      if (lab_->exec('a',
+                     "grep -qx 1 /sys/class/net/wan0/carrier && "
+                     "grep -qx 1 /sys/class/net/lan0/carrier") == 0)
+        break;
+      std::this_thread::sleep_for(20ms);
+    }
+    if (!wait_links_up())
+      return ::testing::AssertionFailure() << "links not up: " << ctl("status").out;
     FloodResult r = flood(10000, 0.1, [] {});
     if (r.sent > 0 && r.received == r.sent) return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure() << "probe: sent " << r.sent << ", received " << r.received;
