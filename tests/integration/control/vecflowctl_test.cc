@@ -369,13 +369,13 @@ TEST_F(VecflowctlTest, NotRunningAndUsageErrorsHaveTheirExitCodes) {
 // `clear` restarts what the commands show; /metrics (and `metrics`) stay monotonic, and
 // `clear errors` leaves the other counters alone.
 TEST_F(VecflowctlTest, ClearRestartsWhatCommandsShowAndMetricsStayMonotonic) {
-  auto wan_rx = [this] {
+  auto wan_rx = [] {
     const Json acc = json("accounting");
     for (const auto& p : acc["ports"])
       if (p["port"] == "wan") return p["rx_packets"].get<uint64_t>();
     return uint64_t{0};
   };
-  auto metric_rx = [this] {
+  auto metric_rx = [] {
     const Json metrics = json("metrics --family vecflow_accounting_rx_packets");
     for (const auto& m : metrics["samples"])
       if (m["labels"] == "port=wan") return m["value"].get<uint64_t>();
