@@ -297,7 +297,7 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
   };
 
   // Raw storage: NeighbourKey's member initialisers would zero all of it on every call.
-  alignas(NeighbourKey) unsigned char key_bytes[kBatch][sizeof(NeighbourKey)];
+  alignas(8) unsigned char key_bytes[kBatch][NeighbourTable::kKeyStride];
   auto key_at = [&](unsigned k) { return reinterpret_cast<NeighbourKey*>(key_bytes[k]); };
   const NeighbourKey* key_ptrs[kBatch];
   KeyWords key_words[kBatch];

@@ -37,11 +37,12 @@ Result<std::unique_ptr<NeighbourTable>> NeighbourTable::create(uint32_t capacity
 }
 
 Result<uint32_t> NeighbourTable::ensure_locked(const NeighbourKey& key) {
-  int pos = rte_hash_lookup(hash_.get(), &key);
+  const AlignedKey k{key};
+  int pos = rte_hash_lookup(hash_.get(), &k.key);
   if (pos >= 0) return static_cast<uint32_t>(pos);
   // A new entry's word is 0 (unresolved) before its key is published, so a reader that finds
   // the key sees an unresolved entry until an address is stored.
-  pos = rte_hash_add_key(hash_.get(), &key);
+  pos = rte_hash_add_key(hash_.get(), &k.key);
   if (pos < 0) {
     return fail("neighbour table full ({} entries): {} on port {} not tracked", capacity_,
                 key.address().to_string(), key.port);
@@ -69,8 +70,8 @@ Result<uint32_t> NeighbourTable::set_static(PortId port, const IpAddress& ip,
 
 void NeighbourTable::clear_static(PortId port, const IpAddress& ip) {
   std::lock_guard lock(mutex_);
-  NeighbourKey key = NeighbourKey::of(port, ip);
-  int pos = rte_hash_lookup(hash_.get(), &key);
+  const AlignedKey key{NeighbourKey::of(port, ip)};
+  int pos = rte_hash_lookup(hash_.get(), &key.key);
   if (pos < 0 || !slots_[pos].is_static) return;
   slots_[pos].is_static = false;
   // Unresolved until the kernel answers: a packet to it now asks for resolution, and follows
@@ -85,7 +86,8 @@ bool NeighbourTable::learn(PortId port, const IpAddress& ip, std::optional<MacAd
   uint32_t id;
   if (!mac) {
     // Forgetting an address needs no new entry.
-    int pos = rte_hash_lookup(hash_.get(), &key);
+    const AlignedKey k{key};
+    int pos = rte_hash_lookup(hash_.get(), &k.key);
     if (pos < 0) return true;
     id = static_cast<uint32_t>(pos);
   } else {

@@ -108,13 +108,23 @@ class NeighbourTable {
 
   // ---- data path (any worker lcore, no lock) ----
 
+  // rte_hash_crc reads a key eight bytes at a time: keys reach rte_hash from 8-byte aligned
+  // storage (a NeighbourKey alone is 2-byte aligned, and one in an array of them every 20 bytes).
+  struct alignas(8) AlignedKey {
+    NeighbourKey key;
+  };
+  // Bytes between keys in caller storage that keeps every key 8-byte aligned (find_bulk).
+  static constexpr size_t kKeyStride = (sizeof(NeighbourKey) + 7) & ~size_t{7};
+
   // The id of (port, ip), or kNotFound.
   uint32_t find(const NeighbourKey& key) const noexcept {
-    int pos = rte_hash_lookup(hash_.get(), &key);
+    const AlignedKey k{key};
+    int pos = rte_hash_lookup(hash_.get(), &k.key);
     return pos < 0 ? kNotFound : static_cast<uint32_t>(pos);
   }
   // The ids of up to kMaxBulk keys in one call (rte_hash's bulk lookup overlaps the keys'
-  // memory accesses): ids[i] is the id of *keys[i], or kNotFound.
+  // memory accesses): ids[i] is the id of *keys[i], or kNotFound. Each key 8-byte aligned
+  // (kKeyStride apart in an aligned buffer).
   static constexpr unsigned kMaxBulk = RTE_HASH_LOOKUP_BULK_MAX;
   void find_bulk(const NeighbourKey** keys, unsigned n, uint32_t* ids) const noexcept {
     int32_t pos[kMaxBulk];
