@@ -332,6 +332,31 @@ int main(int argc, char** argv) {
     command = "captures";
   });
 
+  auto* trace = app.add_subcommand(
+      "trace", "Follow packets through every step of the data path: add, show, clear");
+  trace->require_subcommand(1);
+  auto* trace_add = trace->add_subcommand("add", "Follow the next COUNT packets that match");
+  unsigned trace_count = 0;
+  std::string trace_port, trace_filter;
+  trace_add->add_option("count", trace_count, "Packets to follow (1-1000)")
+      ->required()
+      ->check(CLI::Range(1u, 1000u));
+  trace_add->add_option("-p,--port", trace_port, "Only packets received on this port");
+  trace_add->add_option("-f,--filter", trace_filter, "pcap filter expression (as tcpdump)");
+  trace_add->callback([&] {
+    command = "trace-arm";
+    args = {{"action", "add"}, {"count", trace_count}};
+    if (!trace_port.empty()) args["port"] = trace_port;
+    if (!trace_filter.empty()) args["filter"] = trace_filter;
+  });
+  trace->add_subcommand("show", "The steps of the packets followed so far")->callback([&] {
+    command = "trace";
+  });
+  trace->add_subcommand("clear", "Stop following and forget the steps")->callback([&] {
+    command = "trace-arm";
+    args = {{"action", "clear"}};
+  });
+
   auto* hooks = app.add_subcommand("hooks", "Rx/tx hooks: list, add, remove");
   hooks->require_subcommand(1);
   hooks->add_subcommand("list", "Hooks in place")->callback([&] {

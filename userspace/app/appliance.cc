@@ -17,9 +17,12 @@
 #include "control/parts/sched.h"
 #include "control/parts/steering.h"
 #include "control/resources.h"
+#include "control/trace.h"
 #include "core/log.h"
 #include "io/rx_queues.h"
+#include "pipeline/neighbour_table.h"
 #include "runtime/cycles.h"
+#include "sched/from_config.h"
 
 namespace vecflow {
 namespace {
@@ -310,13 +313,34 @@ Result<void> Appliance::start_control() {
       lcore_of_slot.push_back(l->id());
     control::register_pipeline(registry_, datapath_->pipeline(), std::move(lcore_of_slot));
     control::register_pipeline_reload(*reloader_, datapath_->pipeline(), cfg_);
-    tap_ = std::make_unique<HookTap>(datapath_->hooks());
+    tap_ = std::make_unique<HookTap>(datapath_->hooks(),
+                                     static_cast<uint16_t>(datapath_->ports().size()));
     std::vector<std::string> names;
     for (const auto& p : cfg_.ports)
       names.push_back(p.name);
+    control::TraceNames trace_names;
+    trace_names.ports = names;
     captures_ = std::make_unique<control::CaptureManager>(*server_, *tap_, cfg_.control.capture_dir,
                                                           std::move(names));
     captures_->register_commands(registry_);
+    // A scheduler queue is named after the stages it serves, as `vecflowctl pipeline` does.
+    const Pipeline& pipeline = datapath_->pipeline();
+    const auto queues = sched::stage_queues(cfg_.pipeline);
+    for (size_t i = 0; i < pipeline.size(); ++i) {
+      trace_names.stages.push_back(pipeline.stage(i).name());
+      const uint8_t q = queues.stage_queue.at(i);
+      if (trace_names.queues.size() <= q) trace_names.queues.resize(q + 1u);
+      std::string& qn = trace_names.queues[q];
+      qn += (qn.empty() ? "" : "+") + pipeline.stage(i).name();
+    }
+    trace_names.nexthop = [&pipeline](uint32_t id) -> std::string {
+      for (const NeighbourInfo& n : pipeline.neighbours().entries()) {
+        if (n.id == id) return n.ip.to_string();
+      }
+      return "";
+    };
+    traces_ = std::make_unique<control::TraceManager>(*server_, *tap_, std::move(trace_names));
+    traces_->register_commands(registry_);
   }
 
   drop_log_ = std::make_unique<control::DropLogger>();
@@ -411,6 +435,7 @@ Appliance::~Appliance() {
   watch_timer_.reset();
   link_watch_.reset();
   if (runtime_ && server_) runtime_->control().remove_service(server_.get());
+  traces_.reset();
   captures_.reset();  // closes the capture files, then the hooks go
   tap_.reset();
   drop_log_.reset();

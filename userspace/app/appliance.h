@@ -89,6 +89,7 @@ class Appliance {
   std::unique_ptr<control::TelemetryBridge> telemetry_;
   std::unique_ptr<HookTap> tap_;
   std::unique_ptr<control::CaptureManager> captures_;
+  std::unique_ptr<control::TraceManager> traces_;
   std::unique_ptr<control::ScheduledCall> watch_timer_;
   std::optional<NetlinkSocket> link_events_;
   std::unique_ptr<control::ScheduledCall> link_watch_;

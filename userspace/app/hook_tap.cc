@@ -5,8 +5,48 @@
 namespace vecflow {
 
 HookTap::~HookTap() {
+  detach_trace();
   while (!tapped_.empty())
     detach(tapped_.back()->sink.get());
+}
+
+Result<void> HookTap::attach_trace(const std::vector<PortId>& ports) {
+  detach_trace();
+  auto install = [&](HookDirection dir, PortId port, Hook& hook,
+                     std::vector<HookTable::HookId>& ids) -> Result<void> {
+    auto id = hooks_.add(dir, port, std::nullopt, hook);
+    if (!id) return std::unexpected(id.error());
+    ids.push_back(*id);
+    return {};
+  };
+  // Tx first: a packet marked at rx finds its tx hook in place.
+  for (uint16_t p = 0; p < ports_; ++p) {
+    if (auto r = install(HookDirection::Tx, PortId{p}, trace_tx_, trace_tx_ids_); !r) {
+      detach_trace();
+      return r;
+    }
+  }
+  for (PortId p : ports) {
+    if (auto r = install(HookDirection::Rx, p, trace_rx_, trace_rx_ids_); !r) {
+      detach_trace();
+      return r;
+    }
+  }
+  return {};
+}
+
+void HookTap::detach_trace_rx() noexcept {
+  // remove() returns once no lcore can be inside the hook.
+  for (auto id : trace_rx_ids_)
+    (void)hooks_.remove(id);
+  trace_rx_ids_.clear();
+}
+
+void HookTap::detach_trace() noexcept {
+  detach_trace_rx();
+  for (auto id : trace_tx_ids_)
+    (void)hooks_.remove(id);
+  trace_tx_ids_.clear();
 }
 
 Result<void> HookTap::attach(std::shared_ptr<CaptureSink> sink) {

@@ -4,6 +4,7 @@
 
 #include <rte_prefetch.h>
 
+#include "core/trace.h"
 #include "sched/event.h"
 
 namespace vecflow {
@@ -40,12 +41,14 @@ void PipelineHandler::process(std::span<rte_event> events) noexcept {
     const uint8_t group = queue_group_[events[first].queue_id];
     size_t npkts = 0;
     size_t last = first;
+    uint8_t traced = 0;
     for (; last < n; ++last) {
       rte_event& ev = events[last];
       std::span<rte_mbuf*> pkts = sched::packets(ev);
       if (pkts.empty()) continue;
       if (queue_group_[ev.queue_id] != group) break;
       if (npkts > 0 && (npkts >= kGatherPackets || npkts + pkts.size() > pkts_.size())) break;
+      traced |= ev.sub_event_type;
       for (rte_mbuf* m : pkts) {
         // Both lines of the mbuf the stages read (fields, then l2/l3 lengths and PacketMeta);
         // the first stage prefetches the headers once these have arrived.
@@ -56,16 +59,35 @@ void PipelineHandler::process(std::span<rte_event> events) noexcept {
         ++npkts;
       }
     }
-    run_gathered(events, first, last, npkts);
+    if (traced) [[unlikely]]
+      trace_dequeued(events.subspan(first, last - first));
+    run_gathered(events, first, last, npkts, traced != 0);
     first = last;
   }
 }
 
+void PipelineHandler::trace_dequeued(std::span<rte_event> events) noexcept {
+  for (rte_event& ev : events) {
+    if (ev.sub_event_type != trace::kEventTraced) continue;
+    const std::span<rte_mbuf*> pkts = sched::packets(ev);
+    for (rte_mbuf* m : pkts) {
+      if (!trace::marked(m)) continue;
+      trace::Record r;
+      r.step = trace::Step::Dequeue;
+      r.queue = ev.queue_id;
+      r.index = static_cast<uint16_t>(ev.flow_id);
+      r.value = static_cast<uint32_t>(pkts.size());
+      r.extra = ev.sched_type;
+      trace::tracer().add(m, r);
+    }
+  }
+}
+
 void PipelineHandler::run_gathered(std::span<rte_event> events, size_t first, size_t last,
-                                   size_t npkts) noexcept {
+                                   size_t npkts, bool traced) noexcept {
   const uint8_t group = queue_group_[events[first].queue_id];
   const GroupOutput r = worker_.run(group, {pkts_.data(), npkts}, tags_.data(), decided_.data(),
-                                    decided_tags_.data(), *this);
+                                    decided_tags_.data(), *this, traced);
   const bool ordered = group_ordered_[group];
   // Unordered: the decided packets leave now, in the order the events came.
   if (!ordered && r.decided > 0) tx_.take({decided_.data(), r.decided});

@@ -18,6 +18,8 @@
 //   mirror copies      handed to the TxAdapter now (charged to no port)
 //   held, given back   handed to the TxAdapter now, ahead of the run's decided packets (tx of
 //                      their ingress port); so are those a tick() gives back between events
+// Events the rx adapter marked (sub_event_type, core/trace.h) carry packets a trace follows:
+// their dequeue and every stage's decision are recorded for those packets.
 // An event left with no packet is finished empty (a vector is returned to its pool, a
 // single-packet event becomes a payload-less CPU event).
 //
@@ -57,7 +59,11 @@ class PipelineHandler final : public sched::EventHandler, private CopySink {
   void copies(std::span<rte_mbuf*> pkts) noexcept override { tx_.take(pkts); }
   void released(std::span<rte_mbuf*> pkts) noexcept override { tx_.take(pkts); }
   // Runs the group of events[first, last) over their gathered packets and moves each on.
-  void run_gathered(std::span<rte_event> events, size_t first, size_t last, size_t npkts) noexcept;
+  // `traced`: an event carries packets a trace follows (core/trace.h).
+  void run_gathered(std::span<rte_event> events, size_t first, size_t last, size_t npkts,
+                    bool traced) noexcept;
+  // Records the dequeue of each traced packet of `events`.
+  void trace_dequeued(std::span<rte_event> events) noexcept;
 
   Pipeline& pipeline_;
   PipelineWorker worker_;

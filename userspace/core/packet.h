@@ -43,6 +43,8 @@ inline constexpr uint32_t kNoNextHop = 0xffffffff;
 // transmitted on out_port but charged to no port's accounting (rx = tx + ... counts the
 // packets that entered). It reaches the tx path through CopySink::copies (pipeline/worker.h).
 inline constexpr uint8_t kMetaFlagCopy = 0x01;
+// A packet `vecflowctl trace` follows (core/trace.h); trace_id says which.
+inline constexpr uint8_t kMetaFlagTrace = 0x02;
 
 // PacketMeta::nexthop values besides a neighbour id (pipeline/neighbour_table.h).
 // The destination is on a connected network: the next hop is the packet's own destination.
@@ -55,8 +57,8 @@ struct PacketMeta {
   uint16_t out_port;     // egress PortId once decided, kNoPort until then
   uint16_t drop_reason;  // DropReason, meaningful when verdict == Drop
   Verdict verdict;
-  uint8_t flags;  // kMetaFlag* bits
-  uint16_t reserved;
+  uint8_t flags;      // kMetaFlag* bits
+  uint16_t trace_id;  // with kMetaFlagTrace: the trace's generation and packet number
 };
 static_assert(sizeof(PacketMeta) == 16);
 

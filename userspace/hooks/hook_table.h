@@ -66,8 +66,10 @@ class HookTable {
   size_t installed() const;
 
   // ---- data path (the lcore that owns the queue) ----
-  void run_rx(PortId port, QueueId queue, std::span<rte_mbuf* const> pkts) noexcept {
-    run(slot(HookDirection::Rx, port, queue), pkts);
+  // Returns whether any hook ran: only then can the burst hold packets a trace marked
+  // (core/trace.h), which the rx adapter then looks for.
+  bool run_rx(PortId port, QueueId queue, std::span<rte_mbuf* const> pkts) noexcept {
+    return run(slot(HookDirection::Rx, port, queue), pkts);
   }
   void run_tx(PortId port, QueueId queue, std::span<rte_mbuf* const> pkts) noexcept {
     run(slot(HookDirection::Tx, port, queue), pkts);
@@ -84,12 +86,13 @@ class HookTable {
   size_t slot(HookDirection d, PortId p, QueueId q) const noexcept {
     return (size_t(d) * ports_ + to_index(p)) * queues_ + to_index(q);
   }
-  void run(size_t slot, std::span<rte_mbuf* const> pkts) noexcept {
+  bool run(size_t slot, std::span<rte_mbuf* const> pkts) noexcept {
     const List* list = lists_[slot].load(std::memory_order_acquire);
     if (list == nullptr) [[likely]]
-      return;
+      return false;
     for (size_t i = 0; i < list->count; ++i)
       list->hooks[i]->on_burst(list->where, pkts);
+    return true;
   }
 
   Qsbr& qsbr_;

@@ -1,6 +1,10 @@
 #include "pipeline/acl_stage.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string_view>
+
+#include <fmt/format.h>
 
 #include "core/packet.h"
 #include "pipeline/packet_view.h"
@@ -46,6 +50,52 @@ std::vector<AclRuleReport> AclStage::rules() const {
   return out;
 }
 
+namespace {
+
+void fill_key(const rte_mbuf* m, AclKey4& k) noexcept {
+  const rte_ipv4_hdr* ip = pkt::ipv4(m);
+  k.proto = ip->next_proto_id;
+  k.src = ip->src_addr;
+  k.dst = ip->dst_addr;
+  pkt::ports(m, k.src_port, k.dst_port);
+}
+
+void fill_key(const rte_mbuf* m, AclKey6& k) noexcept {
+  const rte_ipv6_hdr* ip = pkt::ipv6(m);
+  k.proto = pkt::l4_proto(m);
+  std::memcpy(k.src, ip->src_addr, 16);
+  std::memcpy(k.dst, ip->dst_addr, 16);
+  pkt::ports(m, k.src_port, k.dst_port);
+}
+
+}  // namespace
+
+size_t AclStage::describe(rte_mbuf* m, std::span<char> out) const noexcept {
+  // The packet is classified again, alone: the batch's results are gone, and a traced packet
+  // may pay for it.
+  const AclTable* t = table_.load();
+  uint32_t result = AclTable::kNoMatch;
+  if (pkt::is_ipv4(m)) {
+    AclKey4 k;
+    fill_key(m, k);
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(&k);
+    t->classify4(&p, &result, 1);
+  } else if (pkt::is_ipv6(m)) {
+    AclKey6 k;
+    fill_key(m, k);
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(&k);
+    t->classify6(&p, &result, 1);
+  } else {
+    return 0;
+  }
+  const auto& acl = t->config();
+  const bool rule = result != AclTable::kNoMatch && result <= acl.rules.size();
+  const std::string_view name = rule ? std::string_view(acl.rules[result - 1].name) : "default";
+  const auto r = fmt::format_to_n(out.data(), out.size(), "{} {}",
+                                  t->permits(result) ? "permit" : "deny", name);
+  return std::min(out.size(), r.size);
+}
+
 void AclStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   AclTable* t = table_.load_mutable();
   const unsigned slot = env.slot();
@@ -64,22 +114,12 @@ void AclStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
     for (size_t i = base; i < end; ++i) {
       const rte_mbuf* m = pkts[i];
       if (pkt::is_ipv4(m)) {
-        const rte_ipv4_hdr* ip = pkt::ipv4(m);
-        AclKey4& k = k4[n4];
-        k.proto = ip->next_proto_id;
-        k.src = ip->src_addr;
-        k.dst = ip->dst_addr;
-        pkt::ports(m, k.src_port, k.dst_port);
-        p4[n4] = reinterpret_cast<const uint8_t*>(&k);
+        fill_key(m, k4[n4]);
+        p4[n4] = reinterpret_cast<const uint8_t*>(&k4[n4]);
         at4[n4++] = static_cast<uint16_t>(i);
       } else if (pkt::is_ipv6(m)) {
-        const rte_ipv6_hdr* ip = pkt::ipv6(m);
-        AclKey6& k = k6[n6];
-        k.proto = pkt::l4_proto(m);
-        std::memcpy(k.src, ip->src_addr, 16);
-        std::memcpy(k.dst, ip->dst_addr, 16);
-        pkt::ports(m, k.src_port, k.dst_port);
-        p6[n6] = reinterpret_cast<const uint8_t*>(&k);
+        fill_key(m, k6[n6]);
+        p6[n6] = reinterpret_cast<const uint8_t*>(&k6[n6]);
         at6[n6++] = static_cast<uint16_t>(i);
       }
     }

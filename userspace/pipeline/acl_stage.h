@@ -35,6 +35,8 @@ class AclStage final : public Stage {
                                                   StageContext& ctx);
 
   void process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept override;
+  // The rule that decided the packet ("deny block-ssh", "permit default").
+  size_t describe(rte_mbuf* m, std::span<char> out) const noexcept override;
 
   // ---- control plane ----
   // Compiles and swaps in a new rule set; on failure the one in force stays.

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include <fmt/format.h>
 #include <rte_cycles.h>
 #include <rte_ether.h>
 
@@ -393,6 +394,21 @@ NeighbourCounters NeighbourStage::counters() const noexcept {
     c.held_dropped += lcores_[i].held_dropped.load();
   }
   return c;
+}
+
+size_t NeighbourStage::describe(rte_mbuf* m, std::span<char> out) const noexcept {
+  const PacketMeta& pm = meta(m);
+  fmt::format_to_n_result<char*> r{out.data(), 0};
+  if (pm.verdict == Verdict::Held) {
+    r = fmt::format_to_n(out.data(), out.size(), "held until the next hop resolves");
+  } else if (pm.verdict == Verdict::Transmit || pm.verdict == Verdict::Continue) {
+    const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
+    const uint8_t* a = eth->dst_addr.addr_bytes;
+    r = fmt::format_to_n(out.data(), out.size(),
+                         "dst mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", a[0], a[1], a[2],
+                         a[3], a[4], a[5]);
+  }
+  return std::min(out.size(), r.size);
 }
 
 Result<std::unique_ptr<Stage>> make_neighbour_stage(const config::StageConfig& cfg,

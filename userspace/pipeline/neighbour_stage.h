@@ -76,6 +76,8 @@ class NeighbourStage final : public Stage {
   ~NeighbourStage() override;
 
   void process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept override;
+  // The destination MAC address it wrote, or why it has none.
+  size_t describe(rte_mbuf* m, std::span<char> out) const noexcept override;
   bool holds_packets() const noexcept override { return policy_ == config::Unresolved::Hold; }
   bool tick(StageEnv& env, bool stop) noexcept override;
 

@@ -7,6 +7,7 @@
 
 #include "core/burst.h"
 #include "core/packet.h"
+#include "core/trace.h"
 
 namespace vecflow {
 
@@ -95,9 +96,35 @@ size_t separate(Classes& c, size_t n, PortOutcomes* outcomes) noexcept {
   return keep;
 }
 
+// Records what stage `index` left each marked packet of pkts[0, n) with. After the last stage
+// an undecided packet is shown as separate<kLast> will decide it.
+void trace_stage(const Stage& stage, size_t index, rte_mbuf* const* pkts, size_t n,
+                 bool last) noexcept {
+  for (size_t i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    if (!trace::marked(m)) continue;
+    const PacketMeta& pm = meta(m);
+    trace::Record r;
+    r.step = trace::Step::Stage;
+    r.index = static_cast<uint16_t>(index);
+    Verdict v = pm.verdict;
+    r.reason = pm.drop_reason;
+    if (last && v == Verdict::Continue) {
+      v = pm.out_port != kNoPort ? Verdict::Transmit : Verdict::Drop;
+      if (v == Verdict::Drop) r.reason = static_cast<uint16_t>(DropReason::NO_ROUTE);
+    }
+    r.verdict = static_cast<uint8_t>(v);
+    r.port = pm.out_port;
+    r.value = pm.nexthop;
+    r.bytes = static_cast<uint16_t>(
+        stage.describe(m, {reinterpret_cast<char*>(r.data.data()), r.data.size()}));
+    trace::tracer().add(m, r);
+  }
+}
+
 template <bool kTags>
 GroupOutput run_group(Pipeline& pipeline, size_t group, Classes& c, size_t n, StageEnv& env,
-                      unsigned slot, PortOutcomes* outcomes) noexcept {
+                      unsigned slot, PortOutcomes* outcomes, bool traced) noexcept {
   const PipelineGroup& g = pipeline.groups()[group];
   const bool last = group + 1 == pipeline.groups().size();
   uint64_t t = rte_rdtsc();
@@ -111,6 +138,8 @@ GroupOutput run_group(Pipeline& pipeline, size_t group, Classes& c, size_t n, St
     st.calls.add();
     st.packets.add(n);
     st.cycles.add(now - t);
+    if (traced) [[unlikely]]
+      trace_stage(stage, g.first + i, c.pkts, n, last && i + 1 == g.count);
     t = now;
     n = last && i + 1 == g.count ? separate<kTags, true>(c, n, outcomes)
                                  : separate<kTags, false>(c, n, outcomes);
@@ -123,13 +152,13 @@ GroupOutput run_group(Pipeline& pipeline, size_t group, Classes& c, size_t n, St
 }  // namespace
 
 GroupOutput PipelineWorker::run(size_t group, std::span<rte_mbuf*> pkts, uint8_t* tags,
-                                rte_mbuf** decided, uint8_t* decided_tags,
-                                CopySink& copies) noexcept {
+                                rte_mbuf** decided, uint8_t* decided_tags, CopySink& copies,
+                                bool traced) noexcept {
   StageEnv env(slot_, copies, *this, outcomes_);
   Classes c{pkts.data(), tags, decided, decided_tags, 0, {}};
   c.drops.clear();
-  return tags ? run_group<true>(*pipeline_, group, c, pkts.size(), env, slot_, outcomes_)
-              : run_group<false>(*pipeline_, group, c, pkts.size(), env, slot_, outcomes_);
+  return tags ? run_group<true>(*pipeline_, group, c, pkts.size(), env, slot_, outcomes_, traced)
+              : run_group<false>(*pipeline_, group, c, pkts.size(), env, slot_, outcomes_, traced);
 }
 
 bool PipelineWorker::tick_stages(CopySink& sink, bool stop) noexcept {
@@ -154,11 +183,16 @@ void PipelineWorker::finish_released(size_t holder, std::span<rte_mbuf*> pkts,
   env.set_now(rte_rdtsc());
   const size_t first = holder + 1;
   const size_t end = pipeline_->size();
+  // Held packets are few: each is looked at for a trace's mark. A marked one gets the
+  // holder's step again (what it decided on giving the packet back), then each later stage's.
+  const bool traced = std::any_of(pkts.begin(), pkts.end(), trace::marked);
+  if (traced) trace_stage(pipeline_->stage(holder), holder, pkts.data(), pkts.size(), first == end);
   size_t n = first == end ? separate<false, true>(c, pkts.size(), outcomes_)
                           : separate<false, false>(c, pkts.size(), outcomes_);
   for (size_t i = first; i < end && n > 0; ++i) {
     env.set_stage(i);
     pipeline_->stage(i).process({c.pkts, n}, env);
+    if (traced) trace_stage(pipeline_->stage(i), i, c.pkts, n, i + 1 == end);
     n = i + 1 == end ? separate<false, true>(c, n, outcomes_)
                      : separate<false, false>(c, n, outcomes_);
   }

@@ -7,6 +7,7 @@
 #include <rte_errno.h>
 
 #include "core/packet.h"
+#include "core/trace.h"
 #include "hooks/hook_table.h"
 #include "io/port.h"
 #include "runtime/cycles.h"
@@ -176,16 +177,17 @@ uint16_t RxAdapter::receive(const RxQueue& q, uint64_t now) noexcept {
   const uint16_t n = q.port->rx_burst(q.queue, pkts, kRxBurst);
   if (n == 0) return 0;
   stats_.packets.add(n);
-  if (cfg_.hooks) cfg_.hooks->run_rx(PortId{q.port_id}, QueueId{q.queue}, {pkts, n});
+  const bool hooked =
+      cfg_.hooks && cfg_.hooks->run_rx(PortId{q.port_id}, QueueId{q.queue}, {pkts, n});
   // The bytes are summed in the pass that places the packets: one pass over the burst.
   uint64_t bytes = 0;
   if (cfg_.vector_size == 1) {
     for (uint16_t i = 0; i < n; ++i) {
       bytes += pkts[i]->pkt_len;
-      emit_packet(pkts[i]);
+      emit_packet(pkts[i], hooked && trace::marked(pkts[i]) ? trace::kEventTraced : 0);
     }
   } else {
-    bytes = add_packets(q, pkts, n, now);
+    bytes = hooked ? add_packets<true>(q, pkts, n, now) : add_packets<false>(q, pkts, n, now);
   }
   PortOutcomes& o = outcomes_[q.port_id];
   o.rx_packets.add(n);
@@ -193,9 +195,10 @@ uint16_t RxAdapter::receive(const RxQueue& q, uint64_t now) noexcept {
   return n;
 }
 
-void RxAdapter::emit_packet(rte_mbuf* m) noexcept {
+void RxAdapter::emit_packet(rte_mbuf* m, uint8_t traced) noexcept {
   rte_event& e = out_[nout_++];
   e.event = with_flow(proto_.event, m->hash.rss, RTE_EVENT_TYPE_ETHDEV);
+  e.sub_event_type = traced;
   e.mbuf = m;
   stats_.events.add();
   if (nout_ == out_.size()) enqueue_out(DropReason::SCHED_BACKPRESSURE);
@@ -215,11 +218,13 @@ bool RxAdapter::open(uint16_t s, const RxQueue& q, uint64_t now) noexcept {
   slot.port = q.port_id;
   slot.queue = q.queue;
   slot.bucket = static_cast<uint16_t>(s - q.first_slot);
+  slot.traced = 0;
   list_append(s);
   ++open_;
   return true;
 }
 
+template <bool kTraced>
 uint64_t RxAdapter::add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n,
                                 uint64_t now) noexcept {
   Slot* const slots = &slots_[q.first_slot];
@@ -229,12 +234,23 @@ uint64_t RxAdapter::add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n,
     rte_mbuf* m = pkts[i];
     bytes += m->pkt_len;
     const uint16_t b = static_cast<uint16_t>(m->hash.rss & bucket_mask_);
+    const uint8_t traced = kTraced && trace::marked(m) ? trace::kEventTraced : 0;
     if (!slots[b].vec && !open(static_cast<uint16_t>(q.first_slot + b), q, now)) [[unlikely]] {
       stats_.no_vector.add();
-      emit_packet(m);
+      emit_packet(m, traced);
       continue;
     }
     rte_event_vector* v = slots[b].vec;
+    if (kTraced && traced) {
+      slots[b].traced = traced;
+      trace::Record r;
+      r.step = trace::Step::Vector;
+      r.port = q.port_id;
+      r.queue = q.queue;
+      r.index = b;
+      r.value = v->nb_elem;
+      trace::tracer().add(m, r);
+    }
     vector_mbufs(v)[v->nb_elem++] = m;
     if (v->nb_elem == size) close(static_cast<uint16_t>(q.first_slot + b), Closed::Full);
   }
@@ -245,6 +261,7 @@ void RxAdapter::close(uint16_t s, Closed why) noexcept {
   Slot& slot = slots_[s];
   rte_event& e = out_[nout_++];
   e.event = with_flow(proto_.event, slot.bucket, RTE_EVENT_TYPE_ETHDEV_VECTOR);
+  e.sub_event_type = slot.traced;
   e.vec = slot.vec;
   stats_.events.add();
   stats_.vectors.add();

@@ -33,7 +33,9 @@
 // when no lcore runs it.
 //
 // Rx hooks (hooks/hook_table.h) run in RxAdapter::receive(), on each received burst between
-// Port::rx_burst and the grouping into vectors, after the burst was counted.
+// Port::rx_burst and the grouping into vectors, after the burst was counted. After a burst a
+// hook ran on, the grouping looks for packets a trace marked (core/trace.h): it records the
+// bucket each joins and marks the event that carries it (sub_event_type).
 //
 // Sleeping: Port has no per-queue wake-up yet (io/port.h), so the adapter keeps the Service
 // default (arm_wakeup() == -1: its lcore naps instead of sleeping on descriptors). It also
@@ -175,7 +177,8 @@ class RxAdapter final : public Service {
     uint16_t port;          // PortId and queue of the rx queue, for removals
     uint16_t queue;
     uint16_t bucket;
-    uint16_t prev;  // age list, oldest first; head_ is the list head
+    uint8_t traced;  // holds a packet a trace follows (core/trace.h)
+    uint16_t prev;   // age list, oldest first; head_ is the list head
     uint16_t next;
   };
   enum class Closed : uint8_t { Full, Timeout, Flush };
@@ -187,9 +190,11 @@ class RxAdapter final : public Service {
 
   uint16_t receive(const RxQueue& q, uint64_t now) noexcept;
   // Places a burst in its buckets' vectors; returns the burst's bytes.
+  // kTraced: a hook ran on the burst, which may hold packets a trace marked.
+  template <bool kTraced>
   uint64_t add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n, uint64_t now) noexcept;
   bool open(uint16_t s, const RxQueue& q, uint64_t now) noexcept;
-  void emit_packet(rte_mbuf* m) noexcept;
+  void emit_packet(rte_mbuf* m, uint8_t traced = 0) noexcept;
   void close(uint16_t slot, Closed why) noexcept;
   bool close_expired(uint64_t now) noexcept;
   void close_all(bool (*match)(const Slot&, const Request&), const Request& r) noexcept;

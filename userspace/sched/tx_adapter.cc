@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "core/trace.h"
 #include "hooks/hook_table.h"
 #include "io/port.h"
 
@@ -172,10 +173,19 @@ void TxAdapter::flush() noexcept {
 }
 
 void TxAdapter::drop_packet(rte_mbuf* m, DropReason reason) noexcept {
-  if (meta(m).flags & kMetaFlagCopy) {
+  const PacketMeta& pm = meta(m);
+  if (pm.flags & kMetaFlagCopy) {
     stats_.copies_dropped.add();
   } else {
     outcomes_[m->port].drops.add(reason);
+  }
+  if (pm.flags & kMetaFlagTrace) [[unlikely]] {
+    trace::Record r;
+    r.step = trace::Step::TxDrop;
+    r.port = pm.verdict == Verdict::Kernel ? m->port : pm.out_port;
+    r.verdict = static_cast<uint8_t>(pm.verdict);
+    r.reason = static_cast<uint16_t>(reason);
+    trace::tracer().add(m, r);
   }
   dropped_[ndropped_++] = m;
   if (ndropped_ == dropped_.size()) free_dropped();
