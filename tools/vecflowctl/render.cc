@@ -217,6 +217,41 @@ void render_table(std::string& out, const Json& result, const Json& block, bool 
   }
 }
 
+// Lines written by vecflowd. One wider than `max_width` breaks at its last space that fits,
+// and goes on indented four columns deeper than it starts; a word longer than the room is
+// cut where the room ends.
+void render_text(std::string& out, const Json& result, const Json& block, size_t max_width) {
+  const Json* lines = lookup(result, block.value("rows", ""));
+  if (!lines || !lines->is_array()) return;
+  if (!out.empty()) out += "\n";
+  const std::string title = block.value("title", "");
+  if (!title.empty()) out += title + ":\n";
+  for (const auto& l : *lines) {
+    std::string line = l.is_string() ? l.get<std::string>() : plain(l);
+    const size_t indent = std::min(line.find_first_not_of(' '), line.size()) + 4;
+    if (max_width == 0 || max_width <= indent + 8) {
+      out += line + "\n";
+      continue;
+    }
+    bool first = true;
+    while (true) {
+      const size_t room = first ? max_width : max_width - indent;
+      const std::string lead = first ? "" : std::string(indent, ' ');
+      if (line.size() <= room) {
+        out += lead + line + "\n";
+        break;
+      }
+      size_t cut = line.rfind(' ', room);
+      const bool at_space =
+          cut != std::string::npos && cut > 0 && line.find_first_not_of(' ') < cut;
+      if (!at_space) cut = room;
+      out += lead + line.substr(0, cut) + "\n";
+      line = line.substr(at_space ? cut + 1 : cut);
+      first = false;
+    }
+  }
+}
+
 }  // namespace
 
 std::string format_value(const Json& v, std::string_view unit) {
@@ -236,8 +271,11 @@ std::string render(const Json& result, const Json& view, bool all, size_t max_wi
   if (!view.is_array() || view.empty()) return result.dump(2) + "\n";
   std::string out;
   for (const auto& block : view) {
-    if (block.value("kind", "") == "fields") {
+    const std::string kind = block.value("kind", "");
+    if (kind == "fields") {
       render_fields(out, result, block);
+    } else if (kind == "text") {
+      render_text(out, result, block, max_width);
     } else {
       render_table(out, result, block, all, max_width);
     }

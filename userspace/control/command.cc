@@ -177,10 +177,11 @@ Json View::to_json() const {
       if (c.unit != Unit::None) col["unit"] = to_string(c.unit);
       cols.push_back(std::move(col));
     }
-    Json block = {{"kind", b.kind == Block::Kind::Table ? "table" : "fields"},
-                  {"title", b.title},
-                  {"rows", b.rows},
-                  {"columns", std::move(cols)}};
+    const char* kind = b.kind == Block::Kind::Table    ? "table"
+                       : b.kind == Block::Kind::Fields ? "fields"
+                                                       : "text";
+    Json block = {
+        {"kind", kind}, {"title", b.title}, {"rows", b.rows}, {"columns", std::move(cols)}};
     if (!b.hide_zero.empty()) block["hide_zero"] = b.hide_zero;
     out.push_back(std::move(block));
   }
@@ -195,6 +196,10 @@ Block table(std::string title, std::string rows, std::vector<Column> columns,
 
 Block fields(std::string title, std::string object, std::vector<Column> columns) {
   return Block{Block::Kind::Fields, std::move(title), std::move(object), std::move(columns), {}};
+}
+
+Block text(std::string title, std::string lines) {
+  return Block{Block::Kind::Text, std::move(title), std::move(lines), {}, {}};
 }
 
 }  // namespace vecflow::control

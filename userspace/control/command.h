@@ -134,9 +134,11 @@ struct Column {
 };
 
 // One block of output: a table over an array of objects (`rows` is a JSON pointer to the
-// array), or a list of "name: value" fields of one object (`rows` points to the object).
+// array), a list of "name: value" fields of one object (`rows` points to the object), or
+// lines of text written by vecflowd (`rows` points to an array of strings; vecflowctl wraps a
+// line wider than the terminal, continuing it indented), for output no table holds well.
 struct Block {
-  enum class Kind { Table, Fields };
+  enum class Kind { Table, Fields, Text };
   Kind kind = Kind::Table;
   std::string title;
   std::string rows;
@@ -154,6 +156,7 @@ struct View {
 Block table(std::string title, std::string rows, std::vector<Column> columns,
             std::string hide_zero = {});
 Block fields(std::string title, std::string object, std::vector<Column> columns);
+Block text(std::string title, std::string lines);
 
 // ---- commands ---------------------------------------------------------------------------------
 

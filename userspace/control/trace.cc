@@ -160,14 +160,12 @@ std::string describe_step(const trace::Record& r, const TraceNames& names) {
       return s;
     }
     case trace::Step::Vector:
-      return fmt::format("into the vector of flow bucket {} of {} queue {}, at position {}",
-                         r.index, name_of(names.ports, r.port, "port"), r.queue, r.value);
+      return fmt::format("flow bucket {} of {} queue {}, position {} in its vector", r.index,
+                         name_of(names.ports, r.port, "port"), r.queue, r.value);
     case trace::Step::Dequeue:
-      return fmt::format(
-          "worker dequeued it from queue {} ({}), {} flow {}, in an event of {} "
-          "packet{}",
-          r.queue, name_of(names.queues, r.queue, "queue"), sched_word(r.extra), r.index, r.value,
-          r.value == 1 ? "" : "s");
+      return fmt::format("queue {} ({}) {}, flow {}, event of {} packet{}", r.queue,
+                         name_of(names.queues, r.queue, "queue"), sched_word(r.extra), r.index,
+                         r.value, r.value == 1 ? "" : "s");
     case trace::Step::Stage: {
       const auto v = static_cast<Verdict>(r.verdict);
       // The stage's name is the step's name (TraceManager::show).
@@ -178,7 +176,7 @@ std::string describe_step(const trace::Record& r, const TraceNames& names) {
         s += fmt::format(" out {}", name_of(names.ports, r.port, "port"));
       if ((v == Verdict::Transmit || v == Verdict::Continue) && r.value != kNoNextHop) {
         if (r.value == kNextHopConnected) {
-          s += " (destination on a connected network)";
+          s += " (connected)";
         } else {
           std::string hop = names.nexthop ? names.nexthop(r.value) : "";
           s += hop.empty() ? fmt::format(" via next hop {}", r.value) : " via " + hop;
@@ -190,8 +188,7 @@ std::string describe_step(const trace::Record& r, const TraceNames& names) {
       return s;
     }
     case trace::Step::Tx:
-      return fmt::format("handed to {} queue {} for transmit", name_of(names.ports, r.port, "port"),
-                         r.queue);
+      return fmt::format("handed to {} queue {}", name_of(names.ports, r.port, "port"), r.queue);
     case trace::Step::TxDrop:
       return fmt::format("dropped at {} ({})",
                          static_cast<Verdict>(r.verdict) == Verdict::Kernel
@@ -281,21 +278,37 @@ Json TraceManager::show() const {
   const double us_per_tsc = 1e6 / static_cast<double>(tsc_hz());
   Json steps = Json::array();
   Json list = Json::array();
+  Json lines = Json::array();
   size_t done = 0;
+  size_t step_width = 0;
+  for (const auto& p : packets) {
+    for (const auto& r : p.steps) {
+      step_width = std::max(step_width, r.step == trace::Step::Stage
+                                            ? name_of(names_.stages, r.index, "stage").size()
+                                            : step_word(r.step).size());
+    }
+  }
   for (const auto& p : packets) {
     const bool out = finished(p);
     done += out;
     const uint64_t t0 = p.steps.empty() ? 0 : p.steps.front().tsc;
     Json psteps = Json::array();
     std::string summary;
+    lines.push_back(fmt::format("packet {}{}", p.number, out ? "" : " (still on its way)"));
     for (const auto& r : p.steps) {
       if (r.step == trace::Step::Rx) summary = summarize_frame(r.data.data(), r.bytes);
+      const double us = static_cast<double>(r.tsc - t0) * us_per_tsc;
+      const std::string step = r.step == trace::Step::Stage
+                                   ? name_of(names_.stages, r.index, "stage")
+                                   : std::string(step_word(r.step));
+      std::string detail = describe_step(r, names_);
+      lines.push_back(fmt::format("  {:>10}  lcore {}  {:<{}}  {}", fmt::format("+{:.1f} us", us),
+                                  r.lcore, step, step_width, detail));
       Json row{{"packet", p.number},
-               {"time_us", static_cast<double>(r.tsc - t0) * us_per_tsc},
+               {"time_us", us},
                {"lcore", r.lcore},
-               {"step", r.step == trace::Step::Stage ? name_of(names_.stages, r.index, "stage")
-                                                     : std::string(step_word(r.step))},
-               {"detail", describe_step(r, names_)}};
+               {"step", step},
+               {"detail", std::move(detail)}};
       psteps.push_back(row);
       steps.push_back(std::move(row));
     }
@@ -312,7 +325,8 @@ Json TraceManager::show() const {
                 {"finished", done},
                 {"records_lost", tracer_.lost()}}},
               {"packets", std::move(list)},
-              {"steps", std::move(steps)}};
+              {"steps", std::move(steps)},
+              {"lines", std::move(lines)}};
 }
 
 void TraceManager::register_commands(Registry& registry) {
@@ -324,12 +338,7 @@ void TraceManager::register_commands(Registry& registry) {
                      {"TAKEN", "taken", Unit::Count},
                      {"FINISHED", "finished", Unit::Count},
                      {"RECORDS LOST", "records_lost", Unit::Count}}),
-             table("", "/steps",
-                   {{"PKT", "packet"},
-                    {"+US", "time_us"},
-                    {"LCORE", "lcore"},
-                    {"STEP", "step"},
-                    {"DETAIL", "detail"}})}};
+             text("", "/lines")}};
   (void)registry.add_command(Command{"trace", "Packets followed by the trace, step by step",
                                      Access::Read, "",
                                      [this](const CommandContext& ctx) -> CommandResult {

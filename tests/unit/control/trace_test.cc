@@ -146,9 +146,7 @@ TEST(TraceWords, FramesAndSteps) {
   d.index = 5;
   d.value = 64;
   d.extra = RTE_SCHED_TYPE_ATOMIC;
-  EXPECT_EQ(describe_step(d, names),
-            "worker dequeued it from queue 0 (filter+route), atomic flow 5, in an event of 64 "
-            "packets");
+  EXPECT_EQ(describe_step(d, names), "queue 0 (filter+route) atomic, flow 5, event of 64 packets");
   trace::Record x;
   x.step = trace::Step::TxDrop;
   x.port = 0;
@@ -246,7 +244,7 @@ TEST_F(TraceCommandTest, HooksGoInForATraceAndComeOutWhenItsPacketsLeft) {
   EXPECT_EQ(shown["result"]["trace"]["finished"], 1);
   ASSERT_EQ(shown["result"]["steps"].size(), 2u);
   EXPECT_EQ(shown["result"]["steps"][0]["step"], "rx");
-  EXPECT_EQ(shown["result"]["steps"][1]["detail"], "handed to wan queue 0 for transmit");
+  EXPECT_EQ(shown["result"]["steps"][1]["detail"], "handed to wan queue 0");
 
   ASSERT_TRUE(call("trace-arm", {{"action", "add"}, {"count", 5}})["ok"].get<bool>());
   EXPECT_EQ(tap_.ports, (std::vector<PortId>{PortId{0}, PortId{1}})) << "no port: every port";

@@ -81,6 +81,24 @@ TEST(Render, TablesFitTheTerminalWithoutCuttingANumber) {
       << narrow;
 }
 
+TEST(Render, TextLinesWrapAtSpacesIndentedAndLoseNothing) {
+  const Json view = Json::parse(R"([{"kind":"text","title":"","rows":"/lines"}])");
+  const std::string step = "  +47.0 us  lcore 1  sched  queue 0 (acl+route+neighbour) atomic, "
+                           "flow 6, event of 12 packets";
+  const Json result = {{"lines", Json::array({"packet 1", step})}};
+  EXPECT_EQ(render(result, view, false, 0), "packet 1\n" + step + "\n");
+  const std::string wrapped = render(result, view, false, 40);
+  EXPECT_EQ(wrapped,
+            "packet 1\n"
+            "  +47.0 us  lcore 1  sched  queue 0\n"
+            "      (acl+route+neighbour) atomic, flow\n"
+            "      6, event of 12 packets\n");
+  // A word longer than the room is cut, not lost.
+  const Json long_word = {{"lines", Json::array({std::string(50, 'y')})}};
+  EXPECT_EQ(render(long_word, view, false, 30),
+            std::string(30, 'y') + "\n    " + std::string(20, 'y') + "\n");
+}
+
 TEST(Render, WithoutAViewPrintsJson) {
   EXPECT_EQ(render(Json{{"a", 1}}, Json(), false), "{\n  \"a\": 1\n}\n");
 }
