@@ -72,6 +72,12 @@ case "$1" in
       expect "status" "$vecflowctl" stat
       expect "--json" "$vecflowctl" --js
       complete_words "$vecflowctl" "" | grep -qw reload || fail "vecflowctl: no reload offered"
+      # Values the help lists for an option and for a positional.
+      expect "rx tx both" "$vecflowctl" capture start wan --direction ""
+      expect "counters errors runtime" "$vecflowctl" clear ""
+      expect "parts ports" "$vecflowctl" names p
+      # Names of a running appliance: none when nothing answers at the socket.
+      expect "" "$vecflowctl" -s /nonexistent/vecflow.sock trace add 1 --port ""
     fi
     echo "ok: completion follows the programs' help"
     ;;

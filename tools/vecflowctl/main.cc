@@ -18,6 +18,8 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
+#include <string>
 #include <thread>
 
 #include <fmt/format.h>
@@ -127,8 +129,63 @@ int run_once(const Options& o, Client& client, const std::string& command, const
   return vecflowctl::kOk;
 }
 
+// `vecflowctl names KIND`: the names a running vecflowd knows, one per line, for completion and
+// scripts. Each kind is read from the command that shows it.
+struct NameSource {
+  const char* command;
+  const char* array;  // JSON pointer to the rows
+  const char* key;    // member of a row holding the name
+  const char* type;   // only rows whose "type" is this (stages); empty: all
+};
+
+const std::map<std::string, NameSource>& name_sources() {
+  static const std::map<std::string, NameSource> sources = {
+      {"ports", {"ports", "/ports", "port", ""}},
+      {"stages", {"pipeline", "/stages", "stage", ""}},
+      {"route-stages", {"pipeline", "/stages", "stage", "route"}},
+      {"acl-stages", {"pipeline", "/stages", "stage", "acl"}},
+      {"count-stages", {"pipeline", "/stages", "stage", "count"}},
+      {"parts", {"log", "/levels", "part", ""}},
+      {"sections", {"config", "", "", ""}},
+  };
+  return sources;
+}
+
+int print_names(const Options& o, const std::string& kind);
+
 std::expected<Client, vecflowctl::ClientError> connect(const Options& o) {
   return Client::connect(o.socket, std::chrono::milliseconds(o.timeout_ms));
+}
+
+int print_names(const Options& o, const std::string& kind) {
+  const NameSource& src = name_sources().at(kind);
+  auto client = connect(o);
+  if (!client) {
+    std::cerr << "vecflowctl: " << client.error().message << "\n";
+    return client.error().code;
+  }
+  auto reply = client->call(Json{{"version", 1}, {"command", src.command}});
+  if (!reply) {
+    std::cerr << "vecflowctl: " << reply.error().message << "\n";
+    return reply.error().code;
+  }
+  if (!(*reply)["ok"].get<bool>()) return print_error(o, *reply);
+  const Json& result = (*reply)["result"];
+  if (std::string_view(src.array).empty()) {  // the result's own keys (config sections)
+    for (const auto& [key, value] : result.items())
+      std::cout << key << "\n";
+    return vecflowctl::kOk;
+  }
+  const Json::json_pointer at(src.array);
+  if (!result.contains(at)) return vecflowctl::kOk;
+  std::set<std::string> seen;  // a stage appears once per lcore in some views
+  for (const auto& row : result.at(at)) {
+    if (!row.contains(src.key) || !row[src.key].is_string()) continue;
+    if (*src.type && row.value("type", "") != src.type) continue;
+    if (seen.insert(row[src.key].get<std::string>()).second)
+      std::cout << row[src.key].get<std::string>() << "\n";
+  }
+  return vecflowctl::kOk;
 }
 
 int execute(const Options& o, const std::string& command, const Json& args) {
@@ -404,6 +461,14 @@ int main(int argc, char** argv) {
   call->add_option("command", call_name, "Command name")->required();
   call->add_option("params", call_params, "key=value arguments (values may be JSON)");
 
+  auto* names = app.add_subcommand(
+      "names", "Names the running vecflowd knows, one per line (for completion and scripts)");
+  std::string names_kind;
+  std::vector<std::string> kinds;
+  for (const auto& [k, v] : name_sources())
+    kinds.push_back(k);
+  names->add_option("kind", names_kind, "What to list")->required()->check(CLI::IsMember(kinds));
+
   app.set_version_flag("--version", std::string("vecflowctl ") + VECFLOW_VERSION);
   // A word that is no command is kept as an extra, so that the error can name it.
   app.allow_extras();
@@ -450,5 +515,6 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (names->parsed()) return print_names(o, names_kind);
   return execute(o, command, args);
 }

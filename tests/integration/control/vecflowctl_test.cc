@@ -793,6 +793,28 @@ TEST_F(VecflowctlTest, TraceFollowsAPingThroughEveryStepAndShowsWhereADropHappen
   EXPECT_TRUE(json("trace show")["packets"].empty());
 }
 
+// Bash completion asks this vecflowd for its names: ports after --port, route stages after
+// `routes --stage`, log parts and levels after `log level`.
+TEST_F(VecflowctlTest, CompletionOffersTheNamesOfTheRunningAppliance) {
+  auto complete = [](const std::string& words) {
+    const std::string script = dir_ + "/complete.sh";
+    std::ofstream(script) << "source " << source_path("appliance/completion/vecflowctl") << "\n"
+                          << "COMP_WORDS=(" << VECFLOWCTL_PATH << " -s " << socket_ << " " << words
+                          << ")\n"
+                          << "COMP_CWORD=$((${#COMP_WORDS[@]} - 1))\n"
+                          << "_vecflowctl\necho \"${COMPREPLY[*]}\"\n";
+    return run("bash " + script).out;
+  };
+  EXPECT_EQ(complete("trace add 1 --port ''"), "wan lan\n");
+  EXPECT_EQ(complete("capture start l"), "lan\n");
+  EXPECT_EQ(complete("routes --stage ''"), "route\n");
+  EXPECT_EQ(complete("config st"), "steering\n");
+  EXPECT_NE(complete("log level ''").find("pipeline"), std::string::npos);
+  Exec names = ctl("names ports");
+  EXPECT_EQ(names.rc, 0) << names.err;
+  EXPECT_EQ(names.out, "wan\nlan\n");
+}
+
 // Traces armed and cleared again and again while echo requests cross the appliance at ~1 kpps:
 // no request or reply is lost, every trace takes at most what it was asked, and afterwards
 // every packet that entered is accounted for.
