@@ -376,7 +376,9 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
       s.add(kAccountKernelPackets, {name}, kernel);
       s.set(kAccountHeldPackets, {name}, static_cast<double>(held));
       for (size_t r = 0; r < kDropReasonCount; ++r) {
-        s.add(kDrops, {name, drop_reason_name(static_cast<DropReason>(r)), "userspace"}, drops[r]);
+        const auto reason = static_cast<DropReason>(r);
+        if (drops[r] || drop_possible(DropLayer::Userspace, reason))
+          s.add(kDrops, {name, drop_reason_name(reason), "userspace"}, drops[r]);
       }
     }
   });

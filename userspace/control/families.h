@@ -69,7 +69,7 @@ inline const MetricFamily kSteerVerdicts{
 // work runs as services (rx adapters, workers) read their busy share from these series, keyed
 // by service name, rather than counting time again.
 inline const MetricFamily kTscHz{
-    "vecflow_tsc_hz", "TSC ticks per second (converts *_cycles_total)", MetricType::Gauge, {}};
+    "vecflow_tsc_hertz", "TSC ticks per second (converts *_cycles_total)", MetricType::Gauge, {}};
 
 inline const MetricFamily kLcoreBusy{"vecflow_lcore_busy_cycles_total",
                                      "TSC cycles an lcore spent in polls that did work",

@@ -37,6 +37,68 @@ std::optional<DropReason> drop_reason_from_name(std::string_view name) noexcept 
   return std::nullopt;
 }
 
+std::string_view drop_layer_name(DropLayer l) noexcept {
+  switch (l) {
+    case DropLayer::Xdp:
+      return "xdp";
+    case DropLayer::Device:
+      return "device";
+    case DropLayer::Port:
+      return "port";
+    case DropLayer::Userspace:
+      return "userspace";
+  }
+  return "invalid";
+}
+
+bool is_parse_fault(DropReason r) noexcept {
+  using enum DropReason;
+  switch (r) {
+    case L2_TRUNCATED:
+    case VLAN_TRUNCATED:
+    case VLAN_TOO_DEEP:
+    case ARP_TRUNCATED:
+    case IPV4_TRUNCATED:
+    case IPV4_BAD_VERSION:
+    case IPV4_BAD_IHL:
+    case IPV4_BAD_LEN:
+    case IPV6_TRUNCATED:
+    case IPV6_BAD_LEN:
+    case IPV6_BAD_VERSION:
+    case IPV6_EXT_TRUNCATED:
+    case IPV6_EXT_TOO_LONG:
+    case TCP_TRUNCATED:
+    case TCP_BAD_DOFF:
+    case UDP_TRUNCATED:
+    case UDP_BAD_LEN:
+    case ICMP_TRUNCATED:
+    case SCTP_TRUNCATED:
+    case FRAME_TOO_BIG:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool drop_possible(DropLayer layer, DropReason r) noexcept {
+  using enum DropReason;
+  switch (layer) {
+    case DropLayer::Xdp:  // steer.bpf.c
+      return is_parse_fault(r) || r == STEER_RULE || r == NO_XSK || r == REDIRECT_FAILED ||
+             r == QUEUE_NOT_READ;
+    case DropLayer::Device:  // the ethdev's stats, the AF_XDP socket's statistics
+      return r == RX_MISSED || r == RX_ERROR || r == TX_ERROR || r == NOMBUF ||
+             r == XSK_RING_FULL || r == FRAME_TOO_BIG;
+    case DropLayer::Port:  // the ports' rx parse
+      return is_parse_fault(r);
+    case DropLayer::Userspace:  // rx adapter, stages, tx adapter
+      return !is_parse_fault(r) && r != STEER_RULE && r != NO_XSK && r != REDIRECT_FAILED &&
+             r != QUEUE_NOT_READ && r != RX_MISSED && r != RX_ERROR && r != TX_ERROR &&
+             r != XSK_RING_FULL;
+  }
+  return false;
+}
+
 std::string drop_reasons_markdown() {
   size_t name_w = std::string_view("reason").size() + 2, text_w = 0;
   for (const auto& r : kReasons) {

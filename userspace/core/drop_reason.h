@@ -27,6 +27,18 @@ std::string_view drop_reason_name(DropReason r) noexcept;
 std::string_view drop_reason_text(DropReason r) noexcept;
 std::optional<DropReason> drop_reason_from_name(std::string_view name) noexcept;
 
+// Where a drop is counted: the XDP program, the device (NIC or AF_XDP socket), the port's rx
+// path in user space, and user space after it (scheduler, pipeline, tx).
+enum class DropLayer : uint8_t { Xdp, Device, Port, Userspace };
+std::string_view drop_layer_name(DropLayer l) noexcept;
+
+// Whether the code of `layer` counts drops under `r` anywhere (a malformed frame at the port
+// but not a no_route; an rx_missed at the device only). Metrics give a series only to these
+// pairs, and to any other that counted something, so that nothing counted is hidden.
+bool drop_possible(DropLayer layer, DropReason r) noexcept;
+// Whether `r` is a fault of the frame found by the parser (XDP's and the ports' alike).
+bool is_parse_fault(DropReason r) noexcept;
+
 // Every reason as an aligned Markdown table (index, name, meaning), the operator's list:
 // `vecflowd --list-drop-reasons` prints it and README.md carries it (a test keeps them equal).
 // The index is the slot in the XDP programs' counter arrays, for reading them with bpftool.

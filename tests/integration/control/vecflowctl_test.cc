@@ -584,6 +584,12 @@ TEST_F(VecflowctlTest, MetricsScrapeIsValidAndAgreesWithTheJson) {
           "print(json.dumps(out))' " +
           file);
   ASSERT_EQ(parsed.rc, 0) << "not valid exposition format: " << parsed.err;
+  // Prometheus' own linter: names, units, help, types (tools/setup.sh installs promtool).
+  Exec lint =
+      run("command -v promtool >/dev/null || { echo 'promtool not found: run "
+          "tools/setup.sh' >&2; exit 127; }; promtool check metrics < " +
+          file);
+  EXPECT_EQ(lint.rc, 0) << lint.out << lint.err;
   Json samples = Json::parse(parsed.out);
   auto value = [&](const std::string& name, const Json& labels) {
     std::string key = name + labels.dump();

@@ -72,11 +72,23 @@ inline const MetricFamily kPortInfo{"vecflow_port_info",
                                     "A port's kind and device (value is 1)",
                                     MetricType::Gauge,
                                     {"port", "kind", "device"}};
-inline const MetricFamily kDeviceStats{
-    "vecflow_port_device_stats_total",
-    "The driver's own counters of a port, as it names them (DPDK xstats, AF_XDP statistics)",
+// The driver's own counters, as it names them (DPDK xstats, AF_XDP statistics), one family per
+// unit: those in bytes, and the rest (packets, errors, descriptors: counts of things).
+inline const MetricFamily kDeviceBytes{
+    "vecflow_port_device_bytes_total",
+    "A port driver's own byte counters, as it names them (DPDK xstats *_bytes)",
     MetricType::Counter,
     {"port", "name"}};
+inline const MetricFamily kDeviceCounts{
+    "vecflow_port_device_events_total",
+    "A port driver's own counters of packets, errors and descriptors, as it names them (DPDK "
+    "xstats, AF_XDP statistics)",
+    MetricType::Counter,
+    {"port", "name"}};
+
+const MetricFamily& device_family(std::string_view stat) {
+  return stat.find("bytes") != std::string_view::npos ? kDeviceBytes : kDeviceCounts;
+}
 
 // A queue's label: its index as rx_burst/tx_burst take it.
 std::string queue_label(uint16_t q) {
@@ -106,8 +118,8 @@ void collect_port(Snapshot& s, const PortStatus& st) {
     for (const auto& [reason, count] : q.drops)
       s.add(kRxDrops, {p, ql, drop_reason_name(reason)}, count);
   }
-  // Every reason of both layers, zero or not, so that rates exist from the first sample on
-  // and a dashboard sees the series before the first drop.
+  // Every reason either layer can count, zero or not, so that rates exist from the first
+  // sample on and a dashboard sees the series before the first drop.
   std::array<uint64_t, kDropReasonCount> port{}, device{};
   for (const QueueStatus& q : st.queues) {
     for (const auto& [reason, count] : q.drops)
@@ -116,12 +128,15 @@ void collect_port(Snapshot& s, const PortStatus& st) {
   for (const auto& [reason, count] : st.device_drops)
     device[static_cast<size_t>(reason)] += count;
   for (size_t r = 0; r < kDropReasonCount; ++r) {
-    auto name = drop_reason_name(static_cast<DropReason>(r));
-    s.add(kDrops, {p, name, "port"}, port[r]);
-    s.add(kDrops, {p, name, "device"}, device[r]);
+    const auto reason = static_cast<DropReason>(r);
+    auto name = drop_reason_name(reason);
+    if (port[r] || drop_possible(DropLayer::Port, reason))
+      s.add(kDrops, {p, name, "port"}, port[r]);
+    if (device[r] || drop_possible(DropLayer::Device, reason))
+      s.add(kDrops, {p, name, "device"}, device[r]);
   }
   for (const auto& [name, value] : st.device_stats)
-    s.add(kDeviceStats, {p, name}, value);
+    s.add(device_family(name), {p, name}, value);
 }
 
 // "zero-copy", "copy", or "zero-copy+copy" when queues of one port differ.
@@ -275,8 +290,8 @@ void register_ports(Registry& registry, std::vector<Port*> ports) {
             const std::string& name = stat.first;
             stats.push_back({{"port", p},
                              {"name", name},
-                             {"value", s.count(kDeviceStats, {p, name})},
-                             {"rate", number_or_null(rates.rate(kDeviceStats, {p, name}))}});
+                             {"value", s.count(device_family(name), {p, name})},
+                             {"rate", number_or_null(rates.rate(device_family(name), {p, name}))}});
           }
         }
         if (only && !found) {

@@ -99,9 +99,12 @@ void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteerin
       s.add(kMetaUnavailable, {port}, c->meta_unavailable);
       s.add(kUnconfigured, {port}, c->unconfigured);
       for (size_t r = 0; r < kDropReasonCount; ++r) {
-        auto reason = drop_reason_name(static_cast<DropReason>(r));
-        s.add(kParseErrors, {port, reason}, c->malformed[r]);
-        s.add(kDrops, {port, reason, "xdp"}, c->drop[r]);
+        const auto dr = static_cast<DropReason>(r);
+        auto reason = drop_reason_name(dr);
+        if (c->malformed[r] || is_parse_fault(dr))
+          s.add(kParseErrors, {port, reason}, c->malformed[r]);
+        if (c->drop[r] || drop_possible(DropLayer::Xdp, dr))
+          s.add(kDrops, {port, reason, "xdp"}, c->drop[r]);
       }
       // Rule ids index the steering section's rules of the set installed last. A rule that
       // has not matched on a port has no series there: a block list of 100k rules would
