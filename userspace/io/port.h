@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/ids.h"
 #include "core/net.h"
+#include "io/hardware.h"
 
 struct rte_mbuf;
 
@@ -174,6 +175,8 @@ class Port {
 
   // Snapshot for the control plane: per-queue counters and modes, device drops and stats.
   virtual PortStatus status() const;
+  // What the device is (`vecflowctl hardware`), read now; control thread only.
+  virtual PortHardware hardware() const { return {}; }
 
   const RxQueueCounters& rx_counters(uint16_t q) const noexcept { return rx_counters_[q]; }
   const TxQueueCounters& tx_counters(uint16_t q) const noexcept { return tx_counters_[q]; }

@@ -799,6 +799,25 @@ TEST_F(VecflowctlTest, TraceFollowsAPingThroughEveryStepAndShowsWhereADropHappen
   EXPECT_TRUE(json("trace show")["packets"].empty());
 }
 
+// `hardware` of the lab's veth interfaces: the kernel driver, their one queue, MTU, and the
+// steering program attached natively.
+TEST_F(VecflowctlTest, HardwareShowsTheDriverQueuesAndTheXdpProgram) {
+  const Json h = json("hardware");
+  ASSERT_EQ(h["ports"].size(), 2u) << h.dump(2);
+  for (const auto& p : h["ports"]) {
+    EXPECT_EQ(p["driver"], "veth") << p.dump();
+    EXPECT_EQ(p["rx_queues"], 1) << p.dump();
+    EXPECT_EQ(p["mtu"], 1500) << p.dump();
+    EXPECT_EQ(p["xdp_mode"], "native") << p.dump();
+    EXPECT_EQ(p["xdp_program"], "vf_steer") << p.dump();
+    EXPECT_GT(p["xdp_program_id"].get<uint32_t>(), 0u) << p.dump();
+  }
+  Exec one = ctl("hardware --port wan");
+  EXPECT_EQ(one.rc, 0) << one.err;
+  EXPECT_NE(one.out.find("native vf_steer"), std::string::npos) << one.out;
+  EXPECT_EQ(ctl("hardware --port dmz").rc, 2);
+}
+
 // Bash completion asks this vecflowd for its names: ports after --port, route stages after
 // `routes --stage`, log parts and levels after `log level`.
 TEST_F(VecflowctlTest, CompletionOffersTheNamesOfTheRunningAppliance) {

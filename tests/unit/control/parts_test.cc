@@ -249,6 +249,25 @@ TEST_F(PortsPart, AnUnknownPortIsABadArgumentThatNamesThePorts) {
   EXPECT_EQ(one["result"]["ports"].size(), 1u);
 }
 
+// `hardware` of a DPDK port: the PMD, its bus, the queues it was given and can have, no XDP.
+TEST_F(PortsPart, HardwareNamesTheDriverBusAndQueues) {
+  Registry registry;
+  register_ports(registry, {port_.get()});
+  RateWindow rates;
+  const Json reply = run(registry, rates, "hardware");
+  ASSERT_EQ(reply["result"]["ports"].size(), 1u);
+  const Json& h = reply["result"]["ports"][0];
+  EXPECT_EQ(h["port"], "ring");
+  EXPECT_EQ(h["kind"], "dpdk");
+  EXPECT_EQ(h["driver"], "net_ring");
+  EXPECT_EQ(h["bus"], "vdev");
+  EXPECT_EQ(h["rx_queues"], 1);
+  EXPECT_GE(h["rx_queues_max"].get<int>(), 1);
+  EXPECT_EQ(h["xdp_mode"], "");
+  EXPECT_NE(human(reply).find("net_ring"), std::string::npos) << human(reply);
+  EXPECT_EQ(error_of(registry, "hardware", {{"port", "nope"}}), "bad_arguments");
+}
+
 // ---- sched ----------------------------------------------------------------------------------
 
 class Transmit final : public sched::EventHandler {

@@ -348,6 +348,65 @@ void register_ports(Registry& registry, std::vector<Port*> ports) {
                    {"VALUE", "value", Unit::Count},
                    {"RATE", "rate", Unit::Count}},
                   "/value")}}});
+
+  (void)registry.add_command(Command{
+      "hardware",
+      "Per port, what the device is: driver, bus address, NUMA node, speed, MTU, queues, "
+      "offloads, and the XDP program on a kernel interface",
+      Access::Read, "[port=NAME]",
+      [ports](const CommandContext& ctx) -> CommandResult {
+        ArgReader a(ctx.args, {"port"});
+        const auto only = a.string("port");
+        if (auto e = a.error()) return std::unexpected(*e);
+        Json rows = Json::array();
+        std::string names;
+        for (const Port* port : ports) {
+          names += (names.empty() ? "" : ", ") + port->name();
+          if (only && *only != port->name()) continue;
+          const PortHardware h = port->hardware();
+          auto or_null = [](auto v, auto none) { return v == none ? Json() : Json(v); };
+          std::string offloads;
+          for (const auto& o : h.offloads)
+            offloads += (offloads.empty() ? "" : " ") + o;
+          rows.push_back(
+              {{"port", port->name()},
+               {"kind", port->kind()},
+               {"mac", port->mac().to_string()},
+               {"driver", h.driver},
+               {"bus", h.bus},
+               {"numa_node", or_null(h.numa_node, -1)},
+               {"speed_mbps", or_null(h.speed_mbps, 0u)},
+               {"mtu", or_null(h.mtu, 0u)},
+               {"rx_queues", h.rx_queues},
+               {"rx_queues_max", h.rx_queues_max},
+               {"tx_queues", h.tx_queues},
+               {"tx_queues_max", h.tx_queues_max},
+               {"queues", fmt::format("{}/{} rx {}/{} tx", h.rx_queues, h.rx_queues_max,
+                                      h.tx_queues, h.tx_queues_max)},
+               {"offloads", h.offloads},
+               {"offload_list", offloads},
+               {"xdp_mode", h.xdp_mode},
+               {"xdp_program_id", or_null(h.xdp_program_id, 0u)},
+               {"xdp_program", h.xdp_program},
+               {"xdp", h.xdp_mode.empty() ? std::string("-")
+                                          : fmt::format("{} {} (id {})", h.xdp_mode, h.xdp_program,
+                                                        h.xdp_program_id)}});
+        }
+        if (only && rows.empty()) {
+          return command_error(ErrorCode::BadArguments, "no port '{}'; ports: {}", *only, names);
+        }
+        return Json{{"ports", std::move(rows)}};
+      },
+      View{{table("", "/ports",
+                  {{"PORT", "port"},
+                   {"DRIVER", "driver"},
+                   {"BUS", "bus"},
+                   {"NUMA", "numa_node"},
+                   {"MBIT/S", "speed_mbps"},
+                   {"MTU", "mtu"},
+                   {"QUEUES", "queues"},
+                   {"XDP", "xdp"},
+                   {"OFFLOADS", "offload_list"}})}}});
 }
 
 }  // namespace vecflow::control

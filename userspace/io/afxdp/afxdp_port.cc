@@ -850,6 +850,10 @@ void AfXdpPort::disarm_wakeup(uint16_t qi) noexcept {
   rx_counter(qi).sleeping.store(false, std::memory_order_relaxed);
 }
 
+PortHardware AfXdpPort::hardware() const {
+  return interface_hardware(impl_->ifname);
+}
+
 PortStatus AfXdpPort::status() const {
   const Impl& im = *impl_;
   PortStatus s = base_status();

@@ -98,6 +98,7 @@ class AfXdpPort final : public Port {
   int arm_wakeup(uint16_t q) noexcept override;
   void disarm_wakeup(uint16_t q) noexcept override;
   PortStatus status() const override;
+  PortHardware hardware() const override;
 
   struct Impl;
 

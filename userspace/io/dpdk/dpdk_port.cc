@@ -220,6 +220,10 @@ void DpdkPort::disarm_wakeup(uint16_t q) noexcept {
   rx_counter(q).sleeping.store(false, std::memory_order_relaxed);
 }
 
+PortHardware DpdkPort::hardware() const {
+  return ethdev_hardware(dev_.port());
+}
+
 PortStatus DpdkPort::status() const {
   PortStatus s = base_status();
   s.device = dev_.name();

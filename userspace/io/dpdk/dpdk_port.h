@@ -57,6 +57,7 @@ class DpdkPort final : public Port {
   int arm_wakeup(uint16_t q) noexcept override;
   void disarm_wakeup(uint16_t q) noexcept override;
   PortStatus status() const override;
+  PortHardware hardware() const override;
 
   // DPDK's port id of the device (not vecflow's PortId).
   uint16_t ethdev() const noexcept { return dev_.port(); }
