@@ -252,7 +252,55 @@ void render_text(std::string& out, const Json& result, const Json& block, size_t
   }
 }
 
+// A scalar in YAML: strings double-quoted (JSON's escapes are YAML's), so that "22" stays a
+// string and "on" is not read as a boolean; numbers and booleans as they are.
+std::string yaml_scalar(const Json& v) {
+  if (v.is_string()) return v.dump();
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  return v.dump();
+}
+
+bool yaml_empty(const Json& v) {
+  return (v.is_object() || v.is_array()) && v.empty();
+}
+
+// Block-style YAML of `v` at `indent`: mappings as `key: value`, sequences as `- item`, null
+// members left out (the loader fills their defaults), empty collections as {} and [].
+void render_yaml_value(std::string& out, const Json& v, size_t indent) {
+  const std::string pad(indent, ' ');
+  if (v.is_object()) {
+    for (const auto& [key, value] : v.items()) {
+      if (value.is_null()) continue;
+      if ((value.is_object() || value.is_array()) && !yaml_empty(value)) {
+        out += pad + key + ":\n";
+        render_yaml_value(out, value, indent + 2);
+      } else {
+        out += pad + key + ": " + (yaml_empty(value) ? value.dump() : yaml_scalar(value)) + "\n";
+      }
+    }
+  } else if (v.is_array()) {
+    for (const auto& item : v) {
+      if ((item.is_object() || item.is_array()) && !yaml_empty(item)) {
+        // The item's first line goes after the dash, the rest under it.
+        std::string inner;
+        render_yaml_value(inner, item, indent + 2);
+        out += pad + "- " + inner.substr(indent + 2);
+      } else {
+        out += pad + "- " + (yaml_empty(item) ? item.dump() : yaml_scalar(item)) + "\n";
+      }
+    }
+  } else if (!v.is_null()) {
+    out += pad + yaml_scalar(v) + "\n";
+  }
+}
+
 }  // namespace
+
+std::string to_yaml(const Json& value) {
+  std::string out;
+  render_yaml_value(out, value, 0);
+  return out;
+}
 
 std::string format_value(const Json& v, std::string_view unit) {
   if (v.is_null()) return "-";
@@ -276,6 +324,8 @@ std::string render(const Json& result, const Json& view, bool all, size_t max_wi
       render_fields(out, result, block);
     } else if (kind == "text") {
       render_text(out, result, block, max_width);
+    } else if (kind == "yaml") {
+      if (const Json* v = lookup(result, block.value("rows", ""))) out += to_yaml(*v);
     } else {
       render_table(out, result, block, all, max_width);
     }

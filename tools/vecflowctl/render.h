@@ -15,6 +15,10 @@ namespace vecflowctl {
 // "count", "cycles" or "" for as-is). null prints as "-".
 std::string format_value(const Json& value, std::string_view unit);
 
+// Block-style YAML of a JSON value, null members left out (the appliance file's syntax when
+// the value is the configuration).
+std::string to_yaml(const Json& value);
+
 // The result printed by its view. `all`: keep rows the view hides when zero. `max_width`: the
 // terminal's columns (0: no limit); a wider table loses its trailing text first, then whole
 // columns from the right, and says which. Without a view, the result as indented JSON.

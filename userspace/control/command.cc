@@ -179,7 +179,8 @@ Json View::to_json() const {
     }
     const char* kind = b.kind == Block::Kind::Table    ? "table"
                        : b.kind == Block::Kind::Fields ? "fields"
-                                                       : "text";
+                       : b.kind == Block::Kind::Text   ? "text"
+                                                       : "yaml";
     Json block = {
         {"kind", kind}, {"title", b.title}, {"rows", b.rows}, {"columns", std::move(cols)}};
     if (!b.hide_zero.empty()) block["hide_zero"] = b.hide_zero;
@@ -196,6 +197,10 @@ Block table(std::string title, std::string rows, std::vector<Column> columns,
 
 Block fields(std::string title, std::string object, std::vector<Column> columns) {
   return Block{Block::Kind::Fields, std::move(title), std::move(object), std::move(columns), {}};
+}
+
+Block yaml(std::string value) {
+  return Block{Block::Kind::Yaml, {}, std::move(value), {}, {}};
 }
 
 Block text(std::string title, std::string lines) {

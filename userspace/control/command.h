@@ -136,9 +136,11 @@ struct Column {
 // One block of output: a table over an array of objects (`rows` is a JSON pointer to the
 // array), a list of "name: value" fields of one object (`rows` points to the object), or
 // lines of text written by vecflowd (`rows` points to an array of strings; vecflowctl wraps a
-// line wider than the terminal, continuing it indented), for output no table holds well.
+// line wider than the terminal, continuing it indented), for output no table holds well, or
+// a JSON value printed as YAML (`rows` points to it; null members left out), for a result in
+// the appliance file's syntax.
 struct Block {
-  enum class Kind { Table, Fields, Text };
+  enum class Kind { Table, Fields, Text, Yaml };
   Kind kind = Kind::Table;
   std::string title;
   std::string rows;
@@ -157,6 +159,7 @@ Block table(std::string title, std::string rows, std::vector<Column> columns,
             std::string hide_zero = {});
 Block fields(std::string title, std::string object, std::vector<Column> columns);
 Block text(std::string title, std::string lines);
+Block yaml(std::string value);
 
 // ---- commands ---------------------------------------------------------------------------------
 

@@ -18,10 +18,33 @@ Json opt_prefix(const std::optional<IpPrefix>& p) {
   return p ? Json(p->to_string()) : Json(nullptr);
 }
 
+// As the file writes them: a port as a number, a range as "low-high".
 Json range(const std::optional<PortRange>& r) {
   if (!r) return nullptr;
-  return r->low == r->high ? Json(fmt::format("{}", r->low))
-                           : Json(fmt::format("{}-{}", r->low, r->high));
+  return r->low == r->high ? Json(r->low) : Json(fmt::format("{}-{}", r->low, r->high));
+}
+
+// A protocol by the name the file knows it by (config/reader.cc), else its number.
+Json l4_proto(const std::optional<uint8_t>& p) {
+  if (!p) return nullptr;
+  switch (*p) {
+    case 1:
+      return "icmp";
+    case 6:
+      return "tcp";
+    case 17:
+      return "udp";
+    case 47:
+      return "gre";
+    case 50:
+      return "esp";
+    case 58:
+      return "icmpv6";
+    case 132:
+      return "sctp";
+    default:
+      return *p;
+  }
 }
 
 Json action(const SteerAction& a) {
@@ -98,7 +121,7 @@ std::string_view flow_id_name(FlowIdSource f) {
 Json five_tuple(const FiveTupleMatch& m) {
   return {{"src", opt_prefix(m.src)},
           {"dst", opt_prefix(m.dst)},
-          {"proto", opt(m.l4_proto)},
+          {"proto", l4_proto(m.l4_proto)},
           {"src_port", range(m.src_port)},
           {"dst_port", range(m.dst_port)}};
 }
@@ -110,7 +133,9 @@ Json port_json(const PortConfig& p) {
     // (`status` shows those), so reloading the same file changes nothing.
     Json queues = Json::array();
     for (const auto& q : a->queues) {
-      queues.push_back({{"first", q.first}, {"count", q.count}, {"owner", to_string(q.owner)}});
+      const std::string span = q.count == 1 ? std::to_string(q.first)
+                                            : fmt::format("{}-{}", q.first, q.first + q.count - 1);
+      queues.push_back({{"queues", span}, {"owner", to_string(q.owner)}});
     }
     j["type"] = "afxdp";
     j["interface"] = a->interface;
@@ -141,7 +166,7 @@ Json rule_json(const SteerRule& r) {
                 {"l3", m.l3 ? Json(l3_name(*m.l3)) : Json(nullptr)},
                 {"src", opt_prefix(m.src)},
                 {"dst", opt_prefix(m.dst)},
-                {"proto", opt(m.l4_proto)},
+                {"proto", l4_proto(m.l4_proto)},
                 {"src_port", range(m.src_port)},
                 {"dst_port", range(m.dst_port)}};
   return {
@@ -165,8 +190,10 @@ Json stage_params(const StageConfig& s) {
             std::string_view act = r.action == RouteAction::Forward  ? "forward"
                                    : r.action == RouteAction::Kernel ? "kernel"
                                                                      : "drop";
-            routes.push_back(
-                {{"prefix", r.prefix.to_string()}, {"action", act}, {"nexthops", std::move(hops)}});
+            // A route without next hops (kernel, drop) has no `nexthops` key in the file.
+            routes.push_back({{"prefix", r.prefix.to_string()},
+                              {"action", act},
+                              {"nexthops", hops.empty() ? Json(nullptr) : std::move(hops)}});
           }
           return {{"routes", std::move(routes)},
                   {"from_kernel", p.from_kernel},

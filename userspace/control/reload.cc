@@ -279,7 +279,8 @@ void Reloader::register_commands(Registry& registry) {
         }
         return Json{{*section, all[*section]}};
       },
-      std::nullopt});
+      // Printed as the appliance file's YAML: what vecflowctl prints can be saved and loaded.
+      View{{yaml("")}}});
 
   server_.set_reload_handler([this]() {
     auto log = log::get("control");

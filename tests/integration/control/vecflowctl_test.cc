@@ -818,6 +818,21 @@ TEST_F(VecflowctlTest, HardwareShowsTheDriverQueuesAndTheXdpProgram) {
   EXPECT_EQ(ctl("hardware --port dmz").rc, 2);
 }
 
+// `vecflowctl config` prints the appliance file's YAML: saved and reloaded, it changes nothing.
+TEST_F(VecflowctlTest, ConfigPrintedAsYamlReloadsWithoutAChange) {
+  Exec printed = ctl("config");
+  ASSERT_EQ(printed.rc, 0) << printed.err;
+  EXPECT_NE(printed.out.find("\n  rules:\n    - name: \"arp\"\n"), std::string::npos)
+      << printed.out;
+  const std::string saved = dir_ + "/saved.yaml";
+  std::ofstream(saved) << printed.out;
+  Exec check = run(std::string(VECFLOWD_PATH) + " --check " + saved);
+  EXPECT_EQ(check.rc, 0) << check.out << check.err;
+  const Json r = json("reload " + saved);
+  EXPECT_TRUE(r["changes"].empty()) << r.dump(2);
+  EXPECT_TRUE(r["restart_required"].empty()) << r.dump(2);
+}
+
 // Bash completion asks this vecflowd for its names: ports after --port, route stages after
 // `routes --stage`, log parts and levels after `log level`.
 TEST_F(VecflowctlTest, CompletionOffersTheNamesOfTheRunningAppliance) {

@@ -8,6 +8,7 @@
 #include "control/config_json.h"
 #include "control/metrics.h"
 #include "control/registry.h"
+#include "render.h"
 #include "support/lab.h"
 
 namespace vecflow::control {
@@ -335,6 +336,21 @@ TEST(ConfigJson, ReferenceFileSerialisesEverySection) {
     EXPECT_TRUE(j.contains(s)) << s;
   EXPECT_EQ(j["pipeline"].size(), cfg->pipeline.size());
   EXPECT_EQ(j["control"]["mode"], "0660");
+}
+
+// `vecflowctl config` prints the running configuration as YAML; saved, that text must load
+// into the same configuration (so a reload of it changes nothing), for every shipped file.
+TEST(ConfigJson, PrintedAsYamlItLoadsBackIntoTheSameConfiguration) {
+  for (const char* file : {"configs/reference.yaml", "configs/demo.yaml", "configs/router.yaml",
+                           "configs/edge.yaml", "configs/appliance.yaml"}) {
+    auto cfg = config::load_config(test::source_path(file));
+    ASSERT_TRUE(cfg) << file;
+    const Json j = config_to_json(*cfg);
+    const std::string yaml = vecflowctl::to_yaml(vecflowctl::Json::parse(j.dump()));
+    auto again = config::load_config_text(yaml, "printed.yaml");
+    ASSERT_TRUE(again) << file << ": " << again.error().front().to_string() << "\n" << yaml;
+    EXPECT_EQ(config_to_json(*again), j) << file << "\n" << yaml;
+  }
 }
 
 }  // namespace

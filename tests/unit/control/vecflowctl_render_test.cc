@@ -83,8 +83,9 @@ TEST(Render, TablesFitTheTerminalWithoutCuttingANumber) {
 
 TEST(Render, TextLinesWrapAtSpacesIndentedAndLoseNothing) {
   const Json view = Json::parse(R"([{"kind":"text","title":"","rows":"/lines"}])");
-  const std::string step = "  +47.0 us  lcore 1  sched  queue 0 (acl+route+neighbour) atomic, "
-                           "flow 6, event of 12 packets";
+  const std::string step =
+      "  +47.0 us  lcore 1  sched  queue 0 (acl+route+neighbour) atomic, "
+      "flow 6, event of 12 packets";
   const Json result = {{"lines", Json::array({"packet 1", step})}};
   EXPECT_EQ(render(result, view, false, 0), "packet 1\n" + step + "\n");
   const std::string wrapped = render(result, view, false, 40);
@@ -97,6 +98,27 @@ TEST(Render, TextLinesWrapAtSpacesIndentedAndLoseNothing) {
   const Json long_word = {{"lines", Json::array({std::string(50, 'y')})}};
   EXPECT_EQ(render(long_word, view, false, 30),
             std::string(30, 'y') + "\n    " + std::string(20, 'y') + "\n");
+}
+
+TEST(Render, YamlQuotesStringsLeavesOutNullsAndNestsLists) {
+  const Json v = Json::parse(
+      R"({"name":"demo","port":"22","on":true,"n":3,"skip":null,"empty":[],"none":{},
+          "rules":[{"name":"a","match":{"proto":"tcp","dst_port":22,"src":null}},"x"]})");
+  EXPECT_EQ(to_yaml(v),
+            "name: \"demo\"\n"
+            "port: \"22\"\n"
+            "on: true\n"
+            "n: 3\n"
+            "empty: []\n"
+            "none: {}\n"
+            "rules:\n"
+            "  - name: \"a\"\n"
+            "    match:\n"
+            "      proto: \"tcp\"\n"
+            "      dst_port: 22\n"
+            "  - \"x\"\n");
+  const Json view = Json::parse(R"([{"kind":"yaml","title":"","rows":""}])");
+  EXPECT_EQ(render(Json{{"a", 1}}, view, false), "a: 1\n");
 }
 
 TEST(Render, WithoutAViewPrintsJson) {
