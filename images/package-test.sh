@@ -33,8 +33,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 command -v debootstrap >/dev/null || { echo "package-test: apt-get install debootstrap" >&2; exit 1; }
 if [ -z "$deb" ]; then
-  cmake --build "$repo/build" --target package >/dev/null
-  deb=$(ls -t "$repo"/build/vecflow_*_amd64.deb | head -1)
+  # The real package: dpkg-buildpackage (images/package-check.sh), 10-20 minutes.
+  "$repo/images/package-check.sh" >/dev/null
+  deb=$(ls -t "$repo"/build/deb/vecflow_*_amd64.deb | head -1)
 fi
 
 export LC_ALL=C DEBIAN_FRONTEND=noninteractive
