@@ -41,7 +41,10 @@ case "$1" in
     # (systemd-analyze checks that ExecStart= names an executable).
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
-    sed "s|/usr/sbin/vecflowd|$vecflowd|g" "$unit" >"$tmp/$(basename "$unit")"
+    # The same for its hugepage helper, which lies beside the unit in the source tree.
+    sed -e "s|/usr/sbin/vecflowd|$vecflowd|g" \
+        -e "s|/usr/libexec/vecflow/vecflow-hugepages|$(realpath "$(dirname "$unit")")/vecflow-hugepages|g" \
+        "$unit" >"$tmp/$(basename "$unit")"
     # verify exits 0 on unknown keys and bad values: any message at all is a failure.
     out=$(systemd-analyze verify --man=no "$tmp/$(basename "$unit")" 2>&1) ||
       fail "systemd-analyze verify failed: $out"
@@ -91,7 +94,7 @@ case "$1" in
     dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$tmp/files"
     for f in /usr/sbin/vecflowd /lib/systemd/system/vecflowd.service \
              /usr/lib/sysusers.d/vecflow.conf /usr/lib/tmpfiles.d/vecflow.conf \
-             /usr/lib/vecflow/vecflow-hugepages /usr/lib/systemd/network/70-vecflow-kernel-path.link \
+             /usr/libexec/vecflow/vecflow-hugepages /usr/lib/systemd/network/70-vecflow-kernel-path.link \
              /etc/vecflow/appliance.yaml \
              /usr/share/doc/vecflow/reference.yaml /usr/share/man/man8/vecflowd.8.gz; do
       grep -qx -- "$f" "$tmp/files" || fail "$f missing from the package"
@@ -108,7 +111,7 @@ case "$1" in
         fail "$(basename "$obj") missing from /usr/lib/vecflow/bpf"
     done < <(find "$build" -name '*.bpf.o')
     # Nothing outside the FHS places a package may use.
-    bad=$(grep -vE '^/(etc/vecflow|lib/systemd/system|usr/(s?bin|lib|share))(/|$)|^/(etc|lib|usr)?/?$' \
+    bad=$(grep -vE '^/(etc/vecflow|lib/systemd/system|usr/(s?bin|lib|libexec|share))(/|$)|^/(etc|lib|usr)?/?$' \
           "$tmp/files" | grep -v '/$' || true)
     [ -z "$bad" ] || fail "files outside the expected paths: $bad"
     # Binaries are stripped.
