@@ -46,12 +46,23 @@ deb_name=vecflow_${version}_amd64.deb
 mkdir -p "$out"
 rm -f "$out"/vecflow_* "$out"/vecflow-dbgsym_* "$out/lintian.txt"
 
-# copy_tree DEST: the tree's files as git sees them (tracked, plus untracked not ignored).
+# The tree's files as git sees them (tracked, plus untracked not ignored), copied once: every
+# build (--twice, --chroot) starts from this snapshot, so edits made meanwhile do not leak in.
+# (--prebuilt needs only debian/.)
+snapshot=$out/source
+rm -rf "$snapshot"
+mkdir -p "$snapshot"
+if [ -n "$prebuilt" ]; then
+  cp -a debian "$snapshot/"
+else
+  git ls-files -z --cached --others --exclude-standard |
+    tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -C "$snapshot" -xf -
+fi
+# copy_tree DEST: a fresh copy of the snapshot.
 copy_tree() {
   rm -rf "$1"
   mkdir -p "$1"
-  git ls-files -z --cached --others --exclude-standard |
-    tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -C "$1" -xf -
+  cp -a "$snapshot/." "$1/"
 }
 
 run_lintian() {  # deb
@@ -71,13 +82,13 @@ if [ -n "$prebuilt" ]; then
   rm -rf "$work"
   mkdir -p "$work/vecflow-$version"
   # Only debian/ is needed: the install rules come from the build tree.
-  cp -a debian "$work/vecflow-$version/"
+  cp -a "$snapshot/debian" "$work/vecflow-$version/"
   # -nc: nothing to clean; -d: the build tree is there, whatever Build-Depends say.
   (cd "$work/vecflow-$version" &&
     VECFLOW_PREBUILT=$prebuilt dpkg-buildpackage -us -uc -b -nc -d) >"$work/build.log" 2>&1 ||
     { tail -30 "$work/build.log"; fail "dpkg-buildpackage (prebuilt) failed: $work/build.log"; }
   mv "$work"/vecflow_* "$work"/vecflow-dbgsym_* "$out/" 2>/dev/null || true
-  rm -rf "$work"
+  rm -rf "$work" "$snapshot"
   run_lintian "$out/$deb_name"
   echo "package-check: passed (prebuilt from $prebuilt, $((SECONDS - start)) s): $out/$deb_name"
   exit 0
@@ -154,5 +165,6 @@ if [ "$twice" = 1 ]; then
   rm -rf "$out/first"
   echo "package-check: the two builds are byte-identical"
 fi
+rm -rf "$snapshot"
 run_lintian "$out/$deb_name"
 echo "package-check: passed: $out/$deb_name"
