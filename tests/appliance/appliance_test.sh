@@ -109,7 +109,8 @@ case "$1" in
     while read -r obj; do
       grep -qx -- "/usr/lib/vecflow/bpf/$(basename "$obj")" "$tmp/files" ||
         fail "$(basename "$obj") missing from /usr/lib/vecflow/bpf"
-    done < <(find "$build" -name '*.bpf.o')
+    # (build/bpf only: images and package checks keep chroots under build/ too.)
+    done < <(find "$build/bpf" -name '*.bpf.o')
     # Nothing outside the FHS places a package may use.
     bad=$(grep -vE '^/(etc/vecflow|lib/systemd/system|usr/(s?bin|lib|libexec|share))(/|$)|^/(etc|lib|usr)?/?$' \
           "$tmp/files" | grep -v '/$' || true)
