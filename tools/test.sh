@@ -5,7 +5,7 @@
 # the integration tests labelled "sanitize" and the libFuzzer targets (README "Fuzzing").
 # At the end it prints how long each stage took. The Debian packaging is checked in the ctest
 # stage (appliance_deb_contents: the package debian/rules makes from build/, under lintian,
-# about a minute); the full dpkg-buildpackage is images/package-check.sh, not run here.
+# 40-50 s here); the full dpkg-buildpackage is images/package-check.sh, not run here.
 #
 #   tools/test.sh              everything
 #   tools/test.sh --fast       skip the sanitizer build
