@@ -2,6 +2,16 @@
 """Boots the vecflow appliance image under qemu and sends traffic through it.
 
     sudo images/boot-test.py [--image IMG] [--uefi] [--log FILE]
+                             [--accel auto|kvm|tcg] [--cpu MODEL] [--trafgen PATH]
+
+Accelerator and CPU model: by default probed. With /dev/kvm, each CPU model of KVM_CPU_MODELS
+(`host`, then `kvm64`, which exposes no IA32_ARCH_CAPABILITIES MSR: under nested
+virtualisation `-cpu host` can die on that MSR, and the boot can stop in a KVM emulation
+failure) boots the image alone until the guest kernel's first console line (seconds); the
+first one that gets there is used, else TCG with `-cpu max`. --accel and --cpu override the
+probe; the choice is printed. If the image boot then dies or reports a KVM/firmware error before the login prompt,
+the next probed choice is tried. qemu's death, a KVM error, a firmware boot failure or a
+kernel panic is reported within seconds, with the tail of the serial log.
 
 The guest gets two virtio-net NICs in PCI slots 3 and 4, which the image names wan0 and lan0.
 Each is backed by a tap device created inside its own test network namespace:
@@ -26,8 +36,7 @@ The test then, over the serial console:
 The hosts send what a wire carries (as tools/lab.sh does): no tx checksum offload, TSO or
 GSO on the taps, no IPv6 (its neighbour discovery would only add noise to the counts).
 Prints the boot-to-ready time, every step's duration and the traffic figures. Exit 0 when
-every step passed. Software emulation (TCG) is used when /dev/kvm is absent: count on several
-minutes. Everything it creates (namespaces, taps, the hosts' processes, a copy-on-write
+every step passed. Under software emulation (TCG) count on several minutes. Everything it creates (namespaces, taps, the hosts' processes, a copy-on-write
 overlay of the image, a scratch directory) is removed on exit, failures and SIGTERM
 included; the image itself is never written (qemu -snapshot). Traffic stays between the two
 namespaces and the guest.
@@ -77,8 +86,26 @@ TCP_MSS = 1448  # 1500-byte MTU, IPv4, TCP timestamps: the most payload one segm
 SETTLE_TRIES = 30  # accounting samples (1 s apart) until two in a row agree, nothing in flight
 
 
+# CPU models tried under KVM, best first (see the docstring).
+KVM_CPU_MODELS = ("host", "kvm64")
+TCG_CPU_MODEL = "max"
+PROBE_TIMEOUT_S = 30  # qemu start to the kernel's first line: a few seconds under KVM
+
+# Console text that ends a boot at once: qemu's own errors (stderr shares the console's pipe),
+# KVM failures (qemu stops the guest and stays alive, so nothing else would notice), firmware
+# that found nothing to boot, a guest kernel panic.
+FATAL_CONSOLE = re.compile(
+    r"(KVM internal error.*|.*emulation failure.*|qemu-system-x86_64: .*(?:[Ff]ailed|[Ee]rror|"
+    r"[Aa]ssertion).*|.*Assertion .* failed.*|No bootable device.*|Boot failed.*|"
+    r"Kernel panic - not syncing.*)")
+
+
 class Failure(Exception):
     pass
+
+
+class QemuFailure(Failure):
+    """qemu died or reported a fatal error: another accelerator or CPU model may boot."""
 
 
 def log(msg):
@@ -164,19 +191,48 @@ class Console:
 
     def __init__(self, proc, transcript):
         self.proc, self.buf, self.transcript = proc, "", transcript
+        self.tail = ""  # the last few KB of console text, for failure reports
+        self.pending = ""  # an unfinished last line, for the fatal-text check
+        self.watch_fatal = True  # off once logged in: the test's own output is not qemu's
         os.set_blocking(proc.stdout.fileno(), False)
+
+    def tail_lines(self, n=25):
+        lines = [l for l in self.tail.split("\n") if l.strip()]
+        return "\n".join("    | " + l for l in lines[-n:])
 
     def _read(self, timeout):
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         if not ready:
+            if self.proc.poll() is not None:
+                raise QemuFailure(f"qemu exited (status {self.proc.returncode}); serial log "
+                                  f"ends with:\n{self.tail_lines()}")
             return
         data = os.read(self.proc.stdout.fileno(), 65536)
         if not data:
-            raise Failure(f"qemu exited (status {self.proc.wait()})")
+            status = self.proc.wait()
+            raise QemuFailure(f"qemu exited (status {status}); serial log ends with:\n"
+                              f"{self.tail_lines()}")
         text = data.decode(errors="replace").replace("\r", "")
         self.transcript.write(text)
         self.transcript.flush()
         self.buf += text
+        self.tail = (self.tail + text)[-8192:]
+        if self.watch_fatal:
+            lines = (self.pending + text).split("\n")
+            self.pending = lines.pop()
+            for line in lines:
+                m = FATAL_CONSOLE.search(line)
+                if m:
+                    # A moment for the rest of qemu's report, then the tail with it.
+                    time.sleep(0.5)
+                    try:
+                        more = os.read(self.proc.stdout.fileno(), 65536)
+                        self.tail = (self.tail + more.decode(errors="replace"))[-8192:]
+                        self.transcript.write(more.decode(errors="replace"))
+                    except (BlockingIOError, OSError):
+                        pass
+                    raise QemuFailure(f"fatal console message: {m.group(0).strip()!r}; "
+                                      f"serial log ends with:\n{self.tail_lines()}")
 
     def expect(self, patterns, timeout):
         """Waits for one of the regexes; returns (index, match) and drops the text before it."""
@@ -208,6 +264,68 @@ class Console:
         return int(m.group(2)), m.group(1)
 
 
+def probe(qemu, accel, cpu, image, firmware):
+    """Boots the image alone (no NICs, qemu -snapshot) with this accelerator and CPU model
+    until the guest kernel prints its first line on the serial console: firmware, boot loader
+    and the kernel's entry then ran. Returns None if they did, else why not. (Measured on a
+    nested-KVM machine: SeaBIOS alone runs with every model, then SYSLINUX's switch between
+    real and protected mode stops in a KVM emulation failure: the firmware is not enough.)"""
+    cmd = [qemu, "-machine", "pc", "-m", "512", "-smp", "1", "-accel", accel, "-cpu", cpu,
+           "-display", "none", "-vga", "none", "-serial", "stdio", "-monitor", "none",
+           "-nic", "none", "-no-reboot", "-snapshot",
+           "-drive", f"file={image},format=raw,if=virtio"] + firmware
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    os.set_blocking(proc.stdout.fileno(), False)
+    deadline, text = time.monotonic() + PROBE_TIMEOUT_S, ""
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+            data = os.read(proc.stdout.fileno(), 65536) if ready else b""
+            text += data.decode(errors="replace")
+            fatal = FATAL_CONSOLE.search(text)
+            if fatal:
+                return fatal.group(0).strip()
+            if "Linux version" in text:
+                return None
+            if ready and not data:
+                lines = [l for l in text.replace("\r", "").split("\n") if l.strip()]
+                return f"qemu exited {proc.wait()}: {' / '.join(lines[-3:])}"
+        return f"no kernel message on the serial console in {PROBE_TIMEOUT_S}s"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+
+def choices(args, qemu, firmware):
+    """(accelerator, CPU model, how chosen) to boot with, best first."""
+    if args.accel == "tcg":
+        return [("tcg", args.cpu or TCG_CPU_MODEL, "--accel tcg")]
+    if args.accel == "kvm" and args.cpu:
+        return [("kvm", args.cpu, "--accel kvm --cpu")]
+    found = []
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        if args.accel == "kvm":
+            raise Failure("--accel kvm: /dev/kvm is not there or not accessible")
+        log("accelerator probe: no usable /dev/kvm")
+    else:
+        for cpu in ([args.cpu] if args.cpu else KVM_CPU_MODELS):
+            t = time.monotonic()
+            why = probe(qemu, "kvm", cpu, args.image, firmware)
+            log(f"accelerator probe: kvm -cpu {cpu}: "
+                f"{why or 'the guest kernel starts'} ({time.monotonic() - t:.1f}s)")
+            if why is None:
+                found.append(("kvm", cpu, "probed"))
+        if args.accel == "kvm" and not found:
+            raise Failure("--accel kvm: no CPU model starts the guest kernel under KVM")
+    if args.accel != "kvm":
+        found.append(("tcg", TCG_CPU_MODEL if args.accel == "auto" or not args.cpu else args.cpu,
+                      "fallback" if found else "probed"))
+    return found
+
+
 def login(console):
     console.expect([r"login: "], BOOT_TIMEOUT_S)
     console.send("root\n")
@@ -220,6 +338,9 @@ def login(console):
     # Quiet the kernel on the console, a plain prompt, no echo: command output stays parseable.
     console.send("dmesg -n 1; stty -echo; PS1='# '; export SYSTEMD_PAGER= SYSTEMD_COLORS=0\n")
     console.command("true")
+    # The guest is up: from here the console carries the test's own commands and output
+    # (journal lines may say "failed"); qemu's death is still noticed at once.
+    console.watch_fatal = False
 
 
 def wait_ready(console):
@@ -370,6 +491,11 @@ def main():
     ap.add_argument("--uefi", action="store_true", help="boot with OVMF instead of SeaBIOS")
     ap.add_argument("--log", type=Path, default=REPO / "build/image/boot-test-console.log",
                     help="where the console transcript goes")
+    ap.add_argument("--accel", choices=("auto", "kvm", "tcg"), default="auto",
+                    help="auto: KVM if a probed CPU model starts the guest kernel, else TCG")
+    ap.add_argument("--cpu", help="qemu CPU model (default: probed under KVM, max under TCG)")
+    ap.add_argument("--trafgen", type=Path, default=REPO / "build/tools/trafgen/trafgen",
+                    help="the traffic generator of a build with tests (tools/trafgen)")
     args = ap.parse_args()
 
     if os.geteuid() != 0:
@@ -382,9 +508,9 @@ def main():
     for tool, package in (("nc", "netcat-openbsd"), ("ethtool", "ethtool"), ("ss", "iproute2")):
         if not shutil.which(tool):
             sys.exit(f"boot-test: apt-get install {package}")
-    trafgen = REPO / "build/tools/trafgen/trafgen"
+    trafgen = args.trafgen.resolve()
     if not trafgen.exists():
-        sys.exit("boot-test: build tools/trafgen first: ninja -C build trafgen")
+        sys.exit("boot-test: build tools/trafgen first (ninja -C build trafgen) or give --trafgen")
     ovmf = Path("/usr/share/ovmf/OVMF.fd")
     if args.uefi and not ovmf.exists():
         sys.exit("boot-test: apt-get install ovmf")
@@ -400,28 +526,41 @@ def main():
     try:
         client = Netns(f"vapc{tag}", f"vapw{tag}", CLIENT_IP, GUEST_WAN_IP, WAN_MAC)
         server = Netns(f"vaps{tag}", f"vapl{tag}", SERVER_IP, GUEST_LAN_IP, LAN_MAC)
-        kvm = os.access("/dev/kvm", os.R_OK | os.W_OK)
-        cmd = [qemu, "-machine", "pc", "-m", "1536", "-smp", "2",
-               "-accel", "kvm" if kvm else "tcg,thread=multi",
-               "-cpu", "host" if kvm else "max",
-               "-display", "none", "-vga", "none", "-serial", "stdio", "-monitor", "none",
-               "-nic", "none", "-no-reboot", "-snapshot",
-               "-drive", f"file={args.image},format=raw,if=virtio",
-               "-netdev", f"tap,id=wan,fd={client.tap_fd}",
-               "-device", f"virtio-net-pci,netdev=wan,addr=0x3,mac={WAN_MAC}",
-               "-netdev", f"tap,id=lan,fd={server.tap_fd}",
-               "-device", f"virtio-net-pci,netdev=lan,addr=0x4,mac={LAN_MAC}"]
-        if args.uefi:
-            cmd += ["-bios", str(ovmf)]
-        log(f"booting {args.image.name} ({'KVM' if kvm else 'TCG, no /dev/kvm'}"
-            f"{', UEFI' if args.uefi else ', BIOS'}); console: {args.log}")
-        started = time.monotonic()
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT,
-                                pass_fds=(client.tap_fd, server.tap_fd))
-        console = Console(proc, transcript)
-
-        login(console)
+        firmware = ["-bios", str(ovmf)] if args.uefi else []
+        options = choices(args, qemu, firmware)
+        for n, (accel, cpu, how) in enumerate(options):
+            cmd = [qemu, "-machine", "pc", "-m", "1536", "-smp", "2",
+                   "-accel", "tcg,thread=multi" if accel == "tcg" else accel, "-cpu", cpu,
+                   "-display", "none", "-vga", "none", "-serial", "stdio", "-monitor", "none",
+                   "-nic", "none", "-no-reboot", "-snapshot",
+                   "-drive", f"file={args.image},format=raw,if=virtio",
+                   "-netdev", f"tap,id=wan,fd={client.tap_fd}",
+                   "-device", f"virtio-net-pci,netdev=wan,addr=0x3,mac={WAN_MAC}",
+                   "-netdev", f"tap,id=lan,fd={server.tap_fd}",
+                   "-device", f"virtio-net-pci,netdev=lan,addr=0x4,mac={LAN_MAC}"]
+            cmd += firmware
+            log(f"booting {args.image.name}: accelerator {accel}, -cpu {cpu} ({how})"
+                f"{', UEFI' if args.uefi else ', BIOS'}; console: {args.log}")
+            figures["accelerator, CPU model"] = f"{accel}, {cpu} ({how})"
+            started = time.monotonic()
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT,
+                                    pass_fds=(client.tap_fd, server.tap_fd))
+            console = Console(proc, transcript)
+            try:
+                login(console)
+                break
+            except QemuFailure as e:
+                # Only a probed choice falls back; one the caller forced fails the test.
+                if n + 1 == len(options) or how.startswith("--"):
+                    raise
+                log(f"boot with {accel} -cpu {cpu} failed after "
+                    f"{time.monotonic() - started:.0f}s: {e}")
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
+                proc.stdout.close()
+                proc.stdin.close()
         timings["boot to login prompt"] = time.monotonic() - started
         log(f"logged in on the serial console ({timings['boot to login prompt']:.0f}s)")
         wait_ready(console)
@@ -434,6 +573,12 @@ def main():
         print(guest_ok(console, "systemd-analyze time; ip -br link; ip -br addr; "
                        "journalctl -u vecflowd.service -o cat --no-pager", "guest state"),
               flush=True)
+        # The sandbox as the guest's systemd rates the running service (README: the service).
+        exposure = guest_ok(console, "systemd-analyze security --no-pager vecflowd.service | "
+                            "tail -1", "systemd-analyze security").strip()
+        m = re.search(r"exposure level for vecflowd.service: ([\d.]+)", exposure)
+        figures["systemd-analyze security exposure"] = m.group(1) if m else exposure
+        log(f"systemd-analyze security: {exposure}")
 
         guest_ok(console, "useradd -G vecflow vapop && useradd vapout", "test users")
         status = guest_ok(console, "runuser -u vapop -- vecflowctl status",

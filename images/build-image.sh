@@ -6,7 +6,7 @@
 #
 # Writes DIR/vecflow-<version>-amd64.img (default DIR: build/image) and beside it the
 # package list (.packages) and checksum (.sha256). Without --deb it builds the package
-# first (`ninja -C build package`).
+# first (`images/package-check.sh`: dpkg-buildpackage, 10-20 minutes).
 #
 # How, and why this way rather than mkosi:
 #   1. debootstrap --variant=minbase, then apt-get in the chroot installs a fixed package
@@ -85,10 +85,9 @@ started=$(date +%s)
 step() { printf '[%4ds] %s\n' $(( $(date +%s) - started )) "$*"; }
 
 if [ -z "$deb" ]; then
-  step "building the vecflow package"
-  cmake -S "$repo" -B "$repo/build" -G Ninja >/dev/null
-  cmake --build "$repo/build" --target package >/dev/null
-  deb=$(ls -t "$repo"/build/vecflow_*_amd64.deb | head -1)
+  step "building the vecflow package (images/package-check.sh: dpkg-buildpackage, lintian)"
+  "$repo/images/package-check.sh" >/dev/null
+  deb=$(ls -t "$repo"/build/deb/vecflow_*_amd64.deb | head -1)
 fi
 version=$(dpkg-deb -f "$deb" Version)
 name=vecflow-${version%-*}-amd64

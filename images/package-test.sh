@@ -11,8 +11,10 @@
 #   3. does what an operator does: enables the unit, edits /etc/vecflow/appliance.yaml, adds
 #      /etc/vecflow/site.yaml and a drop-in /etc/systemd/system/vecflowd.service.d/site.conf;
 #   4. `dpkg --purge vecflow`, records again, and compares: the only differences allowed are
-#      the operator's two added files and their directories. Shadow's backups (/etc/group-,
-#      /etc/gshadow-) and dpkg's and apt's own records are not compared.
+#      the operator's two added files and their directories, and the system group vecflow,
+#      which stays in /etc/group and /etc/gshadow (Debian policy: purge leaves system users
+#      and groups). Shadow's backups (/etc/group-, /etc/gshadow-) and dpkg's and apt's own
+#      records are not compared.
 #
 # The debootstrap cache is shared with images/build-image.sh (build/image/cache).
 set -euo pipefail
@@ -33,8 +35,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 command -v debootstrap >/dev/null || { echo "package-test: apt-get install debootstrap" >&2; exit 1; }
 if [ -z "$deb" ]; then
-  cmake --build "$repo/build" --target package >/dev/null
-  deb=$(ls -t "$repo"/build/vecflow_*_amd64.deb | head -1)
+  # The real package: dpkg-buildpackage (images/package-check.sh), 10-20 minutes.
+  "$repo/images/package-check.sh" >/dev/null
+  deb=$(ls -t "$repo"/build/deb/vecflow_*_amd64.deb | head -1)
 fi
 
 export LC_ALL=C DEBIAN_FRONTEND=noninteractive
@@ -107,9 +110,14 @@ printf '[Service]\nEnvironment=VECFLOW_CONFIG=/etc/vecflow/site.yaml\n' \
   >"$root/etc/systemd/system/vecflowd.service.d/site.conf"
 in_root dpkg --purge vecflow >"$work/purge.log" 2>&1 || { cat "$work/purge.log"; fail "purge"; }
 snapshot "$work/after"
+in_root getent group vecflow >/dev/null || fail "purge removed the system group vecflow"
 
 diff "$work/before" "$work/after" | grep '^[<>]' | sort >"$work/diff" || true
 cat >"$work/expected" <<'EOF'
+< -  ./group
+< -  ./gshadow
+> -  ./group
+> -  ./gshadow
 > -  ./systemd/system/vecflowd.service.d/site.conf
 > -  ./vecflow/site.yaml
 > d root:root 755 /etc/systemd/system/vecflowd.service.d
@@ -118,13 +126,14 @@ cat >"$work/expected" <<'EOF'
 > f root:root 644 /etc/vecflow/site.yaml
 EOF
 # Compare paths only for the sha256 lines (their hashes are the operator's content).
-sed -E 's/^> [0-9a-f]{64} /> - /' "$work/diff" | sort >"$work/diff.norm"
+sed -E 's/^([<>]) [0-9a-f]{64} /\1 - /' "$work/diff" | sort >"$work/diff.norm"
 if ! diff -u "$work/expected" "$work/diff.norm"; then
   cat "$work/purge.log"
   fail "purge left or removed more than the operator's files (above: expected vs found)"
 fi
-echo "package-test: passed: installs cleanly; purge leaves only the operator's files:"
-sed 's/^>/ /' "$work/expected" | grep -v '^  -'
+echo "package-test: passed: installs cleanly; purge leaves only the operator's files and the"
+echo "  system group vecflow:"
+sed 's/^>/ /' "$work/expected" | grep -v '^. -'
 cleanup
 mounted=()
 rm -rf "$work"

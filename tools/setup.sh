@@ -15,9 +15,10 @@ PACKAGES=(
   iproute2 iputils-ping netcat-openbsd ethtool kmod clang-format python3
   # control-plane tests: the reference Prometheus text parser, a throwaway-user tool set
   python3-prometheus-client passwd util-linux
-  # the Debian package and its checks (ctest -L appliance): cpack's dpkg-shlibdeps,
-  # systemd-analyze, man page rendering
-  dpkg-dev systemd groff-base file
+  # the Debian package and its checks (ctest -L appliance): debhelper (debian/rules),
+  # lintian, systemd-analyze, man page rendering; debootstrap for images/package-check.sh
+  # --chroot and images/package-test.sh
+  dpkg-dev debhelper lintian debootstrap systemd groff-base file
   # the benchmark suite's curves and its traffic sink (tools/bench/run.sh)
   gnuplot-nox nftables
 )

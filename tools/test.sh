@@ -3,7 +3,9 @@
 # builds and runs every test (unit, BPF, integration, benchmark smoke runs), then the
 # sanitizer build (clang, ASan+UBSan, coverage instrumentation) runs the unit and BPF tests,
 # the integration tests labelled "sanitize" and the libFuzzer targets (README "Fuzzing").
-# At the end it prints how long each stage took.
+# At the end it prints how long each stage took. The Debian packaging is checked in the ctest
+# stage (appliance_deb_contents: the package debian/rules makes from build/, under lintian,
+# 40-50 s here); the full dpkg-buildpackage is images/package-check.sh, not run here.
 #
 #   tools/test.sh              everything
 #   tools/test.sh --fast       skip the sanitizer build

@@ -7,8 +7,10 @@
 #   appliance_test.sh completion FILE TRAFGEN [VECFLOWCTL]
 #                                                    bash completion offers the subcommands
 #                                                    and options the program's help lists
-#   appliance_test.sh deb    BUILD_DIR               the .deb holds the FHS paths, its conffile,
-#                                                    maintainer scripts and plugin dependencies
+#   appliance_test.sh deb    BUILD_DIR               the .deb debian/rules makes from BUILD_DIR
+#                                                    passes lintian and holds the FHS paths, its
+#                                                    conffile, maintainer scripts and plugin
+#                                                    dependencies
 set -euo pipefail
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -39,7 +41,10 @@ case "$1" in
     # (systemd-analyze checks that ExecStart= names an executable).
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
-    sed "s|/usr/sbin/vecflowd|$vecflowd|g" "$unit" >"$tmp/$(basename "$unit")"
+    # The same for its hugepage helper, which lies beside the unit in the source tree.
+    sed -e "s|/usr/sbin/vecflowd|$vecflowd|g" \
+        -e "s|/usr/libexec/vecflow/vecflow-hugepages|$(realpath "$(dirname "$unit")")/vecflow-hugepages|g" \
+        "$unit" >"$tmp/$(basename "$unit")"
     # verify exits 0 on unknown keys and bad values: any message at all is a failure.
     out=$(systemd-analyze verify --man=no "$tmp/$(basename "$unit")" 2>&1) ||
       fail "systemd-analyze verify failed: $out"
@@ -86,13 +91,16 @@ case "$1" in
     build=$2
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
-    (cd "$build" && cpack -G DEB -B "$tmp" >"$tmp/cpack.log" 2>&1) ||
-      { cat "$tmp/cpack.log"; fail "cpack -G DEB failed"; }
-    deb=$(ls "$tmp"/vecflow_*.deb)
+    # The package debian/rules makes from this build tree (no compiling), checked by lintian
+    # (-I -E --pedantic, no error or warning); images/package-check.sh without --prebuilt is
+    # the full dpkg-buildpackage.
+    "$(dirname "$0")/../../images/package-check.sh" --prebuilt "$build" --out "$tmp" ||
+      fail "package-check.sh --prebuilt failed"
+    deb=$(ls "$tmp"/vecflow_*_amd64.deb)
     dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' >"$tmp/files"
     for f in /usr/sbin/vecflowd /lib/systemd/system/vecflowd.service \
              /usr/lib/sysusers.d/vecflow.conf /usr/lib/tmpfiles.d/vecflow.conf \
-             /usr/lib/sysctl.d/60-vecflow-hugepages.conf /usr/lib/systemd/network/70-vecflow-kernel-path.link \
+             /usr/libexec/vecflow/vecflow-hugepages /usr/lib/systemd/network/70-vecflow-kernel-path.link \
              /etc/vecflow/appliance.yaml \
              /usr/share/doc/vecflow/reference.yaml /usr/share/man/man8/vecflowd.8.gz; do
       grep -qx -- "$f" "$tmp/files" || fail "$f missing from the package"
@@ -107,9 +115,10 @@ case "$1" in
     while read -r obj; do
       grep -qx -- "/usr/lib/vecflow/bpf/$(basename "$obj")" "$tmp/files" ||
         fail "$(basename "$obj") missing from /usr/lib/vecflow/bpf"
-    done < <(find "$build" -name '*.bpf.o' -not -path '*/_CPack_Packages/*')
+    # (build/bpf only: images and package checks keep chroots under build/ too.)
+    done < <(find "$build/bpf" -name '*.bpf.o')
     # Nothing outside the FHS places a package may use.
-    bad=$(grep -vE '^/(etc/vecflow|lib/systemd/system|usr/(s?bin|lib|share))(/|$)|^/(etc|lib|usr)?/?$' \
+    bad=$(grep -vE '^/(etc/vecflow|lib/systemd/system|usr/(s?bin|lib|libexec|share))(/|$)|^/(etc|lib|usr)?/?$' \
           "$tmp/files" | grep -v '/$' || true)
     [ -z "$bad" ] || fail "files outside the expected paths: $bad"
     # Binaries are stripped.
@@ -128,10 +137,15 @@ case "$1" in
     [ "$(cat "$tmp/control/conffiles")" = /etc/vecflow/appliance.yaml ] ||
       fail "conffiles must list /etc/vecflow/appliance.yaml"
     depends=$(dpkg-deb -f "$deb" Depends)
-    # shlibdeps found the linked libraries; the EAL plugins are declared by name.
+    # shlibdeps found the linked libraries; the EAL plugins the default appliance file needs
+    # are declared by name (debian/control), the test and example drivers are not Depends.
     for d in librte-eal23 libsystemd0 libyaml-cpp librte-mempool-ring23 librte-bus-vdev23 \
-             librte-net-af-xdp23 librte-net-af-packet23 systemd; do
+             librte-net-af-xdp23 systemd; do
       grep -q -- "$d" <<<"$depends" || fail "Depends lacks $d: $depends"
+    done
+    for d in librte-net-pcap23 librte-net-null23 librte-net-ring23 librte-net-tap23 \
+             librte-net-vhost23 librte-event-sw23 librte-event-dsw23; do
+      if grep -q -- "$d" <<<"$depends"; then fail "Depends names $d (a test or example driver)"; fi
     done
     echo "ok: $(basename "$deb"): $(wc -l <"$tmp/files") paths, Depends: $depends"
     ;;

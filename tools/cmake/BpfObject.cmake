@@ -44,9 +44,14 @@ function(vecflow_bpf_object name source)
     list(APPEND incs -I${abs})
   endforeach()
 
+  # Warnings fail the BPF build as they fail the C++ one (VECFLOW_WERROR; off in the package).
+  set(werror "")
+  if(VECFLOW_WERROR)
+    set(werror -Werror)
+  endif()
   add_custom_command(
     OUTPUT ${obj}
-    COMMAND ${VECFLOW_BPF_CLANG} -target bpf -O2 -g -Wall -Werror
+    COMMAND ${VECFLOW_BPF_CLANG} -target bpf -O2 -g -Wall ${werror}
             -D__TARGET_ARCH_x86 -I/usr/include/${VECFLOW_MULTIARCH} ${incs}
             -c ${src} -o ${obj}
     DEPENDS ${src} ${ARG_DEPENDS}

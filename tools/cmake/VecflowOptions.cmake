@@ -20,6 +20,10 @@ endif()
 option(VECFLOW_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
 option(VECFLOW_FUZZ "Also build the libFuzzer targets (clang 17+, implies VECFLOW_SANITIZE)" OFF)
 option(VECFLOW_WERROR "Treat warnings as errors" ON)
+# OFF builds only what the Debian package installs (vecflowd, vecflowctl, the BPF objects):
+# the package build (debian/rules) does not compile the tests, benchmarks and test tools,
+# nor needs their Build-Depends (GoogleTest, Google Benchmark).
+option(VECFLOW_TESTS "Build the tests, benchmarks and test tools" ON)
 
 add_compile_options(-Wall -Wextra)
 # The project's libraries are static and end up only in its executables, so thread-locals
