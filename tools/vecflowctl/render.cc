@@ -213,7 +213,15 @@ void render_table(std::string& out, const Json& result, const Json& block, bool 
     std::string names;
     for (const auto& d : dropped)
       names += (names.empty() ? "" : ", ") + d;
-    out += fmt::format("({} not shown at this width; --json has them)\n", names);
+    // The note itself is cut at the last space that fits, not inside a word.
+    std::string note = fmt::format("({} not shown at this width; --json has them)", names);
+    while (max_width > 0 && note.size() > max_width) {
+      size_t cut = note.rfind(' ', max_width);
+      if (cut == std::string::npos || cut == 0) cut = max_width;
+      out += note.substr(0, cut) + "\n";
+      note = note.substr(cut == max_width ? cut : cut + 1);
+    }
+    out += note + "\n";
   }
 }
 

@@ -222,7 +222,20 @@ void register_status(Registry& registry, StatusSource source) {
                    {"AT START", "interface_queues_at_start", Unit::Count},
                    {"UNREAD", "unread_queues"},
                    {"NOT READ", "queue_not_read", Unit::Count},
-                   {"STATE", "state"}})}}});
+                   {"STATE", "state"}}),
+            table("xdp", "/steering",
+                  {{"PORT", "port"},
+                   {"INTERFACE", "interface"},
+                   {"PROGRAM", "prog_id"},
+                   {"ATTACH", "attach"},
+                   {"MODE", "mode"},
+                   {"STATE", "state"},
+                   {"DETACHES", "detaches", Unit::Count},
+                   {"REATTACHES", "reattaches", Unit::Count}}),
+            fields("dpdk tools", "/dpdk_tools",
+                   {{"telemetry", "/telemetry"},
+                    {"dpdk-dumpcap", "/pdump"},
+                    {"why not", "/pdump_detail"}})}}});
 }
 
 void register_runtime(Registry& registry, Runtime& runtime) {

@@ -15,8 +15,16 @@ Tracer& tracer() noexcept {
 
 void Tracer::arm(uint32_t count, const rte_bpf* filter) noexcept {
   // Nothing marks while this runs: the caller installs the rx hooks only afterwards.
-  generation_.store((generation_.load(std::memory_order_relaxed) + 1) & 0x3f,
-                    std::memory_order_relaxed);
+  const uint32_t generation = (generation_.load(std::memory_order_relaxed) + 1) & 0x3f;
+  // Records of the trace 64 generations ago that carried this number are still in the ring
+  // unless overwritten: forget them, so they are not read as this trace's. No lcore writes
+  // any (no packet of that trace can still be in flight).
+  for (uint32_t i = 0; i < kMaxRecords; ++i) {
+    const uint32_t id = slots_[i].id.load(std::memory_order_relaxed);
+    if (((id & 0xffff) >> kNumberBits) == generation)
+      slots_[i].id.store(0, std::memory_order_relaxed);
+  }
+  generation_.store(generation, std::memory_order_relaxed);
   first_slot_.store(next_slot_.load(std::memory_order_relaxed), std::memory_order_relaxed);
   filter_.store(filter, std::memory_order_relaxed);
   taken_.store(0, std::memory_order_relaxed);

@@ -346,7 +346,7 @@ void register_ports(Registry& registry, std::vector<Port*> ports) {
                   {{"PORT", "port"},
                    {"COUNTER", "name"},
                    {"VALUE", "value", Unit::Count},
-                   {"RATE", "rate", Unit::Count}},
+                   {"PER SECOND", "rate", Unit::Count}},
                   "/value")}}});
 
   (void)registry.add_command(Command{
