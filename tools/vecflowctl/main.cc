@@ -260,7 +260,6 @@ int main(int argc, char** argv) {
            {"buffers", "Buffer pools, buffers lent to the kernel, EAL heaps, process memory"},
            {"commands", "The commands this vecflowd serves"},
            {"steering", "XDP steering: hits per rule and action, parse errors"},
-           {"sched", "Scheduler: per worker busy/idle, events, vectors, migrations"},
            {"confirm", "Keep a reload made with --confirm-within"},
            {"rollback", "Revert a reload made with --confirm-within now"}}) {
     std::string name = s.name;
@@ -308,6 +307,15 @@ int main(int argc, char** argv) {
   pipe->callback([&] {
     command = "pipeline";
     if (pipe_lcore) args["lcore"] = *pipe_lcore;
+  });
+
+  auto* sched = app.add_subcommand(
+      "sched", "Scheduler: per lcore's rx adapters and workers, busy/idle, events, vectors");
+  std::optional<unsigned> sched_lcore;
+  sched->add_option("--lcore", sched_lcore, "Only this lcore's rx adapters and workers");
+  sched->callback([&] {
+    command = "sched";
+    if (sched_lcore) args["lcore"] = *sched_lcore;
   });
 
   auto* metrics = app.add_subcommand("metrics", "Every counter, the numbers /metrics serves");

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "control/capture.h"
+#include "server_fixture.h"
 #include "support/eal_env.h"
 
 namespace vecflow::control {
@@ -81,35 +82,18 @@ std::vector<Packet> read_pcap(const std::string& path, std::string* ifname = nul
   return out;
 }
 
-class CaptureTest : public ::testing::Test {
+class CaptureTest : public test::ServerFixture {
  protected:
   void SetUp() override {
     VECFLOW_REQUIRE_EAL();
-    char tmpl[] = "/tmp/vct-cap-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    ServerOptions o;
-    o.socket_path = dir_ + "/c.sock";
-    o.group = "";
-    auto s = ControlServer::create(o, registry_);
-    ASSERT_TRUE(s) << s.error().message;
-    server_ = *s;
+    ServerFixture::SetUp();
     captures_ = std::make_unique<CaptureManager>(*server_, tap_, dir_ + "/captures",
                                                  std::vector<std::string>{"wan", "lan"});
     captures_->register_commands(registry_);
   }
   void TearDown() override {
     captures_.reset();
-    server_.reset();
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
-  Json call(const std::string& command, Json args) {
-    Request r;
-    r.command = command;
-    r.args = std::move(args);
-    Peer root;
-    root.may_change = true;
-    return registry_.dispatch(r, root, server_->rates());
+    ServerFixture::TearDown();
   }
   void offer(CaptureDirection dir, std::vector<rte_mbuf*> pkts) {
     for (auto& s : tap_.sinks)
@@ -117,17 +101,7 @@ class CaptureTest : public ::testing::Test {
     for (auto* m : pkts)
       rte_pktmbuf_free(m);  // the data path keeps its packets: the sink copied them
   }
-  void pump(std::chrono::milliseconds d) {
-    auto until = std::chrono::steady_clock::now() + d;
-    while (std::chrono::steady_clock::now() < until) {
-      server_->poll();
-      std::this_thread::sleep_for(2ms);
-    }
-  }
 
-  std::string dir_;
-  Registry registry_;
-  std::shared_ptr<ControlServer> server_;
   TestTap tap_;
   std::unique_ptr<CaptureManager> captures_;
 };

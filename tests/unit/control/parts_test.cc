@@ -377,6 +377,15 @@ TEST(SchedPart, VectorsEventsAndBusyShareOfAWorker) {
             (Columns{"QUEUE", "NAME", "TYPE", "IN", "IN/S", "OUT", "OUT/S"}));
   EXPECT_NE(text.find("backend:"), std::string::npos);
 
+  // One lcore's share: its adapters and workers; the queues stay the whole scheduler's.
+  const Json on0 = run(registry, rates, "sched", {{"lcore", 0}})["result"];
+  EXPECT_EQ(on0["rx_adapters"].size(), 1u);
+  EXPECT_EQ(on0["workers"].size(), 1u);
+  const Json on1 = run(registry, rates, "sched", {{"lcore", 1}})["result"];
+  EXPECT_TRUE(on1["rx_adapters"].empty());
+  EXPECT_TRUE(on1["workers"].empty());
+  EXPECT_EQ(on1["queues"].size(), 1u);
+
   Json args = Json::object();
   Snapshot now = registry.collect();
   Json status = registry.status_sections(CommandContext{args, Peer{}, now, rates});

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "control/reload.h"
+#include "server_fixture.h"
 
 namespace vecflow::control {
 namespace {
@@ -22,18 +23,10 @@ ports:
   - {name: wan, type: afxdp, interface: veth-r0}
 )";
 
-class ReloadTest : public ::testing::Test {
+class ReloadTest : public test::ServerFixture {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/vct-rel-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    ServerOptions o;
-    o.socket_path = dir_ + "/c.sock";
-    o.group = "";
-    auto s = ControlServer::create(o, registry_);
-    ASSERT_TRUE(s) << s.error().message;
-    server_ = *s;
+    ServerFixture::SetUp();
     auto cfg = config::load_config(write("base.yaml", kBase));
     ASSERT_TRUE(cfg);
     running_ = *cfg;
@@ -52,8 +45,7 @@ class ReloadTest : public ::testing::Test {
   }
   void TearDown() override {
     reloader_.reset();
-    server_.reset();
-    std::filesystem::remove_all(dir_);
+    ServerFixture::TearDown();
   }
 
   std::string write(const std::string& name, const std::string& text) {
@@ -66,25 +58,6 @@ class ReloadTest : public ::testing::Test {
     t.replace(t.find(from), from.size(), to);
     return t;
   }
-  void pump(std::chrono::milliseconds d) {
-    auto until = std::chrono::steady_clock::now() + d;
-    while (std::chrono::steady_clock::now() < until) {
-      server_->poll();
-      std::this_thread::sleep_for(5ms);
-    }
-  }
-  Json call(const std::string& command, Json args = Json::object()) {
-    Request r;
-    r.command = command;
-    r.args = std::move(args);
-    Peer root;
-    root.may_change = true;
-    return registry_.dispatch(r, root, server_->rates());
-  }
-
-  std::string dir_;
-  Registry registry_;
-  std::shared_ptr<ControlServer> server_;
   config::ApplianceConfig running_;
   std::unique_ptr<Reloader> reloader_;
   std::string part_name_ = "before";

@@ -7,21 +7,20 @@
 #include <rte_mbuf.h>
 
 #include <chrono>
-#include <filesystem>
-#include <thread>
 
 #include "../pipeline/frames.h"
 #include "control/capture.h"
 #include "control/trace.h"
 #include "core/drop_reason.h"
+#include "server_fixture.h"
 #include "support/eal_env.h"
 
 namespace vecflow::control {
 namespace {
 
 using namespace std::chrono_literals;
-using test::FrameSpec;
-using test::make_frame;
+using vecflow::test::FrameSpec;
+using vecflow::test::make_frame;
 
 struct Burst {
   std::vector<rte_mbuf*> pkts;
@@ -117,7 +116,7 @@ TEST(TraceWords, FramesAndSteps) {
   FrameSpec icmp;
   icmp.proto = IPPROTO_ICMP;
   EXPECT_NE(summary(icmp).find("IPv4 ICMP 10.0.0.1 > 10.0.0.2"), std::string::npos);
-  rte_mbuf* arp = test::make_arp(0);
+  rte_mbuf* arp = vecflow::test::make_arp(0);
   EXPECT_TRUE(summarize_frame(rte_pktmbuf_mtod(arp, const uint8_t*), rte_pktmbuf_data_len(arp))
                   .starts_with("ARP "));
   rte_pktmbuf_free(arp);
@@ -169,19 +168,11 @@ class TestTraceTap final : public TraceTap {
   bool rx = false, tx = false;
 };
 
-class TraceCommandTest : public ::testing::Test {
+class TraceCommandTest : public test::ServerFixture {
  protected:
   void SetUp() override {
     VECFLOW_REQUIRE_EAL();
-    char tmpl[] = "/tmp/vct-trace-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    ServerOptions o;
-    o.socket_path = dir_ + "/c.sock";
-    o.group = "";
-    auto s = ControlServer::create(o, registry_);
-    ASSERT_TRUE(s) << s.error().message;
-    server_ = *s;
+    ServerFixture::SetUp();
     TraceNames names;
     names.ports = {"wan", "lan"};
     names.stages = {"route"};
@@ -191,28 +182,9 @@ class TraceCommandTest : public ::testing::Test {
   }
   void TearDown() override {
     traces_.reset();
-    server_.reset();
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
-  Json call(const std::string& command, Json args) {
-    Request r;
-    r.command = command;
-    r.args = std::move(args);
-    Peer root;
-    root.may_change = true;
-    return registry_.dispatch(r, root, server_->rates());
-  }
-  void pump(std::chrono::milliseconds d) {
-    auto until = std::chrono::steady_clock::now() + d;
-    while (std::chrono::steady_clock::now() < until) {
-      server_->poll();
-      std::this_thread::sleep_for(2ms);
-    }
+    ServerFixture::TearDown();
   }
 
-  std::string dir_;
-  Registry registry_;
-  std::shared_ptr<ControlServer> server_;
   TestTraceTap tap_;
   std::unique_ptr<TraceManager> traces_;
 };

@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include <rte_lcore.h>
+
 #include "control/families.h"
 #include "control/values.h"
 
@@ -243,10 +245,15 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
       "sched",
       "Scheduler: events per queue and worker, vectors formed and why they closed, busy/idle "
       "per worker, migrations, backpressure",
-      Access::Read, "",
+      Access::Read, "[lcore=N]",
       [&scheduler, rx_adapters, workers](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {});
+        ArgReader a(ctx.args, {"lcore"});
+        // One lcore's adapters and workers; the queues and totals stay the whole scheduler's.
+        const auto only = a.uint("lcore", 0, RTE_MAX_LCORE - 1);
         if (auto e = a.error()) return std::unexpected(*e);
+        auto wanted = [&only](const std::string& lcore) {
+          return !only || lcore == std::to_string(*only);
+        };
         const Snapshot& s = ctx.snapshot;
         const RateWindow& rates = ctx.rates;
 
@@ -268,6 +275,7 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
         Json adapters = Json::array();
         for (const sched::RxAdapter* rx : rx_adapters) {
           const std::string& n = rx->name();
+          if (!wanted(lcore_of(s, n))) continue;
           uint64_t vectors = s.count(kRxVectors, {n});
           uint64_t in_vectors = s.count(kRxVectorPackets, {n});
           auto vec_rate = rates.rate(kRxVectors, {n});
@@ -313,6 +321,7 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
           auto backlog = s.get(kPortBacklog, {"worker", port});
           auto backlog_packets = s.get(kPortBacklogPackets, {"worker", port});
           const std::string lcore = lcore_of(s, n);
+          if (!wanted(lcore)) continue;
           // A stalled lcore (runtime/lcore.h) does not run this worker: its flows wait.
           auto stalled = lcore.empty() ? std::nullopt : s.get(kLcoreStalled, {lcore});
           worker_rows.push_back(
