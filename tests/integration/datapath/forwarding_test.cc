@@ -178,7 +178,7 @@ TEST_F(Forwarding, UdpFloodIsAccountedPacketForPacket) {
   // Every frame sent met the XDP program and its rule, which lifted it to user space.
   EXPECT_EQ(flood_hits(steer) - flood_hits(steer0), kPackets);
   // The receiver got what vecflowd transmitted (its socket dropped nothing).
-  EXPECT_EQ(rx["socket_drops"].get<uint64_t>(), 0u);
+  EXPECT_EQ(rx["socket_drops"].get<uint64_t>(), 0u) << rx.dump();
   EXPECT_EQ(rx["received"].get<uint64_t>(), d(wan0, wan, "tx_packets"));
   EXPECT_EQ(rx["reordered"].get<uint64_t>(), 0u);
   // Lifted = received by vecflowd + dropped on the way to it (AF_XDP rings full, counted by
