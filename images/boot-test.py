@@ -573,7 +573,7 @@ def main():
         print(guest_ok(console, "systemd-analyze time; ip -br link; ip -br addr; "
                        "journalctl -u vecflowd.service -o cat --no-pager", "guest state"),
               flush=True)
-        # The sandbox as the guest's systemd rates the running service (README: the service).
+        # The sandbox as the guest's systemd rates the running service (vecflowd(8): SERVICE).
         exposure = guest_ok(console, "systemd-analyze security --no-pager vecflowd.service | "
                             "tail -1", "systemd-analyze security").strip()
         m = re.search(r"exposure level for vecflowd.service: ([\d.]+)", exposure)

@@ -15,6 +15,8 @@ PACKAGES=(
   iproute2 iputils-ping netcat-openbsd ethtool kmod clang-format python3
   # control-plane tests: the reference Prometheus text parser, a throwaway-user tool set
   python3-prometheus-client passwd util-linux
+  # the man pages' coverage test (tests/appliance/man_coverage.py) reads configs/reference.yaml
+  python3-yaml
   # the Debian package and its checks (ctest -L appliance): debhelper (debian/rules),
   # lintian, systemd-analyze, man page rendering; debootstrap for images/package-check.sh
   # --chroot and images/package-test.sh

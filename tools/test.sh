@@ -2,7 +2,8 @@
 # The whole test suite on a fresh Debian 12 machine: installs what is missing, configures,
 # builds and runs every test (unit, BPF, integration, benchmark smoke runs), then the
 # sanitizer build (clang, ASan+UBSan, coverage instrumentation) runs the unit and BPF tests,
-# the integration tests labelled "sanitize" and the libFuzzer targets (README "Fuzzing").
+# the integration tests labelled "sanitize" and the libFuzzer targets (tests/README.md,
+# "Fuzzing").
 # At the end it prints how long each stage took. The Debian packaging is checked in the ctest
 # stage (appliance_deb_contents: the package debian/rules makes from build/, under lintian,
 # 40-50 s here); the full dpkg-buildpackage is images/package-check.sh, not run here.

@@ -3,6 +3,7 @@
 #
 #   appliance_test.sh man    PROGRAM MAN_PAGE[.gz]        every option of --help is documented,
 #                                                    the page renders without groff warnings
+#   appliance_test.sh render PAGE...               each page renders without groff warnings
 #   appliance_test.sh unit   VECFLOWD UNIT           systemd-analyze verify says nothing
 #   appliance_test.sh completion FILE TRAFGEN [VECFLOWCTL]
 #                                                    bash completion offers the subcommands
@@ -33,6 +34,15 @@ case "$1" in
     warnings=$(sed 's/@VERSION@/0/' "$page" | groff -man -ww -z 2>&1)
     [ -z "$warnings" ] || fail "groff warnings in $page:"$'\n'"$warnings"
     echo "ok: $(echo "$opts" | wc -l) options documented, page renders cleanly"
+    ;;
+
+  render)
+    shift
+    for page in "$@"; do
+      warnings=$(sed 's/@VERSION@/0/' "$page" | groff -man -ww -z 2>&1)
+      [ -z "$warnings" ] || fail "groff warnings in $page:"$'\n'"$warnings"
+    done
+    echo "ok: $# pages render cleanly"
     ;;
 
   unit)
@@ -102,7 +112,8 @@ case "$1" in
              /usr/lib/sysusers.d/vecflow.conf /usr/lib/tmpfiles.d/vecflow.conf \
              /usr/libexec/vecflow/vecflow-hugepages /usr/lib/systemd/network/70-vecflow-kernel-path.link \
              /etc/vecflow/appliance.yaml \
-             /usr/share/doc/vecflow/reference.yaml /usr/share/man/man8/vecflowd.8.gz; do
+             /usr/share/doc/vecflow/reference.yaml /usr/share/man/man8/vecflowd.8.gz \
+             /usr/share/man/man5/vecflow.yaml.5.gz /usr/share/man/man7/vecflow-control.7.gz; do
       grep -qx -- "$f" "$tmp/files" || fail "$f missing from the package"
     done
     if [ -x "$build/tools/vecflowctl/vecflowctl" ]; then

@@ -1,5 +1,5 @@
 // The client side of the control protocol: one unix-socket connection to vecflowd, one JSON
-// request line out, one reply line back (README "Control protocol").
+// request line out, one reply line back (vecflow-control(7)).
 #pragma once
 
 #include <chrono>
@@ -12,7 +12,7 @@ namespace vecflowctl {
 
 using Json = nlohmann::ordered_json;
 
-// vecflowctl's exit status (README "vecflowctl"); scripts branch on these.
+// vecflowctl's exit status (vecflowctl(1), EXIT STATUS); scripts branch on these.
 enum ExitCode : int {
   kOk = 0,
   kCommandFailed = 1,  // vecflowd refused or could not do it (reason on stderr)

@@ -6,7 +6,7 @@
 //   vecflowctl --json accounting | jq ...  the same data for scripts
 //   vecflowctl reload /etc/vecflow/appliance.yaml --confirm-within 60
 //
-// Exit status: see ExitCode in client.h and the README.
+// Exit status: see ExitCode in client.h and vecflowctl(1).
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <unistd.h>

@@ -27,7 +27,7 @@ namespace vecflow::control {
 // Key order is kept so replies read in the order a handler wrote them.
 using Json = nlohmann::ordered_json;
 
-// Version of the request/response protocol (README "Control protocol"). A request may name
+// Version of the request/response protocol (vecflow-control(7)). A request may name
 // the version it speaks; the server answers requests of versions it knows and refuses others.
 inline constexpr int kProtocolVersion = 1;
 

@@ -19,7 +19,7 @@
 
 namespace vecflow::control {
 
-// One parsed request line (README "Control protocol").
+// One parsed request line (vecflow-control(7)).
 struct Request {
   Json id;              // echoed in the reply; null when absent
   std::string command;  // "status"

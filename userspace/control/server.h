@@ -1,5 +1,5 @@
 // The control server: a runtime Service on the control lcore that serves the Registry over a
-// unix socket (newline-delimited JSON, README "Control protocol") and, when configured, the
+// unix socket (newline-delimited JSON, vecflow-control(7)) and, when configured, the
 // Prometheus /metrics endpoint over HTTP. Both run on one Boost.Asio io_context that poll()
 // steps without blocking; WakeSet (wake_set.h) lets the lcore sleep while nothing happens.
 //

@@ -29,19 +29,19 @@ TEST(DropReason, NamesRoundTripAndAreUnique) {
   EXPECT_FALSE(drop_reason_from_name("no_such_reason"));
 }
 
-// README.md's table of drop reasons is the enum's, in order, with the same meanings: the
-// documentation cannot drift from the list the counters use.
-TEST(DropReason, ReadmeTableIsTheList) {
-  std::ifstream in(test::source_path("README.md"));
+// docs/drop-reasons.md's table of drop reasons is the enum's, in order, with the same
+// meanings: the documentation cannot drift from the list the counters use.
+TEST(DropReason, DocsTableIsTheList) {
+  std::ifstream in(test::source_path("docs/drop-reasons.md"));
   std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string begin = "<!-- drop-reasons:", end = "<!-- end drop-reasons -->";
   size_t b = readme.find(begin);
-  ASSERT_NE(b, std::string::npos) << "README.md has no drop-reasons block";
+  ASSERT_NE(b, std::string::npos) << "docs/drop-reasons.md has no drop-reasons block";
   b = readme.find('\n', b) + 1;
   size_t e = readme.find(end, b);
   ASSERT_NE(e, std::string::npos);
   EXPECT_EQ(readme.substr(b, e - b), drop_reasons_markdown())
-      << "README.md's drop-reason table is stale: replace it with the output of "
+      << "docs/drop-reasons.md's drop-reason table is stale: replace it with the output of "
          "`vecflowd --list-drop-reasons`";
 }
 
