@@ -1,19 +1,16 @@
 #include "io/afxdp/afxdp_port.h"
 
 #include <fcntl.h>
-#include <linux/if_link.h>
 #include <linux/if_xdp.h>
 #include <linux/sockios.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <set>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -23,8 +20,7 @@
 #include <xdp/xsk.h>
 
 #include "core/log.h"
-#include "io/afxdp/xsk_fds.h"
-#include "io/dpdk/ethdev.h"
+#include "io/afxdp/pmd_queue.h"
 #include "io/packet_pool.h"
 #include "io/rx_queues.h"
 
@@ -65,8 +61,7 @@ struct Queue {
   uint16_t device_queue = 0;
   QueueOwner owner = QueueOwner::Vecflow;
   std::unique_ptr<Xsk> xsk;  // vecflow-owned queues, while started
-  EthDevice dpdk;            // DPDK-owned queues: the net_af_xdp device serving this queue
-  int pmd_fd = -1;           // that device's AF_XDP socket (borrowed; io/afxdp/xsk_fds.h)
+  PmdQueue pmd;              // DPDK-owned queues (io/afxdp/pmd_queue.h)
 };
 
 // A packet leaves through AF_XDP as it is when its bytes sit in one buffer of the pool that
@@ -78,105 +73,6 @@ inline bool goes_as_is(const PacketPool& pool, const rte_mbuf* m) noexcept {
 // Wraps a libbpf/libxdp -errno result.
 std::string err_text(int rc) {
   return strerror(rc < 0 ? -rc : rc);
-}
-
-// DPDK 22.11's net_af_xdp does not free the buffers its socket holds when it closes: those in
-// its fill ring, and those the kernel delivered or completed that it has not read yet. They are
-// pool buffers (its UMEM is the pool), so the port reads the socket's rings itself before the
-// PMD closes and frees them after. Ring sizes: the PMD's fill ring has 4096 entries and its
-// completion ring 2048 (ETH_AF_XDP_DFLT_NUM_DESCS in 22.11), rx and tx the descriptors we gave.
-// A mapping is checked to be exactly that large (a ring twice the size would map twice as
-// long), so a PMD with other sizes is detected and its buffers left alone rather than guessed.
-constexpr uint32_t kPmdFillEntries = 4096;
-constexpr uint32_t kPmdCompEntries = 2048;
-
-class MappedRing {
- public:
-  // Maps `entries` entries of `entry_size` bytes at `pgoff`; empty unless the ring has exactly
-  // that many entries (whole pages of them: rings below a page cannot be told apart).
-  MappedRing(int fd, uint64_t pgoff, const xdp_ring_offset& off, uint32_t entries,
-             uint32_t entry_size, bool exact)
-      : len_(off.desc + uint64_t{entries} * entry_size),
-        off_(off),
-        mask_(entries - 1),
-        entry_size_(entry_size) {
-    void* p = mmap(nullptr, len_, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(pgoff));
-    if (p == MAP_FAILED) return;
-    if (exact) {
-      // One page past the expected length must not map if the ring is that size.
-      void* bigger =
-          mmap(nullptr, len_ + 4096, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(pgoff));
-      if (bigger != MAP_FAILED) {
-        munmap(bigger, len_ + 4096);
-        munmap(p, len_);
-        return;
-      }
-    }
-    base_ = static_cast<uint8_t*>(p);
-  }
-  ~MappedRing() {
-    if (base_) munmap(base_, len_);
-  }
-  bool ok() const { return base_ != nullptr; }
-  // The UMEM addresses in [consumer, producer): entries handed over and not yet taken back.
-  void collect(std::vector<uint64_t>& out) const {
-    uint32_t prod = *reinterpret_cast<const volatile uint32_t*>(base_ + off_.producer);
-    uint32_t cons = *reinterpret_cast<const volatile uint32_t*>(base_ + off_.consumer);
-    for (uint32_t i = cons; i != prod; ++i) {
-      uint64_t a;
-      std::memcpy(&a, base_ + off_.desc + uint64_t{i & mask_} * entry_size_, sizeof(a));
-      out.push_back(xsk_umem__extract_addr(a));
-    }
-  }
-
- private:
-  uint8_t* base_ = nullptr;
-  uint64_t len_;
-  xdp_ring_offset off_;
-  uint32_t mask_;
-  uint32_t entry_size_;
-};
-
-// The UMEM addresses of every buffer the PMD's socket `fd` still holds. Empty when the rings
-// are not the sizes DPDK 22.11 uses.
-std::vector<uint64_t> pmd_held_buffers(int fd, uint32_t descriptors) {
-  std::vector<uint64_t> out;
-  xdp_mmap_offsets off{};
-  socklen_t len = sizeof(off);
-  if (getsockopt(fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &len) != 0) return out;
-  MappedRing fill(fd, XDP_UMEM_PGOFF_FILL_RING, off.fr, kPmdFillEntries, sizeof(uint64_t), true);
-  MappedRing comp(fd, XDP_UMEM_PGOFF_COMPLETION_RING, off.cr, kPmdCompEntries, sizeof(uint64_t),
-                  true);
-  MappedRing rx(fd, XDP_PGOFF_RX_RING, off.rx, descriptors, sizeof(xdp_desc), false);
-  MappedRing tx(fd, XDP_PGOFF_TX_RING, off.tx, descriptors, sizeof(xdp_desc), false);
-  if (!fill.ok() || !comp.ok() || !rx.ok() || !tx.ok()) return out;
-  fill.collect(out);
-  comp.collect(out);
-  rx.collect(out);
-  tx.collect(out);
-  return out;
-}
-
-// XDP attach flags that put a program back in the mode `ifindex` has it now.
-uint32_t current_mode_flags(int ifindex) {
-  bpf_xdp_query_opts q{};
-  q.sz = sizeof(q);
-  if (bpf_xdp_query(ifindex, 0, &q) != 0) return 0;
-  return q.attach_mode == XDP_ATTACHED_SKB   ? XDP_FLAGS_SKB_MODE
-         : q.attach_mode == XDP_ATTACHED_DRV ? XDP_FLAGS_DRV_MODE
-                                             : 0;
-}
-
-// Detaches program `id` from `ifindex`, and only that one (XDP_FLAGS_REPLACE); -errno.
-int detach_exactly(int ifindex, uint32_t id) {
-  int fd = bpf_prog_get_fd_by_id(id);
-  if (fd < 0) return -errno;
-  bpf_xdp_attach_opts ao{};
-  ao.sz = sizeof(ao);
-  ao.old_prog_fd = fd;
-  int rc = bpf_xdp_detach(ifindex, XDP_FLAGS_REPLACE | current_mode_flags(ifindex), &ao);
-  close(fd);
-  return rc;
 }
 
 }  // namespace
@@ -194,24 +90,13 @@ struct AfXdpPort::Impl {
   xsk_umem* umem = nullptr;
   uint16_t tag = 0;  // lender tag of the buffers this port's sockets hold (while started)
   bool started = false;
-  // Programs DPDK's net_af_xdp attached for the DPDK-owned queues, and the one of them kept
-  // attached (the steering object's first instance, for the steering part to adopt).
-  std::vector<uint32_t> pmd_progs;
-  uint32_t kept_prog_id = 0;
-  int kept_prog_fd = -1;
-  uint32_t kept_flags = 0;
+  std::unique_ptr<PmdQueues> pmd;  // while any queue is DPDK-owned
 
   ~Impl() {
-    if (kept_prog_fd >= 0) close(kept_prog_fd);
     if (map_fd >= 0) close(map_fd);
     if (ctl >= 0) close(ctl);
   }
 
-  Result<void> setup_dpdk_queue(Queue& q, const std::string& port_name, PortId id);
-  // rx/tx descriptors of the DPDK-owned queues' devices (the PMD's AF_XDP ring sizes).
-  uint16_t pmd_descriptors() const noexcept {
-    return static_cast<uint16_t>(std::min<uint32_t>(opt.ring_size, 32768));
-  }
   Result<void> open_sockets();
   // Binds every vecflow-owned queue's socket in one mode; -errno of the first failure.
   int bind_sockets(uint16_t mode, uint16_t& failed_queue);
@@ -226,39 +111,9 @@ AfXdpPort::AfXdpPort(std::string name, PortId id)
 
 AfXdpPort::~AfXdpPort() {
   stop();
-  if (!impl_->queues) return;
-  // Close the DPDK-owned devices. DPDK 22.11's net_af_xdp detaches whatever XDP program the
-  // interface has when it closes; put back the one that was there (the steering program).
-  for (uint16_t i = 0; i < impl_->nqueues; ++i) {
-    Queue& q = impl_->queues[i];
-    if (!q.dpdk.valid()) continue;
-    uint32_t before = 0;
-    bpf_xdp_query_id(impl_->ifindex, 0, &before);
-    const uint32_t mode = current_mode_flags(impl_->ifindex);
-    // stop() took the socket out of the XSKMAP: the kernel no longer fills its rings.
-    std::vector<uint64_t> held = pmd_held_buffers(q.pmd_fd, impl_->pmd_descriptors());
-    q.dpdk.close();
-    for (uint64_t addr : held) {
-      if (impl_->pool->contains(addr)) rte_pktmbuf_free(impl_->pool->mbuf_of(addr));
-    }
-    if (held.empty()) {
-      log::get("io")->warn("port {}: could not read the rings of {}; its buffers stay taken",
-                           name(), q.dpdk.name());
-    }
-    uint32_t after = 0;
-    bpf_xdp_query_id(impl_->ifindex, 0, &after);
-    const auto& own = impl_->pmd_progs;
-    bool foreign = std::find(own.begin(), own.end(), before) == own.end();
-    if (before != 0 && after == 0 && foreign) {
-      int fd = bpf_prog_get_fd_by_id(before);
-      if (fd >= 0) {
-        int rc = bpf_xdp_attach(impl_->ifindex, fd, mode | XDP_FLAGS_UPDATE_IF_NOEXIST, nullptr);
-        close(fd);
-        log::get("io")->info("port {}: re-attached XDP program {} that closing {} detached{}",
-                             name(), before, q.dpdk.name(), rc == 0 ? "" : " (failed)");
-      }
-    }
-  }
+  if (!impl_->pmd) return;
+  for (uint16_t i = 0; i < impl_->nqueues; ++i)
+    impl_->pmd->close(impl_->queues[i].pmd);
 }
 
 Result<std::unique_ptr<AfXdpPort>> AfXdpPort::create(std::string name, PortId id,
@@ -326,97 +181,21 @@ Result<std::unique_ptr<AfXdpPort>> AfXdpPort::create(std::string name, PortId id
   }
   port->size_counters(im.nqueues, im.nqueues);
   for (uint16_t i = 0; i < im.nqueues; ++i) {
-    if (im.queues[i].owner != QueueOwner::Dpdk) continue;
-    if (auto r = im.setup_dpdk_queue(im.queues[i], name, id); !r) return std::unexpected(r.error());
+    Queue& q = im.queues[i];
+    if (q.owner != QueueOwner::Dpdk) continue;
+    if (!im.pmd) {
+      // The PMD's AF_XDP rings take the port's ring size, within what it accepts.
+      im.pmd = std::make_unique<PmdQueues>(
+          PmdQueueOptions{name, id, o.interface, im.ifindex,
+                          static_cast<uint16_t>(std::min<uint32_t>(o.ring_size, 32768)),
+                          o.dpdk_xdp_prog, o.busy_poll ? o.busy_poll_budget : 0, &pool});
+    }
+    q.pmd.device_queue = q.device_queue;
+    if (auto r = im.pmd->open(q.pmd); !r) return std::unexpected(r.error());
   }
   log::get("io")->info("port {}: AF_XDP on {} (ifindex {}), {} queue(s), {} read by vecflow", name,
                        o.interface, im.ifindex, total, own);
   return port;
-}
-
-Result<void> AfXdpPort::Impl::setup_dpdk_queue(Queue& q, const std::string& port_name, PortId id) {
-  uint32_t attached = 0;
-  bpf_xdp_query_id(ifindex, 0, &attached);
-  if (attached != 0 && attached != kept_prog_id) {
-    return fail(
-        "port {}: interface {} has an XDP program attached (id {}) before its DPDK-owned queue {} "
-        "was set up: DPDK's net_af_xdp must create its socket first (create the port before the "
-        "steering program attaches)",
-        port_name, ifname, attached, q.device_queue);
-  }
-  // DPDK's net_af_xdp attaches its program with each device and refuses an interface that has
-  // one. The instance kept from the first device steps aside for the time the next device is
-  // set up, and comes back after.
-  const bool moved_aside = kept_prog_id != 0;
-  auto put_back_kept = [&]() -> int {
-    return !moved_aside ? 0
-                        : bpf_xdp_attach(ifindex, kept_prog_fd,
-                                         kept_flags | XDP_FLAGS_UPDATE_IF_NOEXIST, nullptr);
-  };
-  if (moved_aside) {
-    if (int rc = detach_exactly(ifindex, kept_prog_id); rc != 0) {
-      return fail("port {}: cannot move the steering program of {} aside for queue {}: {}",
-                  port_name, ifname, q.device_queue, err_text(rc));
-    }
-  }
-  std::string dev = fmt::format("net_af_xdp_vf{}q{}", to_index(id), q.device_queue);
-  std::string args = fmt::format("{},iface={},start_queue={},queue_count=1,busy_budget={}", dev,
-                                 ifname, q.device_queue, opt.busy_poll ? opt.busy_poll_budget : 0);
-  if (!opt.dpdk_xdp_prog.empty()) args += ",xdp_prog=" + opt.dpdk_xdp_prog;
-  const std::set<int> before = open_xsk_fds();
-  auto d = EthDevice::probe(args);
-  if (!d) {
-    put_back_kept();
-    return fail("port {}: DPDK-owned queue {}: {}", port_name, q.device_queue, d.error().message);
-  }
-  q.dpdk = std::move(*d);
-  EthQueueConfig c;
-  c.queues = 1;
-  c.rx_descriptors = pmd_descriptors();
-  c.tx_descriptors = c.rx_descriptors;
-  c.pool = pool->mempool();
-  c.rss = false;
-  c.rx_interrupts = false;
-  if (auto r = q.dpdk.configure(c); !r) {
-    q.dpdk.close();
-    put_back_kept();
-    return fail("port {}: DPDK-owned queue {}: {}", port_name, q.device_queue, r.error().message);
-  }
-  // The program the PMD attached while creating its socket.
-  uint32_t pmd_prog = 0;
-  bpf_xdp_query_id(ifindex, 0, &pmd_prog);
-  if (pmd_prog != 0) {
-    pmd_progs.push_back(pmd_prog);
-    if (!opt.dpdk_xdp_prog.empty() && kept_prog_id == 0) {
-      // The steering object's first instance stays, for the steering part to adopt.
-      kept_prog_id = pmd_prog;
-      kept_prog_fd = bpf_prog_get_fd_by_id(pmd_prog);
-      kept_flags = current_mode_flags(ifindex);
-    } else if (int rc = detach_exactly(ifindex, pmd_prog); rc != 0) {
-      q.dpdk.close();
-      put_back_kept();
-      return fail("port {}: cannot detach the program net_af_xdp attached to {}: {}", port_name,
-                  ifname, err_text(rc));
-    }
-  }
-  if (int rc = put_back_kept(); rc != 0) {
-    q.dpdk.close();
-    return fail("port {}: cannot put the steering program of {} back: {}", port_name, ifname,
-                err_text(rc));
-  }
-  // The device's one socket is the AF_XDP socket that appeared while it was set up.
-  std::vector<int> fresh;
-  for (int fd : open_xsk_fds()) {
-    if (!before.count(fd)) fresh.push_back(fd);
-  }
-  if (fresh.size() != 1) {
-    std::string name = q.dpdk.name();
-    q.dpdk.close();
-    return fail("port {}: expected one AF_XDP socket from {} for queue {}, found {}", port_name,
-                name, q.device_queue, fresh.size());
-  }
-  q.pmd_fd = fresh.front();
-  return {};
 }
 
 Result<void> AfXdpPort::set_xsks_map(int map_fd) {
@@ -631,7 +410,7 @@ Result<void> AfXdpPort::start() {
   if (auto r = im.open_sockets(); !r) return fail("port {}: {}", name(), r.error().message);
   for (uint16_t i = 0; i < im.nqueues; ++i) {
     Queue& q = im.queues[i];
-    int fd = q.xsk ? q.xsk->fd : q.pmd_fd;
+    int fd = q.xsk ? q.xsk->fd : q.pmd.fd;
     uint32_t key = q.device_queue;
     if (int rc = bpf_map_update_elem(im.map_fd, &key, &fd, BPF_ANY); rc != 0) {
       im.started = true;
@@ -639,8 +418,8 @@ Result<void> AfXdpPort::start() {
       return fail("port {}: cannot insert the socket of queue {} into the XSKMAP: {}", name(),
                   q.device_queue, err_text(rc));
     }
-    if (q.dpdk.valid()) {
-      if (auto r = q.dpdk.start(); !r) {
+    if (q.pmd.dev.valid()) {
+      if (auto r = q.pmd.dev.start(); !r) {
         im.started = true;
         stop();
         return fail("port {}: DPDK-owned queue {}: {}", name(), q.device_queue, r.error().message);
@@ -668,7 +447,7 @@ void AfXdpPort::stop() noexcept {
     Queue& q = im.queues[i];
     uint32_t key = q.device_queue;
     if (im.map_fd >= 0) bpf_map_delete_elem(im.map_fd, &key);
-    q.dpdk.stop();
+    q.pmd.dev.stop();
     rx_counter(i).sleeping.store(false, std::memory_order_relaxed);
   }
   im.close_sockets();
@@ -711,8 +490,8 @@ uint16_t AfXdpPort::rx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
     }
     xsk_ring_cons__release(&x->rx, got);
     im.refill(*x);
-  } else if (q.dpdk.valid()) {
-    got = rte_eth_rx_burst(q.dpdk.port(), 0, pkts, n);
+  } else if (q.pmd.dev.valid()) {
+    got = rte_eth_rx_burst(q.pmd.dev.port(), 0, pkts, n);
     if (got == 0) return 0;
   } else {
     return 0;  // stopped
@@ -742,11 +521,11 @@ uint16_t AfXdpPort::tx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
   TxQueueCounters& c = tx_counter(qi);
   Xsk* x = q.xsk.get();
   if (!x) {
-    if (!q.dpdk.valid()) return 0;
+    if (!q.pmd.dev.valid()) return 0;
     uint64_t bytes = 0;  // read before the PMD may free what it takes
     for (uint16_t i = 0; i < n; ++i)
       bytes += pkts[i]->pkt_len;
-    uint16_t sent = rte_eth_tx_burst(q.dpdk.port(), 0, pkts, n);
+    uint16_t sent = rte_eth_tx_burst(q.pmd.dev.port(), 0, pkts, n);
     for (uint16_t i = sent; i < n; ++i)
       bytes -= pkts[i]->pkt_len;
     c.packets.add(sent);
@@ -837,7 +616,7 @@ int AfXdpPort::arm_wakeup(uint16_t qi) noexcept {
     if (xsk_prod_nb_free(&x->fq, x->fq.size) == x->fq.size) return -1;
     fd = x->fd;
   } else {
-    fd = q.pmd_fd;
+    fd = q.pmd.fd;
   }
   if (fd < 0) return -1;
   RxQueueCounters& c = rx_counter(qi);
@@ -892,16 +671,16 @@ PortStatus AfXdpPort::status() const {
         s.device_stats.emplace_back(name("rx_fill_ring_empty_descs"), st.rx_fill_ring_empty_descs);
         s.device_stats.emplace_back(name("tx_ring_empty_descs"), st.tx_ring_empty_descs);
       }
-    } else if (q.dpdk.valid()) {
-      qs.served_by = q.dpdk.name();
+    } else if (q.pmd.dev.valid()) {
+      qs.served_by = q.pmd.dev.name();
       // net_af_xdp (22.11) places frames straight into pool mbufs; whether the kernel copied
       // them first is its socket's business, which the PMD does not report.
       qs.copy = CopyMode::ZeroCopy;
-      qs.can_sleep = q.pmd_fd >= 0;
-      for (auto& [r, v] : q.dpdk.drops())
+      qs.can_sleep = q.pmd.fd >= 0;
+      for (auto& [r, v] : q.pmd.dev.drops())
         s.device_drops.emplace_back(r, v);
-      for (auto& [k, v] : q.dpdk.xstats())
-        s.device_stats.emplace_back(q.dpdk.name() + "." + k, v);
+      for (auto& [k, v] : q.pmd.dev.xstats())
+        s.device_stats.emplace_back(q.pmd.dev.name() + "." + k, v);
     }
   }
   if (ring_full) s.device_drops.emplace_back(DropReason::XSK_RING_FULL, ring_full);
