@@ -1,27 +1,15 @@
-// The worker side of the pipeline: a Service that dequeues bursts for one worker port, hands
-// them to the pipeline (an EventHandler), sends what goes on to the next stage back to the
-// scheduler and gives what is finished to an EgressSink (the TxAdapter).
-//
-// How a stage runner plugs in (the pipeline glue):
-//
-//   class StageRunner final : public sched::EventHandler {
-//     void process(std::span<rte_event> events) noexcept override {
-//       for (rte_event& ev : events) {
-//         // ev.queue_id is the stage this event is for; sched::packets(ev) its packets, one
-//         // flow, one ingress port. Run that stage (and any stage fused after it) on the
-//         // span; each stage sets verdicts in PacketMeta (core/packet.h).
-//         if (/* packets left with Verdict::Continue and a next stage exists */)
-//           sched::forward_to(ev, next_queue);   // FORWARD: same flow, next stage's queue
-//         // else leave it: the event is finished, every packet has its final verdict
-//       }
-//     }
-//   };
+// The worker side of the scheduler: a Service that dequeues a burst for one worker port, hands
+// it to an EventHandler, sends the events the handler forwarded back to the scheduler, and
+// gives the finished ones to an EgressSink (the TxAdapter). vecflowd's handler is the
+// pipeline's (app/pipeline_handler.h).
 //
 // Contract of process(): every event arrives finished (op RELEASE); the handler forwards the
-// ones that go on. A forwarded event carries all its packets on (a stage that decided some
-// packets of a vector early leaves their verdict set; later stages skip them, the TxAdapter
-// acts on them at the end). A finished event's packets must all have a final verdict
-// (Transmit, Kernel or Drop); one left at Continue is dropped as bad_verdict.
+// ones that go on to another queue (sched::forward_to: op FORWARD, same flow). How it treats
+// the packets is its own: vecflowd's runs each stage group once over the packets of many
+// events and hands the packets a stage decided (Transmit, Kernel) to the TxAdapter itself, so
+// that a forwarded event carries on only its undecided packets. Whatever packets a finished
+// event still carries go to the EgressSink, which acts on each one's verdict in PacketMeta
+// (core/packet.h); a packet left at Continue is dropped as bad_verdict.
 //
 // Ordered stages: an event finished straight out of an ordered queue would leave in the
 // order its worker happened to finish it. When the queue list has an egress queue (atomic,
