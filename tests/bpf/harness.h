@@ -18,6 +18,7 @@
 #include "steer/steering.h"
 #include "support/frame_builder.h"
 #include "support/lab.h"
+#include "support/raw_xsk.h"
 #include "vecflow/xdp_meta.h"
 
 namespace vecflow::test {
@@ -109,38 +110,18 @@ class LoopbackXsk {
     if (sh("ip netns add " + ns_ + " && ip netns exec " + ns_ + " ip link set lo up") != 0) return;
     NetnsScope in(ns_);
     if (!in.ok()) return;
-    size_ = kFrames * XSK_UMEM__DEFAULT_FRAME_SIZE;
-    buffer_ = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (buffer_ == MAP_FAILED) {
-      buffer_ = nullptr;
-      return;
-    }
-    if (xsk_umem__create(&umem_, buffer_, size_, &fq_, &cq_, nullptr)) return;
-    xsk_socket_config cfg{};
-    cfg.rx_size = XSK_RING_CONS__DEFAULT_NUM_DESCS;
-    cfg.tx_size = XSK_RING_PROD__DEFAULT_NUM_DESCS;
-    cfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
-    cfg.bind_flags = XDP_COPY;
-    if (xsk_socket__create(&xsk_, "lo", 0, umem_, &rx_, &tx_, &cfg)) xsk_ = nullptr;
+    xsk_ = std::make_unique<RawXsk>("lo", 64);
   }
   ~LoopbackXsk() {
-    if (xsk_) xsk_socket__delete(xsk_);
-    if (umem_) xsk_umem__delete(umem_);
-    if (buffer_) munmap(buffer_, size_);
+    xsk_.reset();
     sh("ip netns del " + ns_ + " 2>/dev/null");
   }
-  bool ok() const { return xsk_ != nullptr; }
-  int fd() const { return xsk_socket__fd(xsk_); }
+  bool ok() const { return xsk_ && xsk_->ok(); }
+  int fd() const { return xsk_->fd(); }
 
  private:
-  static constexpr uint32_t kFrames = 64;
   std::string ns_;
-  void* buffer_ = nullptr;
-  size_t size_ = 0;
-  xsk_umem* umem_ = nullptr;
-  xsk_socket* xsk_ = nullptr;
-  xsk_ring_prod fq_{}, tx_{};
-  xsk_ring_cons cq_{}, rx_{};
+  std::unique_ptr<RawXsk> xsk_;
 };
 
 }  // namespace vecflow::test

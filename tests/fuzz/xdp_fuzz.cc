@@ -33,44 +33,9 @@ namespace {
 // inputs are cut here (the program is not a multi-buffer one; corpus_xdp_test covers those).
 constexpr size_t kSingleBuffer = 3500;
 
-// An AF_XDP socket on queue 0 of this namespace's loopback, so the `userspace` action finds a
-// socket and the program writes its metadata.
-class Xsk {
- public:
-  Xsk() {
-    size_ = kFrames * XSK_UMEM__DEFAULT_FRAME_SIZE;
-    void* b = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (b == MAP_FAILED) return;
-    buffer_ = b;
-    if (xsk_umem__create(&umem_, buffer_, size_, &fq_, &cq_, nullptr)) return;
-    xsk_socket_config cfg{};
-    cfg.rx_size = XSK_RING_CONS__DEFAULT_NUM_DESCS;
-    cfg.tx_size = XSK_RING_PROD__DEFAULT_NUM_DESCS;
-    cfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
-    cfg.bind_flags = XDP_COPY;
-    if (xsk_socket__create(&xsk_, "lo", 0, umem_, &rx_, &tx_, &cfg)) xsk_ = nullptr;
-  }
-  ~Xsk() {
-    if (xsk_) xsk_socket__delete(xsk_);
-    if (umem_) xsk_umem__delete(umem_);
-    if (buffer_) munmap(buffer_, size_);
-  }
-  bool ok() const { return xsk_ != nullptr; }
-  int fd() const { return xsk_socket__fd(xsk_); }
-
- private:
-  static constexpr uint32_t kFrames = 64;
-  void* buffer_ = nullptr;
-  size_t size_ = 0;
-  xsk_umem* umem_ = nullptr;
-  xsk_socket* xsk_ = nullptr;
-  xsk_ring_prod fq_{}, tx_{};
-  xsk_ring_cons cq_{}, rx_{};
-};
-
 struct State {
   std::unique_ptr<SteerHarness> harness;
-  std::unique_ptr<Xsk> xsk;
+  std::unique_ptr<RawXsk> xsk;
 };
 State* g_state = nullptr;
 
@@ -96,7 +61,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   steering.malformed = {config::SteerActionKind::Drop, {}};
   steering.no_socket = {config::SteerActionKind::Pass, {}};
   FUZZ_CHECK(s->harness->install(steering).has_value());
-  s->xsk = std::make_unique<Xsk>();
+  // An AF_XDP socket on this namespace's loopback, so the `userspace` action finds a socket
+  // and the program writes its metadata.
+  s->xsk = std::make_unique<RawXsk>("lo", 64);
   FUZZ_CHECK(s->xsk->ok());
   uint32_t q0 = 0;
   int xfd = s->xsk->fd();

@@ -22,6 +22,7 @@
 #include "steer/steering.h"
 #include "support/frame_builder.h"
 #include "support/lab.h"
+#include "support/raw_xsk.h"
 #include "vecflow/xdp_meta.h"
 
 using namespace vecflow;
@@ -82,79 +83,6 @@ void send_udp(const std::string& client_ns, uint16_t port, int count) {
   close(fd);
 }
 
-// An AF_XDP socket on queue 0 of an interface, bound without loading libxdp's own program:
-// the steering program redirects to it through xsks_map.
-class Xsk {
- public:
-  Xsk(const std::string& ifname, int xsks_map_fd) {
-    size_ = kFrames * XSK_UMEM__DEFAULT_FRAME_SIZE;
-    buffer_ = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (buffer_ == MAP_FAILED) {
-      buffer_ = nullptr;
-      return;
-    }
-    if (xsk_umem__create(&umem_, buffer_, size_, &fq_, &cq_, nullptr)) return;
-    xsk_socket_config cfg{};
-    cfg.rx_size = XSK_RING_CONS__DEFAULT_NUM_DESCS;
-    cfg.tx_size = XSK_RING_PROD__DEFAULT_NUM_DESCS;
-    cfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
-    cfg.bind_flags = XDP_COPY;
-    if (xsk_socket__create(&xsk_, ifname.c_str(), 0, umem_, &rx_, &tx_, &cfg)) {
-      xsk_ = nullptr;
-      return;
-    }
-    uint32_t idx = 0;
-    if (xsk_ring_prod__reserve(&fq_, kFrames, &idx) != kFrames) return;
-    for (uint32_t i = 0; i < kFrames; ++i)
-      *xsk_ring_prod__fill_addr(&fq_, idx + i) = i * XSK_UMEM__DEFAULT_FRAME_SIZE;
-    xsk_ring_prod__submit(&fq_, kFrames);
-    uint32_t q = 0;
-    int fd = xsk_socket__fd(xsk_);
-    ok_ = bpf_map_update_elem(xsks_map_fd, &q, &fd, BPF_ANY) == 0;
-  }
-  ~Xsk() {
-    if (xsk_) xsk_socket__delete(xsk_);
-    if (umem_) xsk_umem__delete(umem_);
-    if (buffer_) munmap(buffer_, size_);
-  }
-  bool ok() const { return ok_; }
-
-  // Frames received (metadata + bytes) until `want` arrived or a second passed.
-  std::vector<std::pair<vf_xdp_meta, Bytes>> receive(size_t want) {
-    std::vector<std::pair<vf_xdp_meta, Bytes>> got;
-    for (int spins = 0; spins < 100 && got.size() < want; ++spins) {
-      pollfd p{xsk_socket__fd(xsk_), POLLIN, 0};
-      poll(&p, 1, 10);
-      uint32_t idx = 0;
-      uint32_t n = xsk_ring_cons__peek(&rx_, 64, &idx);
-      for (uint32_t i = 0; i < n; ++i) {
-        const xdp_desc* d = xsk_ring_cons__rx_desc(&rx_, idx + i);
-        auto* data = static_cast<uint8_t*>(xsk_umem__get_data(buffer_, d->addr));
-        vf_xdp_meta m;
-        std::memcpy(&m, data - sizeof(m), sizeof(m));
-        got.emplace_back(m, Bytes(data, data + d->len));
-        uint32_t fidx = 0;
-        if (xsk_ring_prod__reserve(&fq_, 1, &fidx) == 1) {
-          *xsk_ring_prod__fill_addr(&fq_, fidx) = xsk_umem__extract_addr(d->addr);
-          xsk_ring_prod__submit(&fq_, 1);
-        }
-      }
-      xsk_ring_cons__release(&rx_, n);
-    }
-    return got;
-  }
-
- private:
-  static constexpr uint32_t kFrames = 256;
-  void* buffer_ = nullptr;
-  size_t size_ = 0;
-  xsk_umem* umem_ = nullptr;
-  xsk_socket* xsk_ = nullptr;
-  xsk_ring_prod fq_{}, tx_{};
-  xsk_ring_cons cq_{}, rx_{};
-  bool ok_ = false;
-};
-
 }  // namespace
 
 TEST(SteerVeth, RulesDecideRealTrafficAndCountersMatch) {
@@ -173,7 +101,12 @@ TEST(SteerVeth, RulesDecideRealTrafficAndCountersMatch) {
   EXPECT_EQ(attached_prog(lab, "wan0"), st.prog_id) << "our program is the one on wan0";
   std::cout << "attached as " << (st.dispatcher ? "libxdp dispatcher" : "single program") << "\n";
 
-  Xsk xsk("wan0", s.xsks_map_fd("wan"));
+  // The steering program redirects to this socket through its xsks_map.
+  RawXsk xsk("wan0", 256);
+  ASSERT_TRUE(xsk.ok() && xsk.fill());
+  const uint32_t queue0 = 0;
+  const int xsk_fd = xsk.fd();
+  ASSERT_EQ(bpf_map_update_elem(s.xsks_map_fd("wan"), &queue0, &xsk_fd, BPF_ANY), 0);
   ASSERT_TRUE(xsk.ok());
 
   // pass: the kernel answers ping and accepts a TCP connection.

@@ -17,6 +17,7 @@
 #include "io/afxdp/afxdp_port.h"
 #include "io/packet_pool.h"
 #include "io_fixtures.h"
+#include "support/port_io.h"
 
 using namespace vecflow;
 using namespace vecflow::test;
@@ -46,33 +47,6 @@ AfXdpOptions options(uint16_t queues = 1) {
   o.queues = {XskQueueRange{0, queues, QueueOwner::Vecflow}};
   o.ring_size = 1024;
   return o;
-}
-
-// Polls every queue of `port` until `want` packets came or `ms` passed.
-std::vector<rte_mbuf*> receive(Port& port, size_t want, int ms = 3000,
-                               std::vector<uint16_t>* queue_of = nullptr) {
-  std::vector<rte_mbuf*> got;
-  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  rte_mbuf* burst[64];
-  while (got.size() < want && std::chrono::steady_clock::now() < until) {
-    bool any = false;
-    for (uint16_t q = 0; q < port.rx_queue_count(); ++q) {
-      uint16_t n = port.rx_burst(q, burst, 64);
-      for (uint16_t i = 0; i < n; ++i) {
-        got.push_back(burst[i]);
-        if (queue_of) queue_of->push_back(q);
-      }
-      any |= n > 0;
-    }
-    if (!any) std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  return got;
-}
-
-void free_all(std::vector<rte_mbuf*>& v) {
-  for (auto* m : v)
-    rte_pktmbuf_free(m);
-  v.clear();
 }
 
 TEST(AfXdpPort, ReceivesAndTransmitsRealFrames) {

@@ -25,6 +25,7 @@
 #include "io/dpdk/dpdk_port.h"
 #include "io/packet_pool.h"
 #include "io_fixtures.h"
+#include "support/port_io.h"
 
 using namespace vecflow;
 using namespace vecflow::test;
@@ -41,28 +42,6 @@ DpdkOptions options(std::string devargs, uint16_t queues = 1) {
   o.rx_descriptors = 256;
   o.tx_descriptors = 256;
   return o;
-}
-
-std::vector<rte_mbuf*> receive(Port& port, size_t want, int ms = 3000) {
-  std::vector<rte_mbuf*> got;
-  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  rte_mbuf* burst[64];
-  while (got.size() < want && std::chrono::steady_clock::now() < until) {
-    bool any = false;
-    for (uint16_t q = 0; q < port.rx_queue_count(); ++q) {
-      uint16_t n = port.rx_burst(q, burst, 64);
-      got.insert(got.end(), burst, burst + n);
-      any |= n > 0;
-    }
-    if (!any) std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  return got;
-}
-
-void free_all(std::vector<rte_mbuf*>& v) {
-  for (auto* m : v)
-    rte_pktmbuf_free(m);
-  v.clear();
 }
 
 uint16_t ethdev_count() {

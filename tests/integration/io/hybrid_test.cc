@@ -16,6 +16,7 @@
 #include "io/dpdk/dpdk_port.h"
 #include "io/packet_pool.h"
 #include "io_fixtures.h"
+#include "support/port_io.h"
 
 using namespace vecflow;
 using namespace vecflow::test;
@@ -24,26 +25,6 @@ using testing::HasSubstr;
 namespace {
 
 constexpr PortId kWan{1};
-
-std::vector<rte_mbuf*> receive(Port& port, size_t want, std::vector<uint16_t>& queue_of,
-                               int ms = 4000) {
-  std::vector<rte_mbuf*> got;
-  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  rte_mbuf* burst[64];
-  while (got.size() < want && std::chrono::steady_clock::now() < until) {
-    bool any = false;
-    for (uint16_t q = 0; q < port.rx_queue_count(); ++q) {
-      uint16_t n = port.rx_burst(q, burst, 64);
-      for (uint16_t i = 0; i < n; ++i) {
-        got.push_back(burst[i]);
-        queue_of.push_back(q);
-      }
-      any |= n > 0;
-    }
-    if (!any) std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  return got;
-}
 
 AfXdpOptions hybrid_options() {
   AfXdpOptions o;
@@ -93,7 +74,7 @@ TEST(HybridQueues, VecflowAndDpdkOwnQueuesOfOneInterfaceUnderOneProgram) {
       ASSERT_TRUE(peer.send(udp_frame(static_cast<uint16_t>(3000 + f))));
     }
     std::vector<uint16_t> queue_of;
-    auto got = receive(**port, kFlows, queue_of);
+    auto got = receive(**port, kFlows, 4000, &queue_of);
     EXPECT_EQ(got.size(), static_cast<size_t>(kFlows));
     std::map<uint16_t, int> per_queue;
     for (size_t i = 0; i < got.size(); ++i) {
@@ -165,12 +146,12 @@ TEST(ForwardingBetweenKinds, AfXdpToDpdkAndBackWithoutACopy) {
     Bytes f = udp_frame(777, 9, 300);
     ASSERT_TRUE(peer.send(f));
     std::vector<uint16_t> q;
-    auto got = receive(**wan, 1, q);
+    auto got = receive(**wan, 1, 4000, &q);
     ASSERT_EQ(got.size(), 1u);
     rte_mbuf* m = got[0];
     ASSERT_EQ((*ring)->tx_burst(0, &m, 1), 1);
     std::vector<uint16_t> q2;
-    auto again = receive(**ring, 1, q2);
+    auto again = receive(**ring, 1, 4000, &q2);
     ASSERT_EQ(again.size(), 1u);
     EXPECT_EQ(again[0], m) << "the AF_XDP frame is an mbuf: the DPDK port carried it as is";
     EXPECT_EQ(again[0]->port, 2);

@@ -23,6 +23,7 @@
 #include "io/port_factory.h"
 #include "io_fixtures.h"
 #include "steer/steering.h"
+#include "support/port_io.h"
 
 using namespace vecflow;
 using namespace vecflow::test;
@@ -31,26 +32,6 @@ namespace {
 
 constexpr uint16_t kLiftedPort =
     7777;  // rule 0 lifts UDP to this port; the rest stays in the kernel
-
-std::vector<rte_mbuf*> receive(Port& port, size_t want, std::vector<uint16_t>& queue_of,
-                               int ms = 4000) {
-  std::vector<rte_mbuf*> got;
-  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  rte_mbuf* burst[64];
-  while (got.size() < want && std::chrono::steady_clock::now() < until) {
-    bool any = false;
-    for (uint16_t q = 0; q < port.rx_queue_count(); ++q) {
-      uint16_t n = port.rx_burst(q, burst, 64);
-      for (uint16_t i = 0; i < n; ++i) {
-        got.push_back(burst[i]);
-        queue_of.push_back(q);
-      }
-      any |= n > 0;
-    }
-    if (!any) std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  return got;
-}
 
 // The appliance file of these tests: one afxdp port on the lab's veth, `queues` as given.
 config::ApplianceConfig appliance(const std::string& queues) {
@@ -99,7 +80,7 @@ TEST(UnderSteering, AfXdpPortGetsTheLiftedFramesWithTheirRule) {
     ASSERT_TRUE(peer.send(udp_frame(static_cast<uint16_t>(100 + i), 9)));  // kernel's
   }
   std::vector<uint16_t> q;
-  auto got = receive(*wan, 40, q, 2000);
+  auto got = receive(*wan, 40, 2000, &q);
   EXPECT_EQ(got.size(), 20u) << "only the frames the rule lifts";
   for (rte_mbuf* m : got) {
     ParsedFrame p;
@@ -148,7 +129,7 @@ TEST(UnderSteering, HybridQueuesTheSteeringPartAdopts) {
       ASSERT_TRUE(peer.send(udp_frame(static_cast<uint16_t>(5000 + f), 9)));
     }
     std::vector<uint16_t> queue_of;
-    auto got = receive(*wan, 2 * kFlows, queue_of, 3000);
+    auto got = receive(*wan, 2 * kFlows, 3000, &queue_of);
     EXPECT_EQ(got.size(), static_cast<size_t>(kFlows)) << "the same rule, whichever owner";
     std::map<QueueOwner, int> by_owner;
     PortStatus st = wan->status();

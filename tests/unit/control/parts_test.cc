@@ -29,6 +29,7 @@
 #include "sched/rx_adapter.h"
 #include "sched/tx_adapter.h"
 #include "sched/worker.h"
+#include "support/appliances.h"
 #include "support/eal_env.h"
 #include "support/frame_builder.h"
 #include "unit/pipeline/fixture.h"
@@ -395,30 +396,7 @@ TEST(SchedPart, VectorsEventsAndBusyShareOfAWorker) {
 
 // ---- pipeline, routes, acl, neighbours ------------------------------------------------------
 
-constexpr const char* kAppliance = R"(
-ports:
-  - {name: wan, type: dpdk, devargs: net_null0}
-  - {name: lan, type: dpdk, devargs: net_null1}
-pipeline:
-  - stage: acl
-    sched: parallel
-    default: permit
-    rules:
-      - {name: no-telnet, action: deny, proto: tcp, dst_port: 23}
-  - stage: route
-    sched: atomic
-    routes:
-      - {prefix: 198.51.100.0/24, port: lan}
-      - {prefix: 0.0.0.0/0, via: 192.0.2.254, port: wan}
-      - {prefix: 192.0.2.1/32, action: kernel}
-  - stage: neighbour
-    fuse: true
-    from_kernel: false
-    unresolved: drop
-    static:
-      - {ip: 192.0.2.254, mac: "02:00:00:00:00:fe", port: wan}
-      - {ip: 198.51.100.9, mac: "02:00:00:00:01:09", port: lan}
-)";
+const std::string kAppliance = test::router_appliance();
 
 class PipelinePart : public ::testing::Test {
  protected:

@@ -10,43 +10,21 @@
 #include "pipeline/count_stage.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/route_stage.h"
+#include "support/appliances.h"
 
 using namespace vecflow;
 using namespace vecflow::test;
 
 namespace {
 
-constexpr const char* kAppliance = R"(
-ports:
-  - {name: wan, type: dpdk, devargs: net_null0}
-  - {name: lan, type: dpdk, devargs: net_null1}
-pipeline:
-  - stage: acl
-    sched: parallel
-    default: permit
-    rules:
-      - {name: no-telnet, action: deny, proto: tcp, dst_port: 23}
-  - stage: route
-    sched: atomic
-    routes:
-      - {prefix: 198.51.100.0/24, port: lan}
-      - {prefix: 0.0.0.0/0, via: 192.0.2.254, port: wan}
-      - {prefix: 192.0.2.1/32, action: kernel}
-  - stage: neighbour
-    fuse: true
-    from_kernel: false
-    unresolved: drop
-    static:
-      - {ip: 192.0.2.254, mac: "02:00:00:00:00:fe", port: wan}
-      - {ip: 198.51.100.9, mac: "02:00:00:00:01:09", port: lan}
-  - stage: l2
+const std::string kAppliance = router_appliance(R"(  - stage: l2
     fuse: true
     ports:
       - {port: wan, vlan_push: 100}
   - stage: count
     sched: atomic
     by: flow
-)";
+)");
 
 }  // namespace
 
