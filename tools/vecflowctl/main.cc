@@ -425,25 +425,6 @@ int main(int argc, char** argv) {
     args = {{"action", "clear"}};
   });
 
-  auto* hooks = app.add_subcommand("hooks", "Rx/tx hooks: list, add, remove");
-  hooks->require_subcommand(1);
-  hooks->add_subcommand("list", "Hooks in place")->callback([&] {
-    command = "hooks";
-    args = {{"action", "list"}};
-  });
-  auto* hooks_add = hooks->add_subcommand("add", "Add a hook: KIND key=value ...");
-  std::string hook_kind;
-  std::vector<std::string> hook_params;
-  hooks_add->add_option("kind", hook_kind, "Hook kind")->required();
-  hooks_add->add_option("params", hook_params, "key=value parameters");
-  auto* hooks_remove = hooks->add_subcommand("remove", "Remove a hook by id");
-  unsigned hook_id = 0;
-  hooks_remove->add_option("id", hook_id, "Hook id")->required();
-  hooks_remove->callback([&] {
-    command = "hooks";
-    args = {{"action", "remove"}, {"id", hook_id}};
-  });
-
   auto* clear = app.add_subcommand(
       "clear", "Counters shown by commands restart from zero (/metrics stays monotonic)");
   std::string clear_what = "counters";
@@ -505,16 +486,6 @@ int main(int argc, char** argv) {
       if (level_words.size() == 2) args["part"] = level_words.front();
     } else {
       args["lines"] = log_lines;
-    }
-  }
-  if (hooks_add->parsed()) {
-    command = "hooks";
-    args = {{"action", "add"}, {"kind", hook_kind}};
-    for (const auto& p : hook_params) {
-      if (!parse_assignment(p, args)) {
-        std::cerr << "vecflowctl: '" << p << "' is not key=value\n";
-        return vecflowctl::kUsage;
-      }
     }
   }
   if (call->parsed()) {
