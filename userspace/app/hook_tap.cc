@@ -7,7 +7,7 @@ namespace vecflow {
 HookTap::~HookTap() {
   detach_trace();
   while (!tapped_.empty())
-    detach(tapped_.back()->sink.get());
+    detach(&tapped_.back()->hook.capture());
 }
 
 Result<void> HookTap::attach_trace(const std::vector<PortId>& ports) {
@@ -49,13 +49,12 @@ void HookTap::detach_trace() noexcept {
   trace_tx_ids_.clear();
 }
 
-Result<void> HookTap::attach(std::shared_ptr<CaptureSink> sink) {
-  auto t = std::make_unique<Tapped>();
-  t->sink = std::move(sink);
+Result<void> HookTap::attach(PortId port, std::shared_ptr<PcapngCapture> capture) {
+  auto t = std::make_unique<Tapped>(std::move(capture));
   for (auto [dir, flag] :
        {std::pair{HookDirection::Rx, kCaptureRx}, std::pair{HookDirection::Tx, kCaptureTx}}) {
-    if (!t->sink->wants(flag)) continue;
-    auto id = hooks_.add(dir, t->sink->port(), std::nullopt, *t);
+    if (!t->hook.capture().wants(flag)) continue;
+    auto id = hooks_.add(dir, port, std::nullopt, t->hook);
     if (!id) {
       for (auto installed : t->ids)
         (void)hooks_.remove(installed);
@@ -67,11 +66,11 @@ Result<void> HookTap::attach(std::shared_ptr<CaptureSink> sink) {
   return {};
 }
 
-void HookTap::detach(const CaptureSink* sink) noexcept {
+void HookTap::detach(const PcapngCapture* capture) noexcept {
   auto it = std::find_if(tapped_.begin(), tapped_.end(),
-                         [&](const auto& t) { return t->sink.get() == sink; });
+                         [&](const auto& t) { return &t->hook.capture() == capture; });
   if (it == tapped_.end()) return;
-  // remove() returns once no lcore can be inside the hook: the sink may then go.
+  // remove() returns once no lcore can be inside the hook: the capture may then go.
   for (auto id : (*it)->ids)
     (void)hooks_.remove(id);
   tapped_.erase(it);

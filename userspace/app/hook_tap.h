@@ -1,7 +1,7 @@
-// The data path's hook points offered to `vecflowctl capture`: each capture sink becomes a hook
-// on every queue of its port, rx and tx as the sink asks (hooks/hook_table.h runs them from the
-// rx and tx adapters; with no capture running they cost one pointer load per burst). The trace
-// of `vecflowctl trace` is offered through the same hook points.
+// The data path's hook points offered to `vecflowctl capture`: each capture becomes a
+// CaptureHook (hooks/capture_hook.h) on every queue of its port, rx and tx as the capture asks
+// (hooks/hook_table.h runs them from the rx and tx adapters; with no capture running they cost one
+// pointer load per burst). The trace of `vecflowctl trace` is offered through the same hook points.
 #pragma once
 
 #include <memory>
@@ -10,6 +10,7 @@
 #include "control/capture.h"
 #include "control/trace.h"
 #include "core/trace.h"
+#include "hooks/capture_hook.h"
 #include "hooks/hook_table.h"
 
 namespace vecflow {
@@ -20,8 +21,8 @@ class HookTap final : public control::PacketTap, public control::TraceTap {
   ~HookTap() override;
 
   // Control thread.
-  Result<void> attach(std::shared_ptr<CaptureSink> sink) override;
-  void detach(const CaptureSink* sink) noexcept override;
+  Result<void> attach(PortId port, std::shared_ptr<PcapngCapture> capture) override;
+  void detach(const PcapngCapture* capture) noexcept override;
 
   // `vecflowctl trace` (control/trace.h): the marking hook on the rx queues of the traced
   // ports, the recording hook on every tx queue.
@@ -48,14 +49,10 @@ class HookTap final : public control::PacketTap, public control::TraceTap {
     }
   };
 
-  struct Tapped final : Hook {
-    std::shared_ptr<CaptureSink> sink;
+  struct Tapped {
+    explicit Tapped(std::shared_ptr<PcapngCapture> capture) : hook(std::move(capture)) {}
+    CaptureHook hook;
     std::vector<HookTable::HookId> ids;
-    void on_burst(const HookPoint& where, std::span<rte_mbuf* const> pkts) noexcept override {
-      sink->offer(pkts.data(), static_cast<uint16_t>(pkts.size()),
-                  where.direction == HookDirection::Rx ? kCaptureRx : kCaptureTx,
-                  to_index(where.queue));
-    }
   };
 
   HookTable& hooks_;

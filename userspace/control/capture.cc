@@ -1,11 +1,8 @@
 #include "control/capture.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -15,101 +12,11 @@
 #include <rte_bpf.h>
 #include <rte_errno.h>
 #include <rte_malloc.h>
-#include <rte_mbuf.h>
-#include <rte_mempool.h>
-#include <rte_ring.h>
 
 #include "core/log.h"
-#include "runtime/cycles.h"
 
 namespace vecflow::control {
 namespace {
-
-// ---- pcapng (https://www.ietf.org/archive/id/draft-tuexen-opsawg-pcapng-05.html) ----------
-
-constexpr uint32_t kSectionHeader = 0x0A0D0D0A;
-constexpr uint32_t kInterfaceDescription = 1;
-constexpr uint32_t kEnhancedPacket = 6;
-constexpr uint32_t kByteOrderMagic = 0x1A2B3C4D;
-constexpr uint16_t kLinkEthernet = 1;
-constexpr uint16_t kOptEnd = 0;
-constexpr uint16_t kOptShbUserAppl = 4;
-constexpr uint16_t kOptIfName = 2;
-constexpr uint16_t kOptIfTsresol = 9;
-constexpr uint16_t kOptEpbFlags = 2;
-
-template <typename T>
-void put(std::string& b, T v) {
-  b.append(reinterpret_cast<const char*>(&v), sizeof(v));
-}
-
-void pad4(std::string& b) {
-  while (b.size() % 4)
-    b.push_back('\0');
-}
-
-void option(std::string& b, uint16_t code, std::string_view value) {
-  put(b, code);
-  put(b, static_cast<uint16_t>(value.size()));
-  b.append(value);
-  pad4(b);
-}
-
-// Wraps a block body in type, total length and the trailing length.
-std::string block(uint32_t type, const std::string& body) {
-  std::string b;
-  uint32_t total = static_cast<uint32_t>(12 + body.size());
-  put(b, type);
-  put(b, total);
-  b += body;
-  put(b, total);
-  return b;
-}
-
-std::string section_header() {
-  std::string body;
-  put(body, kByteOrderMagic);
-  put(body, uint16_t{1});
-  put(body, uint16_t{0});
-  put(body, int64_t{-1});  // section length unknown
-  option(body, kOptShbUserAppl, "vecflowd");
-  option(body, kOptEnd, "");
-  return block(kSectionHeader, body);
-}
-
-std::string interface_description(const std::string& name, uint32_t snaplen) {
-  std::string body;
-  put(body, kLinkEthernet);
-  put(body, uint16_t{0});
-  put(body, snaplen);
-  option(body, kOptIfName, name);
-  option(body, kOptIfTsresol, std::string(1, '\x09'));  // timestamps in nanoseconds
-  option(body, kOptEnd, "");
-  return block(kInterfaceDescription, body);
-}
-
-void enhanced_packet(std::string& out, uint64_t ts_ns, const rte_mbuf* m, uint32_t wire_len,
-                     uint8_t direction) {
-  uint32_t caplen = rte_pktmbuf_pkt_len(m);
-  std::string body;
-  put(body, uint32_t{0});  // interface 0: the capture's port
-  put(body, static_cast<uint32_t>(ts_ns >> 32));
-  put(body, static_cast<uint32_t>(ts_ns));
-  put(body, caplen);
-  put(body, wire_len);
-  size_t at = body.size();
-  body.resize(at + caplen);
-  for (const rte_mbuf* seg = m; seg; seg = seg->next) {
-    std::memcpy(body.data() + at, rte_pktmbuf_mtod(seg, const char*), seg->data_len);
-    at += seg->data_len;
-  }
-  pad4(body);
-  // epb_flags bits 0-1: 01 inbound, 10 outbound.
-  uint32_t flags = direction == kCaptureRx ? 1 : 2;
-  option(body, kOptEpbFlags, std::string_view(reinterpret_cast<const char*>(&flags), 4));
-  option(body, kOptEnd, "");
-  out += block(kEnhancedPacket, body);
-}
 
 bool valid_file_name(const std::string& name) {
   if (name.empty() || name.size() > 128 || name.front() == '.') return false;
@@ -147,36 +54,17 @@ Result<rte_bpf*> compile_capture_filter(const std::string& expression, uint32_t 
 }
 
 struct CaptureManager::Capture {
-  ~Capture() {
-    if (fd >= 0) close(fd);
-    if (ring) {
-      void* m;
-      while (rte_ring_sc_dequeue(ring, &m) == 0)
-        rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
-      rte_ring_free(ring);
-    }
-    if (pool) rte_mempool_free(pool);
-    if (bpf) rte_bpf_destroy(bpf);
-  }
-
   uint64_t id = 0;
   CaptureRequest request;
   std::string path;
-  int fd = -1;
-  rte_ring* ring = nullptr;
-  rte_mempool* pool = nullptr;
-  rte_bpf* bpf = nullptr;
-  std::shared_ptr<CaptureSink> sink;
+  std::shared_ptr<PcapngCapture> capture;  // while running
+  CaptureStats last;                       // when done
   bool running = false;
   std::string ended;  // why it stopped
-  uint64_t packets = 0;
-  uint64_t bytes = 0;
-  uint64_t offered = 0;
-  uint64_t lost = 0;
   std::time_t started_at = 0;
   std::chrono::steady_clock::time_point started;
-  uint64_t start_tsc = 0;
-  uint64_t start_real_ns = 0;
+
+  CaptureStats stats() const { return capture ? capture->stats() : last; }
 
   Json to_json() const {
     double elapsed =
@@ -188,10 +76,10 @@ struct CaptureManager::Capture {
             {"file", path},
             {"state", running ? "running" : "done"},
             {"ended", ended},
-            {"packets", packets},
-            {"bytes", bytes},
-            {"offered", sink ? sink->offered() : offered},
-            {"lost", sink ? sink->lost() : lost},
+            {"packets", stats().written},
+            {"bytes", stats().bytes},
+            {"offered", stats().offered},
+            {"lost", stats().lost},
             {"count", request.count},
             {"duration_s", request.duration_s},
             {"elapsed_s", elapsed},
@@ -238,41 +126,31 @@ Result<Json> CaptureManager::start(const CaptureRequest& req) {
   std::filesystem::create_directories(dir_, ec);
   if (ec) return fail("cannot create {}: {}", dir_, ec.message());
   c->path = dir_ + "/" + name;
+  rte_bpf* bpf = nullptr;  // the capture owns it once opened
   if (!req.filter.empty()) {
-    auto bpf = compile_capture_filter(req.filter, c->request.snaplen);
-    if (!bpf) return std::unexpected(bpf.error());
-    c->bpf = *bpf;
+    auto compiled = compile_capture_filter(req.filter, c->request.snaplen);
+    if (!compiled) return std::unexpected(compiled.error());
+    bpf = *compiled;
   }
-  c->fd = open(c->path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0640);
-  if (c->fd < 0) return fail("cannot create {}: {}", c->path, std::strerror(errno));
-  std::string ring_name = fmt::format("vfcap{}", c->id);
-  c->ring = rte_ring_create(ring_name.c_str(), kRingSize, SOCKET_ID_ANY, RING_F_SC_DEQ);
-  std::string pool_name = fmt::format("vfcapp{}", c->id);
-  uint16_t room = static_cast<uint16_t>(
-      std::min<uint32_t>(c->request.snaplen, RTE_MBUF_DEFAULT_DATAROOM) + RTE_PKTMBUF_HEADROOM);
-  c->pool = rte_pktmbuf_pool_create(pool_name.c_str(), kRingSize - 1, 0, sizeof(CaptureRecord),
-                                    room, SOCKET_ID_ANY);
-  if (!c->ring || !c->pool) {
-    int err = rte_errno;
-    unlink(c->path.c_str());
-    return fail("capture buffers for {}: {}", req.port, rte_strerror(err));
-  }
-  std::string header = section_header() + interface_description(req.port, c->request.snaplen);
-  if (write(c->fd, header.data(), header.size()) != static_cast<ssize_t>(header.size())) {
-    int err = errno;
-    unlink(c->path.c_str());
-    return fail("cannot write {}: {}", c->path, std::strerror(err));
-  }
-  c->sink =
-      std::make_shared<CaptureSink>(static_cast<PortId>(port - ports_.begin()), req.directions,
-                                    c->request.snaplen, c->ring, c->pool, c->bpf);
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  c->start_real_ns = static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + ts.tv_nsec;
-  c->start_tsc = rte_rdtsc();
+  CaptureOptions o;
+  o.path = c->path;
+  o.exclusive = true;
+  const auto port_id = static_cast<PortId>(port - ports_.begin());
+  o.interfaces = {{port_id, req.port}};
+  o.snaplen = c->request.snaplen;
+  o.directions = req.directions;
+  o.filter = bpf;
+  o.limit = req.count;
+  o.ring_name = fmt::format("vfcap{}", c->id);
+  o.pool_name = fmt::format("vfcapp{}", c->id);
+  o.ring_size = kRingSize;
+  o.pool_size = kRingSize - 1;
+  auto capture = PcapngCapture::open(std::move(o));
+  if (!capture) return std::unexpected(capture.error());
+  c->capture = std::move(*capture);
   c->started = std::chrono::steady_clock::now();
   c->started_at = now;
-  if (auto r = tap_.attach(c->sink); !r) {
+  if (auto r = tap_.attach(port_id, c->capture); !r) {
     unlink(c->path.c_str());
     return fail("cannot tap {}: {}", req.port, r.error().message);
   }
@@ -299,37 +177,16 @@ void CaptureManager::schedule_drain() {
 }
 
 void CaptureManager::drain() {
-  uint64_t hz = tsc_hz();
   auto now = std::chrono::steady_clock::now();
   for (auto& cp : captures_) {
     Capture& c = *cp;
     if (!c.running) continue;
-    std::string out;
-    void* objs[256];
-    unsigned n;
-    bool full = false;
-    while (!full && (n = rte_ring_sc_dequeue_burst(c.ring, objs, 256, nullptr)) > 0) {
-      for (unsigned i = 0; i < n; ++i) {
-        auto* m = static_cast<rte_mbuf*>(objs[i]);
-        if (c.request.count && c.packets >= c.request.count) {
-          full = true;
-        } else {
-          const auto* rec = static_cast<const CaptureRecord*>(rte_mbuf_to_priv(m));
-          uint64_t dt = rec->tsc > c.start_tsc && hz ? rec->tsc - c.start_tsc : 0;
-          uint64_t ts = c.start_real_ns + static_cast<uint64_t>(static_cast<double>(dt) * 1e9 /
-                                                                static_cast<double>(hz));
-          enhanced_packet(out, ts, m, rec->wire_len, rec->direction);
-          ++c.packets;
-          c.bytes += rte_pktmbuf_pkt_len(m);
-        }
-        rte_pktmbuf_free(m);
-      }
-    }
-    if (!out.empty() && write(c.fd, out.data(), out.size()) != static_cast<ssize_t>(out.size())) {
-      finish(c, fmt::format("writing {} failed: {}", c.path, std::strerror(errno)));
-      continue;
-    }
-    if (c.request.count && c.packets >= c.request.count) {
+    // Everything queued: copies past the count are dropped by the capture.
+    c.capture->flush();
+    CaptureStats st = c.capture->stats();
+    if (st.write_errors) {
+      finish(c, fmt::format("writing {} failed: {}", c.path, std::strerror(st.last_error)));
+    } else if (c.capture->full()) {
       finish(c, "count reached");
     } else if (c.request.duration_s > 0 &&
                now - c.started >= std::chrono::duration<double>(c.request.duration_s)) {
@@ -339,44 +196,15 @@ void CaptureManager::drain() {
 }
 
 void CaptureManager::finish(Capture& c, std::string_view why) {
-  tap_.detach(c.sink.get());
-  c.offered = c.sink->offered();
-  c.lost = c.sink->lost();
-  c.sink.reset();
+  tap_.detach(c.capture.get());
+  // Copies made before the tap let go are still in the ring: those within the count go in.
+  c.capture->flush();
+  c.last = c.capture->stats();
+  c.capture.reset();  // closes the file, frees the ring, the pool and the filter
   c.running = false;
   c.ended = why;
-  // Copies made before the tap let go are still in the ring: keep those within the count.
-  void* m;
-  std::string out;
-  uint64_t hz = tsc_hz();
-  while (rte_ring_sc_dequeue(c.ring, &m) == 0) {
-    auto* mb = static_cast<rte_mbuf*>(m);
-    if (!c.request.count || c.packets < c.request.count) {
-      const auto* rec = static_cast<const CaptureRecord*>(rte_mbuf_to_priv(mb));
-      uint64_t dt = rec->tsc > c.start_tsc && hz ? rec->tsc - c.start_tsc : 0;
-      enhanced_packet(out,
-                      c.start_real_ns + static_cast<uint64_t>(static_cast<double>(dt) * 1e9 /
-                                                              static_cast<double>(hz)),
-                      mb, rec->wire_len, rec->direction);
-      ++c.packets;
-      c.bytes += rte_pktmbuf_pkt_len(mb);
-    }
-    rte_pktmbuf_free(mb);
-  }
-  if (!out.empty()) {
-    ssize_t n = write(c.fd, out.data(), out.size());
-    (void)n;  // the capture ends either way; a short file still reads up to its last block
-  }
-  close(c.fd);
-  c.fd = -1;
-  rte_ring_free(c.ring);
-  c.ring = nullptr;
-  rte_mempool_free(c.pool);
-  c.pool = nullptr;
-  if (c.bpf) rte_bpf_destroy(c.bpf);
-  c.bpf = nullptr;
   log::get("control")->info("capture {} on {} ended ({}): {} packets in {}", c.id, c.request.port,
-                            why, c.packets, c.path);
+                            why, c.last.written, c.path);
 }
 
 Result<Json> CaptureManager::stop(std::optional<uint64_t> id) {

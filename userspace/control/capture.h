@@ -1,15 +1,15 @@
 // `vecflowctl capture`: pcapng captures of a port, written under control.capture_dir.
 //
-// The data path only copies packets into a CaptureSink (core/capture.h); everything else is
-// here, on the control thread: checking the request, compiling the filter, the ring and buffer
-// pool of each capture, draining them into the file, stopping at a packet count or a duration,
-// and the list of captures. The rx/tx hook points belong to another part; it offers them
-// through the PacketTap interface, and the `capture` command exists only when one is given.
+// The capture itself, the copies the data path makes and the file they are written to, is
+// hooks/pcapng_capture.h's PcapngCapture; here, on the control thread, is the rest: checking the
+// request, compiling the filter, draining each capture into its file, stopping at a packet
+// count or a duration, and the list of captures. The rx/tx hook points belong to another part;
+// it offers them through the PacketTap interface, and the `capture` command exists only when
+// one is given.
 //
 // Files are pcapng (readable by tcpdump -r, Wireshark, tshark), one interface block per
 // capture named after the vecflow port, nanosecond timestamps, the direction in each packet's
-// flags. They are written by hand rather than with rte_pcapng because DPDK 22.11's writer
-// numbers interfaces by DPDK ethdev port, and vecflow's AF_XDP ports are not ethdev ports.
+// flags.
 #pragma once
 
 #include <chrono>
@@ -21,12 +21,10 @@
 
 #include "control/registry.h"
 #include "control/server.h"
-#include "core/capture.h"
 #include "core/error.h"
+#include "hooks/pcapng_capture.h"
 
 struct rte_bpf;
-struct rte_mempool;
-struct rte_ring;
 
 namespace vecflow::control {
 
@@ -34,10 +32,11 @@ namespace vecflow::control {
 class PacketTap {
  public:
   virtual ~PacketTap() = default;
-  // From now on, offers every burst of sink->port() in the sink's directions to sink->offer().
-  virtual Result<void> attach(std::shared_ptr<CaptureSink> sink) = 0;
-  // Stops offering to `sink`; returns once no worker can still be inside its offer().
-  virtual void detach(const CaptureSink* sink) noexcept = 0;
+  // From now on, offers every burst of `port` in the directions the capture wants to
+  // capture->capture(), filed under `port`.
+  virtual Result<void> attach(PortId port, std::shared_ptr<PcapngCapture> capture) = 0;
+  // Stops offering to `capture`; returns once no worker can still be inside its capture().
+  virtual void detach(const PcapngCapture* capture) noexcept = 0;
 };
 
 struct CaptureRequest {

@@ -1,10 +1,12 @@
-// A hook that captures the bursts of the queues it is installed on into a pcapng file.
+// The hook that feeds a capture (hooks/pcapng_capture.h) from the rx or tx bursts of the queues it
+// is installed on: `vecflowctl capture` installs one per port and direction (app/hook_tap.h). Each
+// copy is filed under the hook point's port and carries its direction.
 #pragma once
 
 #include <memory>
 
-#include "hooks/capture.h"
 #include "hooks/hook_table.h"
+#include "hooks/pcapng_capture.h"
 
 namespace vecflow {
 
@@ -13,9 +15,8 @@ class CaptureHook final : public Hook {
   explicit CaptureHook(std::shared_ptr<PcapngCapture> capture) : capture_(std::move(capture)) {}
 
   void on_burst(const HookPoint& where, std::span<rte_mbuf* const> pkts) noexcept override {
-    capture_->capture(
-        pkts, where.direction == HookDirection::Rx ? CaptureDirection::In : CaptureDirection::Out,
-        to_index(where.queue));
+    capture_->capture(pkts, where.direction == HookDirection::Rx ? kCaptureRx : kCaptureTx,
+                      where.port);
   }
 
   PcapngCapture& capture() noexcept { return *capture_; }

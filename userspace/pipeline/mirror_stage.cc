@@ -33,10 +33,17 @@ Result<std::unique_ptr<MirrorStage>> MirrorStage::create(const config::StageConf
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
     if (ec) return fail("cannot create {}: {}", path.parent_path().string(), ec.message());
-    std::vector<std::string> names;
-    for (const auto& port : ctx.ports)
-      names.push_back(port.name);
-    auto c = PcapngCapture::open(path.string(), names, p.snaplen);
+    CaptureOptions o;
+    o.path = path.string();
+    for (size_t i = 0; i < ctx.ports.size(); ++i)
+      o.interfaces.emplace_back(static_cast<PortId>(i), ctx.ports[i].name);
+    o.snaplen = p.snaplen;
+    o.ring_name = dpdk_name("capring");
+    o.pool_name = dpdk_name("cappool");
+    o.ring_size = kCaptureRing;
+    o.pool_size = kCaptureRing * 2 - 1;  // and the per-lcore caches
+    o.pool_cache = 64;
+    auto c = PcapngCapture::open(std::move(o));
     if (!c) return std::unexpected(c.error());
     s->capture_ = std::move(*c);
   } else {
@@ -57,7 +64,7 @@ void MirrorStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   uint64_t matched = 0;
   auto flush = [&] {
     if (n == 0) return;
-    size_t made = capture_->capture({taken, n}, CaptureDirection::Unknown, 0);
+    size_t made = capture_->capture({taken, n}, kCaptureUnknown);
     st.copies.add(made);
     st.lost.add(n - made);
     n = 0;

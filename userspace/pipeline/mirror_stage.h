@@ -2,17 +2,19 @@
 // pipeline, to a pcapng file under control.capture_dir or out of another port. The packets
 // themselves go on unchanged.
 //
-// File: copies go through a PcapngCapture (hooks/capture.h), whose writer service the control
-// lcore runs (control_service()). Port: each copy (up to snaplen bytes) is a new packet from
-// the stage's own pool, marked kMetaFlagCopy, handed to the runner (CopySink::copies); it is not
-// charged to any port's accounting. A copy that finds no buffer is not made and is counted.
+// File: copies go through a PcapngCapture (hooks/pcapng_capture.h), vecflow's one capture, whose
+// writer service the control lcore runs (control_service()); each copy is filed under its
+// ingress port, direction unknown (mid-pipeline). Port: each copy (up to snaplen bytes) is a new
+// packet from the stage's own pool, marked kMetaFlagCopy, handed to the runner (CopySink::copies);
+// it is not charged to any port's accounting. A copy that finds no buffer is not made and is
+// counted.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "config/config.h"
-#include "hooks/capture.h"
+#include "hooks/pcapng_capture.h"
 #include "pipeline/packet_match.h"
 #include "pipeline/stage.h"
 
@@ -30,6 +32,8 @@ class MirrorStage final : public Stage {
  public:
   // Buffers for port copies: ~2 ms of a 4 Mpps mirror in flight, 18 MB.
   static constexpr unsigned kCopyPool = 8191;
+  // File copies that may wait for the writer: at 64-byte frames ~2 ms of a 10 Mpps mirror.
+  static constexpr unsigned kCaptureRing = 16384;
 
   static Result<std::unique_ptr<MirrorStage>> create(const config::StageConfig& cfg,
                                                      StageContext& ctx);

@@ -1,8 +1,7 @@
 // Captures: the command and its files, with a test tap standing in for the hook points the
-// pipeline provides. The files are read back with libpcap, as tcpdump would.
+// pipeline provides. The files are read back with libpcap, as tcpdump would, and block by block.
 #include <gtest/gtest.h>
 
-#include <pcap/pcap.h>
 #include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
@@ -16,23 +15,28 @@
 #include "control/capture.h"
 #include "server_fixture.h"
 #include "support/eal_env.h"
+#include "support/pcapng_file.h"
 
 namespace vecflow::control {
 namespace {
 
 using namespace std::chrono_literals;
 
-// The hook points' side, as a test double: remembers the attached sinks.
+// The hook points' side, as a test double: remembers the attached captures.
 class TestTap final : public PacketTap {
  public:
-  Result<void> attach(std::shared_ptr<CaptureSink> sink) override {
-    sinks.push_back(std::move(sink));
+  struct Tapped {
+    PortId port;
+    std::shared_ptr<PcapngCapture> capture;
+  };
+  Result<void> attach(PortId port, std::shared_ptr<PcapngCapture> capture) override {
+    sinks.push_back({port, std::move(capture)});
     return {};
   }
-  void detach(const CaptureSink* sink) noexcept override {
-    std::erase_if(sinks, [sink](const auto& s) { return s.get() == sink; });
+  void detach(const PcapngCapture* capture) noexcept override {
+    std::erase_if(sinks, [capture](const auto& s) { return s.capture.get() == capture; });
   }
-  std::vector<std::shared_ptr<CaptureSink>> sinks;
+  std::vector<Tapped> sinks;
 };
 
 rte_mempool* packet_pool() {
@@ -61,25 +65,19 @@ rte_mbuf* frame(uint8_t proto, uint16_t dst_port, uint16_t len) {
   return m;
 }
 
-struct Packet {
-  uint32_t caplen, len;
-};
+std::vector<vecflow::test::CapturedPacket> read_pcap(const std::string& path,
+                                                     const std::vector<std::string>& interfaces) {
+  auto f = vecflow::test::read_capture(path);
+  EXPECT_EQ(f.error, "") << path;
+  EXPECT_EQ(f.datalink, 1);  // Ethernet
+  EXPECT_EQ(f.interfaces, interfaces);
+  return f.packets;
+}
 
-std::vector<Packet> read_pcap(const std::string& path, std::string* ifname = nullptr) {
-  char err[PCAP_ERRBUF_SIZE];
-  pcap_t* p =
-      pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, err);
-  EXPECT_NE(p, nullptr) << err;
-  std::vector<Packet> out;
-  if (!p) return out;
-  EXPECT_EQ(pcap_datalink(p), DLT_EN10MB);
-  pcap_pkthdr* h;
-  const u_char* data;
-  while (pcap_next_ex(p, &h, &data) == 1)
-    out.push_back({h->caplen, h->len});
-  pcap_close(p);
-  (void)ifname;
-  return out;
+uint64_t now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
 }
 
 class CaptureTest : public test::ServerFixture {
@@ -97,7 +95,7 @@ class CaptureTest : public test::ServerFixture {
   }
   void offer(CaptureDirection dir, std::vector<rte_mbuf*> pkts) {
     for (auto& s : tap_.sinks)
-      s->offer(pkts.data(), static_cast<uint16_t>(pkts.size()), dir, 0);
+      s.capture->capture(pkts, dir, s.port);
     for (auto* m : pkts)
       rte_pktmbuf_free(m);  // the data path keeps its packets: the sink copied them
   }
@@ -110,7 +108,8 @@ TEST_F(CaptureTest, WritesWhatTheTapOffersUntilStopped) {
   Json r = call("capture", {{"action", "start"}, {"port", "wan"}, {"file", "a.pcapng"}});
   ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
   ASSERT_EQ(tap_.sinks.size(), 1u);
-  EXPECT_EQ(tap_.sinks[0]->port(), static_cast<PortId>(0));
+  EXPECT_EQ(tap_.sinks[0].port, static_cast<PortId>(0));
+  const uint64_t before = now_ns();
   offer(kCaptureRx, {frame(17, 53, 100), frame(6, 22, 200)});
   offer(kCaptureTx, {frame(17, 53, 60)});
   pump(50ms);
@@ -120,10 +119,20 @@ TEST_F(CaptureTest, WritesWhatTheTapOffersUntilStopped) {
   Json s = call("capture", {{"action", "stop"}});
   ASSERT_TRUE(s["ok"].get<bool>()) << s.dump();
   EXPECT_TRUE(tap_.sinks.empty());
-  auto pkts = read_pcap(dir_ + "/captures/a.pcapng");
+  const uint64_t after = now_ns();
+  auto pkts = read_pcap(dir_ + "/captures/a.pcapng", {"wan"});
   ASSERT_EQ(pkts.size(), 3u);
   EXPECT_EQ(pkts[0].len, 100u);
   EXPECT_EQ(pkts[1].caplen, 200u);
+  // Direction in epb_flags: inbound, inbound, outbound; the real time of the copy.
+  EXPECT_EQ(pkts[0].flags, 1u);
+  EXPECT_EQ(pkts[1].flags, 1u);
+  EXPECT_EQ(pkts[2].flags, 2u);
+  for (const auto& p : pkts) {
+    EXPECT_EQ(p.interface, 0u);
+    EXPECT_GE(p.ts_ns + 1'000'000'000u, before);
+    EXPECT_LE(p.ts_ns, after + 1'000'000'000u);
+  }
 }
 
 TEST_F(CaptureTest, FilterSnaplenAndCountApply) {
@@ -142,7 +151,7 @@ TEST_F(CaptureTest, FilterSnaplenAndCountApply) {
   EXPECT_TRUE(tap_.sinks.empty()) << "count reached: the tap is let go";
   Json list = call("captures", Json::object());
   EXPECT_EQ(list["result"]["captures"][0]["ended"], "count reached");
-  auto pkts = read_pcap(dir_ + "/captures/dns.pcapng");
+  auto pkts = read_pcap(dir_ + "/captures/dns.pcapng", {"lan"});
   ASSERT_EQ(pkts.size(), 2u);
   EXPECT_EQ(pkts[0].caplen, 64u);
   EXPECT_EQ(pkts[0].len, 300u);
@@ -157,7 +166,7 @@ TEST_F(CaptureTest, DurationEndsACapture) {
   EXPECT_EQ(list["result"]["captures"][0]["ended"], "duration reached");
   std::string file = list["result"]["captures"][0]["file"];
   EXPECT_TRUE(file.starts_with(dir_ + "/captures/wan-"));
-  EXPECT_TRUE(read_pcap(file).empty());
+  EXPECT_TRUE(read_pcap(file, {"wan"}).empty());
 }
 
 TEST_F(CaptureTest, RefusesBadRequests) {

@@ -7,7 +7,6 @@
 #include <thread>
 
 #include <gtest/gtest.h>
-#include <pcap/pcap.h>
 #include <rte_mbuf.h>
 
 #include "core/accounting.h"
@@ -17,6 +16,7 @@
 #include "runtime/lcore.h"
 #include "runtime/qsbr.h"
 #include "support/eal_env.h"
+#include "support/pcapng_file.h"
 
 using namespace vecflow;
 using namespace std::chrono_literals;
@@ -174,7 +174,17 @@ TEST_F(Hooks, CaptureHookAddedAndRemovedAThousandTimesUnderTraffic) {
   HookTable table(**qsbr, kPorts, kQueues);
   OutcomeTable outcomes(1, kPorts);
   const std::string file = ::testing::TempDir() + "vpi-hooks.pcapng";
-  auto capture = PcapngCapture::open(file, {"p0", "p1"}, 128);
+  CaptureOptions o;
+  o.path = file;
+  o.interfaces = {{PortId{0}, "p0"}, {PortId{1}, "p1"}};
+  o.snaplen = 128;
+  o.ring_name = "vpi_hook_capring";
+  o.pool_name = "vpi_hook_cappool";
+  o.ring_size = 16384;
+  o.pool_size = 32767;
+  o.pool_cache = 64;
+  const auto before = std::chrono::system_clock::now();
+  auto capture = PcapngCapture::open(std::move(o));
   ASSERT_TRUE(capture) << capture.error().message;
   // The test thread is reader 1 too: it writes the capture between changes, like the
   // control lcore does.
@@ -218,19 +228,27 @@ TEST_F(Hooks, CaptureHookAddedAndRemovedAThousandTimesUnderTraffic) {
   EXPECT_EQ(st.written, st.captured);  // every copy made reached the file
   EXPECT_EQ(st.write_errors, 0u);
 
-  // And the file is a capture a standard reader accepts, with every written packet.
-  char err[PCAP_ERRBUF_SIZE];
-  pcap_t* p = pcap_open_offline(file.c_str(), err);
-  ASSERT_NE(p, nullptr) << err;
-  pcap_pkthdr* hdr;
-  const u_char* data;
-  uint64_t n = 0;
-  while (pcap_next_ex(p, &hdr, &data) == 1) {
-    EXPECT_EQ(hdr->len, 60u);
-    ++n;
+  // And the file is a capture a standard reader accepts, with every written packet, each on the
+  // interface of the hook point's port, inbound or outbound, stamped with the real time.
+  auto f = test::read_capture(file);
+  ASSERT_EQ(f.error, "");
+  EXPECT_EQ(f.interfaces, (std::vector<std::string>{"p0", "p1"}));
+  EXPECT_EQ(f.packets.size(), st.written);
+  const auto after = std::chrono::system_clock::now();
+  auto ns = [](auto t) {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+  };
+  bool rx = false, tx = false;
+  for (const auto& pkt : f.packets) {
+    EXPECT_EQ(pkt.len, 60u);
+    EXPECT_TRUE(pkt.flags == 1 || pkt.flags == 2) << pkt.flags;
+    rx |= pkt.flags == 1;
+    tx |= pkt.flags == 2;
+    EXPECT_GE(pkt.ts_ns + 1'000'000'000u, ns(before));
+    EXPECT_LE(pkt.ts_ns, ns(after) + 1'000'000'000u);
   }
-  pcap_close(p);
-  EXPECT_EQ(n, st.written);
+  EXPECT_TRUE(rx && tx);
   std::filesystem::remove(file);
 }
 
