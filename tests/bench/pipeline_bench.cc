@@ -34,7 +34,7 @@
 #include "core/parse.h"
 #include "hooks/hook_table.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/worker.h"
+#include "pipeline/pipeline_worker.h"
 #include "runtime/eal.h"
 #include "runtime/qsbr.h"
 

@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "config/config.h"
-#include "control/builtin.h"
+#include "control/builtin_commands.h"
 #include "control/registry.h"
 #include "core/accounting.h"
 #include "fuzz_check.h"

@@ -34,7 +34,7 @@
 #include "fuzz_check.h"
 #include "io/rx_classify.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/worker.h"
+#include "pipeline/pipeline_worker.h"
 #include "runtime/qsbr.h"
 #include "support/eal_env.h"
 

@@ -9,7 +9,7 @@
 
 #include "control/capture.h"
 #include "control/trace.h"
-#include "core/trace.h"
+#include "core/tracer.h"
 #include "hooks/capture_hook.h"
 #include "hooks/hook_table.h"
 

@@ -4,7 +4,7 @@
 
 #include <rte_prefetch.h>
 
-#include "core/trace.h"
+#include "core/tracer.h"
 #include "sched/event.h"
 
 namespace vecflow {

@@ -8,7 +8,7 @@
 // stage's per-call cost (table loads, counters, clock reads) for a packet or two. Events keep
 // their order, so a flow's packets keep theirs.
 //
-// What PipelineWorker::run() leaves (pipeline/worker.h), per event:
+// What PipelineWorker::run() leaves (pipeline/pipeline_worker.h), per event:
 //   dropped            freed and counted by the pipeline worker itself
 //   still Continue     the event carries them on: its packets become exactly these (packed at
 //                      the front of the vector, order kept) and it is forwarded to group g+1
@@ -18,7 +18,7 @@
 //   mirror copies      handed to the TxAdapter now (charged to no port)
 //   held, given back   handed to the TxAdapter now, ahead of the run's decided packets (tx of
 //                      their ingress port); so are those a tick() gives back between events
-// Events the rx adapter marked (sub_event_type, core/trace.h) carry packets a trace follows:
+// Events the rx adapter marked (sub_event_type, core/tracer.h) carry packets a trace follows:
 // their dequeue and every stage's decision are recorded for those packets.
 // An event left with no packet is finished empty (a vector is returned to its pool, a
 // single-packet event becomes a payload-less CPU event).
@@ -31,7 +31,7 @@
 #include <span>
 #include <vector>
 
-#include "pipeline/worker.h"
+#include "pipeline/pipeline_worker.h"
 #include "sched/tx_adapter.h"
 #include "sched/worker.h"
 
@@ -59,7 +59,7 @@ class PipelineHandler final : public sched::EventHandler, private CopySink {
   void copies(std::span<rte_mbuf*> pkts) noexcept override { tx_.take(pkts); }
   void released(std::span<rte_mbuf*> pkts) noexcept override { tx_.take(pkts); }
   // Runs the group of events[first, last) over their gathered packets and moves each on.
-  // `traced`: an event carries packets a trace follows (core/trace.h).
+  // `traced`: an event carries packets a trace follows (core/tracer.h).
   void run_gathered(std::span<rte_event> events, size_t first, size_t last, size_t npkts,
                     bool traced) noexcept;
   // Records the dequeue of each traced packet of `events`.

@@ -50,7 +50,7 @@ inline const MetricFamily kAccountHeldPackets{
     MetricType::Gauge,
     {"port"}};
 
-// The XDP steering program of a port's interface (control/parts/steering.cc adds them;
+// The XDP steering program of a port's interface (control/parts/steering_part.cc adds them;
 // `accounting` reads them for the layer before user space). Per port, once settled:
 //   rx == Σ verdicts, and verdict "userspace" (lifted) == drops{layer="device"} (the AF_XDP
 //   socket's) + drops{layer="port"} + vecflow_accounting_rx_packets_total.

@@ -1,5 +1,5 @@
 // `vecflowctl trace`: follow the next packets that match a filter through every step of the
-// data path (core/trace.h), and show each step in words.
+// data path (core/tracer.h), and show each step in words.
 //
 //   trace action=add count=N [port=NAME] [filter=EXPR]   arm: the next N packets received on
 //                                                         the port (any port) that match
@@ -26,7 +26,7 @@
 #include "control/server.h"
 #include "core/error.h"
 #include "core/ids.h"
-#include "core/trace.h"
+#include "core/tracer.h"
 
 struct rte_bpf;
 

@@ -41,9 +41,10 @@ inline constexpr uint32_t kNoNextHop = 0xffffffff;
 // PacketMeta::flags bits.
 // A packet vecflow made (a mirror copy), not one that entered through a port: it is
 // transmitted on out_port but charged to no port's accounting (rx = tx + ... counts the
-// packets that entered). It reaches the tx path through CopySink::copies (pipeline/worker.h).
+// packets that entered). It reaches the tx path through CopySink::copies
+// (pipeline/pipeline_worker.h).
 inline constexpr uint8_t kMetaFlagCopy = 0x01;
-// A packet `vecflowctl trace` follows (core/trace.h); trace_id says which.
+// A packet `vecflowctl trace` follows (core/tracer.h); trace_id says which.
 inline constexpr uint8_t kMetaFlagTrace = 0x02;
 
 // PacketMeta::nexthop values besides a neighbour id (pipeline/neighbour_table.h).

@@ -67,7 +67,7 @@ class HookTable {
 
   // ---- data path (the lcore that owns the queue) ----
   // Returns whether any hook ran: only then can the burst hold packets a trace marked
-  // (core/trace.h), which the rx adapter then looks for.
+  // (core/tracer.h), which the rx adapter then looks for.
   bool run_rx(PortId port, QueueId queue, std::span<rte_mbuf* const> pkts) noexcept {
     return run(slot(HookDirection::Rx, port, queue), pkts);
   }

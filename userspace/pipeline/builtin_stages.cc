@@ -4,8 +4,8 @@
 #include "pipeline/l2_stage.h"
 #include "pipeline/mirror_stage.h"
 #include "pipeline/neighbour_stage.h"
-#include "pipeline/registry.h"
 #include "pipeline/route_stage.h"
+#include "pipeline/stage_registry.h"
 
 namespace vecflow {
 

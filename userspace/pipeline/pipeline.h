@@ -1,7 +1,7 @@
 // The forwarding pipeline: the ordered stages of the appliance file, built by their factories,
 // grouped where the file fuses them. The pipeline owns the state its stages share (the
 // neighbour table, the kernel synchroniser) and gives the control plane read access to every
-// stage. Running it on vectors is PipelineWorker's job (pipeline/worker.h).
+// stage. Running it on vectors is PipelineWorker's job (pipeline/pipeline_worker.h).
 #pragma once
 
 #include <memory>
@@ -12,8 +12,8 @@
 
 #include "config/config.h"
 #include "core/error.h"
-#include "pipeline/registry.h"
 #include "pipeline/stage.h"
+#include "pipeline/stage_registry.h"
 #include "runtime/service.h"
 
 namespace vecflow {

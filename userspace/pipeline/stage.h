@@ -155,7 +155,7 @@ class Stage {
   // final verdict only when later stages must not touch the packet.
   virtual void process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept = 0;
 
-  // For a packet a trace follows (core/trace.h), what this stage did with it in a few words
+  // For a packet a trace follows (core/tracer.h), what this stage did with it in a few words
   // (the route it matched, the ACL rule, the MAC address it wrote), written into `out`;
   // returns the length. Runs on the worker lcore right after process(), for marked packets
   // only, under process()'s rules. The runner records the verdict, drop reason, egress port

@@ -7,7 +7,7 @@
 #include <rte_errno.h>
 
 #include "core/packet.h"
-#include "core/trace.h"
+#include "core/tracer.h"
 #include "hooks/hook_table.h"
 #include "io/port.h"
 #include "runtime/cycles.h"

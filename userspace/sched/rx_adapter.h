@@ -34,7 +34,7 @@
 //
 // Rx hooks (hooks/hook_table.h) run in RxAdapter::receive(), on each received burst between
 // Port::rx_burst and the grouping into vectors, after the burst was counted. After a burst a
-// hook ran on, the grouping looks for packets a trace marked (core/trace.h): it records the
+// hook ran on, the grouping looks for packets a trace marked (core/tracer.h): it records the
 // bucket each joins and marks the event that carries it (sub_event_type).
 //
 // Sleeping: Port has no per-queue wake-up yet (io/port.h), so the adapter keeps the Service
@@ -177,7 +177,7 @@ class RxAdapter final : public Service {
     uint16_t port;          // PortId and queue of the rx queue, for removals
     uint16_t queue;
     uint16_t bucket;
-    uint8_t traced;  // holds a packet a trace follows (core/trace.h)
+    uint8_t traced;  // holds a packet a trace follows (core/tracer.h)
     uint16_t prev;   // age list, oldest first; head_ is the list head
     uint16_t next;
   };

@@ -1,6 +1,6 @@
 #include "sched/scheduler.h"
 
-#include "sched/builtin.h"
+#include "sched/builtin_backend.h"
 #include "sched/eventdev.h"
 
 namespace vecflow::sched {

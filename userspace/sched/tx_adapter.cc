@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <bit>
 
-#include "core/trace.h"
+#include "core/tracer.h"
 #include "hooks/hook_table.h"
 #include "io/port.h"
 

@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "config/config.h"
-#include "control/builtin.h"
-#include "control/parts/pipeline.h"
-#include "control/parts/pipeline_reload.h"
-#include "control/parts/ports.h"
-#include "control/parts/sched.h"
+#include "control/builtin_commands.h"
+#include "control/parts/pipeline_part.h"
+#include "control/parts/pipeline_reload_part.h"
+#include "control/parts/ports_part.h"
+#include "control/parts/sched_part.h"
 #include "control/registry.h"
 #include "core/packet.h"
 #include "io/packet_pool.h"

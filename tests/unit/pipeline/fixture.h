@@ -12,7 +12,7 @@
 #include "core/accounting.h"
 #include "frames.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/worker.h"
+#include "pipeline/pipeline_worker.h"
 #include "runtime/qsbr.h"
 #include "support/eal_env.h"
 

@@ -13,7 +13,7 @@
 #include <rte_mbuf.h>
 
 #include "core/net.h"
-#include "pipeline/worker.h"
+#include "pipeline/pipeline_worker.h"
 
 namespace vecflow::test {
 

@@ -5,7 +5,7 @@
 #include "core/packet.h"
 #include "fixture.h"
 #include "pipeline/packet_view.h"
-#include "pipeline/registry.h"
+#include "pipeline/stage_registry.h"
 
 using namespace vecflow;
 using namespace vecflow::test;

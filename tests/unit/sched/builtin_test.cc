@@ -6,7 +6,7 @@
 #include <set>
 
 #include "pipeline_check.h"
-#include "sched/builtin.h"
+#include "sched/builtin_backend.h"
 #include "sched_support.h"
 #include "support/eal_env.h"
 

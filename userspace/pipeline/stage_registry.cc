@@ -1,4 +1,4 @@
-#include "pipeline/registry.h"
+#include "pipeline/stage_registry.h"
 
 namespace vecflow {
 

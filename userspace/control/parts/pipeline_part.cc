@@ -1,4 +1,4 @@
-#include "control/parts/pipeline.h"
+#include "control/parts/pipeline_part.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "control/parts/ports.h"
+#include "control/parts/ports_part.h"
 
 #include <array>
 #include <string>

@@ -1,4 +1,4 @@
-#include "control/parts/pipeline_reload.h"
+#include "control/parts/pipeline_reload_part.h"
 
 #include <algorithm>
 #include <map>

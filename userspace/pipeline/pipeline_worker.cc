@@ -1,4 +1,4 @@
-#include "pipeline/worker.h"
+#include "pipeline/pipeline_worker.h"
 
 #include <algorithm>
 #include <array>
@@ -7,7 +7,7 @@
 
 #include "core/burst.h"
 #include "core/packet.h"
-#include "core/trace.h"
+#include "core/tracer.h"
 
 namespace vecflow {
 

@@ -1,4 +1,4 @@
-#include "control/parts/steering.h"
+#include "control/parts/steering_part.h"
 
 #include <array>
 #include <string_view>

@@ -1,4 +1,4 @@
-#include "core/trace.h"
+#include "core/tracer.h"
 
 #include <algorithm>
 #include <cstring>

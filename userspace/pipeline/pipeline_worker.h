@@ -92,7 +92,7 @@ class PipelineWorker {
 
   // Runs group `group` on `pkts` (reordered in place). `tags` (may be null) and the decided
   // arrays hold at least pkts.size() entries. `traced`: some packets may be marked by a trace
-  // (core/trace.h); after each stage, each marked packet's state is recorded.
+  // (core/tracer.h); after each stage, each marked packet's state is recorded.
   GroupOutput run(size_t group, std::span<rte_mbuf*> pkts, uint8_t* tags, rte_mbuf** decided,
                   uint8_t* decided_tags, CopySink& copies, bool traced = false) noexcept;
 

@@ -1,4 +1,4 @@
-#include "control/builtin.h"
+#include "control/builtin_commands.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "sched/builtin.h"
+#include "sched/builtin_backend.h"
 
 #include <linux/membarrier.h>
 #include <sys/syscall.h>

@@ -1,4 +1,4 @@
-#include "control/parts/sched.h"
+#include "control/parts/sched_part.h"
 
 #include <array>
 #include <string>
