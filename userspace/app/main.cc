@@ -3,7 +3,7 @@
 //   vecflowd                       run the embedded demo configuration
 //   vecflowd -c /etc/vecflow/appliance.yaml
 //   vecflowd --check FILE          validate a file: prints "ok" or every located error
-//   vecflowd --list-drop-reasons   every drop reason with its meaning (docs/drop-reasons.md's table)
+//   vecflowd --list-drop-reasons   every drop reason with its meaning (docs/drop-reasons.md)
 //
 // SIGINT/SIGTERM stop it; SIGHUP reloads the running file (like `vecflowctl reload`).
 #include <signal.h>

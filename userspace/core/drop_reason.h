@@ -40,8 +40,8 @@ bool drop_possible(DropLayer layer, DropReason r) noexcept;
 bool is_parse_fault(DropReason r) noexcept;
 
 // Every reason as an aligned Markdown table (index, name, meaning), the operator's list:
-// `vecflowd --list-drop-reasons` prints it and docs/drop-reasons.md carries it (a test keeps them equal).
-// The index is the slot in the XDP programs' counter arrays, for reading them with bpftool.
+// `vecflowd --list-drop-reasons` prints it and docs/drop-reasons.md carries it (a test keeps them
+// equal). The index is the slot in the XDP programs' counter arrays, for reading them with bpftool.
 std::string drop_reasons_markdown();
 
 }  // namespace vecflow
