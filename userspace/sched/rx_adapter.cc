@@ -166,8 +166,11 @@ bool RxAdapter::poll() noexcept {
   }
   if (nout_ > 0) {
     enqueue_out(DropReason::SCHED_BACKPRESSURE);
-    return true;
+    worked = true;
   }
+  // A backend that buffers enqueued events per port (event_dsw: up to 32 events, 2048 packets
+  // at vectors of 64) is flushed every poll, not only when idle: buffered, those packets' mbufs
+  // outgrow the pool's per-lcore cache and come back from the rx path cold.
   if (producer_.needs_maintenance()) producer_.maintain();
   return worked;
 }
