@@ -10,7 +10,7 @@
 #include <memory>
 #include <optional>
 
-#include "app/datapath.h"
+#include "datapath/datapath.h"
 #include "app/hook_tap.h"
 #include "config/config.h"
 #include "control/capture.h"

@@ -1,7 +1,7 @@
 // The worker side of the scheduler: a Service that dequeues a burst for one worker port, hands
 // it to an EventHandler, sends the events the handler forwarded back to the scheduler, and
 // gives the finished ones to an EgressSink (the TxAdapter). vecflowd's handler is the
-// pipeline's (app/pipeline_handler.h).
+// pipeline's (datapath/pipeline_handler.h).
 //
 // Contract of process(): every event arrives finished (op RELEASE); the handler forwards the
 // ones that go on to another queue (sched::forward_to: op FORWARD, same flow). How it treats

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "app/pipeline_handler.h"
+#include "datapath/pipeline_handler.h"
 #include "config/config.h"
 #include "core/accounting.h"
 #include "core/error.h"

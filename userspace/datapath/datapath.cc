@@ -1,4 +1,4 @@
-#include "app/datapath.h"
+#include "datapath/datapath.h"
 
 #include <algorithm>
 #include <chrono>

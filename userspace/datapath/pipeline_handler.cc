@@ -1,4 +1,4 @@
-#include "app/pipeline_handler.h"
+#include "datapath/pipeline_handler.h"
 
 #include <algorithm>
 
