@@ -10,6 +10,7 @@
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
 
+#include "core/counter.h"
 #include "core/drop_reason.h"
 #include "core/ids.h"
 #include "core/packet.h"
@@ -91,6 +92,29 @@ inline std::optional<DropReason> classify_rx(rte_mbuf* m, const RxClassify& c,
   if (keep_rss) m->hash.rss = rss;  // the full parse (uncommon frames) hashes anyway
   if (bad && c.drop_malformed) return bad;
   return std::nullopt;
+}
+
+// Classifies a received burst in place (classify_rx on each frame, the next frames' lines
+// prefetched): the frames a port keeps stay at the front in their order, a malformed one it
+// drops is freed and counted in `drops`. Returns how many are kept; `bytes` gets their bytes.
+// Inline: the port's rx_burst and this loop are one pass over the burst.
+inline uint16_t classify_burst(rte_mbuf** pkts, uint16_t n, const RxClassify& c, bool try_meta,
+                               DropCounters& drops, uint64_t& bytes) noexcept {
+  uint16_t kept = 0;
+  uint64_t sum = 0;
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    if (i + kPrefetchAhead < n) prefetch_rx(pkts[i + kPrefetchAhead]);
+    if (auto bad = classify_rx(m, c, try_meta)) {
+      drops.add(*bad);
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    sum += m->pkt_len;
+    pkts[kept++] = m;
+  }
+  bytes = sum;
+  return kept;
 }
 
 }  // namespace vecflow

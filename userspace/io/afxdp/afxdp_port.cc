@@ -497,19 +497,8 @@ uint16_t AfXdpPort::rx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
     return 0;  // stopped
   }
   // Metadata, or one software parse; malformed frames are dropped here and counted.
-  uint16_t kept = 0;
-  uint64_t bytes = 0;
-  for (uint16_t i = 0; i < got; ++i) {
-    rte_mbuf* m = pkts[i];
-    if (i + kPrefetchAhead < got) prefetch_rx(pkts[i + kPrefetchAhead]);
-    if (auto bad = classify_rx(m, im.opt.classify, true)) {
-      c.drops.add(*bad);
-      rte_pktmbuf_free(m);
-      continue;
-    }
-    bytes += m->pkt_len;
-    pkts[kept++] = m;
-  }
+  uint64_t bytes;
+  const uint16_t kept = classify_burst(pkts, got, im.opt.classify, true, c.drops, bytes);
   c.packets.add(kept);
   c.bytes.add(bytes);
   return kept;

@@ -145,19 +145,8 @@ uint16_t DpdkPort::rx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept {
     if (got == 0) return 0;
   }
   RxQueueCounters& c = rx_counter(q);
-  uint16_t kept = 0;
-  uint64_t bytes = 0;
-  for (uint16_t i = 0; i < got; ++i) {
-    rte_mbuf* m = pkts[i];
-    if (i + kPrefetchAhead < got) prefetch_rx(pkts[i + kPrefetchAhead]);
-    if (auto bad = classify_rx(m, classify_, try_meta_)) {
-      c.drops.add(*bad);
-      rte_pktmbuf_free(m);
-      continue;
-    }
-    bytes += m->pkt_len;
-    pkts[kept++] = m;
-  }
+  uint64_t bytes;
+  const uint16_t kept = classify_burst(pkts, got, classify_, try_meta_, c.drops, bytes);
   c.packets.add(kept);
   c.bytes.add(bytes);
   return kept;
