@@ -21,6 +21,7 @@
 
 #include "core/log.h"
 #include "runtime/cycles.h"
+#include "sched/builtin_credits.h"
 #include "sched/spsc_ring.h"
 
 namespace vecflow::sched {
@@ -114,11 +115,7 @@ struct Shared {
   std::vector<BuiltinPort*> workers;  // by worker index
   // Producer -> worker rings, [producer][worker].
   std::vector<std::unique_ptr<SpscEventRing>> direct;
-  int64_t credit_limit = 0;
-  int32_t credit_loan = 0;  // see kMinCreditLoan
-  // Written by every port once per loan: on a line of its own, or each loan would also take
-  // the fields read on every call away from the other cores.
-  alignas(64) std::atomic<int64_t> on_loan{0};
+  CreditPool credits;
   alignas(64) int64_t backlog_cap = 0;  // SchedulerConfig::worker_backlog_packets; 0: not counted
   int64_t backlog_check = 0;            // packets a port sends to a worker between two looks
   bool vector_events = false;           // SchedulerConfig::vector_events
@@ -206,7 +203,7 @@ class BuiltinPort final : public EventPort {
     uint16_t admitted = n;
     if (full_ != 0) [[unlikely]]
       admitted = admit(ev, n, compact);
-    uint16_t ok = take_credits(admitted);
+    uint16_t ok = credits_.take(admitted);
     route_burst(ev, ok);
     counters_.enq_new.add(ok);
     if (ok != n) counters_.refused.add(n - ok);
@@ -214,7 +211,7 @@ class BuiltinPort final : public EventPort {
     return ok;
   }
 
-  // Room: credits for `n` (what take_credits would find), and some worker below its backlog
+  // Room: credits for `n` (what Credits::take would find), and some worker below its backlog
   // limit (with one full worker the others' flows are still taken). A producer that stops
   // enqueuing learns here when full workers have caught up.
   // A request beyond what a drained scheduler can offer (every other port may keep two loans)
@@ -224,11 +221,7 @@ class BuiltinPort final : public EventPort {
       forget_caught_up();
       if (std::popcount(full_) >= static_cast<int>(s_.nworkers)) return false;
     }
-    const int64_t attainable = std::max<int64_t>(
-        s_.credit_loan, s_.credit_limit - static_cast<int64_t>(s_.all.size()) * 2 * s_.credit_loan);
-    const int64_t want = std::min<int64_t>(n, attainable);
-    if (credits_ >= want) return true;
-    return s_.credit_limit - s_.on_loan.load(std::memory_order_relaxed) >= want - credits_;
+    return credits_.could_take(std::min<int64_t>(n, s_.credits.attainable()));
   }
 
   uint16_t enqueue_forward_burst(const rte_event* ev, uint16_t n) noexcept override {
@@ -240,7 +233,7 @@ class BuiltinPort final : public EventPort {
     } else {
       // More forwards than events dequeued: the extra ones are new to the scheduler.
       uint16_t extra = static_cast<uint16_t>(n - pending_);
-      uint16_t granted = take_credits(extra);
+      uint16_t granted = credits_.take(extra);
       ok = static_cast<uint16_t>(pending_ + granted);
       pending_ = 0;
       counters_.enq_new.add(granted);
@@ -266,7 +259,7 @@ class BuiltinPort final : public EventPort {
         // A release without a dequeued event to release is ignored (nothing to give back).
         if (pending_ > 0) {
           --pending_;
-          return_credits(1);
+          credits_.give_back(1);
           ++rels;
         }
         continue;
@@ -275,7 +268,7 @@ class BuiltinPort final : public EventPort {
         --pending_;
         ++fwds;
       } else {
-        if (take_credits(1) == 0) break;
+        if (credits_.take(1) == 0) break;
         ++news;
       }
       keep[nkeep++] = e;
@@ -299,7 +292,7 @@ class BuiltinPort final : public EventPort {
     if (!worker_) return 0;
     // Implicit release: whatever of the last burst was neither forwarded nor released.
     if (pending_) {
-      return_credits(pending_);
+      credits_.give_back(pending_);
       counters_.enq_release.add(pending_);
       pending_ = 0;
     }
@@ -374,7 +367,7 @@ class BuiltinPort final : public EventPort {
   void park() noexcept override {
     if (!worker_) return;
     if (pending_) {
-      return_credits(pending_);
+      credits_.give_back(pending_);
       counters_.enq_release.add(pending_);
       pending_ = 0;
     }
@@ -662,43 +655,6 @@ class BuiltinPort final : public EventPort {
     epoch_shared_.store(++epoch_, std::memory_order_release);
   }
 
-  // ---- credits ---------------------------------------------------------------------------
-
-  uint16_t take_credits(uint16_t n) noexcept {
-    if (likely(credits_ >= n)) {
-      credits_ -= n;
-      return n;
-    }
-    // Read before writing: when the pool is empty (overload) a refused producer must not keep
-    // bouncing the shared counter's cache line with add-then-undo.
-    const int64_t available = s_.credit_limit - s_.on_loan.load(std::memory_order_relaxed);
-    int32_t loan = static_cast<int32_t>(std::min<int64_t>(
-        std::max<int32_t>(n - credits_, s_.credit_loan), std::max<int64_t>(available, 0)));
-    if (loan == 0) {
-      uint16_t granted = static_cast<uint16_t>(std::min<int32_t>(n, credits_));
-      credits_ -= granted;
-      return granted;
-    }
-    int64_t after = s_.on_loan.fetch_add(loan, std::memory_order_relaxed) + loan;
-    if (after > s_.credit_limit) {
-      int64_t excess = std::min<int64_t>(after - s_.credit_limit, loan);
-      s_.on_loan.fetch_sub(excess, std::memory_order_relaxed);
-      loan -= static_cast<int32_t>(excess);
-    }
-    credits_ += loan;
-    uint16_t granted = static_cast<uint16_t>(std::min<int32_t>(n, credits_));
-    credits_ -= granted;
-    return granted;
-  }
-
-  void return_credits(uint32_t n) noexcept {
-    credits_ += static_cast<int32_t>(n);
-    if (credits_ > 2 * s_.credit_loan) {
-      s_.on_loan.fetch_sub(credits_ - s_.credit_loan, std::memory_order_relaxed);
-      credits_ = s_.credit_loan;
-    }
-  }
-
   // ---- holds (this port as a migration target) ------------------------------------------
 
   bool is_held(uint32_t key) const noexcept {
@@ -928,7 +884,7 @@ class BuiltinPort final : public EventPort {
   const bool worker_;
 
   // Owner thread only: the hot part first.
-  int32_t credits_ = 0;
+  Credits credits_{s_.credits};
   uint32_t pending_ = 0;  // dequeued, neither forwarded nor released yet
   uint64_t dirty_ = 0;    // destinations whose out-buffer holds events
   uint32_t rr_ = 0;       // next destination for parallel queues
@@ -1021,11 +977,8 @@ class BuiltinScheduler final : public Scheduler {
           "membarrier unavailable: builtin ports fence at each quiescent point");
     }
     uint32_t ports = c.producers + c.workers;
-    // At least two loans per port, so ports parking credits cannot starve the others.
-    s_.credit_loan = std::clamp<int32_t>(static_cast<int32_t>(c.inflight_limit / (8 * ports)),
-                                         kMinCreditLoan, kMaxCreditLoan);
-    s_.credit_limit = std::max<int64_t>(c.inflight_limit, int64_t{ports} * 2 * s_.credit_loan);
-    uint32_t ring_size = std::bit_ceil(static_cast<uint32_t>(s_.credit_limit) + 1);
+    s_.credits.configure(c.inflight_limit, ports);
+    uint32_t ring_size = std::bit_ceil(static_cast<uint32_t>(s_.credits.limit()) + 1);
     s_.backlog_cap = c.worker_backlog_packets;
     s_.backlog_check = std::max<int64_t>(1, s_.backlog_cap / 8);
     s_.vector_events = c.vector_events;
@@ -1051,7 +1004,7 @@ class BuiltinScheduler final : public Scheduler {
     }
     uint32_t max_holds = static_cast<uint32_t>(c.workers) * kMaxFlowsPerMigration;
     for (auto& p : ports_) {
-      if (auto r = p->init(ring_size, static_cast<uint32_t>(s_.credit_limit), max_holds); !r)
+      if (auto r = p->init(ring_size, static_cast<uint32_t>(s_.credits.limit()), max_holds); !r)
         return r;
     }
     for (uint32_t i = 0; i < uint32_t{c.producers} * c.workers; ++i) {

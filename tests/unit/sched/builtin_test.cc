@@ -1,12 +1,14 @@
 // The builtin backend's flow migration: flows move from a loaded worker to an idle one while
 // traffic runs, and no flow is ever on two workers at once or reordered while it moves. And its
-// per-worker backlog limit: a worker that stops dequeuing cannot stop the others' flows.
+// per-worker backlog limit: a worker that stops dequeuing cannot stop the others' flows. And
+// its credits: the in-flight limit shared by the ports in loans.
 #include <gtest/gtest.h>
 
 #include <set>
 
 #include "pipeline_check.h"
 #include "sched/builtin_backend.h"
+#include "sched/builtin_credits.h"
 #include "sched_support.h"
 #include "support/eal_env.h"
 
@@ -219,3 +221,41 @@ TEST(Builtin, AFullWorkerBacklogRefusesOnlyThatWorkersFlows) {
 }
 
 }  // namespace
+
+TEST(BuiltinCredits, PortsTogetherNeverHoldMoreThanTheLimit) {
+  sched::CreditPool pool;
+  pool.configure(4096, 2);  // loans of 256, a limit of 4096
+  ASSERT_EQ(pool.loan(), 256);
+  ASSERT_EQ(pool.limit(), 4096);
+  sched::Credits a(pool), b(pool);
+  uint64_t taken = 0;
+  for (int i = 0; i < 100; ++i)
+    taken += a.take(32) + b.take(32);
+  EXPECT_EQ(taken, 4096u) << "every credit of the pool, and not one more";
+  EXPECT_EQ(a.take(1) + b.take(1), 0u);
+  EXPECT_FALSE(a.could_take(1));
+  // Given back by one port, they can be taken by the other.
+  a.give_back(1000);
+  EXPECT_TRUE(b.could_take(500));
+  EXPECT_EQ(b.take(500), 500u);
+}
+
+TEST(BuiltinCredits, APortKeepsAtMostTwoLoansOfWhatItGivesBack) {
+  sched::CreditPool pool;
+  pool.configure(4096, 2);
+  sched::Credits a(pool), b(pool);
+  ASSERT_EQ(a.take(2000), 2000u);
+  a.give_back(2000);  // keeps one loan, returns the rest to the pool
+  EXPECT_EQ(pool.available(), pool.limit() - pool.loan());
+  EXPECT_EQ(b.take(4096 - 256), uint16_t(4096 - 256)) << "the rest of the pool is b's to take";
+  EXPECT_EQ(a.take(256), 256u) << "a's kept loan";
+  EXPECT_EQ(a.take(1), 0u);
+}
+
+TEST(BuiltinCredits, ASmallLimitIsRaisedSoThatEveryPortCanHoldTwoLoans) {
+  sched::CreditPool pool;
+  pool.configure(64, 4);  // a loan cannot go below kMinCreditLoan
+  EXPECT_EQ(pool.loan(), sched::kMinCreditLoan);
+  EXPECT_EQ(pool.limit(), 4 * 2 * sched::kMinCreditLoan);
+  EXPECT_EQ(pool.attainable(), sched::kMinCreditLoan);
+}
