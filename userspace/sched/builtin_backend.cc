@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "runtime/cycles.h"
 #include "sched/builtin_credits.h"
+#include "sched/builtin_flow_choice.h"
 #include "sched/spsc_ring.h"
 
 namespace vecflow::sched {
@@ -349,11 +350,8 @@ class BuiltinPort final : public EventPort {
     if (sampling_) {
       for (uint16_t i = 0; i < got; ++i) {
         const rte_event& e = ev[i];
-        if (s_.types[e.queue_id] != SchedType::Parallel) {
-          samples_[sample_pos_] = flow_key(e.queue_id, flow_slot(e.flow_id));
-          sample_pos_ = static_cast<uint16_t>((sample_pos_ + 1) % kFlowSamples);
-          if (nsamples_ < kFlowSamples) ++nsamples_;
-        }
+        if (s_.types[e.queue_id] != SchedType::Parallel)
+          samples_.add(flow_key(e.queue_id, flow_slot(e.flow_id)));
       }
     }
     if (!busy_) {
@@ -760,7 +758,7 @@ class BuiltinPort final : public EventPort {
     period_start_ = now;
     next_load_ = now + s_.load_interval_tsc;
     sampling_ = s_.nworkers > 1 && load >= s_.tuning.min_source_load;
-    if (!sampling_) nsamples_ = 0;
+    if (!sampling_) samples_.clear();
   }
 
   int32_t effective_load(const BuiltinPort& p) const noexcept {
@@ -772,7 +770,7 @@ class BuiltinPort final : public EventPort {
     const uint64_t interval = s_.migration_interval_tsc;
     next_emigration_ = now + interval / 2 + (interval ? rte_rand_max(interval) : 0);
     if (s_.nworkers < 2 || migration_ != Migration::Idle || nholds_ > 0 || in_len_ > 0 ||
-        held_len_ > 0 || nsamples_ < kFlowSamples)
+        held_len_ > 0 || !samples_.full())
       return;
     const BuiltinTuning& t = s_.tuning;
     int32_t source = load_.load(std::memory_order_relaxed);
@@ -794,40 +792,12 @@ class BuiltinPort final : public EventPort {
     if (!target || target_load > t.max_target_load || source - target_load < t.min_imbalance)
       return;
 
-    // Share of this port's load per flow slot, from the samples, heaviest first.
-    uint32_t keys[kFlowSamples];
-    std::copy(samples_, samples_ + kFlowSamples, keys);
-    std::sort(keys, keys + kFlowSamples);
-    struct Candidate {
-      uint32_t key;
-      uint16_t count;
-    } cand[kFlowSamples];
-    uint16_t ncand = 0;
-    for (uint16_t i = 0; i < kFlowSamples; ++i) {
-      if (ncand > 0 && cand[ncand - 1].key == keys[i]) {
-        ++cand[ncand - 1].count;
-      } else {
-        cand[ncand++] = {keys[i], 1};
-      }
-    }
-    std::sort(cand, cand + ncand,
-              [](const Candidate& a, const Candidate& b) { return a.count > b.count; });
+    const FlowChoice choice = samples_.choose(source, target_load, t.max_flows_per_migration);
+    if (choice.count == 0) return;
+    CtlMsg msg{CtlType::Hold, static_cast<uint8_t>(id_), choice.count, 0, {}};
+    std::copy_n(choice.keys.begin(), choice.count, msg.keys);
 
-    // Take flows while each move narrows the gap: a flow of load f helps only if f is below
-    // the difference (moving more would make the target the hotter one).
-    CtlMsg msg{CtlType::Hold, static_cast<uint8_t>(id_), 0, 0, {}};
-    int32_t moved = 0;
-    for (uint16_t i = 0; i < ncand && msg.count < t.max_flows_per_migration; ++i) {
-      int32_t f = source * cand[i].count / kFlowSamples;
-      if (f <= 0 || f >= source - target_load) continue;
-      msg.keys[msg.count++] = cand[i].key;
-      source -= f;
-      target_load += f;
-      moved += f;
-    }
-    if (msg.count == 0) return;
-
-    // Hold first, then point the slots at the target (see builtin.h for why this order).
+    // Hold first, then point the slots at the target (builtin_backend.h says why in this order).
     post(*target, msg);
     const uint8_t tid = static_cast<uint8_t>(target->index());
     for (uint8_t i = 0; i < msg.count; ++i) {
@@ -842,12 +812,12 @@ class BuiltinPort final : public EventPort {
     }
     for (size_t p = 0; p < s_.all.size(); ++p)
       snap_[p] = s_.all[p]->epoch_shared_.load(std::memory_order_acquire);
-    target->immigration_load_.fetch_add(moved, std::memory_order_relaxed);
+    target->immigration_load_.fetch_add(choice.moved, std::memory_order_relaxed);
     migration_ = Migration::Grace;
     mig_target_ = target;
     mig_msg_ = msg;
     mig_msg_.type = CtlType::Release;
-    nsamples_ = 0;
+    samples_.clear();
   }
 
   void advance_migration() noexcept {
@@ -922,9 +892,7 @@ class BuiltinPort final : public EventPort {
   uint64_t next_load_ = 0;
   uint32_t calls_ = 0;
   bool sampling_ = false;
-  uint16_t nsamples_ = 0;
-  uint16_t sample_pos_ = 0;
-  uint32_t samples_[kFlowSamples] = {};
+  FlowSamples samples_;
 
   // Read by other ports, each group on its own cache line. The rings are set at init and read
   // by every send here: a member this port writes as it works on their line would make each

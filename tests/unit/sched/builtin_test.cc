@@ -1,7 +1,8 @@
 // The builtin backend's flow migration: flows move from a loaded worker to an idle one while
 // traffic runs, and no flow is ever on two workers at once or reordered while it moves. And its
 // per-worker backlog limit: a worker that stops dequeuing cannot stop the others' flows. And
-// its credits: the in-flight limit shared by the ports in loans.
+// its credits (the in-flight limit shared by the ports in loans) and its choice of the flows a
+// loaded port gives away.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -9,6 +10,7 @@
 #include "pipeline_check.h"
 #include "sched/builtin_backend.h"
 #include "sched/builtin_credits.h"
+#include "sched/builtin_flow_choice.h"
 #include "sched_support.h"
 #include "support/eal_env.h"
 
@@ -258,4 +260,63 @@ TEST(BuiltinCredits, ASmallLimitIsRaisedSoThatEveryPortCanHoldTwoLoans) {
   EXPECT_EQ(pool.loan(), sched::kMinCreditLoan);
   EXPECT_EQ(pool.limit(), 4 * 2 * sched::kMinCreditLoan);
   EXPECT_EQ(pool.attainable(), sched::kMinCreditLoan);
+}
+
+// A window of samples: `heavy` flows (keys 1, 2, ...) with the given counts, the rest of the
+// window one sample each of distinct light flows (keys from 1000).
+sched::FlowSamples window(std::vector<uint16_t> heavy) {
+  sched::FlowSamples w;
+  uint16_t n = 0;
+  for (size_t k = 0; k < heavy.size(); ++k) {
+    for (uint16_t i = 0; i < heavy[k]; ++i, ++n)
+      w.add(static_cast<uint32_t>(k + 1));
+  }
+  for (uint32_t light = 1000; n < sched::kFlowSamples; ++n, ++light)
+    w.add(light);
+  return w;
+}
+
+TEST(BuiltinFlowChoice, NothingIsChosenBeforeTheWindowIsFull) {
+  sched::FlowSamples w;
+  for (uint16_t i = 0; i + 1 < sched::kFlowSamples; ++i)
+    w.add(7);
+  EXPECT_FALSE(w.full());
+  w.add(7);
+  EXPECT_TRUE(w.full());
+  w.clear();
+  EXPECT_FALSE(w.full());
+}
+
+TEST(BuiltinFlowChoice, TheHeaviestFlowsGoFirstWhileEachMoveNarrowsTheGap) {
+  // A quarter and an eighth of the samples; each move is estimated on what the source still
+  // carries: 1000 * 32/128 = 250, then 750 * 16/128 = 93.
+  const sched::FlowSamples w = window({32, 16});
+  const sched::FlowChoice two = w.choose(1000, 0, 2);
+  ASSERT_EQ(two.count, 2);
+  EXPECT_EQ(two.keys[0], 1u);
+  EXPECT_EQ(two.keys[1], 2u);
+  EXPECT_EQ(two.moved, 250 + 93);
+  // With room for eight, light flows follow the two, and the move never crosses the middle.
+  const sched::FlowChoice eight = w.choose(1000, 0, 8);
+  EXPECT_EQ(eight.count, 8);
+  EXPECT_GT(eight.moved, two.moved);
+  EXPECT_LE(eight.moved, 500);
+}
+
+TEST(BuiltinFlowChoice, AFlowHeavierThanTheGapStays) {
+  // One flow is half the port's load; the target is only 300 below: moving it would make the
+  // target the hotter port, so only lighter flows move.
+  const sched::FlowSamples w = window({64});
+  const sched::FlowChoice c = w.choose(900, 600, 8);
+  for (uint8_t i = 0; i < c.count; ++i)
+    EXPECT_NE(c.keys[i], 1u);
+  EXPECT_GT(c.count, 0);
+  EXPECT_LT(c.moved, 300);
+}
+
+TEST(BuiltinFlowChoice, AtMostTheAskedNumberOfFlows) {
+  const sched::FlowSamples w = window({});
+  EXPECT_EQ(w.choose(1000, 0, 3).count, 3);
+  EXPECT_EQ(w.choose(1000, 0, 255).count, sched::kMaxFlowsPerMigration);
+  EXPECT_EQ(w.choose(1000, 995, 8).count, 0) << "no flow is light enough for a gap of 5";
 }
