@@ -21,6 +21,7 @@
 
 #include "core/log.h"
 #include "runtime/cycles.h"
+#include "sched/builtin_backlog.h"
 #include "sched/builtin_credits.h"
 #include "sched/builtin_flow_choice.h"
 #include "sched/spsc_ring.h"
@@ -34,8 +35,6 @@ BuiltinTuning default_builtin_tuning() noexcept {
 
 namespace {
 
-// Out-buffers are tracked by a 64-bit mask of destinations that hold events.
-constexpr uint16_t kMaxWorkers = 64;
 constexpr uint16_t kMaxLoad = 1000;  // per mille
 
 inline uint32_t flow_slot(uint32_t flow_id) noexcept {
@@ -117,10 +116,8 @@ struct Shared {
   // Producer -> worker rings, [producer][worker].
   std::vector<std::unique_ptr<SpscEventRing>> direct;
   CreditPool credits;
-  alignas(64) int64_t backlog_cap = 0;  // SchedulerConfig::worker_backlog_packets; 0: not counted
-  int64_t backlog_check = 0;            // packets a port sends to a worker between two looks
-  bool vector_events = false;           // SchedulerConfig::vector_events
-  bool fenced = false;                  // no membarrier: full fences at quiescent points instead
+  BacklogTable backlogs;
+  bool fenced = false;  // no membarrier: full fences at quiescent points instead
   BuiltinTuning tuning{};
   uint64_t migration_interval_tsc = 0;
   uint64_t load_interval_tsc = 0;
@@ -134,12 +131,9 @@ class BuiltinPort final : public EventPort {
       : EventPort(role, index), s_(s), id_(id), worker_(role == PortRole::Worker) {}
 
   Result<void> init(uint32_t ring_size, uint32_t buffer_events, uint32_t max_holds) {
-    sent_packets_ = RteArray<int64_t>(s_.nworkers);
-    unchecked_ = RteArray<int64_t>(s_.nworkers);
     out_len_ = RteArray<uint16_t>(s_.nworkers);
     out_ = RteArray<rte_event>(static_cast<size_t>(s_.nworkers) * kOutBurst);
-    if (!sent_packets_.ok() || !unchecked_.ok() || !out_len_.ok() || !out_.ok())
-      return fail("builtin scheduler: out of DPDK memory");
+    if (!out_len_.ok() || !out_.ok()) return fail("builtin scheduler: out of DPDK memory");
     if (!worker_) return {};
     static std::atomic<uint32_t> seq{0};
     uint32_t n = seq.fetch_add(1);
@@ -202,7 +196,7 @@ class BuiltinPort final : public EventPort {
     const bool bracket = !(epoch_ & 1);
     if (bracket) enter();
     uint16_t admitted = n;
-    if (full_ != 0) [[unlikely]]
+    if (backlog_.full() != 0) [[unlikely]]
       admitted = admit(ev, n, compact);
     uint16_t ok = credits_.take(admitted);
     route_burst(ev, ok);
@@ -218,9 +212,9 @@ class BuiltinPort final : public EventPort {
   // A request beyond what a drained scheduler can offer (every other port may keep two loans)
   // is cut to that, or the caller would wait forever on a small queue_depth.
   bool has_room(uint16_t n) noexcept override {
-    if (full_ != 0) [[unlikely]] {
-      forget_caught_up();
-      if (std::popcount(full_) >= static_cast<int>(s_.nworkers)) return false;
+    if (backlog_.full() != 0) [[unlikely]] {
+      backlog_.forget_caught_up();
+      if (backlog_.all_full()) return false;
     }
     return credits_.could_take(std::min<int64_t>(n, s_.credits.attainable()));
   }
@@ -310,10 +304,8 @@ class BuiltinPort final : public EventPort {
       got = take_inbuf(ev, n);
     } else {
       got = read_inputs(ev, n);
-      if (s_.backlog_cap != 0 && got > 0) {
-        dequeued_ += packets_in(ev, got);
-        dequeued_packets_.store(dequeued_, std::memory_order_relaxed);
-      }
+      if (s_.backlogs.counted() && got > 0)
+        s_.backlogs.add_dequeued(index(), s_.backlogs.packets_in(ev, got));
       // After the ring read: a hold posted before an event we just read was sent is seen.
       poll_ctl();
       if (nholds_ > 0) got = hold_back(ev, got);
@@ -382,7 +374,9 @@ class BuiltinPort final : public EventPort {
   uint16_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
   // Packets written to this worker's input rings and not yet dequeued (events still in other
   // ports' out-buffers are not counted). 0 when the scheduler has no backlog limit.
-  int64_t backlog_packets() const noexcept { return s_.backlog_cap ? backlog_of(index()) : 0; }
+  int64_t backlog_packets() const noexcept {
+    return s_.backlogs.counted() ? s_.backlogs.of(index()) : 0;
+  }
   uint32_t backlog() const noexcept {
     if (!in_) return 0;
     uint32_t n = rte_event_ring_count(in_);
@@ -524,7 +518,7 @@ class BuiltinPort final : public EventPort {
   }
 
   void write_ring(uint32_t dst, const rte_event* ev, uint16_t n) noexcept {
-    if (s_.backlog_cap != 0) count_backlog(dst, ev, n);
+    if (s_.backlogs.counted()) backlog_.sent(dst, ev, n, !worker_);
     // Every ring holds the whole in-flight limit, so it is never full for long (only while
     // its consumer is mid-dequeue of a ring holding everything).
     if (!worker_) {
@@ -557,60 +551,14 @@ class BuiltinPort final : public EventPort {
     return got;
   }
 
-  // ---- per-worker backlog (SchedulerConfig::worker_backlog_packets) ----------------------
-  //
-  // A worker's backlog is the packets written to its input rings and not yet dequeued, in
-  // packets (a vector holds up to its size) since packet buffers are what a stalled worker
-  // would exhaust: what every port wrote to it (each port tallies its own writes, so no
-  // shared counter is written on the hot path) minus what it dequeued (it publishes its own
-  // tally). A producer looks at a worker's backlog after each backlog_check packets it sent
-  // there (so it may overshoot the limit by that much); at the limit it marks the worker full
-  // and refuses new events of its flows (admit), looking again at every call until the backlog
-  // is below the limit. The other workers' flows keep being accepted.
-
-  int64_t packets_in(const rte_event* ev, uint32_t n) const noexcept {
-    // Without vectors an event is a packet: looking at each would cost a tenth of the
-    // scheduler's per-event time.
-    if (!s_.vector_events) return n;
-    int64_t p = 0;
-    for (uint32_t i = 0; i < n; ++i)
-      p += is_vector(ev[i]) ? ev[i].vec->nb_elem : 1;
-    return p;
-  }
-
-  int64_t backlog_of(uint32_t w) const noexcept {
-    int64_t sent = 0;
-    for (const BuiltinPort* p : s_.all)
-      sent += __atomic_load_n(&p->sent_packets_[w], __ATOMIC_RELAXED);
-    return sent - s_.workers[w]->dequeued_packets_.load(std::memory_order_relaxed);
-  }
-
-  void count_backlog(uint32_t dst, const rte_event* ev, uint16_t n) noexcept {
-    const int64_t p = packets_in(ev, n);
-    __atomic_store_n(&sent_packets_[dst], sent_packets_[dst] + p, __ATOMIC_RELAXED);
-    if (worker_) return;
-    unchecked_[dst] += p;
-    if (unchecked_[dst] >= s_.backlog_check) {
-      unchecked_[dst] = 0;
-      if (backlog_of(dst) >= s_.backlog_cap) full_ |= uint64_t{1} << dst;
-    }
-  }
-
   // Some worker was full at this producer's last look: forget those that are no longer, then
   // admit the events whose worker is not full. With `compact` (== ev), the admitted events
   // move to its front in their order and the refused ones behind them (swapped there, in any
   // order); without, admission stops at the first refused event (a prefix). Parallel queues
   // are admitted (their worker is chosen at routing). Returns how many were admitted.
-  void forget_caught_up() noexcept {
-    for (uint64_t f = full_; f != 0; f &= f - 1) {
-      const uint32_t w = static_cast<uint32_t>(std::countr_zero(f));
-      if (backlog_of(w) < s_.backlog_cap) full_ &= ~(uint64_t{1} << w);
-    }
-  }
-
   uint16_t admit(const rte_event* ev, uint16_t n, rte_event* compact) noexcept {
-    forget_caught_up();
-    if (full_ == 0) return n;
+    backlog_.forget_caught_up();
+    if (backlog_.full() == 0) return n;
     uint16_t kept = 0;
     for (uint16_t i = 0; i < n; ++i) {
       const rte_event& e = ev[i];
@@ -619,7 +567,7 @@ class BuiltinPort final : public EventPort {
         const uint8_t w = __atomic_load_n(
             &s_.owners[static_cast<size_t>(e.queue_id) * kFlowSlots + flow_slot(e.flow_id)],
             __ATOMIC_ACQUIRE);
-        ok = !(full_ >> w & 1);
+        ok = !backlog_.full(w);
       }
       if (!compact) {
         if (!ok) return i;
@@ -859,9 +807,7 @@ class BuiltinPort final : public EventPort {
   uint64_t dirty_ = 0;    // destinations whose out-buffer holds events
   uint32_t rr_ = 0;       // next destination for parallel queues
   uint64_t epoch_ = 0;    // this thread's copy of epoch_shared_
-  uint64_t full_ = 0;     // producers: workers whose backlog was at the limit at the last look
-  int64_t dequeued_ = 0;  // workers: packets dequeued from the input rings (published below)
-  RteArray<int64_t> unchecked_;  // per worker: packets sent since the last look
+  BacklogGate backlog_{s_.backlogs, id_};
   RteArray<uint16_t> out_len_;
   RteArray<rte_event> out_;
   std::vector<SpscEventRing*> to_;    // producers: ring to each worker
@@ -903,10 +849,6 @@ class BuiltinPort final : public EventPort {
   alignas(64) std::atomic<uint16_t> load_{0};
   std::atomic<int32_t> immigration_load_{0};
   std::atomic<bool> parked_{false};
-  alignas(64) std::atomic<int64_t> dequeued_packets_{0};
-  // Per worker: packets this port wrote to its input rings (owner writes, anyone reads).
-  // Cache-aligned DPDK memory, as the arrays every port writes must not share a line.
-  RteArray<int64_t> sent_packets_;
 };
 
 class BuiltinScheduler final : public Scheduler {
@@ -947,9 +889,8 @@ class BuiltinScheduler final : public Scheduler {
     uint32_t ports = c.producers + c.workers;
     s_.credits.configure(c.inflight_limit, ports);
     uint32_t ring_size = std::bit_ceil(static_cast<uint32_t>(s_.credits.limit()) + 1);
-    s_.backlog_cap = c.worker_backlog_packets;
-    s_.backlog_check = std::max<int64_t>(1, s_.backlog_cap / 8);
-    s_.vector_events = c.vector_events;
+    s_.backlogs.configure(static_cast<uint16_t>(ports), c.workers, c.worker_backlog_packets,
+                          c.vector_events);
 
     s_.owners = RteArray<uint8_t>(static_cast<size_t>(s_.nqueues) * kFlowSlots);
     if (!s_.owners.ok()) return fail("builtin scheduler: out of DPDK memory");
