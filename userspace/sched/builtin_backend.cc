@@ -24,6 +24,7 @@
 #include "sched/builtin_backlog.h"
 #include "sched/builtin_credits.h"
 #include "sched/builtin_flow_choice.h"
+#include "sched/builtin_load.h"
 #include "sched/spsc_ring.h"
 
 namespace vecflow::sched {
@@ -34,8 +35,6 @@ BuiltinTuning default_builtin_tuning() noexcept {
 }
 
 namespace {
-
-constexpr uint16_t kMaxLoad = 1000;  // per mille
 
 inline uint32_t flow_slot(uint32_t flow_id) noexcept {
   // Multiplicative hashing: flow ids are hashes already, but tests and some sources use
@@ -154,7 +153,7 @@ class BuiltinPort final : public EventPort {
     snap_.resize(s_.all.size());
     if (!inbuf_.ok() || !held_.ok()) return fail("builtin scheduler: out of DPDK memory");
     uint64_t now = rte_rdtsc();
-    period_start_ = now;
+    load_.start(now);
     next_load_ = now + s_.load_interval_tsc;
     next_emigration_ = now + s_.migration_interval_tsc;
     return {};
@@ -320,10 +319,7 @@ class BuiltinPort final : public EventPort {
     counters_.dequeue_calls.add();
     if (got == 0) {
       counters_.empty_dequeues.add();
-      if (busy_) {
-        busy_ = false;
-        busy_cycles_ += rte_rdtsc() - busy_start_;
-      }
+      load_.idle(rte_rdtsc());
       housekeeping();
       return 0;
     }
@@ -346,10 +342,7 @@ class BuiltinPort final : public EventPort {
           samples_.add(flow_key(e.queue_id, flow_slot(e.flow_id)));
       }
     }
-    if (!busy_) {
-      busy_ = true;
-      busy_start_ = rte_rdtsc();
-    }
+    load_.busy(rte_rdtsc());
     if (++calls_ >= kHousekeepingCalls) housekeeping();
     return got;
   }
@@ -365,13 +358,13 @@ class BuiltinPort final : public EventPort {
     // Even epoch: quiescent for good. A full load keeps it from being chosen as a target.
     epoch_ = (epoch_ | 1) + 1;
     epoch_shared_.store(epoch_, std::memory_order_release);
-    load_.store(kMaxLoad, std::memory_order_relaxed);
+    load_.set_full();
     parked_.store(true, std::memory_order_release);
   }
 
   // ---- read by other threads ------------------------------------------------------------
 
-  uint16_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
+  uint16_t load() const noexcept { return load_.figure(); }
   // Packets written to this worker's input rings and not yet dequeued (events still in other
   // ports' out-buffers are not counted). 0 when the scheduler has no backlog limit.
   int64_t backlog_packets() const noexcept {
@@ -688,30 +681,15 @@ class BuiltinPort final : public EventPort {
   }
 
   void update_load(uint64_t now) noexcept {
-    uint64_t busy = busy_cycles_;
-    if (busy_) {
-      busy += now - busy_start_;
-      busy_start_ = now;
-    }
-    uint64_t period = now - period_start_;
-    uint32_t period_load =
-        period ? static_cast<uint32_t>(std::min<uint64_t>(busy * kMaxLoad / period, kMaxLoad)) : 0;
-    // Equal weight to the last figure and this period: smooths one odd period, follows a
-    // real change within two.
-    uint16_t load =
-        static_cast<uint16_t>((load_.load(std::memory_order_relaxed) + period_load) / 2);
-    load_.store(load, std::memory_order_relaxed);
+    const uint16_t load = load_.end_period(now);
     immigration_load_.store(0, std::memory_order_relaxed);
-    busy_cycles_ = 0;
-    period_start_ = now;
     next_load_ = now + s_.load_interval_tsc;
     sampling_ = s_.nworkers > 1 && load >= s_.tuning.min_source_load;
     if (!sampling_) samples_.clear();
   }
 
   int32_t effective_load(const BuiltinPort& p) const noexcept {
-    return p.load_.load(std::memory_order_relaxed) +
-           p.immigration_load_.load(std::memory_order_relaxed);
+    return p.load_.figure() + p.immigration_load_.load(std::memory_order_relaxed);
   }
 
   void consider_emigration(uint64_t now) noexcept {
@@ -721,7 +699,7 @@ class BuiltinPort final : public EventPort {
         held_len_ > 0 || !samples_.full())
       return;
     const BuiltinTuning& t = s_.tuning;
-    int32_t source = load_.load(std::memory_order_relaxed);
+    int32_t source = load_.figure();
     if (source < t.min_source_load) return;
 
     // The least loaded port that is running and can take more.
@@ -831,10 +809,6 @@ class BuiltinPort final : public EventPort {
   std::vector<uint64_t> snap_;
   uint64_t next_emigration_ = 0;
 
-  bool busy_ = false;
-  uint64_t busy_start_ = 0;
-  uint64_t busy_cycles_ = 0;
-  uint64_t period_start_ = 0;
   uint64_t next_load_ = 0;
   uint32_t calls_ = 0;
   bool sampling_ = false;
@@ -846,7 +820,9 @@ class BuiltinPort final : public EventPort {
   alignas(64) rte_event_ring* in_ = nullptr;  // workers: input ring from the workers
   rte_ring* ctl_ = nullptr;                   // workers: migration messages (multi-producer)
   alignas(64) std::atomic<uint64_t> epoch_shared_{0};
-  alignas(64) std::atomic<uint16_t> load_{0};
+  // The load figure is read by others once per migration interval; its owner writes the
+  // line only when the port turns busy or idle.
+  alignas(64) LoadMeter load_;
   std::atomic<int32_t> immigration_load_{0};
   std::atomic<bool> parked_{false};
 };

@@ -1,8 +1,8 @@
 // The builtin backend's flow migration: flows move from a loaded worker to an idle one while
 // traffic runs, and no flow is ever on two workers at once or reordered while it moves. And its
 // per-worker backlog limit: a worker that stops dequeuing cannot stop the others' flows. And
-// its credits (the in-flight limit shared by the ports in loans) and its choice of the flows a
-// loaded port gives away.
+// its credits (the in-flight limit shared by the ports in loans), the load figure of a port and
+// its choice of the flows a loaded port gives away.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -11,6 +11,7 @@
 #include "sched/builtin_backend.h"
 #include "sched/builtin_credits.h"
 #include "sched/builtin_flow_choice.h"
+#include "sched/builtin_load.h"
 #include "sched_support.h"
 #include "support/eal_env.h"
 
@@ -319,4 +320,19 @@ TEST(BuiltinFlowChoice, AtMostTheAskedNumberOfFlows) {
   EXPECT_EQ(w.choose(1000, 0, 3).count, 3);
   EXPECT_EQ(w.choose(1000, 0, 255).count, sched::kMaxFlowsPerMigration);
   EXPECT_EQ(w.choose(1000, 995, 8).count, 0) << "no flow is light enough for a gap of 5";
+}
+
+TEST(BuiltinLoad, TheFigureIsTheBusyShareSmoothedOverTwoPeriods) {
+  sched::LoadMeter m;
+  m.start(0);
+  m.busy(100);
+  m.idle(600);  // busy 500 of a period of 1000
+  EXPECT_EQ(m.end_period(1000), 250) << "half busy, averaged with the initial 0";
+  m.busy(1000);  // busy through the whole next period, still busy at its end
+  EXPECT_EQ(m.end_period(2000), (250 + 1000) / 2);
+  m.idle(2500);
+  EXPECT_EQ(m.end_period(3000), (625 + 500) / 2) << "the busy time up to the idle turn";
+  EXPECT_EQ(m.end_period(4000), 562 / 2) << "an idle period halves the figure";
+  m.set_full();
+  EXPECT_EQ(m.figure(), sched::LoadMeter::kMax);
 }
