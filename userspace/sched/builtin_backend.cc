@@ -24,6 +24,7 @@
 #include "sched/builtin_backlog.h"
 #include "sched/builtin_credits.h"
 #include "sched/builtin_flow_choice.h"
+#include "sched/builtin_holds.h"
 #include "sched/builtin_load.h"
 #include "sched/spsc_ring.h"
 
@@ -35,16 +36,6 @@ BuiltinTuning default_builtin_tuning() noexcept {
 }
 
 namespace {
-
-inline uint32_t flow_slot(uint32_t flow_id) noexcept {
-  // Multiplicative hashing: flow ids are hashes already, but tests and some sources use
-  // small sequential ids, which the multiply spreads over all slots.
-  return (flow_id * 0x9E3779B1u) >> (32 - kFlowSlotBits);
-}
-
-inline uint32_t flow_key(uint8_t queue, uint32_t slot) noexcept {
-  return (static_cast<uint32_t>(queue) << kFlowSlotBits) | slot;
-}
 
 // Memory from DPDK's heap (hugepages when EAL has them: fewer TLB misses on the rings and
 // buffers every event passes through), zeroed, cache-line aligned. T is trivial.
@@ -146,12 +137,8 @@ class BuiltinPort final : public EventPort {
         rte_ring_create_elem(name.c_str(), sizeof(CtlMsg), ctl_size, SOCKET_ID_ANY, RING_F_SC_DEQ);
     if (!ctl_)
       return fail("builtin scheduler: cannot create ring {}: {}", name, rte_strerror(rte_errno));
-    inbuf_cap_ = buffer_events + kMaxEventBurst;
-    inbuf_ = RteArray<rte_event>(inbuf_cap_);
-    held_ = RteArray<rte_event>(buffer_events);
-    hold_keys_.resize(max_holds);
+    holds_.init(buffer_events, max_holds);
     snap_.resize(s_.all.size());
-    if (!inbuf_.ok() || !held_.ok()) return fail("builtin scheduler: out of DPDK memory");
     uint64_t now = rte_rdtsc();
     load_.start(now);
     next_load_ = now + s_.load_interval_tsc;
@@ -298,20 +285,20 @@ class BuiltinPort final : public EventPort {
     if (migration_ != Migration::Idle) advance_migration();
 
     uint16_t got;
-    if (in_len_ > 0) {
+    if (holds_.has_released()) {
       poll_ctl();
-      got = take_inbuf(ev, n);
+      got = holds_.take(ev, n);
     } else {
       got = read_inputs(ev, n);
       if (s_.backlogs.counted() && got > 0)
         s_.backlogs.add_dequeued(index(), s_.backlogs.packets_in(ev, got));
       // After the ring read: a hold posted before an event we just read was sent is seen.
       poll_ctl();
-      if (nholds_ > 0) got = hold_back(ev, got);
-      if (in_len_ > 0) {
+      if (holds_.holding()) got = holds_.hold_back(ev, got, s_.types.data());
+      if (holds_.has_released()) {
         // A release just handed back older events of some flows: they go first.
-        append_inbuf(ev, got);
-        got = take_inbuf(ev, n);
+        holds_.append(ev, got);
+        got = holds_.take(ev, n);
       }
     }
     pending_ = got;
@@ -338,8 +325,7 @@ class BuiltinPort final : public EventPort {
     if (sampling_) {
       for (uint16_t i = 0; i < got; ++i) {
         const rte_event& e = ev[i];
-        if (s_.types[e.queue_id] != SchedType::Parallel)
-          samples_.add(flow_key(e.queue_id, flow_slot(e.flow_id)));
+        if (s_.types[e.queue_id] != SchedType::Parallel) samples_.add(flow_key_of(e));
       }
     }
     load_.busy(rte_rdtsc());
@@ -391,11 +377,7 @@ class BuiltinPort final : public EventPort {
       out_len_[d] = 0;
     }
     if (!worker_) return n;
-    for (uint32_t i = 0; i < in_len_; ++i)
-      drop(inbuf_[in_head_ + i]);
-    for (uint32_t i = 0; i < held_len_; ++i)
-      drop(held_[i]);
-    in_len_ = held_len_ = 0;
+    holds_.drain(drop);
     rte_event e;
     while (rte_event_ring_dequeue_burst(in_, &e, 1, nullptr) == 1)
       drop(e);
@@ -594,27 +576,7 @@ class BuiltinPort final : public EventPort {
     epoch_shared_.store(++epoch_, std::memory_order_release);
   }
 
-  // ---- holds (this port as a migration target) ------------------------------------------
-
-  bool is_held(uint32_t key) const noexcept {
-    for (uint16_t i = 0; i < nholds_; ++i)
-      if (hold_keys_[i] == key) return true;
-    return false;
-  }
-
-  uint16_t hold_back(rte_event* ev, uint16_t got) noexcept {
-    uint16_t kept = 0;
-    for (uint16_t i = 0; i < got; ++i) {
-      const rte_event& e = ev[i];
-      if (s_.types[e.queue_id] != SchedType::Parallel &&
-          is_held(flow_key(e.queue_id, flow_slot(e.flow_id)))) {
-        held_[held_len_++] = e;
-      } else {
-        ev[kept++] = e;
-      }
-    }
-    return kept;
-  }
+  // ---- holds (this port as a migration target: builtin_holds.h) --------------------------
 
   void poll_ctl() noexcept {
     CtlMsg msgs[8];
@@ -622,53 +584,12 @@ class BuiltinPort final : public EventPort {
     for (unsigned m = 0; m < k; ++m) {
       const CtlMsg& msg = msgs[m];
       if (msg.type == CtlType::Hold) {
-        for (uint8_t i = 0; i < msg.count; ++i)
-          hold_keys_[nholds_++] = msg.keys[i];
+        holds_.hold(msg.keys, msg.count);
       } else {
-        release_holds(msg);
+        holds_.release(msg.keys, msg.count);
+        counters_.immigrations.add(msg.count);
       }
     }
-  }
-
-  void release_holds(const CtlMsg& msg) noexcept {
-    auto released = [&](uint32_t key) {
-      for (uint8_t i = 0; i < msg.count; ++i)
-        if (msg.keys[i] == key) return true;
-      return false;
-    };
-    uint16_t w = 0;
-    for (uint16_t i = 0; i < nholds_; ++i)
-      if (!released(hold_keys_[i])) hold_keys_[w++] = hold_keys_[i];
-    nholds_ = w;
-    uint32_t kept = 0;
-    for (uint32_t i = 0; i < held_len_; ++i) {
-      const rte_event& e = held_[i];
-      if (released(flow_key(e.queue_id, flow_slot(e.flow_id)))) {
-        append_inbuf(&e, 1);
-      } else {
-        held_[kept++] = e;
-      }
-    }
-    held_len_ = kept;
-    counters_.immigrations.add(msg.count);
-  }
-
-  void append_inbuf(const rte_event* ev, uint32_t n) noexcept {
-    if (in_head_ + in_len_ + n > inbuf_cap_) {
-      std::memmove(&inbuf_[0], &inbuf_[in_head_], in_len_ * sizeof(rte_event));
-      in_head_ = 0;
-    }
-    std::memcpy(&inbuf_[in_head_ + in_len_], ev, n * sizeof(rte_event));
-    in_len_ += n;
-  }
-
-  uint16_t take_inbuf(rte_event* ev, uint16_t n) noexcept {
-    uint16_t k = static_cast<uint16_t>(std::min<uint32_t>(n, in_len_));
-    std::memcpy(ev, &inbuf_[in_head_], k * sizeof(rte_event));
-    in_head_ += k;
-    in_len_ -= k;
-    if (in_len_ == 0) in_head_ = 0;
-    return k;
   }
 
   // ---- load and migration (this port as a source) ----------------------------------------
@@ -695,8 +616,7 @@ class BuiltinPort final : public EventPort {
   void consider_emigration(uint64_t now) noexcept {
     const uint64_t interval = s_.migration_interval_tsc;
     next_emigration_ = now + interval / 2 + (interval ? rte_rand_max(interval) : 0);
-    if (s_.nworkers < 2 || migration_ != Migration::Idle || nholds_ > 0 || in_len_ > 0 ||
-        held_len_ > 0 || !samples_.full())
+    if (s_.nworkers < 2 || migration_ != Migration::Idle || !holds_.empty() || !samples_.full())
       return;
     const BuiltinTuning& t = s_.tuning;
     int32_t source = load_.figure();
@@ -792,14 +712,7 @@ class BuiltinPort final : public EventPort {
   std::vector<SpscEventRing*> from_;  // workers: ring from each producer
   size_t next_from_ = 0;              // workers: the producer ring read first next time
 
-  RteArray<rte_event> inbuf_;  // events handed back by a released hold, served first
-  uint32_t inbuf_cap_ = 0;
-  uint32_t in_head_ = 0;
-  uint32_t in_len_ = 0;
-  RteArray<rte_event> held_;  // events of flows immigrating to this port, in arrival order
-  uint32_t held_len_ = 0;
-  std::vector<uint32_t> hold_keys_;
-  uint16_t nholds_ = 0;
+  FlowHolds holds_;
 
   Migration migration_ = Migration::Idle;
   BuiltinPort* mig_target_ = nullptr;

@@ -1,8 +1,8 @@
 // The builtin backend's flow migration: flows move from a loaded worker to an idle one while
 // traffic runs, and no flow is ever on two workers at once or reordered while it moves. And its
 // per-worker backlog limit: a worker that stops dequeuing cannot stop the others' flows. And
-// its credits (the in-flight limit shared by the ports in loans), the load figure of a port and
-// its choice of the flows a loaded port gives away.
+// its parts: credits (the in-flight limit shared by the ports in loans), a port's load figure,
+// the choice of the flows a loaded port gives away, and the holds of the flows coming to one.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -11,6 +11,7 @@
 #include "sched/builtin_backend.h"
 #include "sched/builtin_credits.h"
 #include "sched/builtin_flow_choice.h"
+#include "sched/builtin_holds.h"
 #include "sched/builtin_load.h"
 #include "sched_support.h"
 #include "support/eal_env.h"
@@ -335,4 +336,69 @@ TEST(BuiltinLoad, TheFigureIsTheBusyShareSmoothedOverTwoPeriods) {
   EXPECT_EQ(m.end_period(4000), 562 / 2) << "an idle period halves the figure";
   m.set_full();
   EXPECT_EQ(m.figure(), sched::LoadMeter::kMax);
+}
+
+rte_event flow_event(uint8_t queue, uint32_t flow, uint64_t seq) {
+  rte_event e{};
+  e.queue_id = queue;
+  e.flow_id = flow;
+  e.event_type = RTE_EVENT_TYPE_CPU;
+  e.u64 = seq;
+  return e;
+}
+
+std::vector<uint64_t> seqs_of(const rte_event* ev, uint16_t n) {
+  std::vector<uint64_t> out;
+  for (uint16_t i = 0; i < n; ++i)
+    out.push_back(ev[i].u64);
+  return out;
+}
+
+TEST(BuiltinHolds, AHeldFlowsEventsWaitForTheReleaseAndThenGoFirstInOrder) {
+  std::array<SchedType, sched::kMaxQueues> types{};
+  types.fill(SchedType::Atomic);
+  types[1] = SchedType::Parallel;
+  sched::FlowHolds h;
+  h.init(64, 8);
+  const uint32_t held = sched::flow_key(0, sched::flow_slot(7));
+  h.hold(&held, 1);
+  ASSERT_TRUE(h.holding());
+
+  // Flow 7 of queue 0 is held; flow 8, and flow 7 of a parallel queue, are not.
+  rte_event ev[8] = {flow_event(0, 7, 1), flow_event(0, 8, 2), flow_event(0, 7, 3),
+                     flow_event(1, 7, 4)};
+  uint16_t n = h.hold_back(ev, 4, types.data());
+  EXPECT_EQ(seqs_of(ev, n), (std::vector<uint64_t>{2, 4}));
+  rte_event more[8] = {flow_event(0, 7, 5)};
+  EXPECT_EQ(h.hold_back(more, 1, types.data()), 0);
+  EXPECT_FALSE(h.has_released());
+  EXPECT_FALSE(h.empty());
+
+  h.release(&held, 1);
+  EXPECT_FALSE(h.holding());
+  ASSERT_TRUE(h.has_released());
+  // What is read after the release queues behind the released events.
+  rte_event later = flow_event(0, 7, 6);
+  h.append(&later, 1);
+  rte_event out[8];
+  n = h.take(out, 8);
+  EXPECT_EQ(seqs_of(out, n), (std::vector<uint64_t>{1, 3, 5, 6}));
+  EXPECT_TRUE(h.empty());
+}
+
+TEST(BuiltinHolds, DrainHandsOverEverythingHeldOrWaiting) {
+  std::array<SchedType, sched::kMaxQueues> types{};
+  sched::FlowHolds h;
+  h.init(64, 8);
+  const uint32_t keys[2] = {sched::flow_key(0, sched::flow_slot(1)),
+                            sched::flow_key(0, sched::flow_slot(2))};
+  h.hold(keys, 2);
+  rte_event ev[3] = {flow_event(0, 1, 1), flow_event(0, 2, 2), flow_event(0, 1, 3)};
+  EXPECT_EQ(h.hold_back(ev, 3, types.data()), 0);
+  h.release(keys, 1);  // flow 1's events now wait to be taken, flow 2's are still held
+  std::vector<uint64_t> dropped;
+  h.drain([&](rte_event& e) { dropped.push_back(e.u64); });
+  std::sort(dropped.begin(), dropped.end());
+  EXPECT_EQ(dropped, (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_FALSE(h.has_released());
 }
