@@ -53,8 +53,11 @@ class FlowSamples {
         cand[ncand++] = {keys[i], 1};
       }
     }
-    std::stable_sort(cand.begin(), cand.begin() + ncand,
-                     [](const Candidate& a, const Candidate& b) { return a.count > b.count; });
+    // Heaviest first, equal counts by key: a total order, so std::sort (which, unlike
+    // std::stable_sort, never allocates) gives one answer.
+    std::sort(cand.begin(), cand.begin() + ncand, [](const Candidate& a, const Candidate& b) {
+      return a.count != b.count ? a.count > b.count : a.key < b.key;
+    });
     FlowChoice c;
     const uint8_t most = std::min<uint8_t>(max_flows, kMaxFlowsPerMigration);
     for (uint16_t i = 0; i < ncand && c.count < most; ++i) {
