@@ -468,6 +468,19 @@ def show_attachment(console):
                    "XDP attachment in the kernel"), flush=True)
 
 
+def show_identity(console):
+    """The user vecflowd runs as (the unit's User=vecflow, not root), its capabilities, and
+    libxdp's state in the service's own bpffs directory (the unit's LIBXDP_BPFFS)."""
+    ident = guest_ok(console, "ps -o user=,group= -C vecflowd; "
+                     "grep -E '^Cap(Eff|Bnd|Amb)' /proc/$(pgrep -x vecflowd)/status; "
+                     "ls -l /sys/fs/bpf/vecflow/xdp", "vecflowd's identity")
+    print(ident, flush=True)
+    user = ident.split()[0] if ident.split() else ""
+    if user != "vecflow":
+        raise Failure(f"vecflowd runs as '{user}', not as the service user vecflow")
+    log("vecflowd runs as user vecflow")
+
+
 def check_accounting(before, after, expected_forwarded):
     """Per port: rx = tx + kernel + dropped, and what it forwarded covers what the hosts sent
     in through it. Returns the deltas."""
@@ -591,6 +604,7 @@ def main():
         if rc == 0:
             raise Failure(f"vecflowctl status worked for a user outside group vecflow:\n{out}")
         log("vecflowctl status answers a member of vecflow and refuses others")
+        show_identity(console)
         show_attachment(console)
 
         # From here on only vecflow can carry packets between wan0 and lan0.
