@@ -468,6 +468,34 @@ def show_attachment(console):
                    "XDP attachment in the kernel"), flush=True)
 
 
+def show_identity(console):
+    """The user vecflowd runs as (the unit's User=vecflow, not root), its capabilities, and
+    libxdp's state in the service's own bpffs directory (the unit's LIBXDP_BPFFS)."""
+    ident = guest_ok(console, "ps -o user=,group= -C vecflowd; "
+                     "grep -E '^Cap(Eff|Bnd|Amb)' /proc/$(pgrep -x vecflowd)/status; "
+                     "ls -l /sys/fs/bpf/vecflow/xdp", "vecflowd's identity")
+    print(ident, flush=True)
+    user = ident.split()[0] if ident.split() else ""
+    if user != "vecflow":
+        raise Failure(f"vecflowd runs as '{user}', not as the service user vecflow")
+    log("vecflowd runs as user vecflow")
+
+
+def restart_service(console):
+    """A stop and a start of the service as its user: vecflowd detaches its programs at stop
+    (libxdp's lock and pins under /sys/fs/bpf/vecflow; finding the programs takes
+    CAP_SYS_ADMIN) and attaches them again. The traffic then runs on the new instance."""
+    guest_ok(console, "systemctl restart vecflowd.service", "systemctl restart vecflowd")
+    wait_ready(console)
+    stop = guest_ok(console, "journalctl -u vecflowd.service -o cat --no-pager | "
+                    "grep -E 'detached from|stopped cleanly|steering attached'",
+                    "vecflowd's stop and start in the journal")
+    print(stop, flush=True)
+    if "stopped cleanly" not in stop:
+        raise Failure(f"vecflowd did not stop cleanly on restart:\n{stop}")
+    log("vecflowd restarted: stopped cleanly, active again")
+
+
 def check_accounting(before, after, expected_forwarded):
     """Per port: rx = tx + kernel + dropped, and what it forwarded covers what the hosts sent
     in through it. Returns the deltas."""
@@ -591,6 +619,8 @@ def main():
         if rc == 0:
             raise Failure(f"vecflowctl status worked for a user outside group vecflow:\n{out}")
         log("vecflowctl status answers a member of vecflow and refuses others")
+        show_identity(console)
+        restart_service(console)
         show_attachment(console)
 
         # From here on only vecflow can carry packets between wan0 and lan0.

@@ -6,15 +6,16 @@
 #   1. installs the package's dependencies from Debian's archive, then records every path of
 #      the system with its type, owner and mode (and the content of /etc files);
 #   2. `dpkg -i` the package: it must install without an error or a warning, create the
-#      vecflow group and /var/lib/vecflow/capture (root:vecflow 0750), and the installed unit
+#      vecflow user and group and /var/lib/vecflow/capture (vecflow:vecflow 0750), and the installed unit
 #      must pass `systemd-analyze verify` silently;
 #   3. does what an operator does: enables the unit, edits /etc/vecflow/appliance.yaml, adds
 #      /etc/vecflow/site.yaml and a drop-in /etc/systemd/system/vecflowd.service.d/site.conf;
 #   4. `dpkg --purge vecflow`, records again, and compares: the only differences allowed are
-#      the operator's two added files and their directories, and the system group vecflow,
-#      which stays in /etc/group and /etc/gshadow (Debian policy: purge leaves system users
-#      and groups). Shadow's backups (/etc/group-, /etc/gshadow-) and dpkg's and apt's own
-#      records are not compared.
+#      the operator's two added files and their directories, and the system user and group
+#      vecflow, which stay in /etc/passwd, /etc/shadow, /etc/group and /etc/gshadow (Debian
+#      policy: purge leaves system users and groups). Shadow's backups (/etc/group-,
+#      /etc/gshadow-, /etc/passwd-, /etc/shadow-) and dpkg's and apt's own records are not
+#      compared.
 #
 # The debootstrap cache is shared with images/build-image.sh (build/image/cache).
 set -euo pipefail
@@ -91,14 +92,16 @@ snapshot "$work/before"
 echo "package-test: dpkg -i"
 in_root dpkg -i /vecflow.deb >"$work/install.log" 2>&1 || { cat "$work/install.log"; fail "dpkg -i"; }
 if grep -iE 'warning|error' "$work/install.log"; then fail "dpkg -i printed warnings"; fi
+in_root getent passwd vecflow >/dev/null || fail "no vecflow user"
 in_root getent group vecflow >/dev/null || fail "no vecflow group"
-[ "$(in_root stat -c '%U:%G %a' /var/lib/vecflow/capture)" = "root:vecflow 750" ] ||
+[ "$(in_root stat -c '%U:%G %a' /var/lib/vecflow/capture)" = "vecflow:vecflow 750" ] ||
   fail "/var/lib/vecflow/capture is $(in_root stat -c '%U:%G %a' /var/lib/vecflow/capture)"
 verify=$(in_root systemd-analyze verify --man=no vecflowd.service 2>&1) ||
   fail "systemd-analyze verify: $verify"
 [ -z "$verify" ] || fail "systemd-analyze verify: $verify"
 in_root vecflowd --check /etc/vecflow/appliance.yaml >/dev/null || fail "default file invalid"
-echo "  installed: group vecflow, /var/lib/vecflow/capture, unit verified, default file valid"
+echo "  installed: user and group vecflow, /var/lib/vecflow/capture, unit verified, default file"
+echo "  valid"
 
 echo "package-test: operator changes, then dpkg --purge"
 in_root systemctl enable vecflowd.service >/dev/null 2>&1
@@ -110,14 +113,19 @@ printf '[Service]\nEnvironment=VECFLOW_CONFIG=/etc/vecflow/site.yaml\n' \
   >"$root/etc/systemd/system/vecflowd.service.d/site.conf"
 in_root dpkg --purge vecflow >"$work/purge.log" 2>&1 || { cat "$work/purge.log"; fail "purge"; }
 snapshot "$work/after"
+in_root getent passwd vecflow >/dev/null || fail "purge removed the system user vecflow"
 in_root getent group vecflow >/dev/null || fail "purge removed the system group vecflow"
 
 diff "$work/before" "$work/after" | grep '^[<>]' | sort >"$work/diff" || true
 cat >"$work/expected" <<'EOF'
 < -  ./group
 < -  ./gshadow
+< -  ./passwd
+< -  ./shadow
 > -  ./group
 > -  ./gshadow
+> -  ./passwd
+> -  ./shadow
 > -  ./systemd/system/vecflowd.service.d/site.conf
 > -  ./vecflow/site.yaml
 > d root:root 755 /etc/systemd/system/vecflowd.service.d
@@ -132,7 +140,7 @@ if ! diff -u "$work/expected" "$work/diff.norm"; then
   fail "purge left or removed more than the operator's files (above: expected vs found)"
 fi
 echo "package-test: passed: installs cleanly; purge leaves only the operator's files and the"
-echo "  system group vecflow:"
+echo "  system user and group vecflow:"
 sed 's/^>/ /' "$work/expected" | grep -v '^. -'
 cleanup
 mounted=()
