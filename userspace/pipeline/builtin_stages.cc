@@ -10,12 +10,12 @@
 namespace vecflow {
 
 void register_builtin_stages(StageRegistry& r) {
-  r.add("acl", make_acl_stage);
-  r.add("route", make_route_stage);
-  r.add("neighbour", make_neighbour_stage);
-  r.add("l2", make_l2_stage);
-  r.add("mirror", make_mirror_stage);
-  r.add("count", make_count_stage);
+  r.add(route_stage_module());
+  r.add(neighbour_stage_module());
+  r.add(acl_stage_module());
+  r.add(l2_stage_module());
+  r.add(mirror_stage_module());
+  r.add(count_stage_module());
 }
 
 }  // namespace vecflow

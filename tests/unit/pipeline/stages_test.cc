@@ -27,16 +27,15 @@ class Stages : public ::testing::Test {
   void SetUp() override { VECFLOW_REQUIRE_EAL(); }
 };
 
-config::RouteStage lab_routes() {
-  config::RouteStage r;
+RouteConfig lab_routes() {
+  RouteConfig r;
   r.routes = {route("198.51.100.0/24", "lan"), route("0.0.0.0/0", "wan", "192.0.2.254"),
               route("2001:db8:2::/64", "lan")};
   return r;
 }
 
-config::NeighbourStage neighbours(config::Unresolved policy,
-                                  std::vector<config::StaticNeighbour> entries = {}) {
-  config::NeighbourStage n;
+NeighbourConfig neighbours(Unresolved policy, std::vector<StaticNeighbour> entries = {}) {
+  NeighbourConfig n;
   n.unresolved = policy;
   n.from_kernel = true;  // no port has a kernel interface here: nothing to learn from
   n.entries = std::move(entries);
@@ -62,10 +61,10 @@ bool has_mac(rte_mbuf* m, const MacAddress& dst, const MacAddress& src) {
 TEST_F(Stages, NeighbourResolvesGatewaysFromStaticEntries) {
   Harness h;
   const MacAddress gw = mac("02:00:00:00:00:fe");
-  ASSERT_TRUE(h.build(
-      {stage("route", lab_routes()),
-       stage("neighbour",
-             neighbours(config::Unresolved::Drop, {{address("192.0.2.254"), gw, "wan"}}), true)}));
+  ASSERT_TRUE(
+      h.build({stage("route", lab_routes()),
+               stage("neighbour",
+                     neighbours(Unresolved::Drop, {{address("192.0.2.254"), gw, "wan"}}), true)}));
   rte_mbuf* m = h.run_one(make_frame(to("203.0.113.5")));
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(meta(m).verdict, Verdict::Transmit);
@@ -81,14 +80,14 @@ TEST_F(Stages, NeighbourResolvesGatewaysFromStaticEntries) {
 }
 
 TEST_F(Stages, UnresolvedNextHopsGoToTheKernelOrAreDropped) {
-  for (auto policy : {config::Unresolved::Kernel, config::Unresolved::Drop}) {
+  for (auto policy : {Unresolved::Kernel, Unresolved::Drop}) {
     Harness h;
     ASSERT_TRUE(
         h.build({stage("route", lab_routes()), stage("neighbour", neighbours(policy), true)}));
     rte_mbuf* m = h.run_one(make_frame(to("203.0.113.5")));   // via an unknown gateway
     rte_mbuf* c = h.run_one(make_frame(to("198.51.100.9")));  // a connected host never seen
     auto s = h.accounting();
-    if (policy == config::Unresolved::Kernel) {
+    if (policy == Unresolved::Kernel) {
       ASSERT_NE(m, nullptr);
       ASSERT_NE(c, nullptr);
       EXPECT_EQ(meta(c).verdict, Verdict::Kernel);
@@ -105,8 +104,8 @@ TEST_F(Stages, UnresolvedNextHopsGoToTheKernelOrAreDropped) {
 
 TEST_F(Stages, LearnedAddressesTakeEffectForGatewaysAndConnectedHosts) {
   Harness h;
-  ASSERT_TRUE(h.build({stage("route", lab_routes()),
-                       stage("neighbour", neighbours(config::Unresolved::Drop), true)}));
+  ASSERT_TRUE(h.build(
+      {stage("route", lab_routes()), stage("neighbour", neighbours(Unresolved::Drop), true)}));
   NeighbourTable& t = h.pipeline->neighbours();
   const MacAddress gw = mac("02:00:00:00:01:fe"), host = mac("02:00:00:00:02:09"),
                    host6 = mac("02:00:00:00:02:66");
@@ -139,8 +138,8 @@ TEST_F(Stages, LearnedAddressesTakeEffectForGatewaysAndConnectedHosts) {
 
 namespace {
 
-config::NeighbourStage holding(uint16_t packets = 4, uint32_t timeout_ms = 3000) {
-  config::NeighbourStage n = neighbours(config::Unresolved::Hold);
+NeighbourConfig holding(uint16_t packets = 4, uint32_t timeout_ms = 3000) {
+  NeighbourConfig n = neighbours(Unresolved::Hold);
   n.hold_packets = packets;
   n.hold_timeout_ms = timeout_ms;
   return n;
@@ -169,8 +168,8 @@ uint16_t seq_of(rte_mbuf* m) {
 
 TEST_F(Stages, HeldPacketsLeaveInOrderThroughTheLaterStagesOnceResolved) {
   Harness h;
-  config::L2Stage l2;
-  config::L2PortRewrite wan;
+  L2Config l2;
+  L2PortRewrite wan;
   wan.port = "wan";
   wan.vlan_push = 100;
   l2.ports = {wan};
@@ -288,10 +287,10 @@ TEST_F(Stages, AStoppingWorkerSendsTheResolvedHeldPacketsAndDropsTheRest) {
 TEST_F(Stages, AStageThatHoldsPacketsNeedsTheStagesAfterItFused) {
   Harness h;
   EXPECT_FALSE(h.build({stage("route", lab_routes()), stage("neighbour", holding(), true),
-                        stage("count", config::CountStage{})}));
-  EXPECT_TRUE(h.build({stage("route", lab_routes()),
-                       stage("neighbour", neighbours(config::Unresolved::Drop), true),
-                       stage("count", config::CountStage{})}));
+                        stage("count", CountConfig{})}));
+  EXPECT_TRUE(
+      h.build({stage("route", lab_routes()), stage("neighbour", neighbours(Unresolved::Drop), true),
+               stage("count", CountConfig{})}));
 }
 
 TEST(NeighbourTableTest, ResolutionRequestsAreRateLimitedPerEntry) {
@@ -322,13 +321,13 @@ TEST(NeighbourTableTest, ResolutionRequestsAreRateLimitedPerEntry) {
 
 TEST_F(Stages, L2RewritesAddressesAndVlans) {
   Harness h;
-  config::L2Stage l2;
-  config::L2PortRewrite wan;
+  L2Config l2;
+  L2PortRewrite wan;
   wan.port = "wan";
   wan.src_mac = mac("02:00:00:00:00:01");
   wan.dst_mac = mac("02:00:00:00:00:02");
   wan.vlan_push = 100;
-  config::L2PortRewrite lan;
+  L2PortRewrite lan;
   lan.port = "lan";
   lan.vlan_pop = true;
   l2.ports = {wan, lan};
@@ -366,7 +365,7 @@ TEST_F(Stages, L2RewritesAddressesAndVlans) {
 TEST_F(Stages, MirrorWritesMatchingPacketsToAPcapngFile) {
   Harness h;
   std::filesystem::remove_all(h.ctx.capture_dir);
-  config::MirrorStage mi;
+  MirrorConfig mi;
   mi.match.l4_proto = IPPROTO_UDP;
   mi.match.dst_port = config::PortRange{53, 53};
   mi.pcapng = "dns.pcapng";
@@ -422,7 +421,7 @@ TEST_F(Stages, MirrorWritesMatchingPacketsToAPcapngFile) {
 
 TEST_F(Stages, MirrorCopiesToAPortWithoutChargingIt) {
   Harness h;
-  config::MirrorStage mi;
+  MirrorConfig mi;
   mi.match.dst = prefix("198.51.100.0/24");
   mi.port = "lan";
   ASSERT_TRUE(h.build({stage("route", lab_routes()), stage("mirror", mi, true)}));
@@ -444,8 +443,8 @@ TEST_F(Stages, MirrorCopiesToAPortWithoutChargingIt) {
 
 TEST_F(Stages, CountKeepsPerFlowCountersAndTheTopFlows) {
   Harness h(2);
-  config::CountStage c;
-  c.by = config::CountBy::Flow;
+  CountConfig c;
+  c.by = CountBy::Flow;
   c.max_flows = 3;
   ASSERT_TRUE(h.build({stage("count", c)}));
   auto* count = h.pipeline->find<CountStage>("count");
@@ -481,8 +480,8 @@ TEST_F(Stages, CountKeepsPerFlowCountersAndTheTopFlows) {
 TEST_F(Stages, CountByRuleCountsSteeringRules) {
   Harness h;
   h.ctx.steer_rules = 8;
-  config::CountStage c;
-  c.by = config::CountBy::Rule;
+  CountConfig c;
+  c.by = CountBy::Rule;
   ASSERT_TRUE(h.build({stage("count", c)}));
   std::vector<rte_mbuf*> in;
   for (uint32_t r : {3u, 3u, 7u, kNoRule}) {
