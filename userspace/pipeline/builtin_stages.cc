@@ -1,6 +1,7 @@
 // The built-in stage types, one line each.
 #include "pipeline/acl_stage.h"
 #include "pipeline/count_stage.h"
+#include "pipeline/dscp_stage.h"
 #include "pipeline/l2_stage.h"
 #include "pipeline/mirror_stage.h"
 #include "pipeline/neighbour_stage.h"
@@ -16,6 +17,7 @@ void register_builtin_stages(StageRegistry& r) {
   r.add(l2_stage_module());
   r.add(mirror_stage_module());
   r.add(count_stage_module());
+  r.add(dscp_stage_module());
 }
 
 }  // namespace vecflow

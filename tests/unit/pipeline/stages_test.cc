@@ -1,4 +1,4 @@
-// The neighbour, l2, mirror and count stages.
+// The neighbour, l2, mirror, count and dscp stages.
 
 #include <chrono>
 #include <filesystem>
@@ -10,6 +10,7 @@
 #include "core/packet.h"
 #include "fixture.h"
 #include "pipeline/count_stage.h"
+#include "pipeline/dscp_stage.h"
 #include "pipeline/l2_stage.h"
 #include "pipeline/mirror_stage.h"
 #include "pipeline/neighbour_stage.h"
@@ -496,4 +497,48 @@ TEST_F(Stages, CountByRuleCountsSteeringRules) {
   EXPECT_EQ(rules[0].packets, 2u);
   EXPECT_EQ(rules[1].rule, 7);
   EXPECT_EQ(rules[2].rule, kNoRule);
+}
+
+TEST_F(Stages, DscpMarksIpPacketsKeepingEcnAndTheChecksum) {
+  Harness h;
+  ASSERT_TRUE(h.build({stage("route", lab_routes()), stage("dscp", DscpConfig{46}, true)}));
+
+  // IPv4 with ECN CE (0b11) in: DSCP 46 (EF) with the ECN bits kept, the checksum still right.
+  rte_mbuf* in = make_frame(to("203.0.113.5"));
+  rte_ipv4_hdr* ip = pkt::ipv4(in);
+  ip->type_of_service = 0x03;
+  ip->hdr_checksum = 0;
+  ip->hdr_checksum = rte_ipv4_cksum(ip);
+  rte_mbuf* m = h.run_one(in);
+  ASSERT_NE(m, nullptr);
+  ip = pkt::ipv4(m);
+  EXPECT_EQ(ip->type_of_service, 46 << 2 | 0x03);
+  const uint16_t sent = ip->hdr_checksum;
+  ip->hdr_checksum = 0;
+  EXPECT_EQ(sent, rte_ipv4_cksum(ip));
+
+  // IPv6: the traffic class's DSCP bits change, its ECN bits and the flow label do not.
+  in = make_frame(to("2001:db8:2::9"));
+  pkt::ipv6(in)->vtc_flow = rte_cpu_to_be_32(6u << 28 | 0x01u << 20 | 0x12345);
+  m = h.run_one(in);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(rte_be_to_cpu_32(pkt::ipv6(m)->vtc_flow), 6u << 28 | (46u << 2 | 0x01) << 20 | 0x12345);
+}
+
+TEST(DscpTest, IncrementalChecksumMatchesAFullOneForEveryTosAndDscp) {
+  alignas(4) uint8_t bytes[20] = {0x45, 0, 0,   60, 0x12, 0x34, 0x40, 0,  64,  17,
+                                  0,    0, 192, 0,  2,    1,    198,  51, 100, 7};
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(bytes);
+  for (unsigned tos = 0; tos < 256; ++tos) {
+    for (uint8_t dscp = 0; dscp < 64; ++dscp) {
+      ip->type_of_service = static_cast<uint8_t>(tos);
+      ip->hdr_checksum = 0;
+      ip->hdr_checksum = rte_ipv4_cksum(ip);
+      ipv4_set_dscp(ip, dscp);
+      ASSERT_EQ(ip->type_of_service, dscp << 2 | (tos & 3));
+      const uint16_t incremental = ip->hdr_checksum;
+      ip->hdr_checksum = 0;
+      ASSERT_EQ(incremental, rte_ipv4_cksum(ip)) << "tos " << tos << " dscp " << int{dscp};
+    }
+  }
 }
