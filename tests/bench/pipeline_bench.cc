@@ -33,8 +33,12 @@
 #include "core/packet.h"
 #include "core/parse.h"
 #include "hooks/hook_table.h"
+#include "pipeline/acl_table.h"
+#include "pipeline/count_stage.h"
+#include "pipeline/neighbour_stage.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pipeline_worker.h"
+#include "pipeline/route_stage.h"
 #include "runtime/eal.h"
 #include "runtime/qsbr.h"
 
@@ -80,29 +84,29 @@ std::vector<IpPrefix> make_prefixes(std::mt19937_64& rng, size_t n) {
   return out;
 }
 
-config::RouteStage make_routes(const std::vector<IpPrefix>& prefixes) {
-  config::RouteStage rs;
-  config::Route def;
+RouteConfig make_routes(const std::vector<IpPrefix>& prefixes) {
+  RouteConfig rs;
+  StaticRoute def;
   def.prefix = *parse_ip_prefix("0.0.0.0/0");
-  def.nexthops.push_back(config::NextHop{*parse_ip_address("100.64.0.254"), "out"});
+  def.nexthops.push_back(NextHop{*parse_ip_address("100.64.0.254"), "out"});
   rs.routes.push_back(def);
   for (size_t i = 0; i < prefixes.size(); ++i) {
-    config::Route r;
+    StaticRoute r;
     r.prefix = prefixes[i];
     IpAddress gw = *parse_ip_address(fmt::format("100.64.0.{}", 1 + i % kGateways));
-    r.nexthops.push_back(config::NextHop{gw, "out"});
+    r.nexthops.push_back(NextHop{gw, "out"});
     rs.routes.push_back(r);
   }
   return rs;
 }
 
-config::AclStage make_acl(std::mt19937_64& rng, size_t n) {
-  config::AclStage acl;
-  acl.default_action = config::AclAction::Permit;
+AclConfig make_acl(std::mt19937_64& rng, size_t n) {
+  AclConfig acl;
+  acl.default_action = AclAction::Permit;
   for (size_t i = 0; i < n; ++i) {
-    config::AclRule r;
+    AclRule r;
     r.name = fmt::format("r{}", i);
-    r.action = config::AclAction::Deny;
+    r.action = AclAction::Deny;
     if (rng() % 2) r.match.src = random_prefix(rng, 16 + rng() % 17);
     r.match.dst = random_prefix(rng, 16 + rng() % 17);
     r.match.l4_proto = rng() % 2 ? IPPROTO_TCP : IPPROTO_UDP;
@@ -398,7 +402,7 @@ int main(int argc, char** argv) {
   auto counted = [&]() {
     config::StageConfig c;
     c.type = c.name = "count";
-    c.params = config::CountStage{config::CountBy::Flow, 65536};
+    c.params = CountConfig{CountBy::Flow, 65536};
     config::StageConfig a;
     a.type = a.name = "acl";
     a.fuse = true;
@@ -436,7 +440,7 @@ int main(int argc, char** argv) {
 
   // The neighbour stage after acl + route, every next hop resolved (static entries): policy
   // drop against hold, whose resolved path must cost nothing more.
-  auto with_neighbour = [&](config::Unresolved policy) {
+  auto with_neighbour = [&](Unresolved policy) {
     config::StageConfig a;
     a.type = a.name = "acl";
     a.params = acl;
@@ -444,7 +448,7 @@ int main(int argc, char** argv) {
     r.type = r.name = "route";
     r.fuse = true;
     r.params = make_routes(tables[hooked]);
-    config::NeighbourStage ns;
+    NeighbourConfig ns;
     ns.unresolved = policy;
     ns.from_kernel = false;
     for (size_t i = 1; i <= kGateways; ++i) {
@@ -461,8 +465,8 @@ int main(int argc, char** argv) {
     if (!p) throw std::runtime_error(p.error().message);
     return std::move(*p);
   };
-  auto dropping = with_neighbour(config::Unresolved::Drop);
-  auto holding = with_neighbour(config::Unresolved::Hold);
+  auto dropping = with_neighbour(Unresolved::Drop);
+  auto holding = with_neighbour(Unresolved::Hold);
   fmt::print("\nneighbour stage after acl + route ({} gateways, all resolved), {} routes:\n",
              kGateways + 1, opt.routes[hooked]);
   print_side_by_side(

@@ -9,6 +9,7 @@
 
 #include "config/config.h"
 #include "fuzz_check.h"
+#include "pipeline/stage_registry.h"
 
 using namespace vecflow;
 
@@ -18,7 +19,7 @@ constexpr const char* kSource = "fuzz.yaml";
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto cfg = config::load_config_text(text, kSource);
+  auto cfg = config::load_config_text(text, kSource, builtin_stage_types());
   if (!cfg) {
     FUZZ_CHECK(!cfg.error().empty());
     for (const auto& e : cfg.error()) {

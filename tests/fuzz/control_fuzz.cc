@@ -15,6 +15,7 @@
 #include "control/registry.h"
 #include "core/accounting.h"
 #include "fuzz_check.h"
+#include "pipeline/stage_registry.h"
 
 using namespace vecflow;
 using namespace vecflow::control;
@@ -46,7 +47,7 @@ struct Server {
   RateWindow rates;
 
   Server() {
-    auto cfg = config::load_config_text(kAppliance, "fuzz.yaml");
+    auto cfg = config::load_config_text(kAppliance, "fuzz.yaml", builtin_stage_types());
     FUZZ_CHECK(cfg.has_value());
     running = std::move(*cfg);
     register_introspection(registry);

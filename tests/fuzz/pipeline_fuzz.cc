@@ -35,6 +35,7 @@
 #include "io/rx_classify.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pipeline_worker.h"
+#include "pipeline/stage_registry.h"
 #include "runtime/qsbr.h"
 #include "support/eal_env.h"
 
@@ -125,7 +126,7 @@ struct Harness {
       std::fprintf(stderr, "pipeline_fuzz: EAL did not start: %s\n", why.c_str());
       std::abort();
     }
-    auto cfg = config::load_config_text(kAppliance, "pipeline_fuzz.yaml");
+    auto cfg = config::load_config_text(kAppliance, "pipeline_fuzz.yaml", builtin_stage_types());
     FUZZ_CHECK(cfg.has_value());
     qsbr = std::move(*Qsbr::create(1));
     StageContext ctx;

@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "core/drop_reason.h"
 #include "core/log.h"
+#include "pipeline/stage_registry.h"
 
 namespace {
 
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
   if (!check_paths.empty()) {
     int rc = 0;
     for (const auto& path : check_paths) {
-      auto cfg = vecflow::config::load_config(path);
+      auto cfg = vecflow::config::load_config(path, vecflow::builtin_stage_types());
       if (cfg) {
         std::cout << path << ": ok\n";
       } else {
@@ -116,9 +117,11 @@ int main(int argc, char** argv) {
   // An absolute path, so status names the file wherever vecflowctl runs and SIGHUP re-reads
   // the same file whatever the daemon's working directory becomes.
   auto cfg = config_path.empty()
-                 ? vecflow::config::load_config_text(vecflow::kDemoConfig, "<embedded demo>")
+                 ? vecflow::config::load_config_text(vecflow::kDemoConfig, "<embedded demo>",
+                                                     vecflow::builtin_stage_types())
                  : vecflow::config::load_config(
-                       std::filesystem::absolute(config_path).lexically_normal().string());
+                       std::filesystem::absolute(config_path).lexically_normal().string(),
+                       vecflow::builtin_stage_types());
   if (!cfg) return print_errors(cfg.error());
   vecflow::log::init(vecflow::spdlog_level(cfg->logging.level));
   auto log = vecflow::log::get("app");

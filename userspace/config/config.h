@@ -9,9 +9,11 @@
 
 #include <cstdint>
 #include <expected>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -214,65 +216,8 @@ struct SchedulerSection {
 
 enum class SchedType { Atomic, Ordered, Parallel };
 
-struct NextHop {
-  std::optional<IpAddress> via;  // absent: directly connected, the destination is the next hop
-  std::string port;
-};
-
-enum class RouteAction { Forward, Kernel, Drop };
-
-struct Route {
-  IpPrefix prefix;
-  RouteAction action = RouteAction::Forward;
-  std::vector<NextHop> nexthops;  // more than one: ECMP by flow hash
-  Location where;
-};
-
-// What the route stage checks before it routes a packet (RFC 1812, RFC 4291), each on by
-// default and each dropped under its own reason.
-struct RouteChecks {
-  bool ipv4_checksum = true;  // IPv4 header checksum (§5.2.2): ipv4_bad_checksum
-  bool martians = true;       // martian sources and destinations (§5.3.7, RFC 4291 §2.5):
-                              // martian_source, martian_destination
-};
-
-struct RouteStage {
-  std::vector<Route> routes;
-  bool from_kernel = false;  // also import the kernel's routing table over netlink
-  bool icmp_time_exceeded = false;
-  RouteChecks checks;
-};
-
-// What the neighbour stage does with a packet whose next hop has no link-layer address yet:
-// hold it while the kernel resolves (sent once resolved, as Linux queues unres_qlen packets
-// per neighbour), hand it to the kernel, or drop it (neigh_unresolved).
-enum class Unresolved { Hold, Kernel, Drop };
-inline constexpr std::string_view unresolved_name(Unresolved u) noexcept {
-  return u == Unresolved::Hold ? "hold" : u == Unresolved::Kernel ? "kernel" : "drop";
-}
-// Most packets held per next hop and worker: what hold_packets accepts (Linux's unres_qlen
-// defaults to 101 since 3.3, but a few are what the first packets of a flow need).
-inline constexpr uint16_t kMaxHoldPackets = 64;
-
-struct StaticNeighbour {
-  IpAddress ip;
-  MacAddress mac;
-  std::string port;
-};
-
-struct NeighbourStage {
-  std::vector<StaticNeighbour> entries;
-  bool from_kernel = true;  // learn from the kernel's neighbour table over netlink
-  Unresolved unresolved = Unresolved::Hold;
-  // Hold: packets held per next hop per worker (more are dropped), and how long a next hop
-  // may take to resolve before its held packets are dropped (Linux: unres_qlen and
-  // mcast_solicit x retrans_time, 3 probes 1 s apart).
-  uint16_t hold_packets = 4;
-  uint32_t hold_timeout_ms = 3000;
-};
-
-enum class AclAction { Permit, Deny };
-
+// The match a stage applies to a packet's 5-tuple (acl rules, the mirror stage); absent
+// fields match anything.
 struct FiveTupleMatch {
   std::optional<IpPrefix> src;
   std::optional<IpPrefix> dst;
@@ -281,43 +226,55 @@ struct FiveTupleMatch {
   std::optional<PortRange> dst_port;
 };
 
-struct AclRule {
-  std::string name;
-  AclAction action = AclAction::Deny;
-  FiveTupleMatch match;
-  Location where;
+// One stage's parameters: a struct its stage type defines next to the stage and reads from
+// the file (config/stage_type.h). Held by value; a copy copies the parameters.
+class StageParams {
+ public:
+  virtual ~StageParams() = default;
+  virtual std::unique_ptr<StageParams> clone() const = 0;
 };
 
-struct AclStage {
-  AclAction default_action = AclAction::Permit;
-  std::vector<AclRule> rules;
+template <typename T>
+class TypedStageParams final : public StageParams {
+ public:
+  explicit TypedStageParams(T v) : value(std::move(v)) {}
+  std::unique_ptr<StageParams> clone() const override {
+    return std::make_unique<TypedStageParams>(value);
+  }
+  T value;
 };
 
-struct L2PortRewrite {
-  std::string port;
-  std::optional<MacAddress> src_mac;  // default: the port's own MAC
-  std::optional<MacAddress> dst_mac;
-  std::optional<uint16_t> vlan_push;
-  bool vlan_pop = false;
+class AnyStageParams {
+ public:
+  AnyStageParams() = default;
+  template <typename T>
+  requires(!std::is_same_v<std::decay_t<T>, AnyStageParams>) AnyStageParams(T v)
+      : p_(std::make_unique<TypedStageParams<T>>(std::move(v))) {}
+  AnyStageParams(const AnyStageParams& o) : p_(o.p_ ? o.p_->clone() : nullptr) {}
+  AnyStageParams(AnyStageParams&&) noexcept = default;
+  AnyStageParams& operator=(const AnyStageParams& o) {
+    p_ = o.p_ ? o.p_->clone() : nullptr;
+    return *this;
+  }
+  AnyStageParams& operator=(AnyStageParams&&) noexcept = default;
+
+  // The parameters if they are a T, else nullptr.
+  template <typename T>
+  const T* get_if() const {
+    const auto* t = dynamic_cast<const TypedStageParams<T>*>(p_.get());
+    return t ? &t->value : nullptr;
+  }
+  // The parameters, which must be a T (a stage's factory is only given its own type's).
+  template <typename T>
+  const T& get() const {
+    return dynamic_cast<const TypedStageParams<T>&>(*p_).value;
+  }
+
+ private:
+  std::unique_ptr<StageParams> p_;
 };
 
-struct L2Stage {
-  std::vector<L2PortRewrite> ports;
-};
-
-struct MirrorStage {
-  FiveTupleMatch match;
-  std::string pcapng;  // file to write, or
-  std::string port;    // port to copy to
-  uint32_t snaplen = 65535;
-};
-
-enum class CountBy { Flow, Rule };
-
-struct CountStage {
-  CountBy by = CountBy::Flow;
-  uint32_t max_flows = 65536;
-};
+struct StageType;
 
 struct StageConfig {
   std::string type;  // "route", "acl", ...
@@ -325,7 +282,9 @@ struct StageConfig {
   SchedType sched = SchedType::Atomic;
   bool fuse = false;  // run to completion with the previous stage on the same worker
   Location where;
-  std::variant<RouteStage, NeighbourStage, AclStage, L2Stage, MirrorStage, CountStage> params;
+  // What the type's keys said; read, checked and shown by `kind` (set by the loader).
+  AnyStageParams params;
+  const StageType* kind = nullptr;
 };
 
 // ---- control ----------------------------------------------------------------------------------
@@ -364,10 +323,14 @@ struct ApplianceConfig {
 
 using LoadResult = std::expected<ApplianceConfig, std::vector<ConfigError>>;
 
-// Reads and validates an appliance file.
-LoadResult load_config(const std::string& path);
+class StageTypes;
+
+// Reads and validates an appliance file. `stages`: the stage types the pipeline section may
+// use (pipeline/stage_registry.h: StageRegistry::builtin().config_types()).
+LoadResult load_config(const std::string& path, const StageTypes& stages);
 // The same from text already in memory; `source` names it in error locations.
-LoadResult load_config_text(std::string_view text, const std::string& source);
+LoadResult load_config_text(std::string_view text, const std::string& source,
+                            const StageTypes& stages);
 
 // Rx queues one afxdp port may read: the entries of the XDP program's socket map.
 inline constexpr unsigned kMaxRxQueues = 64;

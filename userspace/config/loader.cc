@@ -19,6 +19,7 @@
 
 #include "config/config.h"
 #include "config/reader.h"
+#include "config/stage_type.h"
 #include "config/validate.h"
 
 namespace vecflow::config {
@@ -174,23 +175,6 @@ std::string_view to_string(XskMode m) {
 }
 
 namespace {
-
-std::string index_path(const std::string& path, size_t i) {
-  return fmt::format("{}[{}]", path, i);
-}
-
-// Walks a list, calling fn(element, "path[i]") for each; records an error if not a list.
-template <typename Fn>
-void for_each_item(Ctx& ctx, const YAML::Node& list, const std::string& path, Fn fn) {
-  if (!list.IsDefined() || list.IsNull()) return;
-  if (!ctx.spend(list)) return;
-  if (!list.IsSequence()) {
-    ctx.error(list, path, "expected a list");
-    return;
-  }
-  for (size_t i = 0; i < list.size(); ++i)
-    fn(list[i], index_path(path, i));
-}
 
 void read_appliance(Ctx& ctx, const YAML::Node& n, ApplianceSection& out) {
   MapReader m(ctx, n, "appliance", {"name"});
@@ -468,14 +452,6 @@ bool read_steer_action(Ctx& ctx, const YAML::Node& n, const std::string& path, S
   return false;
 }
 
-void read_five_tuple(MapReader& m, FiveTupleMatch& out) {
-  m.get_prefix("src", out.src);
-  m.get_prefix("dst", out.dst);
-  m.get_l4_proto("proto", out.l4_proto);
-  m.get_port_range("src_port", out.src_port);
-  m.get_port_range("dst_port", out.dst_port);
-}
-
 void read_steering(Ctx& ctx, const YAML::Node& n, SteeringSection& out) {
   MapReader m(ctx, n, "steering",
               {"default", "malformed", "no_socket", "symmetric_hash", "on_detach", "rules"});
@@ -563,175 +539,8 @@ void read_scheduler(Ctx& ctx, const YAML::Node& n, SchedulerSection& out) {
                             {"software", FlowIdSource::Software}});
 }
 
-void read_nexthop(MapReader& m, NextHop& nh) {
-  m.get_address("via", nh.via);
-  if (m.require("port")) m.get("port", nh.port);
-}
-
-RouteStage read_route_stage(Ctx& ctx, MapReader& m) {
-  RouteStage s;
-  YAML::Node routes = m.child("routes");
-  if (routes.IsScalar()) {
-    auto v = read_string(ctx, routes, m.key_path("routes"));
-    if (v && *v == "from-kernel") {
-      s.from_kernel = true;
-    } else if (v) {
-      ctx.error(routes, m.key_path("routes"), "expected a list of routes or 'from-kernel'");
-    }
-  } else {
-    for_each_item(
-        ctx, routes, m.key_path("routes"), [&](const YAML::Node& item, const std::string& ip) {
-          MapReader r(ctx, item, ip, {"prefix", "via", "port", "nexthops", "action"});
-          if (!r.ok()) return;
-          Route route;
-          route.where = ctx.at(item);
-          std::optional<IpPrefix> prefix;
-          if (r.require("prefix") && r.get_prefix("prefix", prefix)) route.prefix = *prefix;
-          r.get_enum<RouteAction>("action", route.action,
-                                  {{"forward", RouteAction::Forward},
-                                   {"kernel", RouteAction::Kernel},
-                                   {"drop", RouteAction::Drop}});
-          bool single = r.has("via") || r.has("port");
-          if (route.action != RouteAction::Forward) {
-            for (auto k : {"via", "port", "nexthops"}) {
-              if (r.has(k)) {
-                ctx.error(r.child(k), r.key_path(k),
-                          fmt::format("a route with action {} has no next hop",
-                                      route.action == RouteAction::Kernel ? "kernel" : "drop"));
-              }
-            }
-          } else if (single && r.has("nexthops")) {
-            ctx.error(item, ip, "give either via/port or a nexthops list, not both");
-          } else if (r.has("nexthops")) {
-            for_each_item(ctx, r.child("nexthops"), r.key_path("nexthops"),
-                          [&](const YAML::Node& nh_node, const std::string& np) {
-                            MapReader nm(ctx, nh_node, np, {"via", "port"});
-                            if (!nm.ok()) return;
-                            NextHop nh;
-                            read_nexthop(nm, nh);
-                            route.nexthops.push_back(nh);
-                          });
-            if (route.nexthops.empty())
-              ctx.error(item, r.key_path("nexthops"), "needs at least one next hop");
-          } else {
-            NextHop nh;
-            read_nexthop(r, nh);
-            route.nexthops.push_back(nh);
-          }
-          for (const auto& nh : route.nexthops) {
-            if (nh.via && nh.via->version != route.prefix.addr.version) {
-              ctx.error(item, ip, "next hop and prefix are of different IP versions");
-            }
-          }
-          s.routes.push_back(std::move(route));
-        });
-  }
-  bool fk = false;
-  if (m.get("from_kernel", fk)) s.from_kernel = s.from_kernel || fk;
-  m.get("icmp_time_exceeded", s.icmp_time_exceeded);
-  if (m.has("checks")) {
-    MapReader c(ctx, m.child("checks"), m.key_path("checks"), {"ipv4_checksum", "martians"});
-    c.get("ipv4_checksum", s.checks.ipv4_checksum);
-    c.get("martians", s.checks.martians);
-  }
-  return s;
-}
-
-NeighbourStage read_neighbour_stage(Ctx& ctx, MapReader& m) {
-  NeighbourStage s;
-  for_each_item(ctx, m.child("static"), m.key_path("static"),
-                [&](const YAML::Node& item, const std::string& ip) {
-                  MapReader r(ctx, item, ip, {"ip", "mac", "port"});
-                  if (!r.ok()) return;
-                  StaticNeighbour e;
-                  std::optional<IpAddress> a;
-                  std::optional<MacAddress> mac;
-                  bool ok = r.require("ip") && r.get_address("ip", a);
-                  ok = r.require("mac") && r.get_mac("mac", mac) && ok;
-                  ok = r.require("port") && r.get("port", e.port) && ok;
-                  if (!ok) return;
-                  e.ip = *a;
-                  e.mac = *mac;
-                  s.entries.push_back(e);
-                });
-  m.get("from_kernel", s.from_kernel);
-  m.get_enum<Unresolved>(
-      "unresolved", s.unresolved,
-      {{"hold", Unresolved::Hold}, {"kernel", Unresolved::Kernel}, {"drop", Unresolved::Drop}});
-  m.get("hold_packets", s.hold_packets, 1, kMaxHoldPackets);
-  m.get("hold_timeout_ms", s.hold_timeout_ms, 1, 60'000);
-  return s;
-}
-
-AclStage read_acl_stage(Ctx& ctx, MapReader& m) {
-  AclStage s;
-  m.get_enum<AclAction>("default", s.default_action,
-                        {{"permit", AclAction::Permit}, {"deny", AclAction::Deny}});
-  for_each_item(ctx, m.child("rules"), m.key_path("rules"),
-                [&](const YAML::Node& item, const std::string& ip) {
-                  MapReader r(ctx, item, ip,
-                              {"name", "action", "src", "dst", "proto", "src_port", "dst_port"});
-                  if (!r.ok()) return;
-                  AclRule rule;
-                  rule.where = ctx.at(item);
-                  rule.name = fmt::format("acl{}", s.rules.size());
-                  r.get("name", rule.name);
-                  if (r.require("action")) {
-                    r.get_enum<AclAction>(
-                        "action", rule.action,
-                        {{"permit", AclAction::Permit}, {"deny", AclAction::Deny}});
-                  }
-                  read_five_tuple(r, rule.match);
-                  s.rules.push_back(std::move(rule));
-                });
-  return s;
-}
-
-L2Stage read_l2_stage(Ctx& ctx, MapReader& m) {
-  L2Stage s;
-  for_each_item(
-      ctx, m.child("ports"), m.key_path("ports"),
-      [&](const YAML::Node& item, const std::string& ip) {
-        MapReader r(ctx, item, ip, {"port", "src_mac", "dst_mac", "vlan_push", "vlan_pop"});
-        if (!r.ok()) return;
-        L2PortRewrite w;
-        if (r.require("port")) r.get("port", w.port);
-        r.get_mac("src_mac", w.src_mac);
-        r.get_mac("dst_mac", w.dst_mac);
-        uint16_t vlan = 0;
-        if (r.get("vlan_push", vlan, 1, 4094)) w.vlan_push = vlan;
-        r.get("vlan_pop", w.vlan_pop);
-        s.ports.push_back(std::move(w));
-      });
-  return s;
-}
-
-MirrorStage read_mirror_stage(Ctx& ctx, MapReader& m) {
-  MirrorStage s;
-  if (m.has("match")) {
-    MapReader mm(ctx, m.child("match"), m.key_path("match"),
-                 {"src", "dst", "proto", "src_port", "dst_port"});
-    read_five_tuple(mm, s.match);
-  }
-  if (m.require("to")) {
-    MapReader to(ctx, m.child("to"), m.key_path("to"), {"pcapng", "port"});
-    bool a = to.get("pcapng", s.pcapng);
-    bool b = to.get("port", s.port);
-    if (to.ok() && a == b)
-      ctx.error(m.child("to"), m.key_path("to"), "needs exactly one of 'pcapng' or 'port'");
-  }
-  m.get("snaplen", s.snaplen, 64, 65535);
-  return s;
-}
-
-CountStage read_count_stage(MapReader& m) {
-  CountStage s;
-  m.get_enum<CountBy>("by", s.by, {{"flow", CountBy::Flow}, {"rule", CountBy::Rule}});
-  m.get("max_flows", s.max_flows, 1, 16u << 20);
-  return s;
-}
-
-void read_pipeline(Ctx& ctx, const YAML::Node& n, std::vector<StageConfig>& out) {
+void read_pipeline(Ctx& ctx, const YAML::Node& n, const StageTypes& types,
+                   std::vector<StageConfig>& out) {
   for_each_item(ctx, n, "pipeline", [&](const YAML::Node& item, const std::string& ip) {
     // The stage type decides which keys are allowed, so read it before the reader checks keys.
     std::string type;
@@ -742,17 +551,9 @@ void read_pipeline(Ctx& ctx, const YAML::Node& n, std::vector<StageConfig>& out)
         }
       }
     }
+    const StageType* kind = types.find(type);
     std::vector<std::string_view> allowed = {"stage", "name", "sched", "fuse"};
-    auto extra = [&](std::initializer_list<std::string_view> keys) {
-      allowed.insert(allowed.end(), keys);
-    };
-    if (type == "route") extra({"routes", "from_kernel", "icmp_time_exceeded", "checks"});
-    if (type == "neighbour")
-      extra({"static", "from_kernel", "unresolved", "hold_packets", "hold_timeout_ms"});
-    if (type == "acl") extra({"default", "rules"});
-    if (type == "l2") extra({"ports"});
-    if (type == "mirror") extra({"match", "to", "snaplen"});
-    if (type == "count") extra({"by", "max_flows"});
+    if (kind) allowed.insert(allowed.end(), kind->keys.begin(), kind->keys.end());
 
     MapReader m(ctx, item, ip, allowed);
     // The type read again as any string is, so that a list, or bytes that are not UTF-8, are
@@ -767,26 +568,16 @@ void read_pipeline(Ctx& ctx, const YAML::Node& n, std::vector<StageConfig>& out)
                            {"ordered", SchedType::Ordered},
                            {"parallel", SchedType::Parallel}});
     m.get("fuse", st.fuse);
-    if (type == "route") {
-      st.params = read_route_stage(ctx, m);
-    } else if (type == "neighbour") {
-      st.params = read_neighbour_stage(ctx, m);
-    } else if (type == "acl") {
-      st.params = read_acl_stage(ctx, m);
-    } else if (type == "l2") {
-      st.params = read_l2_stage(ctx, m);
-    } else if (type == "mirror") {
-      st.params = read_mirror_stage(ctx, m);
-    } else if (type == "count") {
-      st.params = read_count_stage(m);
-    } else {
-      std::vector<std::string_view> types = {"route", "neighbour", "acl", "l2", "mirror", "count"};
-      std::string hint = detail::suggest(type, types);
+    if (!kind) {
+      std::vector<std::string_view> names = types.names();
+      std::string hint = detail::suggest(type, names);
       ctx.error(m.child("stage"), m.key_path("stage"),
-                fmt::format("unknown stage '{}': expected {}{}", type, detail::join_names(types),
+                fmt::format("unknown stage '{}': expected {}{}", type, detail::join_names(names),
                             hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
       return;
     }
+    st.params = kind->read(ctx, m);
+    st.kind = kind;
     size_t same = 0;
     for (const auto& prev : out)
       same += prev.type == type;
@@ -921,7 +712,8 @@ std::string fnv1a_hex(std::string_view bytes) {
 
 }  // namespace
 
-LoadResult load_config_text(std::string_view text, const std::string& source) {
+LoadResult load_config_text(std::string_view text, const std::string& source,
+                            const StageTypes& stages) {
   Ctx ctx(source, text.size());
   // yaml-cpp 0.7 does not read a NUL byte as a character (in a plain scalar it comes out as
   // other bytes), so a NUL is looked for in the text, where only its line and column are known.
@@ -965,7 +757,7 @@ LoadResult load_config_text(std::string_view text, const std::string& source) {
   }
   if (top.has("steering")) read_steering(ctx, top.child("steering"), cfg.steering);
   if (top.has("scheduler")) read_scheduler(ctx, top.child("scheduler"), cfg.scheduler);
-  if (top.has("pipeline")) read_pipeline(ctx, top.child("pipeline"), cfg.pipeline);
+  if (top.has("pipeline")) read_pipeline(ctx, top.child("pipeline"), stages, cfg.pipeline);
   if (top.has("control")) read_control(ctx, top.child("control"), cfg.control);
   if (cfg.cpu.workers.empty()) cfg.cpu.workers = {cfg.cpu.control};
   if (cfg.scheduler.workers.empty()) cfg.scheduler.workers = cfg.cpu.workers;
@@ -1022,13 +814,13 @@ std::expected<std::string, std::string> read_file(const std::string& path) {
 
 }  // namespace
 
-LoadResult load_config(const std::string& path) {
+LoadResult load_config(const std::string& path, const StageTypes& stages) {
   // The file as a whole is at fault: the error names it, with no line or column.
   auto text = read_file(path);
   if (!text) {
     return std::unexpected(std::vector<ConfigError>{{Location{path, 0, 0}, "", text.error()}});
   }
-  auto cfg = load_config_text(*text, path);
+  auto cfg = load_config_text(*text, path, stages);
   // yaml-cpp builds its tree from many small blocks (~750 MB for a 10 MB file of 100k rules)
   // and glibc keeps freed blocks in the heap. The configuration was built among them, so its
   // blocks would pin most of those pages: copy it into the now free memory (compactly), free

@@ -1,4 +1,5 @@
-// Internal: typed, located reading of YAML nodes for the loader. Every reader call either
+// Typed, located reading of YAML nodes, for the loader and the stage types' readers
+// (config/stage_type.h). Every reader call either
 // produces a value or records a ConfigError at the offending node and carries on, so one run
 // reports every mistake in the file.
 #pragma once
@@ -107,6 +108,19 @@ std::optional<uint64_t> read_uint(Ctx& ctx, const YAML::Node& n, const std::stri
                                   uint64_t min, uint64_t max);
 std::string suggest(std::string_view word, const std::vector<std::string_view>& choices);
 std::string join_names(const std::vector<std::string_view>& names);
+
+// Walks a list, calling fn(element, "path[i]") for each; records an error if not a list.
+template <typename Fn>
+void for_each_item(Ctx& ctx, const YAML::Node& list, const std::string& path, Fn fn) {
+  if (!list.IsDefined() || list.IsNull()) return;
+  if (!ctx.spend(list)) return;
+  if (!list.IsSequence()) {
+    ctx.error(list, path, "expected a list");
+    return;
+  }
+  for (size_t i = 0; i < list.size(); ++i)
+    fn(list[i], path + "[" + std::to_string(i) + "]");
+}
 
 template <typename E>
 bool MapReader::get_enum(std::string_view key, E& out, std::initializer_list<EnumName<E>> names) {

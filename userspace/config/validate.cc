@@ -1,5 +1,7 @@
 #include "config/validate.h"
 
+#include "config/stage_type.h"
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -10,57 +12,15 @@
 namespace vecflow::config::detail {
 namespace {
 
-// Finds the node at a path like {"steering", "rules", 2, "action"} for an error location;
-// falls back to the deepest node that exists.
-struct PathStep {
-  std::string key;
-  long index = -1;
-};
-
-YAML::Node locate(const YAML::Node& root, std::initializer_list<PathStep> steps) {
-  YAML::Node cur = root;
-  for (const auto& s : steps) {
-    // YAML::Node's operator= assigns through to the referenced node (it edits the tree);
-    // reset() is the rebinding assignment.
-    if (s.index >= 0) {
-      if (!cur.IsSequence() || static_cast<size_t>(s.index) >= cur.size()) return cur;
-      cur.reset(cur[static_cast<size_t>(s.index)]);
-    } else {
-      if (!cur.IsMap()) return cur;
-      bool found = false;
-      for (auto it = cur.begin(); it != cur.end(); ++it) {
-        if (it->first.IsScalar() && it->first.Scalar() == s.key) {
-          cur.reset(it->second);
-          found = true;
-          break;
-        }
-      }
-      if (!found) return cur;
-    }
-  }
-  return cur;
-}
-
 PathStep k(std::string key) {
-  return PathStep{std::move(key), -1};
+  return PathStep{std::move(key)};
 }
 PathStep i(size_t index) {
-  return PathStep{{}, static_cast<long>(index)};
-}
-
-std::string known_ports(const ApplianceConfig& cfg) {
-  std::string s;
-  for (const auto& p : cfg.ports)
-    s += (s.empty() ? "" : ", ") + p.name;
-  return s.empty() ? "none" : s;
+  return PathStep{index};
 }
 
 bool prefix_versions_agree(const std::optional<IpPrefix>& a, const std::optional<IpPrefix>& b) {
   return !a || !b || a->addr.version == b->addr.version;
-}
-
-bool has_ports(uint8_t proto) {
-  return proto == 6 || proto == 17 || proto == 132;
 }
 
 }  // namespace
@@ -125,9 +85,7 @@ void validate(Ctx& ctx, const YAML::Node& root, const ApplianceConfig& cfg) {
   }
 
   auto port_exists = [&](const std::string& name, const YAML::Node& at, const std::string& path) {
-    if (cfg.find_port(name)) return true;
-    err(at, path, fmt::format("no port named '{}' (ports: {})", name, known_ports(cfg)));
-    return false;
+    return config::port_exists(ctx, cfg, name, at, path);
   };
 
   // ---- steering ----
@@ -232,78 +190,9 @@ void validate(Ctx& ctx, const YAML::Node& root, const ApplianceConfig& cfg) {
           "event_dsw has no ordered queues (DPDK 22.11); use atomic, parallel, or the builtin "
           "backend");
     }
-    if (auto* r = std::get_if<RouteStage>(&s.params)) {
-      std::set<std::pair<std::string, int>> seen;
-      for (size_t ri = 0; ri < r->routes.size(); ++ri) {
-        const auto& route = r->routes[ri];
-        YAML::Node rn = locate(sn, {k("routes"), i(ri)});
-        std::string rp = fmt::format("{}.routes[{}]", path, ri);
-        if (!seen.emplace(route.prefix.addr.to_string(), route.prefix.length).second) {
-          err(locate(rn, {k("prefix")}), rp + ".prefix",
-              fmt::format("duplicate route {} (list next hops under 'nexthops' for ECMP)",
-                          route.prefix.to_string()));
-        }
-        for (size_t ni = 0; ni < route.nexthops.size(); ++ni) {
-          YAML::Node at = route.nexthops.size() == 1 && !locate(rn, {k("nexthops")}).IsSequence()
-                              ? locate(rn, {k("port")})
-                              : locate(rn, {k("nexthops"), i(ni), k("port")});
-          port_exists(route.nexthops[ni].port, at, rp + ".port");
-        }
-      }
-    } else if (auto* n = std::get_if<NeighbourStage>(&s.params)) {
-      for (size_t ni = 0; ni < n->entries.size(); ++ni) {
-        port_exists(n->entries[ni].port, locate(sn, {k("static"), i(ni), k("port")}),
-                    fmt::format("{}.static[{}].port", path, ni));
-      }
-      // Held packets are given back on the worker that holds them, which runs the stages of
-      // the neighbour stage's group after it, and nothing beyond.
-      for (size_t sj = si + 1; sj < cfg.pipeline.size(); ++sj) {
-        if (n->unresolved != Unresolved::Hold || cfg.pipeline[sj].fuse) continue;
-        err(locate(sn, {k("unresolved")}), path + ".unresolved",
-            fmt::format("unresolved: hold (the default) sends held packets from the worker that "
-                        "holds them, so the stages after it must run there: fuse stage '{}' to "
-                        "it (fuse: true), or choose unresolved: kernel or drop",
-                        cfg.pipeline[sj].name));
-        break;
-      }
-    } else if (auto* a = std::get_if<AclStage>(&s.params)) {
-      for (size_t ai = 0; ai < a->rules.size(); ++ai) {
-        const auto& m = a->rules[ai].match;
-        YAML::Node an = locate(sn, {k("rules"), i(ai)});
-        std::string ap = fmt::format("{}.rules[{}]", path, ai);
-        if (!prefix_versions_agree(m.src, m.dst)) {
-          err(an, ap, "src and dst are of different IP versions");
-        }
-        if ((m.src_port || m.dst_port) && !(m.l4_proto && has_ports(*m.l4_proto))) {
-          err(an, ap, "src_port/dst_port need proto tcp, udp or sctp");
-        }
-      }
-    } else if (auto* l2 = std::get_if<L2Stage>(&s.params)) {
-      std::set<std::string> seen;
-      for (size_t li = 0; li < l2->ports.size(); ++li) {
-        YAML::Node ln = locate(sn, {k("ports"), i(li), k("port")});
-        std::string lp = fmt::format("{}.ports[{}].port", path, li);
-        if (port_exists(l2->ports[li].port, ln, lp) && !seen.insert(l2->ports[li].port).second) {
-          err(ln, lp, fmt::format("port '{}' listed twice", l2->ports[li].port));
-        }
-      }
-    } else if (auto* mi = std::get_if<MirrorStage>(&s.params)) {
-      if (!mi->port.empty()) {
-        port_exists(mi->port, locate(sn, {k("to"), k("port")}), path + ".to.port");
-      }
-      if (!mi->pcapng.empty()) {
-        // Captures are written only below control.capture_dir: an appliance file must not be
-        // able to make vecflowd write anywhere else as root.
-        const std::string& f = mi->pcapng;
-        bool escapes = f.find("..") != std::string::npos ||
-                       (f[0] == '/' && f.rfind(cfg.control.capture_dir + "/", 0) != 0);
-        if (escapes) {
-          err(locate(sn, {k("to"), k("pcapng")}), path + ".to.pcapng",
-              fmt::format("'{}' is outside control.capture_dir ({}); give a file name relative "
-                          "to it",
-                          f, cfg.control.capture_dir));
-        }
-      }
+    if (s.kind && s.kind->check) {
+      StageCheck check(ctx, cfg, si, sn);
+      s.kind->check(check, s.params);
     }
   }
 

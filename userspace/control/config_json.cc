@@ -1,5 +1,7 @@
 #include "control/config_json.h"
 
+#include "config/stage_type.h"
+
 #include <fmt/format.h>
 
 #include <set>
@@ -12,39 +14,6 @@ using namespace config;
 template <typename T>
 Json opt(const std::optional<T>& v) {
   return v ? Json(*v) : Json(nullptr);
-}
-
-Json opt_prefix(const std::optional<IpPrefix>& p) {
-  return p ? Json(p->to_string()) : Json(nullptr);
-}
-
-// As the file writes them: a port as a number, a range as "low-high".
-Json range(const std::optional<PortRange>& r) {
-  if (!r) return nullptr;
-  return r->low == r->high ? Json(r->low) : Json(fmt::format("{}-{}", r->low, r->high));
-}
-
-// A protocol by the name the file knows it by (config/reader.cc), else its number.
-Json l4_proto(const std::optional<uint8_t>& p) {
-  if (!p) return nullptr;
-  switch (*p) {
-    case 1:
-      return "icmp";
-    case 6:
-      return "tcp";
-    case 17:
-      return "udp";
-    case 47:
-      return "gre";
-    case 50:
-      return "esp";
-    case 58:
-      return "icmpv6";
-    case 132:
-      return "sctp";
-    default:
-      return *p;
-  }
 }
 
 Json action(const SteerAction& a) {
@@ -118,14 +87,6 @@ std::string_view flow_id_name(FlowIdSource f) {
   return "?";
 }
 
-Json five_tuple(const FiveTupleMatch& m) {
-  return {{"src", opt_prefix(m.src)},
-          {"dst", opt_prefix(m.dst)},
-          {"proto", l4_proto(m.l4_proto)},
-          {"src_port", range(m.src_port)},
-          {"dst_port", range(m.dst_port)}};
-}
-
 Json port_json(const PortConfig& p) {
   Json j = {{"name", p.name}, {"lcore", opt(p.lcore)}};
   if (const auto* a = std::get_if<AfXdpPort>(&p.kind)) {
@@ -164,82 +125,13 @@ Json rule_json(const SteerRule& r) {
   Json match = {{"port", opt(m.port)},
                 {"vlan", opt(m.vlan)},
                 {"l3", m.l3 ? Json(l3_name(*m.l3)) : Json(nullptr)},
-                {"src", opt_prefix(m.src)},
-                {"dst", opt_prefix(m.dst)},
-                {"proto", l4_proto(m.l4_proto)},
-                {"src_port", range(m.src_port)},
-                {"dst_port", range(m.dst_port)}};
+                {"src", prefix_json(m.src)},
+                {"dst", prefix_json(m.dst)},
+                {"proto", l4_proto_json(m.l4_proto)},
+                {"src_port", port_range_json(m.src_port)},
+                {"dst_port", port_range_json(m.dst_port)}};
   return {
       {"name", r.name}, {"priority", r.priority}, {"match", match}, {"action", action(r.action)}};
-}
-
-Json nexthop_json(const NextHop& n) {
-  return {{"via", n.via ? Json(n.via->to_string()) : Json(nullptr)}, {"port", n.port}};
-}
-
-Json stage_params(const StageConfig& s) {
-  return std::visit(
-      [](const auto& p) -> Json {
-        using T = std::decay_t<decltype(p)>;
-        if constexpr (std::is_same_v<T, RouteStage>) {
-          Json routes = Json::array();
-          for (const auto& r : p.routes) {
-            Json hops = Json::array();
-            for (const auto& n : r.nexthops)
-              hops.push_back(nexthop_json(n));
-            std::string_view act = r.action == RouteAction::Forward  ? "forward"
-                                   : r.action == RouteAction::Kernel ? "kernel"
-                                                                     : "drop";
-            // A route without next hops (kernel, drop) has no `nexthops` key in the file.
-            routes.push_back({{"prefix", r.prefix.to_string()},
-                              {"action", act},
-                              {"nexthops", hops.empty() ? Json(nullptr) : std::move(hops)}});
-          }
-          return {{"routes", std::move(routes)},
-                  {"from_kernel", p.from_kernel},
-                  {"icmp_time_exceeded", p.icmp_time_exceeded},
-                  {"checks",
-                   {{"ipv4_checksum", p.checks.ipv4_checksum}, {"martians", p.checks.martians}}}};
-        } else if constexpr (std::is_same_v<T, NeighbourStage>) {
-          Json entries = Json::array();
-          for (const auto& e : p.entries) {
-            entries.push_back(
-                {{"ip", e.ip.to_string()}, {"mac", e.mac.to_string()}, {"port", e.port}});
-          }
-          return {{"static", std::move(entries)},
-                  {"from_kernel", p.from_kernel},
-                  {"unresolved", std::string(unresolved_name(p.unresolved))},
-                  {"hold_packets", p.hold_packets},
-                  {"hold_timeout_ms", p.hold_timeout_ms}};
-        } else if constexpr (std::is_same_v<T, AclStage>) {
-          Json rules = Json::array();
-          for (const auto& r : p.rules) {
-            Json j = {{"name", r.name},
-                      {"action", r.action == AclAction::Permit ? "permit" : "deny"}};
-            j.update(five_tuple(r.match));
-            rules.push_back(std::move(j));
-          }
-          return {{"default", p.default_action == AclAction::Permit ? "permit" : "deny"},
-                  {"rules", std::move(rules)}};
-        } else if constexpr (std::is_same_v<T, L2Stage>) {
-          Json ports = Json::array();
-          for (const auto& r : p.ports) {
-            ports.push_back({{"port", r.port},
-                             {"src_mac", r.src_mac ? Json(r.src_mac->to_string()) : Json(nullptr)},
-                             {"dst_mac", r.dst_mac ? Json(r.dst_mac->to_string()) : Json(nullptr)},
-                             {"vlan_push", opt(r.vlan_push)},
-                             {"vlan_pop", r.vlan_pop}});
-          }
-          return {{"ports", std::move(ports)}};
-        } else if constexpr (std::is_same_v<T, MirrorStage>) {
-          Json to = p.pcapng.empty() ? Json{{"port", p.port}} : Json{{"pcapng", p.pcapng}};
-          return {{"match", five_tuple(p.match)}, {"to", std::move(to)}, {"snaplen", p.snaplen}};
-        } else {
-          static_assert(std::is_same_v<T, CountStage>);
-          return {{"by", p.by == CountBy::Flow ? "flow" : "rule"}, {"max_flows", p.max_flows}};
-        }
-      },
-      s.params);
 }
 
 // ---- diff -------------------------------------------------------------------------------------
@@ -395,7 +287,7 @@ Json config_to_json(const ApplianceConfig& c) {
   for (const auto& st : c.pipeline) {
     Json stage = {
         {"name", st.name}, {"stage", st.type}, {"sched", to_string(st.sched)}, {"fuse", st.fuse}};
-    stage.update(stage_params(st));
+    if (st.kind) stage.update(st.kind->to_json(st.params));
     stages.push_back(std::move(stage));
   }
   j["pipeline"] = std::move(stages);

@@ -6,6 +6,7 @@
 #include <fmt/chrono.h>
 
 #include "core/log.h"
+#include "pipeline/stage_registry.h"
 
 namespace vecflow::control {
 namespace {
@@ -100,7 +101,7 @@ CommandResult Reloader::reload(const std::string& path, uint32_t confirm_within_
         std::chrono::duration<double>(pending_->deadline - std::chrono::steady_clock::now())
             .count());
   }
-  auto next = config::load_config(path);
+  auto next = config::load_config(path, builtin_stage_types());
   if (!next) {
     ++reloads_failed_;
     Json errors = Json::array();

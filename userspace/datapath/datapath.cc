@@ -31,8 +31,8 @@ std::vector<unsigned> worker_lcores(const config::ApplianceConfig& cfg) {
 uint32_t spare_mbufs(const config::ApplianceConfig& cfg) {
   uint64_t posted = 0;
   for (const auto& s : cfg.pipeline) {
-    const auto* n = std::get_if<config::NeighbourStage>(&s.params);
-    if (n && n->unresolved == config::Unresolved::Hold) {
+    const auto* n = s.params.get_if<NeighbourConfig>();
+    if (n && n->unresolved == Unresolved::Hold) {
       posted += uint64_t{NeighbourStage::kHoldQueues} * n->hold_packets * worker_lcores(cfg).size();
     }
   }

@@ -5,9 +5,11 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/packet.h"
 #include "pipeline/packet_view.h"
+#include "pipeline/stage_registry.h"
 
 namespace vecflow {
 
@@ -17,14 +19,14 @@ AclStage::AclStage(const config::StageConfig& cfg, StageContext& ctx)
 Result<std::unique_ptr<AclStage>> AclStage::create(const config::StageConfig& cfg,
                                                    StageContext& ctx) {
   if (ctx.qsbr == nullptr) return fail("the acl stage needs the pipeline's grace-period domain");
-  auto table = AclTable::build(std::get<config::AclStage>(cfg.params), ctx.lcore_slots);
+  auto table = AclTable::build(cfg.params.get<AclConfig>(), ctx.lcore_slots);
   if (!table) return std::unexpected(table.error());
   std::unique_ptr<AclStage> s(new AclStage(cfg, ctx));
   s->table_.replace(std::move(*table), *ctx.qsbr);
   return s;
 }
 
-Result<void> AclStage::replace_rules(const config::AclStage& acl) {
+Result<void> AclStage::replace_rules(const AclConfig& acl) {
   auto table = AclTable::build(acl, slots_);
   if (!table) return std::unexpected(table.error());
   std::lock_guard lock(mutex_);
@@ -135,10 +137,84 @@ void AclStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   }
 }
 
+namespace {
+
+using Json = nlohmann::ordered_json;
+
 Result<std::unique_ptr<Stage>> make_acl_stage(const config::StageConfig& cfg, StageContext& ctx) {
   auto s = AclStage::create(cfg, ctx);
   if (!s) return std::unexpected(s.error());
   return std::unique_ptr<Stage>(std::move(*s));
+}
+
+AclConfig read_acl(config::Ctx& ctx, config::MapReader& m) {
+  AclConfig s;
+  m.get_enum<AclAction>("default", s.default_action,
+                        {{"permit", AclAction::Permit}, {"deny", AclAction::Deny}});
+  config::for_each_item(
+      ctx, m.child("rules"), m.key_path("rules"),
+      [&](const YAML::Node& item, const std::string& ip) {
+        config::MapReader r(ctx, item, ip,
+                            {"name", "action", "src", "dst", "proto", "src_port", "dst_port"});
+        if (!r.ok()) return;
+        AclRule rule;
+        rule.where = ctx.at(item);
+        rule.name = fmt::format("acl{}", s.rules.size());
+        r.get("name", rule.name);
+        if (r.require("action")) {
+          r.get_enum<AclAction>("action", rule.action,
+                                {{"permit", AclAction::Permit}, {"deny", AclAction::Deny}});
+        }
+        config::read_five_tuple(r, rule.match);
+        s.rules.push_back(std::move(rule));
+      });
+  return s;
+}
+
+void check_acl(config::StageCheck& c, const AclConfig& a) {
+  for (size_t ai = 0; ai < a.rules.size(); ++ai) {
+    const auto& m = a.rules[ai].match;
+    YAML::Node an = c.node({"rules", ai});
+    std::string ap = c.path(fmt::format(".rules[{}]", ai));
+    if (m.src && m.dst && m.src->addr.version != m.dst->addr.version) {
+      c.error(an, ap, "src and dst are of different IP versions");
+    }
+    if ((m.src_port || m.dst_port) && !(m.l4_proto && config::has_ports(*m.l4_proto))) {
+      c.error(an, ap, "src_port/dst_port need proto tcp, udp or sctp");
+    }
+  }
+}
+
+std::string_view action_name(AclAction a) {
+  return a == AclAction::Permit ? "permit" : "deny";
+}
+
+Json acl_json(const AclConfig& p) {
+  Json rules = Json::array();
+  for (const auto& r : p.rules) {
+    Json j = {{"name", r.name}, {"action", action_name(r.action)}};
+    j.update(config::five_tuple_json(r.match));
+    rules.push_back(std::move(j));
+  }
+  return {{"default", action_name(p.default_action)}, {"rules", std::move(rules)}};
+}
+
+Result<void> apply_rules(Stage& stage, const StageContext&, const config::AnyStageParams&,
+                         const config::AnyStageParams& to) {
+  return static_cast<AclStage&>(stage).replace_rules(to.get<AclConfig>());
+}
+
+}  // namespace
+
+StageModule acl_stage_module() {
+  return StageModule{
+      config::stage_type<AclConfig>("acl", {"default", "rules"}, read_acl, acl_json, check_acl),
+      make_acl_stage,
+      nullptr,
+      {{{"rules", "rule", "rules", [](const Json& r) { return r["name"].get<std::string>(); }},
+        {"default", "", "", nullptr}},
+       apply_rules,
+       nullptr}};
 }
 
 }  // namespace vecflow

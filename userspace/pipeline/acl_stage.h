@@ -21,7 +21,7 @@ namespace vecflow {
 // One line of `vecflowctl acl`.
 struct AclRuleReport {
   std::string name;  // "default" for the default action
-  config::AclAction action = config::AclAction::Permit;
+  AclAction action = AclAction::Permit;
   config::FiveTupleMatch match;  // empty for the default action
   AclRuleCount count;
 };
@@ -40,7 +40,7 @@ class AclStage final : public Stage {
 
   // ---- control plane ----
   // Compiles and swaps in a new rule set; on failure the one in force stays.
-  Result<void> replace_rules(const config::AclStage& acl);
+  Result<void> replace_rules(const AclConfig& acl);
   // The rules in force with their counters, the default action last.
   std::vector<AclRuleReport> rules() const;
   // The table in force (tests, benchmarks). Valid until the next replace_rules().
@@ -55,6 +55,8 @@ class AclStage final : public Stage {
   mutable std::mutex mutex_;  // control plane only
 };
 
-Result<std::unique_ptr<Stage>> make_acl_stage(const config::StageConfig& cfg, StageContext& ctx);
+struct StageModule;
+// The acl stage type: its configuration, factory and live reload of its rules.
+StageModule acl_stage_module();
 
 }  // namespace vecflow

@@ -115,8 +115,7 @@ Result<DpdkPtr<rte_acl_ctx>> compile(const std::vector<rte_acl_field_def>& defs,
 
 }  // namespace
 
-Result<std::unique_ptr<AclTable>> AclTable::build(const config::AclStage& acl,
-                                                  unsigned lcore_slots) {
+Result<std::unique_ptr<AclTable>> AclTable::build(const AclConfig& acl, unsigned lcore_slots) {
   std::unique_ptr<AclTable> t(new AclTable());
   t->acl_ = acl;
   const auto d4 = fields4();
@@ -152,9 +151,9 @@ Result<std::unique_ptr<AclTable>> AclTable::build(const config::AclStage& acl,
     if (!ctx) return std::unexpected(ctx.error());
     t->ctx6_ = std::move(*ctx);
   }
-  t->permit_.push_back(acl.default_action == config::AclAction::Permit);
+  t->permit_.push_back(acl.default_action == AclAction::Permit);
   for (const auto& r : acl.rules)
-    t->permit_.push_back(r.action == config::AclAction::Permit);
+    t->permit_.push_back(r.action == AclAction::Permit);
   t->stride_ = (n + 1 + 3) / 4 * 4;
   t->lcores_ = lcore_slots;
   t->lines_.reset(new Line[t->stride_ / 4 * lcore_slots]);
@@ -172,7 +171,7 @@ AclRuleCount AclTable::total(uint32_t result) const noexcept {
   return c;
 }
 
-bool same_acl_rule(const config::AclRule& a, const config::AclRule& b) noexcept {
+bool same_acl_rule(const AclRule& a, const AclRule& b) noexcept {
   return a.name == b.name && a.action == b.action && a.match.src == b.match.src &&
          a.match.dst == b.match.dst && a.match.l4_proto == b.match.l4_proto &&
          a.match.src_port == b.match.src_port && a.match.dst_port == b.match.dst_port;

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <rte_acl.h>
@@ -23,6 +24,21 @@
 #include "core/error.h"
 
 namespace vecflow {
+
+// An ACL as the file gives it (stage: acl).
+enum class AclAction { Permit, Deny };
+
+struct AclRule {
+  std::string name;
+  AclAction action = AclAction::Deny;
+  config::FiveTupleMatch match;
+  config::Location where;
+};
+
+struct AclConfig {
+  AclAction default_action = AclAction::Permit;
+  std::vector<AclRule> rules;
+};
 
 // The 5-tuple in the layout the rte_acl field definitions describe (wire byte order), built
 // per packet on the worker's stack.
@@ -53,7 +69,7 @@ class AclTable {
   // Result of a classification that matched no rule.
   static constexpr uint32_t kNoMatch = 0;
 
-  static Result<std::unique_ptr<AclTable>> build(const config::AclStage& acl, unsigned lcore_slots);
+  static Result<std::unique_ptr<AclTable>> build(const AclConfig& acl, unsigned lcore_slots);
 
   // ---- data path ----
   // For each key, 0 (no match) or 1 + the index of the deciding rule.
@@ -83,7 +99,7 @@ class AclTable {
   }
 
   // ---- control plane ----
-  const config::AclStage& config() const noexcept { return acl_; }
+  const AclConfig& config() const noexcept { return acl_; }
   // Counts of result i (0: default action, 1 + k: rule k), summed over lcores, plus what was
   // carried over from the table this one replaced.
   AclRuleCount total(uint32_t result) const noexcept;
@@ -104,7 +120,7 @@ class AclTable {
   AclTable() = default;
   Slot* slots() const noexcept { return reinterpret_cast<Slot*>(lines_.get()); }
 
-  config::AclStage acl_;
+  AclConfig acl_;
   DpdkPtr<rte_acl_ctx> ctx4_;
   DpdkPtr<rte_acl_ctx> ctx6_;
   std::vector<uint8_t> permit_;  // by result
@@ -115,6 +131,6 @@ class AclTable {
 };
 
 // Whether two rules are the same rule (name, action and match): counters carry over.
-bool same_acl_rule(const config::AclRule& a, const config::AclRule& b) noexcept;
+bool same_acl_rule(const AclRule& a, const AclRule& b) noexcept;
 
 }  // namespace vecflow

@@ -1,6 +1,7 @@
 // The built-in stage types, one line each.
 #include "pipeline/acl_stage.h"
 #include "pipeline/count_stage.h"
+#include "pipeline/dscp_stage.h"
 #include "pipeline/l2_stage.h"
 #include "pipeline/mirror_stage.h"
 #include "pipeline/neighbour_stage.h"
@@ -10,12 +11,13 @@
 namespace vecflow {
 
 void register_builtin_stages(StageRegistry& r) {
-  r.add("acl", make_acl_stage);
-  r.add("route", make_route_stage);
-  r.add("neighbour", make_neighbour_stage);
-  r.add("l2", make_l2_stage);
-  r.add("mirror", make_mirror_stage);
-  r.add("count", make_count_stage);
+  r.add(route_stage_module());
+  r.add(neighbour_stage_module());
+  r.add(acl_stage_module());
+  r.add(l2_stage_module());
+  r.add(mirror_stage_module());
+  r.add(count_stage_module());
+  r.add(dscp_stage_module());
 }
 
 }  // namespace vecflow

@@ -3,27 +3,29 @@
 #include <algorithm>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include <rte_errno.h>
 #include <rte_hash.h>
 #include <rte_hash_crc.h>
 
 #include "core/packet.h"
 #include "pipeline/packet_view.h"
+#include "pipeline/stage_registry.h"
 
 namespace vecflow {
 
 CountStage::CountStage(const config::StageConfig& cfg, StageContext& ctx)
-    : PerPacketStage(cfg.type, cfg.name, ctx.lcore_slots),
-      by_(std::get<config::CountStage>(cfg.params).by) {}
+    : PerPacketStage(cfg.type, cfg.name, ctx.lcore_slots), by_(cfg.params.get<CountConfig>().by) {}
 
 CountStage::~CountStage() = default;
 
 Result<std::unique_ptr<CountStage>> CountStage::create(const config::StageConfig& cfg,
                                                        StageContext& ctx) {
-  const auto& p = std::get<config::CountStage>(cfg.params);
+  const auto& p = cfg.params.get<CountConfig>();
   std::unique_ptr<CountStage> s(new CountStage(cfg, ctx));
   for (unsigned l = 0; l < ctx.lcore_slots; ++l) {
-    if (p.by == config::CountBy::Rule) {
+    if (p.by == CountBy::Rule) {
       s->rule_slots_ = ctx.steer_rules + 1;
       s->rules_.emplace_back(new RuleSlot[s->rule_slots_]);
       continue;
@@ -53,7 +55,7 @@ Result<std::unique_ptr<CountStage>> CountStage::create(const config::StageConfig
 }
 
 void CountStage::process_packet(rte_mbuf* m, VectorState& vs, StageEnv&) noexcept {
-  if (by_ == config::CountBy::Rule) {
+  if (by_ == CountBy::Rule) {
     // Rule ids index steering.rules; kNoRule (and anything past the rules) takes the last slot.
     const uint32_t rule = std::min(meta(m).steer_rule, rule_slots_ - 1);
     RuleSlot& r = rules_[vs.slot][rule];
@@ -150,10 +152,35 @@ std::vector<RuleCount> CountStage::rules() const {
   return out;
 }
 
+namespace {
+
+using Json = nlohmann::ordered_json;
+
 Result<std::unique_ptr<Stage>> make_count_stage(const config::StageConfig& cfg, StageContext& ctx) {
   auto s = CountStage::create(cfg, ctx);
   if (!s) return std::unexpected(s.error());
   return std::unique_ptr<Stage>(std::move(*s));
+}
+
+CountConfig read_count(config::Ctx&, config::MapReader& m) {
+  CountConfig s;
+  m.get_enum<CountBy>("by", s.by, {{"flow", CountBy::Flow}, {"rule", CountBy::Rule}});
+  m.get("max_flows", s.max_flows, 1, 16u << 20);
+  return s;
+}
+
+Json count_json(const CountConfig& p) {
+  return {{"by", p.by == CountBy::Flow ? "flow" : "rule"}, {"max_flows", p.max_flows}};
+}
+
+}  // namespace
+
+StageModule count_stage_module() {
+  return StageModule{
+      config::stage_type<CountConfig>("count", {"by", "max_flows"}, read_count, count_json),
+      make_count_stage,
+      nullptr,
+      {}};
 }
 
 }  // namespace vecflow

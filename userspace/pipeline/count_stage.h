@@ -21,6 +21,14 @@
 
 namespace vecflow {
 
+enum class CountBy { Flow, Rule };
+
+// The keys of a `stage: count` entry (configs/reference.yaml).
+struct CountConfig {
+  CountBy by = CountBy::Flow;
+  uint32_t max_flows = 65536;
+};
+
 struct FlowCount {
   FlowKey key{};
   uint64_t packets = 0;
@@ -48,7 +56,7 @@ class CountStage final : public PerPacketStage<CountStage> {
   VectorState begin(StageEnv& env) noexcept { return VectorState{env.slot()}; }
   void process_packet(rte_mbuf* m, VectorState& vs, StageEnv& env) noexcept;
 
-  config::CountBy by() const noexcept { return by_; }
+  CountBy by() const noexcept { return by_; }
   // The `n` flows with the most packets (or bytes), merged over lcores (by: flow). Ties go to
   // the other measure, then to the key, so equal tables give equal answers.
   std::vector<FlowCount> top_flows(size_t n, FlowOrder order = FlowOrder::Packets) const;
@@ -81,12 +89,14 @@ class CountStage final : public PerPacketStage<CountStage> {
 
   CountStage(const config::StageConfig& cfg, StageContext& ctx);
 
-  config::CountBy by_;
+  CountBy by_;
   std::vector<std::unique_ptr<FlowTable>> flows_;   // by lcore slot (by: flow)
   std::vector<std::unique_ptr<RuleSlot[]>> rules_;  // by lcore slot (by: rule)
   uint32_t rule_slots_ = 0;                         // steering rules + 1: the last counts kNoRule
 };
 
-Result<std::unique_ptr<Stage>> make_count_stage(const config::StageConfig& cfg, StageContext& ctx);
+struct StageModule;
+// The count stage type: its configuration and factory.
+StageModule count_stage_module();
 
 }  // namespace vecflow

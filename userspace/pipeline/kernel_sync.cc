@@ -91,9 +91,9 @@ Result<void> KernelSync::sync_links() {
   return {};
 }
 
-std::vector<config::Route> KernelSync::convert_routes(const std::vector<KernelRoute>& routes,
-                                                      const std::vector<PortInfo>& ports,
-                                                      const std::vector<int>& ifindexes) {
+std::vector<StaticRoute> KernelSync::convert_routes(const std::vector<KernelRoute>& routes,
+                                                    const std::vector<PortInfo>& ports,
+                                                    const std::vector<int>& ifindexes) {
   auto port_of = [&](int ifindex) -> int {
     for (size_t i = 0; i < ifindexes.size(); ++i) {
       if (ifindex > 0 && ifindexes[i] == ifindex) return static_cast<int>(i);
@@ -103,10 +103,10 @@ std::vector<config::Route> KernelSync::convert_routes(const std::vector<KernelRo
   // Per prefix, the route the kernel itself would use: the local table is consulted before
   // the main table, and within a table the lowest metric wins.
   using Key = std::tuple<uint8_t, std::array<uint8_t, 16>, uint8_t>;
-  std::map<Key, std::pair<std::tuple<int, uint32_t>, config::Route>> best;
+  std::map<Key, std::pair<std::tuple<int, uint32_t>, StaticRoute>> best;
   for (const KernelRoute& kr : routes) {
     if (kr.table != kTableMain && kr.table != kTableLocal) continue;
-    config::Route r;
+    StaticRoute r;
     r.prefix = kr.prefix;
     switch (kr.type) {
       case RTN_UNICAST: {
@@ -114,23 +114,23 @@ std::vector<config::Route> KernelSync::convert_routes(const std::vector<KernelRo
         for (const auto& nh : kr.nexthops)
           owned = owned && port_of(nh.ifindex) >= 0;
         if (!owned) {
-          r.action = config::RouteAction::Kernel;
+          r.action = RouteAction::Kernel;
           break;
         }
-        r.action = config::RouteAction::Forward;
+        r.action = RouteAction::Forward;
         for (const auto& nh : kr.nexthops)
-          r.nexthops.push_back(config::NextHop{nh.via, ports[port_of(nh.ifindex)].name});
+          r.nexthops.push_back(NextHop{nh.via, ports[port_of(nh.ifindex)].name});
         break;
       }
       case RTN_LOCAL:
       case RTN_BROADCAST:
       case RTN_ANYCAST:
-        r.action = config::RouteAction::Kernel;
+        r.action = RouteAction::Kernel;
         break;
       case RTN_BLACKHOLE:
       case RTN_UNREACHABLE:
       case RTN_PROHIBIT:
-        r.action = config::RouteAction::Drop;
+        r.action = RouteAction::Drop;
         break;
       default:
         continue;  // multicast (host-bound anyway), throw, nat ...
@@ -140,7 +140,7 @@ std::vector<config::Route> KernelSync::convert_routes(const std::vector<KernelRo
     auto it = best.find(key);
     if (it == best.end() || rank < it->second.first) best[key] = {rank, std::move(r)};
   }
-  std::vector<config::Route> out;
+  std::vector<StaticRoute> out;
   out.reserve(best.size());
   for (auto& [key, v] : best)
     out.push_back(std::move(v.second));

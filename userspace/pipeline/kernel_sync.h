@@ -28,6 +28,7 @@
 #include "core/error.h"
 #include "pipeline/neighbour_table.h"
 #include "pipeline/netlink.h"
+#include "pipeline/route_table.h"
 #include "pipeline/stage.h"
 #include "runtime/service.h"
 
@@ -86,9 +87,9 @@ class KernelSync final : public Service {
   // The kernel's routes converted for a route stage: routes of the main and local tables;
   // local, broadcast and anycast destinations and routes through interfaces vecflow does not
   // own go to the kernel; blackhole, unreachable and prohibit routes drop. Exposed for tests.
-  static std::vector<config::Route> convert_routes(const std::vector<KernelRoute>& routes,
-                                                   const std::vector<PortInfo>& ports,
-                                                   const std::vector<int>& ifindexes);
+  static std::vector<StaticRoute> convert_routes(const std::vector<KernelRoute>& routes,
+                                                 const std::vector<PortInfo>& ports,
+                                                 const std::vector<int>& ifindexes);
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -14,6 +14,19 @@
 
 namespace vecflow {
 
+struct L2PortRewrite {
+  std::string port;
+  std::optional<MacAddress> src_mac;  // default: the port's own MAC
+  std::optional<MacAddress> dst_mac;
+  std::optional<uint16_t> vlan_push;
+  bool vlan_pop = false;
+};
+
+// The keys of a `stage: l2` entry (configs/reference.yaml).
+struct L2Config {
+  std::vector<L2PortRewrite> ports;
+};
+
 class L2Stage final : public PerPacketStage<L2Stage> {
  public:
   static Result<std::unique_ptr<L2Stage>> create(const config::StageConfig& cfg, StageContext& ctx);
@@ -39,6 +52,8 @@ bool vlan_pop(rte_mbuf* m) noexcept;
 // buffer has no headroom or is shared.
 bool vlan_push(rte_mbuf* m, uint16_t vlan) noexcept;
 
-Result<std::unique_ptr<Stage>> make_l2_stage(const config::StageConfig& cfg, StageContext& ctx);
+struct StageModule;
+// The l2 stage type: its configuration and factory.
+StageModule l2_stage_module();
 
 }  // namespace vecflow

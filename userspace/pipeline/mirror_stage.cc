@@ -2,19 +2,23 @@
 
 #include <filesystem>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include <rte_errno.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
 #include "core/dpdk_util.h"
 #include "core/packet.h"
+#include "pipeline/stage_registry.h"
 
 namespace vecflow {
 
 MirrorStage::MirrorStage(const config::StageConfig& cfg, StageContext& ctx)
     : Stage(cfg.type, cfg.name, ctx.lcore_slots),
-      match_(std::get<config::MirrorStage>(cfg.params).match),
-      snaplen_(std::get<config::MirrorStage>(cfg.params).snaplen),
+      match_(cfg.params.get<MirrorConfig>().match),
+      snaplen_(cfg.params.get<MirrorConfig>().snaplen),
       lcores_(new LcoreState[ctx.lcore_slots]),
       slots_(ctx.lcore_slots) {}
 
@@ -24,7 +28,7 @@ MirrorStage::~MirrorStage() {
 
 Result<std::unique_ptr<MirrorStage>> MirrorStage::create(const config::StageConfig& cfg,
                                                          StageContext& ctx) {
-  const auto& p = std::get<config::MirrorStage>(cfg.params);
+  const auto& p = cfg.params.get<MirrorConfig>();
   std::unique_ptr<MirrorStage> s(new MirrorStage(cfg, ctx));
   if (!p.pcapng.empty()) {
     // The loader kept the name inside capture_dir; a relative name is relative to it.
@@ -104,11 +108,66 @@ MirrorCounters MirrorStage::counters() const noexcept {
   return c;
 }
 
+namespace {
+
+using Json = nlohmann::ordered_json;
+
 Result<std::unique_ptr<Stage>> make_mirror_stage(const config::StageConfig& cfg,
                                                  StageContext& ctx) {
   auto s = MirrorStage::create(cfg, ctx);
   if (!s) return std::unexpected(s.error());
   return std::unique_ptr<Stage>(std::move(*s));
+}
+
+MirrorConfig read_mirror(config::Ctx& ctx, config::MapReader& m) {
+  MirrorConfig s;
+  if (m.has("match")) {
+    config::MapReader mm(ctx, m.child("match"), m.key_path("match"),
+                         {"src", "dst", "proto", "src_port", "dst_port"});
+    config::read_five_tuple(mm, s.match);
+  }
+  if (m.require("to")) {
+    config::MapReader to(ctx, m.child("to"), m.key_path("to"), {"pcapng", "port"});
+    bool a = to.get("pcapng", s.pcapng);
+    bool b = to.get("port", s.port);
+    if (to.ok() && a == b)
+      ctx.error(m.child("to"), m.key_path("to"), "needs exactly one of 'pcapng' or 'port'");
+  }
+  m.get("snaplen", s.snaplen, 64, 65535);
+  return s;
+}
+
+void check_mirror(config::StageCheck& c, const MirrorConfig& mi) {
+  if (!mi.port.empty()) c.port_exists(mi.port, c.node({"to", "port"}), c.path(".to.port"));
+  if (!mi.pcapng.empty()) {
+    // Captures are written only below control.capture_dir: an appliance file must not be
+    // able to make vecflowd write anywhere else as root.
+    const std::string& f = mi.pcapng;
+    const std::string& dir = c.config().control.capture_dir;
+    bool escapes = f.find("..") != std::string::npos || (f[0] == '/' && f.rfind(dir + "/", 0) != 0);
+    if (escapes) {
+      c.error(c.node({"to", "pcapng"}), c.path(".to.pcapng"),
+              fmt::format("'{}' is outside control.capture_dir ({}); give a file name relative "
+                          "to it",
+                          f, dir));
+    }
+  }
+}
+
+Json mirror_json(const MirrorConfig& p) {
+  Json to = p.pcapng.empty() ? Json{{"port", p.port}} : Json{{"pcapng", p.pcapng}};
+  return {
+      {"match", config::five_tuple_json(p.match)}, {"to", std::move(to)}, {"snaplen", p.snaplen}};
+}
+
+}  // namespace
+
+StageModule mirror_stage_module() {
+  return StageModule{config::stage_type<MirrorConfig>("mirror", {"match", "to", "snaplen"},
+                                                      read_mirror, mirror_json, check_mirror),
+                     make_mirror_stage,
+                     nullptr,
+                     {}};
 }
 
 }  // namespace vecflow

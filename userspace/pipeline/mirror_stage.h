@@ -22,6 +22,14 @@ struct rte_mempool;
 
 namespace vecflow {
 
+// The keys of a `stage: mirror` entry (configs/reference.yaml).
+struct MirrorConfig {
+  config::FiveTupleMatch match;
+  std::string pcapng;  // file to write, or
+  std::string port;    // port to copy to
+  uint32_t snaplen = 65535;
+};
+
 struct MirrorCounters {
   uint64_t matched = 0;  // packets the match took
   uint64_t copies = 0;   // copies made (file: queued for the writer; port: handed on)
@@ -61,6 +69,8 @@ class MirrorStage final : public Stage {
   unsigned slots_;
 };
 
-Result<std::unique_ptr<Stage>> make_mirror_stage(const config::StageConfig& cfg, StageContext& ctx);
+struct StageModule;
+// The mirror stage type: its configuration and factory.
+StageModule mirror_stage_module();
 
 }  // namespace vecflow

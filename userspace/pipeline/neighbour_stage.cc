@@ -4,33 +4,35 @@
 #include <bit>
 #include <cstddef>
 #include <cstring>
+#include <map>
 
 #include <fmt/format.h>
 #include <rte_cycles.h>
 #include <rte_ether.h>
+#include <nlohmann/json.hpp>
 
 #include "pipeline/kernel_sync.h"
 #include "pipeline/packet_view.h"
+#include "pipeline/stage_registry.h"
 
 namespace vecflow {
 
 NeighbourStage::NeighbourStage(const config::StageConfig& cfg, StageContext& ctx)
     : Stage(cfg.type, cfg.name, ctx.lcore_slots),
       table_(ctx.neighbours),
-      policy_(std::get<config::NeighbourStage>(cfg.params).unresolved),
+      policy_(cfg.params.get<NeighbourConfig>().unresolved),
       resolve_(ctx.kernel != nullptr),
       retry_tsc_(rte_get_tsc_hz() / 1000 * KernelSync::kResolveRetry.count()),
       lcores_(new LcoreState[ctx.lcore_slots]),
       slots_(ctx.lcore_slots),
-      hold_packets_(std::get<config::NeighbourStage>(cfg.params).hold_packets),
-      hold_tsc_(rte_get_tsc_hz() / 1000 *
-                std::get<config::NeighbourStage>(cfg.params).hold_timeout_ms),
+      hold_packets_(cfg.params.get<NeighbourConfig>().hold_packets),
+      hold_tsc_(rte_get_tsc_hz() / 1000 * cfg.params.get<NeighbourConfig>().hold_timeout_ms),
       check_tsc_(rte_get_tsc_hz() / 1'000'000 * kHoldCheckUs) {
   for (const PortInfo& p : ctx.ports) {
     bool known = p.mac != MacAddress{};
     port_mac_.push_back(known ? neighbour_word(p.mac) : 0);
   }
-  if (policy_ != config::Unresolved::Hold) return;
+  if (policy_ != Unresolved::Hold) return;
   // Every worker's queues, reserved now: holding a packet allocates nothing.
   holds_.reset(new HoldState[slots_]);
   for (unsigned i = 0; i < slots_; ++i) {
@@ -55,7 +57,7 @@ NeighbourStage::~NeighbourStage() {
 
 Result<std::unique_ptr<NeighbourStage>> NeighbourStage::create(const config::StageConfig& cfg,
                                                                StageContext& ctx) {
-  const auto& p = std::get<config::NeighbourStage>(cfg.params);
+  const auto& p = cfg.params.get<NeighbourConfig>();
   if (ctx.neighbours == nullptr) return fail("the neighbour stage needs the pipeline's table");
   std::unique_ptr<NeighbourStage> s(new NeighbourStage(cfg, ctx));
   for (const auto& e : p.entries) {
@@ -411,11 +413,134 @@ size_t NeighbourStage::describe(rte_mbuf* m, std::span<char> out) const noexcept
   return std::min(out.size(), r.size);
 }
 
+namespace {
+
+using Json = nlohmann::ordered_json;
+
 Result<std::unique_ptr<Stage>> make_neighbour_stage(const config::StageConfig& cfg,
                                                     StageContext& ctx) {
   auto s = NeighbourStage::create(cfg, ctx);
   if (!s) return std::unexpected(s.error());
   return std::unique_ptr<Stage>(std::move(*s));
+}
+
+NeighbourConfig read_neighbour(config::Ctx& ctx, config::MapReader& m) {
+  NeighbourConfig s;
+  config::for_each_item(ctx, m.child("static"), m.key_path("static"),
+                        [&](const YAML::Node& item, const std::string& ip) {
+                          config::MapReader r(ctx, item, ip, {"ip", "mac", "port"});
+                          if (!r.ok()) return;
+                          StaticNeighbour e;
+                          std::optional<IpAddress> a;
+                          std::optional<MacAddress> mac;
+                          bool ok = r.require("ip") && r.get_address("ip", a);
+                          ok = r.require("mac") && r.get_mac("mac", mac) && ok;
+                          ok = r.require("port") && r.get("port", e.port) && ok;
+                          if (!ok) return;
+                          e.ip = *a;
+                          e.mac = *mac;
+                          s.entries.push_back(e);
+                        });
+  m.get("from_kernel", s.from_kernel);
+  m.get_enum<Unresolved>(
+      "unresolved", s.unresolved,
+      {{"hold", Unresolved::Hold}, {"kernel", Unresolved::Kernel}, {"drop", Unresolved::Drop}});
+  m.get("hold_packets", s.hold_packets, 1, kMaxHoldPackets);
+  m.get("hold_timeout_ms", s.hold_timeout_ms, 1, 60'000);
+  return s;
+}
+
+void check_neighbour(config::StageCheck& c, const NeighbourConfig& n) {
+  for (size_t ni = 0; ni < n.entries.size(); ++ni) {
+    c.port_exists(n.entries[ni].port, c.node({"static", ni, "port"}),
+                  c.path(fmt::format(".static[{}].port", ni)));
+  }
+  // Held packets are given back on the worker that holds them, which runs the stages of the
+  // neighbour stage's group after it, and nothing beyond.
+  const auto& pipeline = c.config().pipeline;
+  for (size_t sj = c.index() + 1; sj < pipeline.size(); ++sj) {
+    if (n.unresolved != Unresolved::Hold || pipeline[sj].fuse) continue;
+    c.error(c.node({"unresolved"}), c.path(".unresolved"),
+            fmt::format("unresolved: hold (the default) sends held packets from the worker that "
+                        "holds them, so the stages after it must run there: fuse stage '{}' to "
+                        "it (fuse: true), or choose unresolved: kernel or drop",
+                        pipeline[sj].name));
+    break;
+  }
+}
+
+Json neighbour_json(const NeighbourConfig& p) {
+  Json entries = Json::array();
+  for (const auto& e : p.entries)
+    entries.push_back({{"ip", e.ip.to_string()}, {"mac", e.mac.to_string()}, {"port", e.port}});
+  return {{"static", std::move(entries)},
+          {"from_kernel", p.from_kernel},
+          {"unresolved", std::string(unresolved_name(p.unresolved))},
+          {"hold_packets", p.hold_packets},
+          {"hold_timeout_ms", p.hold_timeout_ms}};
+}
+
+// Static entries live in the pipeline's one neighbour table: the entries `from` had and `to`
+// lacks are cleared, the new and changed ones set.
+Result<void> apply_statics(Stage&, const StageContext& ctx, const config::AnyStageParams& from,
+                           const config::AnyStageParams& to) {
+  using Statics = std::map<std::string, const StaticNeighbour*>;
+  auto collect = [](const NeighbourConfig& n) {
+    Statics m;
+    for (const auto& e : n.entries)
+      m[e.port + " " + e.ip.to_string()] = &e;
+    return m;
+  };
+  const Statics before = collect(from.get<NeighbourConfig>());
+  const Statics after = collect(to.get<NeighbourConfig>());
+  auto port_id = [&ctx](const std::string& name) { return PortId{ctx.port_index(name)}; };
+  NeighbourTable& table = *ctx.neighbours;
+  std::vector<const StaticNeighbour*> set;
+  for (const auto& [key, e] : after) {
+    auto old = before.find(key);
+    if (old != before.end() && old->second->mac == e->mac) continue;
+    if (auto r = table.set_static(port_id(e->port), e->ip, e->mac); !r) {
+      // Put back the entries this call already changed.
+      for (const auto* done : set) {
+        auto prev = before.find(done->port + " " + done->ip.to_string());
+        if (prev != before.end()) {
+          (void)table.set_static(port_id(done->port), done->ip, prev->second->mac);
+        } else {
+          table.clear_static(port_id(done->port), done->ip);
+        }
+      }
+      return fail("static neighbour {} on {}: {}", e->ip.to_string(), e->port, r.error().message);
+    }
+    set.push_back(e);
+  }
+  for (const auto& [key, e] : before) {
+    if (!after.contains(key)) table.clear_static(port_id(e->port), e->ip);
+  }
+  return {};
+}
+
+std::vector<std::pair<std::string, std::string>> neighbour_ports(const config::AnyStageParams& p) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& e : p.get<NeighbourConfig>().entries)
+    out.emplace_back("static neighbour " + e.ip.to_string(), e.port);
+  return out;
+}
+
+}  // namespace
+
+StageModule neighbour_stage_module() {
+  return StageModule{
+      config::stage_type<NeighbourConfig>(
+          "neighbour", {"static", "from_kernel", "unresolved", "hold_packets", "hold_timeout_ms"},
+          read_neighbour, neighbour_json, check_neighbour),
+      make_neighbour_stage,
+      [](const config::AnyStageParams&) { return true; },
+      {{{"static", "static entry", "static entries",
+         [](const Json& n) {
+           return fmt::format("{} on {}", n["ip"].get<std::string>(), n["port"].get<std::string>());
+         }}},
+       apply_statics,
+       neighbour_ports}};
 }
 
 }  // namespace vecflow

@@ -33,6 +33,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config.h"
@@ -41,6 +43,41 @@
 #include "pipeline/stage.h"
 
 namespace vecflow {
+
+// What the neighbour stage does with a packet whose next hop has no link-layer address yet:
+// hold it while the kernel resolves (sent once resolved, as Linux queues unres_qlen packets
+// per neighbour), hand it to the kernel, or drop it (neigh_unresolved).
+enum class Unresolved { Hold, Kernel, Drop };
+inline constexpr std::string_view unresolved_name(Unresolved u) noexcept {
+  return u == Unresolved::Hold ? "hold" : u == Unresolved::Kernel ? "kernel" : "drop";
+}
+// Most packets held per next hop and worker: what hold_packets accepts (Linux's unres_qlen
+// defaults to 101 since 3.3, but a few are what the first packets of a flow need).
+inline constexpr uint16_t kMaxHoldPackets = 64;
+
+struct StaticNeighbour {
+  IpAddress ip;
+  MacAddress mac;
+  std::string port;
+};
+
+// The keys of a `stage: neighbour` entry (configs/reference.yaml).
+struct NeighbourConfig {
+  std::vector<StaticNeighbour> entries;
+  bool from_kernel = true;  // learn from the kernel's neighbour table over netlink
+  Unresolved unresolved = Unresolved::Hold;
+  // Hold: packets held per next hop per worker (more are dropped), and how long a next hop
+  // may take to resolve before its held packets are dropped (Linux: unres_qlen and
+  // mcast_solicit x retrans_time, 3 probes 1 s apart).
+  uint16_t hold_packets = 4;
+  uint32_t hold_timeout_ms = 3000;
+};
+
+namespace config {
+// The per-packet code (NeighbourStage::unresolved) still names the policy by its former
+// place; drop this once it says Unresolved.
+using vecflow::Unresolved;
+}  // namespace config
 
 struct NeighbourCounters {
   uint64_t resolved = 0;
@@ -78,10 +115,10 @@ class NeighbourStage final : public Stage {
   void process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept override;
   // The destination MAC address it wrote, or why it has none.
   size_t describe(rte_mbuf* m, std::span<char> out) const noexcept override;
-  bool holds_packets() const noexcept override { return policy_ == config::Unresolved::Hold; }
+  bool holds_packets() const noexcept override { return policy_ == Unresolved::Hold; }
   bool tick(StageEnv& env, bool stop) noexcept override;
 
-  config::Unresolved unresolved_policy() const noexcept { return policy_; }
+  Unresolved unresolved_policy() const noexcept { return policy_; }
   NeighbourTable& table() noexcept { return *table_; }
   NeighbourCounters counters() const noexcept;
 
@@ -118,7 +155,7 @@ class NeighbourStage final : public Stage {
             StageEnv& env) noexcept;
 
   NeighbourTable* table_;
-  config::Unresolved policy_;
+  Unresolved policy_;
   bool resolve_;                    // a KernelSync drains resolution requests
   uint64_t retry_tsc_;              // KernelSync::kResolveRetry in TSC cycles
   std::vector<uint64_t> port_mac_;  // source MAC of each port (NeighbourEntry word form), 0: keep
@@ -130,7 +167,8 @@ class NeighbourStage final : public Stage {
   std::unique_ptr<HoldState[]> holds_;  // per lcore slot; empty unless the policy is hold
 };
 
-Result<std::unique_ptr<Stage>> make_neighbour_stage(const config::StageConfig& cfg,
-                                                    StageContext& ctx);
+struct StageModule;
+// The neighbour stage type: its configuration, factory and live reload of its static entries.
+StageModule neighbour_stage_module();
 
 }  // namespace vecflow

@@ -1,21 +1,11 @@
 #include "pipeline/pipeline.h"
 
+#include <algorithm>
+
 #include "pipeline/kernel_sync.h"
 #include "pipeline/neighbour_table.h"
 
 namespace vecflow {
-
-namespace {
-
-// Whether a stage needs the kernel: its routes, its addresses (ICMP sources) or its
-// neighbour resolution.
-bool needs_kernel(const config::StageConfig& s) {
-  if (const auto* r = std::get_if<config::RouteStage>(&s.params))
-    return r->from_kernel || r->icmp_time_exceeded;
-  return std::holds_alternative<config::NeighbourStage>(s.params);
-}
-
-}  // namespace
 
 Pipeline::~Pipeline() = default;
 
@@ -33,6 +23,12 @@ Result<std::unique_ptr<Pipeline>> Pipeline::build(const std::vector<config::Stag
 
   bool interfaces = std::any_of(ctx.ports.begin(), ctx.ports.end(),
                                 [](const PortInfo& port) { return !port.interface.empty(); });
+  // Whether a stage follows the kernel: its routes, its addresses (ICMP sources) or its
+  // neighbour resolution.
+  auto needs_kernel = [&registry](const config::StageConfig& s) {
+    const StageModule* m = registry.find(s.type);
+    return m && m->needs_kernel && m->needs_kernel(s.params);
+  };
   if (interfaces && std::any_of(stages.begin(), stages.end(), needs_kernel)) {
     auto k = KernelSync::create(ctx.ports, *p->neighbours_);
     if (!k) return fail("following the kernel: {}", k.error().message);
@@ -40,6 +36,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::build(const std::vector<config::Stag
     ctx.kernel = p->kernel_.get();
   }
   p->ctx_ = ctx;
+  p->registry_ = &registry;
 
   for (size_t i = 0; i < stages.size(); ++i) {
     const config::StageConfig& sc = stages[i];

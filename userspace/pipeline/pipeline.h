@@ -79,6 +79,9 @@ class Pipeline {
   // The ports the stages know, indexed by PortId (names for tables that hold PortIds).
   const std::vector<PortInfo>& ports() const noexcept { return ctx_.ports; }
   KernelSync* kernel() noexcept { return kernel_.get(); }
+  // What the stages were built with, and the types they were built from.
+  const StageContext& context() const noexcept { return ctx_; }
+  const StageRegistry& registry() const noexcept { return *registry_; }
 
   // Services the control lcore must run for this pipeline: the kernel synchroniser (netlink
   // events, neighbour resolution requests, coalesced route rebuilds) and the writers of
@@ -90,6 +93,7 @@ class Pipeline {
  private:
   Pipeline() = default;
   StageContext ctx_;
+  const StageRegistry* registry_ = nullptr;
   std::unique_ptr<NeighbourTable> neighbours_;
   std::shared_ptr<KernelSync> kernel_;
   std::vector<std::unique_ptr<Stage>> stages_;  // destroyed first: stages use the two above

@@ -3,14 +3,18 @@
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
 #include <rte_cycles.h>
 #include <rte_ether.h>
+#include <nlohmann/json.hpp>
 
+#include "config/stage_type.h"
 #include "core/packet.h"
 #include "pipeline/icmp_error.h"
 #include "pipeline/ip_util.h"
 #include "pipeline/kernel_sync.h"
 #include "pipeline/packet_view.h"
+#include "pipeline/stage_registry.h"
 
 namespace vecflow {
 
@@ -97,9 +101,9 @@ RouteStage::RouteStage(const config::StageConfig& cfg, StageContext& ctx)
       qsbr_(ctx.qsbr),
       neighbours_(ctx.neighbours),
       kernel_(ctx.kernel),
-      from_kernel_(std::get<config::RouteStage>(cfg.params).from_kernel),
-      icmp_(std::get<config::RouteStage>(cfg.params).icmp_time_exceeded),
-      checks_(std::get<config::RouteStage>(cfg.params).checks),
+      from_kernel_(cfg.params.get<RouteConfig>().from_kernel),
+      icmp_(cfg.params.get<RouteConfig>().icmp_time_exceeded),
+      checks_(cfg.params.get<RouteConfig>().checks),
       tsc_hz_(rte_get_tsc_hz()),
       lcores_(new LcoreState[ctx.lcore_slots]),
       slots_(ctx.lcore_slots),
@@ -111,7 +115,7 @@ RouteStage::~RouteStage() {
 
 Result<std::unique_ptr<RouteStage>> RouteStage::create(const config::StageConfig& cfg,
                                                        StageContext& ctx) {
-  const auto& p = std::get<config::RouteStage>(cfg.params);
+  const auto& p = cfg.params.get<RouteConfig>();
   if (ctx.qsbr == nullptr || ctx.neighbours == nullptr)
     return fail("the route stage needs the pipeline's grace-period domain and neighbour table");
   if (p.from_kernel && ctx.kernel == nullptr)
@@ -152,7 +156,7 @@ Result<void> RouteStage::rebuild_locked() {
   return {};
 }
 
-Result<void> RouteStage::replace_routes(std::vector<config::Route> routes) {
+Result<void> RouteStage::replace_routes(std::vector<StaticRoute> routes) {
   std::lock_guard lock(mutex_);
   std::swap(config_routes_, routes);
   auto r = rebuild_locked();
@@ -160,7 +164,7 @@ Result<void> RouteStage::replace_routes(std::vector<config::Route> routes) {
   return r;
 }
 
-Result<void> RouteStage::set_kernel_routes(std::vector<config::Route> routes) {
+Result<void> RouteStage::set_kernel_routes(std::vector<StaticRoute> routes) {
   std::lock_guard lock(mutex_);
   std::swap(kernel_routes_, routes);
   auto r = rebuild_locked();
@@ -403,10 +407,160 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   st.martian_destination.add(martian_destination);
 }
 
+namespace {
+
+using Json = nlohmann::ordered_json;
+
 Result<std::unique_ptr<Stage>> make_route_stage(const config::StageConfig& cfg, StageContext& ctx) {
   auto s = RouteStage::create(cfg, ctx);
   if (!s) return std::unexpected(s.error());
   return std::unique_ptr<Stage>(std::move(*s));
+}
+
+void read_nexthop(config::MapReader& m, NextHop& nh) {
+  m.get_address("via", nh.via);
+  if (m.require("port")) m.get("port", nh.port);
+}
+
+RouteConfig read_route(config::Ctx& ctx, config::MapReader& m) {
+  RouteConfig s;
+  YAML::Node routes = m.child("routes");
+  if (routes.IsScalar()) {
+    auto v = config::read_string(ctx, routes, m.key_path("routes"));
+    if (v && *v == "from-kernel") {
+      s.from_kernel = true;
+    } else if (v) {
+      ctx.error(routes, m.key_path("routes"), "expected a list of routes or 'from-kernel'");
+    }
+  } else {
+    config::for_each_item(
+        ctx, routes, m.key_path("routes"), [&](const YAML::Node& item, const std::string& ip) {
+          config::MapReader r(ctx, item, ip, {"prefix", "via", "port", "nexthops", "action"});
+          if (!r.ok()) return;
+          StaticRoute route;
+          route.where = ctx.at(item);
+          std::optional<IpPrefix> prefix;
+          if (r.require("prefix") && r.get_prefix("prefix", prefix)) route.prefix = *prefix;
+          r.get_enum<RouteAction>("action", route.action,
+                                  {{"forward", RouteAction::Forward},
+                                   {"kernel", RouteAction::Kernel},
+                                   {"drop", RouteAction::Drop}});
+          bool single = r.has("via") || r.has("port");
+          if (route.action != RouteAction::Forward) {
+            for (auto k : {"via", "port", "nexthops"}) {
+              if (r.has(k)) {
+                ctx.error(r.child(k), r.key_path(k),
+                          fmt::format("a route with action {} has no next hop",
+                                      route.action == RouteAction::Kernel ? "kernel" : "drop"));
+              }
+            }
+          } else if (single && r.has("nexthops")) {
+            ctx.error(item, ip, "give either via/port or a nexthops list, not both");
+          } else if (r.has("nexthops")) {
+            config::for_each_item(ctx, r.child("nexthops"), r.key_path("nexthops"),
+                                  [&](const YAML::Node& nh_node, const std::string& np) {
+                                    config::MapReader nm(ctx, nh_node, np, {"via", "port"});
+                                    if (!nm.ok()) return;
+                                    NextHop nh;
+                                    read_nexthop(nm, nh);
+                                    route.nexthops.push_back(nh);
+                                  });
+            if (route.nexthops.empty())
+              ctx.error(item, r.key_path("nexthops"), "needs at least one next hop");
+          } else {
+            NextHop nh;
+            read_nexthop(r, nh);
+            route.nexthops.push_back(nh);
+          }
+          for (const auto& nh : route.nexthops) {
+            if (nh.via && nh.via->version != route.prefix.addr.version) {
+              ctx.error(item, ip, "next hop and prefix are of different IP versions");
+            }
+          }
+          s.routes.push_back(std::move(route));
+        });
+  }
+  bool fk = false;
+  if (m.get("from_kernel", fk)) s.from_kernel = s.from_kernel || fk;
+  m.get("icmp_time_exceeded", s.icmp_time_exceeded);
+  if (m.has("checks")) {
+    config::MapReader c(ctx, m.child("checks"), m.key_path("checks"),
+                        {"ipv4_checksum", "martians"});
+    c.get("ipv4_checksum", s.checks.ipv4_checksum);
+    c.get("martians", s.checks.martians);
+  }
+  return s;
+}
+
+void check_route(config::StageCheck& c, const RouteConfig& r) {
+  std::set<std::pair<std::string, int>> seen;
+  for (size_t ri = 0; ri < r.routes.size(); ++ri) {
+    const auto& route = r.routes[ri];
+    YAML::Node rn = c.node({"routes", ri});
+    std::string rp = c.path(fmt::format(".routes[{}]", ri));
+    if (!seen.emplace(route.prefix.addr.to_string(), route.prefix.length).second) {
+      c.error(config::locate(rn, {"prefix"}), rp + ".prefix",
+              fmt::format("duplicate route {} (list next hops under 'nexthops' for ECMP)",
+                          route.prefix.to_string()));
+    }
+    for (size_t ni = 0; ni < route.nexthops.size(); ++ni) {
+      YAML::Node at = route.nexthops.size() == 1 && !config::locate(rn, {"nexthops"}).IsSequence()
+                          ? config::locate(rn, {"port"})
+                          : config::locate(rn, {"nexthops", ni, "port"});
+      c.port_exists(route.nexthops[ni].port, at, rp + ".port");
+    }
+  }
+}
+
+Json route_json(const RouteConfig& p) {
+  Json routes = Json::array();
+  for (const auto& r : p.routes) {
+    Json hops = Json::array();
+    for (const auto& n : r.nexthops)
+      hops.push_back({{"via", n.via ? Json(n.via->to_string()) : Json(nullptr)}, {"port", n.port}});
+    std::string_view act = r.action == RouteAction::Forward  ? "forward"
+                           : r.action == RouteAction::Kernel ? "kernel"
+                                                             : "drop";
+    // A route without next hops (kernel, drop) has no `nexthops` key in the file.
+    routes.push_back({{"prefix", r.prefix.to_string()},
+                      {"action", act},
+                      {"nexthops", hops.empty() ? Json(nullptr) : std::move(hops)}});
+  }
+  return {{"routes", std::move(routes)},
+          {"from_kernel", p.from_kernel},
+          {"icmp_time_exceeded", p.icmp_time_exceeded},
+          {"checks", {{"ipv4_checksum", p.checks.ipv4_checksum}, {"martians", p.checks.martians}}}};
+}
+
+Result<void> apply_routes(Stage& stage, const StageContext&, const config::AnyStageParams&,
+                          const config::AnyStageParams& to) {
+  return static_cast<RouteStage&>(stage).replace_routes(to.get<RouteConfig>().routes);
+}
+
+std::vector<std::pair<std::string, std::string>> route_ports(const config::AnyStageParams& p) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& route : p.get<RouteConfig>().routes) {
+    for (const auto& hop : route.nexthops)
+      out.emplace_back("route " + route.prefix.to_string(), hop.port);
+  }
+  return out;
+}
+
+}  // namespace
+
+StageModule route_stage_module() {
+  return StageModule{config::stage_type<RouteConfig>(
+                         "route", {"routes", "from_kernel", "icmp_time_exceeded", "checks"},
+                         read_route, route_json, check_route),
+                     make_route_stage,
+                     [](const config::AnyStageParams& p) {
+                       const auto& r = p.get<RouteConfig>();
+                       return r.from_kernel || r.icmp_time_exceeded;
+                     },
+                     {{{"routes", "route", "routes",
+                        [](const Json& r) { return r["prefix"].get<std::string>(); }}},
+                      apply_routes,
+                      route_ports}};
 }
 
 }  // namespace vecflow

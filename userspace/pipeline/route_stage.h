@@ -46,6 +46,22 @@
 
 namespace vecflow {
 
+// What the route stage checks before it routes a packet (RFC 1812, RFC 4291), each on by
+// default and each dropped under its own reason.
+struct RouteChecks {
+  bool ipv4_checksum = true;  // IPv4 header checksum (§5.2.2): ipv4_bad_checksum
+  bool martians = true;       // martian sources and destinations (§5.3.7, RFC 4291 §2.5):
+                              // martian_source, martian_destination
+};
+
+// The keys of a `stage: route` entry (configs/reference.yaml).
+struct RouteConfig {
+  std::vector<StaticRoute> routes;
+  bool from_kernel = false;  // also import the kernel's routing table over netlink
+  bool icmp_time_exceeded = false;
+  RouteChecks checks;
+};
+
 // The addresses of a port's kernel interface, the source of the ICMP errors it sends.
 struct PortAddresses {
   std::optional<IpAddress> v4;
@@ -84,15 +100,15 @@ class RouteStage final : public Stage {
 
   // ---- control plane (any thread; serialised internally) ----
   // Replaces the routes of the appliance file (reload, `vecflowctl`); kernel routes stay.
-  Result<void> replace_routes(std::vector<config::Route> routes);
+  Result<void> replace_routes(std::vector<StaticRoute> routes);
   // Replaces the routes imported from the kernel (KernelSync).
-  Result<void> set_kernel_routes(std::vector<config::Route> routes);
+  Result<void> set_kernel_routes(std::vector<StaticRoute> routes);
   // Sources of ICMP errors, by PortId (KernelSync).
   void set_port_addresses(std::vector<PortAddresses> addresses);
 
   bool follows_kernel() const noexcept { return from_kernel_; }
   bool sends_icmp() const noexcept { return icmp_; }
-  const config::RouteChecks& checks() const noexcept { return checks_; }
+  const RouteChecks& checks() const noexcept { return checks_; }
   // The routes in force, static and kernel-learned.
   std::vector<RouteEntry> routes() const;
   // How many routes of the table in force came from `source` (a gauge for /metrics: counts
@@ -118,7 +134,7 @@ class RouteStage final : public Stage {
 
   RouteStage(const config::StageConfig& cfg, StageContext& ctx);
   Result<void> rebuild_locked();
-  // process() with the checks in force (config::RouteChecks) fixed.
+  // process() with the checks in force (RouteChecks) fixed.
   template <bool kChecksum, bool kMartians>
   void route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept;
   void expired(rte_mbuf* m, bool v6, const AddressSet* addrs, LcoreState& st,
@@ -130,7 +146,7 @@ class RouteStage final : public Stage {
   KernelSync* kernel_;
   bool from_kernel_;
   bool icmp_;
-  config::RouteChecks checks_;
+  RouteChecks checks_;
   uint64_t tsc_hz_;
   std::unique_ptr<LcoreState[]> lcores_;
   unsigned slots_;
@@ -138,10 +154,12 @@ class RouteStage final : public Stage {
   RcuPtr<RouteTable> table_;
   RcuPtr<AddressSet> addresses_;
   mutable std::mutex mutex_;  // control plane only
-  std::vector<config::Route> config_routes_;
-  std::vector<config::Route> kernel_routes_;
+  std::vector<StaticRoute> config_routes_;
+  std::vector<StaticRoute> kernel_routes_;
 };
 
-Result<std::unique_ptr<Stage>> make_route_stage(const config::StageConfig& cfg, StageContext& ctx);
+struct StageModule;
+// The route stage type: its configuration, factory and live reload of its routes.
+StageModule route_stage_module();
 
 }  // namespace vecflow

@@ -98,7 +98,7 @@ Result<std::unique_ptr<RouteTable>> RouteTable::build(std::vector<RouteEntry> ro
                                                       NeighbourTable& neighbours) {
   std::unique_ptr<RouteTable> t(new RouteTable());
   t->routes_ = std::move(routes);
-  t->leaves_.push_back(Leaf{config::RouteAction::Drop, 0, 0});  // kNoRoute
+  t->leaves_.push_back(Leaf{RouteAction::Drop, 0, 0});  // kNoRoute
 
   std::unordered_map<std::string, uint16_t> port_ids;
   for (size_t i = 0; i < ports.size(); ++i)
@@ -112,14 +112,14 @@ Result<std::unique_ptr<RouteTable>> RouteTable::build(std::vector<RouteEntry> ro
   t->route_leaf_.reserve(t->routes_.size());
 
   for (const RouteEntry& e : t->routes_) {
-    const config::Route& r = e.route;
+    const StaticRoute& r = e.route;
     const std::string what = r.prefix.to_string();
     if (!host_bits_clear(r.prefix)) return fail("route {}: host bits set past the length", what);
     if (!seen.emplace(r.prefix.addr.bytes, r.prefix.addr.version * 1000 + r.prefix.length).second) {
       return fail("duplicate route {}", what);
     }
     std::vector<uint64_t> key;
-    if (r.action == config::RouteAction::Forward) {
+    if (r.action == RouteAction::Forward) {
       if (r.nexthops.empty()) return fail("route {}: forward without a next hop", what);
       for (const auto& nh : r.nexthops) {
         auto pit = port_ids.find(nh.port);

@@ -29,11 +29,32 @@ namespace vecflow {
 
 class NeighbourTable;
 
+// A route as the file (stage: route, routes:) or the kernel gives it.
+struct NextHop {
+  std::optional<IpAddress> via;  // absent: directly connected, the destination is the next hop
+  std::string port;
+};
+
+enum class RouteAction { Forward, Kernel, Drop };
+
+struct StaticRoute {
+  IpPrefix prefix;
+  RouteAction action = RouteAction::Forward;
+  std::vector<NextHop> nexthops;  // more than one: ECMP by flow hash
+  config::Location where;
+};
+
+namespace config {
+// The per-packet code (RouteStage::route) still names the action by its former place; drop
+// this once it says RouteAction.
+using vecflow::RouteAction;
+}  // namespace config
+
 // Where a route came from, for the control plane.
 enum class RouteSource : uint8_t { Config, Kernel };
 
 struct RouteEntry {
-  config::Route route;
+  StaticRoute route;
   RouteSource source = RouteSource::Config;
 };
 
@@ -49,7 +70,7 @@ class RouteTable {
     uint16_t port;
   };
   struct Leaf {
-    config::RouteAction action = config::RouteAction::Drop;
+    RouteAction action = RouteAction::Drop;
     uint16_t hop_count = 0;
     uint32_t first_hop = 0;  // index into hops
   };

@@ -2,19 +2,32 @@
 
 namespace vecflow {
 
+void StageRegistry::add(StageModule module) {
+  std::string type = module.config.name;
+  config_.add(module.config);
+  modules_[std::move(type)] = std::move(module);
+}
+
 void StageRegistry::add(std::string type, StageFactory factory) {
-  factories_[std::move(type)] = factory;
+  StageModule& m = modules_[type];
+  m.config.name = std::move(type);
+  m.create = factory;
 }
 
 bool StageRegistry::has(std::string_view type) const {
-  return factories_.find(type) != factories_.end();
+  return modules_.find(type) != modules_.end();
+}
+
+const StageModule* StageRegistry::find(std::string_view type) const {
+  auto it = modules_.find(type);
+  return it == modules_.end() ? nullptr : &it->second;
 }
 
 Result<std::unique_ptr<Stage>> StageRegistry::create(const config::StageConfig& cfg,
                                                      StageContext& ctx) const {
-  auto it = factories_.find(cfg.type);
-  if (it == factories_.end()) return fail("stage '{}': no stage of type '{}'", cfg.name, cfg.type);
-  auto stage = it->second(cfg, ctx);
+  auto it = modules_.find(cfg.type);
+  if (it == modules_.end()) return fail("stage '{}': no stage of type '{}'", cfg.name, cfg.type);
+  auto stage = it->second.create(cfg, ctx);
   if (!stage) return fail("stage '{}': {}", cfg.name, stage.error().message);
   return stage;
 }

@@ -31,6 +31,7 @@
 
 #include "config/config.h"
 #include "core/drop_reason.h"
+#include "pipeline/stage_registry.h"
 #include "support/daemon.h"
 #include "support/lab.h"
 
@@ -188,7 +189,7 @@ class VecflowctlTest : public ::testing::Test {
 };
 
 TEST_F(VecflowctlTest, StatusHumanAndJson) {
-  auto cfg = config::load_config(config_);
+  auto cfg = config::load_config(config_, builtin_stage_types());
   ASSERT_TRUE(cfg);
   // Attaching XDP to a veth drops its carrier for a few tens of milliseconds, and status
   // reports what the kernel says: wait for the link to come back.

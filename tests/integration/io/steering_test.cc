@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "config/config.h"
+#include "config/stage_type.h"
 #include "core/flow.h"
 #include "core/packet.h"
 #include "core/parse.h"
@@ -47,7 +48,7 @@ config::ApplianceConfig appliance(const std::string& queues) {
           std::to_string(kLiftedPort) +
           "},"
           " action: userspace}\n",
-      "steering_test.yaml");
+      "steering_test.yaml", config::StageTypes{});
   if (!cfg) {
     for (auto& e : cfg.error())
       ADD_FAILURE() << e.to_string();

@@ -45,11 +45,10 @@ config::StageConfig stage(std::string type, T params, bool fuse = false) {
   return s;
 }
 
-config::Route via(const std::string& pfx, const std::string& gw, const std::string& port) {
-  config::Route r;
+StaticRoute via(const std::string& pfx, const std::string& gw, const std::string& port) {
+  StaticRoute r;
   r.prefix = prefix(pfx);
-  r.nexthops.push_back(
-      config::NextHop{gw.empty() ? std::nullopt : std::optional(address(gw)), port});
+  r.nexthops.push_back(NextHop{gw.empty() ? std::nullopt : std::optional(address(gw)), port});
   return r;
 }
 
@@ -136,12 +135,12 @@ class KernelLab : public ::testing::Test {
 }  // namespace
 
 TEST_F(KernelLab, NextHopsAreLearnedFromTheKernelWithoutStaticEntries) {
-  config::RouteStage routes;
+  RouteConfig routes;
   routes.routes = {via("198.51.100.0/24", "", "lan"), via("203.0.113.0/24", "198.51.100.2", "lan"),
                    via("2001:db8:99::/64", "2001:db8:2::2", "lan")};
-  config::NeighbourStage neigh;
+  NeighbourConfig neigh;
   neigh.from_kernel = true;
-  neigh.unresolved = config::Unresolved::Kernel;
+  neigh.unresolved = Unresolved::Kernel;
   ASSERT_TRUE(build({stage("route", routes), stage("neighbour", neigh, true)}));
   ASSERT_NE(pipeline_->kernel(), nullptr);
   // The kernel does not know the server yet.
@@ -185,7 +184,7 @@ TEST_F(KernelLab, NextHopsAreLearnedFromTheKernelWithoutStaticEntries) {
 }
 
 TEST_F(KernelLab, RoutesFollowTheKernel) {
-  config::RouteStage routes;
+  RouteConfig routes;
   routes.from_kernel = true;
   routes.routes = {via("192.0.2.128/25", "", "wan")};  // the file wins over the kernel
   ASSERT_TRUE(build({stage("route", routes)}));
@@ -196,16 +195,16 @@ TEST_F(KernelLab, RoutesFollowTheKernel) {
   auto r = route_of("198.51.100.7");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->source, RouteSource::Kernel);
-  EXPECT_EQ(r->route.action, config::RouteAction::Forward);
+  EXPECT_EQ(r->route.action, RouteAction::Forward);
   ASSERT_EQ(r->route.nexthops.size(), 1u);
   EXPECT_EQ(r->route.nexthops[0].port, "lan");
   EXPECT_FALSE(r->route.nexthops[0].via);
   r = route_of("192.0.2.1");
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->route.action, config::RouteAction::Kernel);
+  EXPECT_EQ(r->route.action, RouteAction::Kernel);
   r = route_of("2001:db8:2::1");
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->route.action, config::RouteAction::Kernel);
+  EXPECT_EQ(r->route.action, RouteAction::Kernel);
   r = route_of("192.0.2.200");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->source, RouteSource::Config);
@@ -230,8 +229,8 @@ TEST_F(KernelLab, RoutesFollowTheKernel) {
   r = route_of("10.9.1.1");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->route.nexthops.size(), 2u);
-  EXPECT_EQ(route_of("10.66.1.1")->route.action, config::RouteAction::Drop);
-  EXPECT_EQ(route_of("10.77.1.1")->route.action, config::RouteAction::Kernel);
+  EXPECT_EQ(route_of("10.66.1.1")->route.action, RouteAction::Drop);
+  EXPECT_EQ(route_of("10.77.1.1")->route.action, RouteAction::Kernel);
   EXPECT_EQ(route_of("2001:db8:99::1")->route.nexthops[0].via, address("2001:db8:2::2"));
 
   // The data path uses them.
@@ -249,7 +248,7 @@ TEST_F(KernelLab, RoutesFollowTheKernel) {
 }
 
 TEST_F(KernelLab, IcmpErrorsComeFromTheIngressInterfacesAddress) {
-  config::RouteStage routes;
+  RouteConfig routes;
   routes.icmp_time_exceeded = true;
   routes.routes = {via("0.0.0.0/0", "198.51.100.2", "lan")};
   ASSERT_TRUE(build({stage("route", routes)}));

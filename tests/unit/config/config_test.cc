@@ -16,11 +16,23 @@
 #include <gtest/gtest.h>
 
 #include "config/config.h"
+#include "pipeline/route_stage.h"
+#include "pipeline/stage_registry.h"
 
 namespace fs = std::filesystem;
 using namespace vecflow::config;
+using vecflow::RouteChecks;
+using vecflow::RouteConfig;
 
 namespace {
+
+// The loader with the built-in stage types.
+LoadResult load_config(const std::string& path) {
+  return vecflow::config::load_config(path, vecflow::builtin_stage_types());
+}
+LoadResult load_config_text(std::string_view text, const std::string& source) {
+  return vecflow::config::load_config_text(text, source, vecflow::builtin_stage_types());
+}
 
 const fs::path kSource = VECFLOW_SOURCE_DIR;
 
@@ -431,7 +443,7 @@ TEST(ConfigLoad, RouteChecksAreOnUnlessSwitchedOff) {
         "ports: [{name: a, type: afxdp, interface: eth0}]\npipeline:\n  - " + route + "\n",
         "t.yaml");
     EXPECT_TRUE(cfg) << errors_text(cfg.error());
-    return cfg ? std::get<RouteStage>(cfg->pipeline[0].params).checks : RouteChecks{};
+    return cfg ? cfg->pipeline[0].params.get<RouteConfig>().checks : RouteChecks{};
   };
   auto c = checks("{stage: route}");
   EXPECT_TRUE(c.ipv4_checksum && c.martians);
@@ -464,7 +476,7 @@ TEST(ConfigLoad, EcmpRouteAndStageNames) {
       "  - {stage: count, sched: parallel}\n",
       "t.yaml");
   ASSERT_TRUE(cfg) << errors_text(cfg.error());
-  const auto& route = std::get<RouteStage>(cfg->pipeline[0].params);
+  const auto& route = cfg->pipeline[0].params.get<RouteConfig>();
   EXPECT_EQ(route.routes[0].nexthops.size(), 2u);
   EXPECT_EQ(cfg->pipeline[1].name, "count");
   EXPECT_TRUE(cfg->pipeline[1].fuse);

@@ -25,6 +25,7 @@
 #include "core/packet.h"
 #include "io/packet_pool.h"
 #include "io/port_factory.h"
+#include "pipeline/stage_registry.h"
 #include "render.h"
 #include "sched/rx_adapter.h"
 #include "sched/tx_adapter.h"
@@ -126,7 +127,7 @@ class PortsPart : public ::testing::Test {
     // net_ring without arguments loops each tx queue back to the rx queue of the same index.
     auto cfg = config::load_config_text(
         fmt::format("ports:\n  - {{name: ring, type: dpdk, devargs: net_ring_vpt{}}}\n", n),
-        "t.yaml");
+        "t.yaml", builtin_stage_types());
     ASSERT_TRUE(cfg) << cfg.error().front().to_string();
     PortEnvironment env = port_environment(*cfg);
     env.pool = pool_.get();
@@ -402,7 +403,7 @@ class PipelinePart : public ::testing::Test {
  protected:
   void SetUp() override {
     VECFLOW_REQUIRE_EAL();
-    auto cfg = config::load_config_text(kAppliance, "test.yaml");
+    auto cfg = config::load_config_text(kAppliance, "test.yaml", builtin_stage_types());
     ASSERT_TRUE(cfg) << cfg.error().front().to_string();
     ASSERT_TRUE(h.build(cfg->pipeline));
     register_pipeline(registry, *h.pipeline);
@@ -465,7 +466,7 @@ TEST_F(PipelinePart, StagesShowCallsPacketsAndCyclesPerPacket) {
 // one lcore alone (slot 1 is lcore 3 here, as the runtime maps slots to lcore ids).
 TEST(PipelinePerLcore, EachLcoresShareAndTheSum) {
   VECFLOW_REQUIRE_EAL();
-  auto cfg = config::load_config_text(kAppliance, "test.yaml");
+  auto cfg = config::load_config_text(kAppliance, "test.yaml", builtin_stage_types());
   ASSERT_TRUE(cfg) << cfg.error().front().to_string();
   test::Harness h(2);
   ASSERT_TRUE(h.build(cfg->pipeline));
@@ -621,7 +622,7 @@ pipeline:
 
 TEST(FlowsPart, TopFlowsByPacketsAndByBytesWithExactCounts) {
   VECFLOW_REQUIRE_EAL();
-  auto cfg = config::load_config_text(kCounting, "test.yaml");
+  auto cfg = config::load_config_text(kCounting, "test.yaml", builtin_stage_types());
   ASSERT_TRUE(cfg) << cfg.error().front().to_string();
   test::Harness h;
   ASSERT_TRUE(h.build(cfg->pipeline));
@@ -699,7 +700,7 @@ std::string replaced(std::string text, const std::string& from, const std::strin
 }
 
 std::vector<config::StageConfig> pipeline_of(const std::string& text) {
-  auto cfg = config::load_config_text(text, "next.yaml");
+  auto cfg = config::load_config_text(text, "next.yaml", builtin_stage_types());
   EXPECT_TRUE(cfg) << cfg.error().front().to_string();
   return cfg ? cfg->pipeline : std::vector<config::StageConfig>{};
 }

@@ -8,6 +8,7 @@
 #include "control/config_json.h"
 #include "control/metrics.h"
 #include "control/registry.h"
+#include "pipeline/stage_registry.h"
 #include "render.h"
 #include "support/lab.h"
 
@@ -240,7 +241,7 @@ TEST(RateWindow, RatesNeedTwoSamplesAndIgnoreResets) {
 }
 
 config::ApplianceConfig load(const std::string& text) {
-  auto c = config::load_config_text(text, "<test>");
+  auto c = config::load_config_text(text, "<test>", builtin_stage_types());
   EXPECT_TRUE(c) << (c ? "" : c.error()[0].to_string());
   return c ? *c : config::ApplianceConfig{};
 }
@@ -329,7 +330,8 @@ TEST(ConfigDiff, CopySectionReplacesOnlyThatSection) {
 }
 
 TEST(ConfigJson, ReferenceFileSerialisesEverySection) {
-  auto cfg = config::load_config(test::source_path("configs/reference.yaml"));
+  auto cfg =
+      config::load_config(test::source_path("configs/reference.yaml"), builtin_stage_types());
   ASSERT_TRUE(cfg);
   Json j = config_to_json(*cfg);
   for (const auto& s : config_sections())
@@ -343,11 +345,11 @@ TEST(ConfigJson, ReferenceFileSerialisesEverySection) {
 TEST(ConfigJson, PrintedAsYamlItLoadsBackIntoTheSameConfiguration) {
   for (const char* file : {"configs/reference.yaml", "configs/demo.yaml", "configs/router.yaml",
                            "configs/edge.yaml", "configs/appliance.yaml"}) {
-    auto cfg = config::load_config(test::source_path(file));
+    auto cfg = config::load_config(test::source_path(file), builtin_stage_types());
     ASSERT_TRUE(cfg) << file;
     const Json j = config_to_json(*cfg);
     const std::string yaml = vecflowctl::to_yaml(vecflowctl::Json::parse(j.dump()));
-    auto again = config::load_config_text(yaml, "printed.yaml");
+    auto again = config::load_config_text(yaml, "printed.yaml", builtin_stage_types());
     ASSERT_TRUE(again) << file << ": " << again.error().front().to_string() << "\n" << yaml;
     EXPECT_EQ(config_to_json(*again), j) << file << "\n" << yaml;
   }

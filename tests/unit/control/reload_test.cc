@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "control/reload.h"
+#include "pipeline/stage_registry.h"
 #include "server_fixture.h"
 
 namespace vecflow::control {
@@ -27,7 +28,7 @@ class ReloadTest : public test::ServerFixture {
  protected:
   void SetUp() override {
     ServerFixture::SetUp();
-    auto cfg = config::load_config(write("base.yaml", kBase));
+    auto cfg = config::load_config(write("base.yaml", kBase), builtin_stage_types());
     ASSERT_TRUE(cfg);
     running_ = *cfg;
     reloader_ = std::make_unique<Reloader>(running_, *server_);

@@ -7,6 +7,7 @@
 
 #include "core/packet.h"
 #include "datapath/pipeline_handler.h"
+include "pipeline/count_stage.h"
 #include "pipeline/stage_registry.h"
 #include "sched/event.h"
 #include "sched/rx_adapter.h"
@@ -69,7 +70,7 @@ StageRegistry test_registry() {
 
 config::StageConfig test_stage(std::string type,
                                config::SchedType sched = config::SchedType::Atomic) {
-  config::StageConfig s = stage(type, config::CountStage{});
+  config::StageConfig s = stage(type, CountConfig{});
   s.sched = sched;
   return s;
 }

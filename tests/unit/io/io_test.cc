@@ -10,6 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "config/stage_type.h"
 #include "core/flow.h"
 #include "core/packet.h"
 #include "core/parse.h"
@@ -318,7 +319,7 @@ TEST(PortFactory, PortsAndPoolFromTheApplianceFile) {
       "  - {name: lan, type: dpdk, devargs: net_ring7, queues: 2}\n"
       "steering: {malformed: pass, symmetric_hash: false}\n"
       "scheduler: {flow_id: software}\n",
-      "t.yaml");
+      "t.yaml", config::StageTypes{});
   ASSERT_TRUE(cfg);
   PacketPoolOptions po = pool_options(*cfg);
   EXPECT_EQ(po.mbufs, 8192u);
@@ -329,11 +330,12 @@ TEST(PortFactory, PortsAndPoolFromTheApplianceFile) {
       "ports:\n"
       "  - {name: wan, type: afxdp, interface: vpnosuch9}\n"
       "  - {name: lan, type: afxdp, interface: vpnosuch8, queues: [{queues: 0, owner: dpdk}]}\n",
-      "h.yaml");
+      "h.yaml", config::StageTypes{});
   ASSERT_TRUE(hybrid);
   EXPECT_EQ(pool_options(*hybrid).frame_size, 4096u);
-  auto own = config::load_config_text(
-      "ports:\n  - {name: wan, type: afxdp, interface: vpnosuch9}\n", "o.yaml");
+  auto own =
+      config::load_config_text("ports:\n  - {name: wan, type: afxdp, interface: vpnosuch9}\n",
+                               "o.yaml", config::StageTypes{});
   ASSERT_TRUE(own);
   EXPECT_EQ(pool_options(*own).frame_size, 2048u) << "vecflow's own sockets: 2048 is enough";
   PortEnvironment env = port_environment(*cfg);

@@ -31,7 +31,7 @@ bool in(const std::optional<IpPrefix>& p, const IpAddress& a) {
 }
 
 // First match wins; a rule with prefixes of one version never matches the other.
-long reference(const config::AclStage& acl, const Tuple& t) {
+long reference(const AclConfig& acl, const Tuple& t) {
   for (size_t i = 0; i < acl.rules.size(); ++i) {
     const auto& m = acl.rules[i].match;
     if (m.src && m.src->addr.version != t.version) continue;
@@ -80,13 +80,13 @@ config::PortRange random_range(std::mt19937_64& rng) {
   return {std::min(a, b), std::max(a, b)};
 }
 
-config::AclStage random_acl(std::mt19937_64& rng, size_t rules) {
-  config::AclStage acl;
-  acl.default_action = config::AclAction::Permit;
+AclConfig random_acl(std::mt19937_64& rng, size_t rules) {
+  AclConfig acl;
+  acl.default_action = AclAction::Permit;
   for (size_t i = 0; i < rules; ++i) {
-    config::AclRule r;
+    AclRule r;
     r.name = fmt::format("r{}", i);
-    r.action = rng() % 2 ? config::AclAction::Permit : config::AclAction::Deny;
+    r.action = rng() % 2 ? AclAction::Permit : AclAction::Deny;
     unsigned fam = rng() % 10;  // 4 in 10 IPv4, 4 in 10 IPv6, 2 in 10 either
     if (fam < 8) {
       uint8_t v = fam < 4 ? 4 : 6;
@@ -117,9 +117,9 @@ config::AclStage random_acl(std::mt19937_64& rng, size_t rules) {
   return acl;
 }
 
-Tuple random_tuple(std::mt19937_64& rng, const config::AclStage& acl) {
+Tuple random_tuple(std::mt19937_64& rng, const AclConfig& acl) {
   Tuple t;
-  const config::AclRule* aim = rng() % 2 ? &acl.rules[rng() % acl.rules.size()] : nullptr;
+  const AclRule* aim = rng() % 2 ? &acl.rules[rng() % acl.rules.size()] : nullptr;
   const auto* m = aim ? &aim->match : nullptr;
   t.version = m && m->src   ? m->src->addr.version
               : m && m->dst ? m->dst->addr.version
@@ -143,7 +143,7 @@ Tuple random_tuple(std::mt19937_64& rng, const config::AclStage& acl) {
 
 TEST_F(Acl, ClassificationMatchesReferenceFirstMatch) {
   std::mt19937_64 rng(7);
-  const config::AclStage acl = random_acl(rng, 1000);
+  const AclConfig acl = random_acl(rng, 1000);
   auto table = AclTable::build(acl, 1);
   ASSERT_TRUE(table) << table.error().message;
 
@@ -209,16 +209,16 @@ TEST_F(Acl, ClassificationMatchesReferenceFirstMatch) {
 
 namespace {
 
-config::AclRule rule(std::string name, config::AclAction action, config::FiveTupleMatch m) {
-  config::AclRule r;
+AclRule rule(std::string name, AclAction action, config::FiveTupleMatch m) {
+  AclRule r;
   r.name = std::move(name);
   r.action = action;
   r.match = m;
   return r;
 }
 
-config::AclStage lab_acl() {
-  config::AclStage acl;
+AclConfig lab_acl() {
+  AclConfig acl;
   config::FiveTupleMatch telnet;
   telnet.l4_proto = IPPROTO_TCP;
   telnet.dst_port = config::PortRange{23, 23};
@@ -228,10 +228,9 @@ config::AclStage lab_acl() {
   lab.dst_port = config::PortRange{1000, 2000};
   config::FiveTupleMatch v6;
   v6.dst = prefix("2001:db8:bad::/48");
-  acl.rules = {rule("no-telnet", config::AclAction::Deny, telnet),
-               rule("lab", config::AclAction::Permit, lab),
-               rule("bad-net", config::AclAction::Deny, v6)};
-  acl.default_action = config::AclAction::Deny;
+  acl.rules = {rule("no-telnet", AclAction::Deny, telnet), rule("lab", AclAction::Permit, lab),
+               rule("bad-net", AclAction::Deny, v6)};
+  acl.default_action = AclAction::Deny;
   return acl;
 }
 
@@ -283,9 +282,9 @@ TEST_F(Acl, ReplacingRulesKeepsTheCountsOfRulesThatStay) {
   auto* acl = h.pipeline->find<AclStage>("acl");
   h.run({pkt("10.0.0.1", "10.0.0.2", IPPROTO_TCP, 23), pkt("10.0.0.1", "10.0.0.2", IPPROTO_TCP, 23),
          pkt("198.51.100.9", "10.0.0.2", IPPROTO_UDP, 1500)});
-  config::AclStage next = lab_acl();
+  AclConfig next = lab_acl();
   next.rules[1].match.dst_port = config::PortRange{1000, 3000};  // "lab" changes: new count
-  next.rules.push_back(rule("new", config::AclAction::Permit, {}));
+  next.rules.push_back(rule("new", AclAction::Permit, {}));
   ASSERT_TRUE(acl->replace_rules(next));
   h.run({pkt("10.0.0.1", "10.0.0.2", IPPROTO_TCP, 23),
          pkt("198.51.100.9", "10.0.0.2", IPPROTO_UDP, 2500)});
@@ -295,7 +294,7 @@ TEST_F(Acl, ReplacingRulesKeepsTheCountsOfRulesThatStay) {
   EXPECT_EQ(rules[1].count.packets, 1u);  // changed: only what it matched since
   EXPECT_EQ(rules[3].count.packets, 0u);
   // A rule set that does not compile leaves the one in force.
-  config::AclStage broken = next;
+  AclConfig broken = next;
   broken.rules[0].match.src = prefix("10.0.0.0/8");
   broken.rules[0].match.dst = prefix("2001:db8::/32");
   EXPECT_FALSE(acl->replace_rules(broken));

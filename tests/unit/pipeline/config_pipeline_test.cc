@@ -10,6 +10,7 @@
 #include "pipeline/count_stage.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/route_stage.h"
+#include "pipeline/stage_registry.h"
 #include "support/appliances.h"
 
 using namespace vecflow;
@@ -30,7 +31,7 @@ const std::string kAppliance = router_appliance(R"(  - stage: l2
 
 TEST(ConfigPipeline, BuildsAndRunsTheStagesOfAnApplianceFile) {
   VECFLOW_REQUIRE_EAL();
-  auto cfg = config::load_config_text(kAppliance, "test.yaml");
+  auto cfg = config::load_config_text(kAppliance, "test.yaml", builtin_stage_types());
   ASSERT_TRUE(cfg) << cfg.error().front().to_string();
   Harness h;
   ASSERT_TRUE(h.build(cfg->pipeline));

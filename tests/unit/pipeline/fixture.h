@@ -13,6 +13,7 @@
 #include "frames.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pipeline_worker.h"
+#include "pipeline/route_stage.h"
 #include "runtime/qsbr.h"
 #include "support/eal_env.h"
 
@@ -34,19 +35,19 @@ config::StageConfig stage(std::string type, Params params, bool fuse = false,
   return s;
 }
 
-inline config::Route route(const std::string& pfx, const std::string& port,
-                           const std::string& via = "") {
-  config::Route r;
+inline StaticRoute route(const std::string& pfx, const std::string& port,
+                         const std::string& via = "") {
+  StaticRoute r;
   r.prefix = prefix(pfx);
-  config::NextHop nh;
+  NextHop nh;
   nh.port = port;
   if (!via.empty()) nh.via = address(via);
   r.nexthops.push_back(nh);
   return r;
 }
 
-inline config::Route route_action(const std::string& pfx, config::RouteAction a) {
-  config::Route r;
+inline StaticRoute route_action(const std::string& pfx, RouteAction a) {
+  StaticRoute r;
   r.prefix = prefix(pfx);
   r.action = a;
   return r;

@@ -28,18 +28,18 @@ constexpr uint16_t kClasses = 4;
 //   10.1.2.3: A -> p3 (10.1/16), B -> p3 (10/8)
 //   10.2.2.3: A -> p2 (10/8),    B -> p2 (10.2/16)
 //   10.3.3.3: A -> p2 (10/8),    B -> p3 (10/8)
-std::vector<config::Route> routes_a() {
+std::vector<StaticRoute> routes_a() {
   return {route("10.0.0.0/8", "p2"), route("10.1.0.0/16", "p3")};
 }
-std::vector<config::Route> routes_b() {
+std::vector<StaticRoute> routes_b() {
   return {route("10.0.0.0/8", "p3"), route("10.2.0.0/16", "p2")};
 }
 
-config::AclStage acl_denying(uint16_t low, uint16_t high) {
-  config::AclStage acl;
-  config::AclRule r;
+AclConfig acl_denying(uint16_t low, uint16_t high) {
+  AclConfig acl;
+  AclRule r;
   r.name = "deny";
-  r.action = config::AclAction::Deny;
+  r.action = AclAction::Deny;
   r.match.l4_proto = IPPROTO_UDP;
   r.match.dst_port = config::PortRange{low, high};
   acl.rules = {r};
@@ -47,10 +47,10 @@ config::AclStage acl_denying(uint16_t low, uint16_t high) {
 }
 // X denies UDP ports 1-100, Y 50-150. Class 0 (port 75) is denied by both, class 1 (25) by X
 // only, class 2 (125) by Y only, class 3 (200) by neither.
-config::AclStage acl_x() {
+AclConfig acl_x() {
   return acl_denying(1, 100);
 }
-config::AclStage acl_y() {
+AclConfig acl_y() {
   return acl_denying(50, 150);
 }
 
@@ -120,7 +120,7 @@ TEST(Replace, RoutesAndAclsChangeUnderTrafficWithoutAMixedDecision) {
   for (uint16_t i = 0; i < kClasses; ++i)
     h.ctx.ports.push_back(PortInfo{fmt::format("p{}", i), MacAddress{}, ""});
   OutcomeTable outcomes(1, kClasses);
-  config::RouteStage rs;
+  RouteConfig rs;
   rs.routes = routes_a();
   ASSERT_TRUE(h.build({stage("acl", acl_x()), stage("route", rs, true)}));
   auto* acl = h.pipeline->find<AclStage>("acl");

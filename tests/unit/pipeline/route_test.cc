@@ -106,7 +106,7 @@ std::vector<RouteEntry> with_unique_leaves(const std::vector<IpPrefix>& prefixes
   std::vector<RouteEntry> routes;
   routes.reserve(prefixes.size());
   for (size_t i = 0; i < prefixes.size(); ++i) {
-    config::Route r;
+    StaticRoute r;
     r.prefix = prefixes[i];
     size_t a = i / (gateways - 1);
     size_t b = i % (gateways - 1);
@@ -119,7 +119,7 @@ std::vector<RouteEntry> with_unique_leaves(const std::vector<IpPrefix>& prefixes
       } else {
         via = address(fmt::format("fd00::{:x}", g + 1));
       }
-      r.nexthops.push_back(config::NextHop{via, "lan"});
+      r.nexthops.push_back(NextHop{via, "lan"});
     }
     routes.push_back(RouteEntry{r, RouteSource::Config});
   }
@@ -296,8 +296,8 @@ TEST(Ipv4Checksum, ResultThatSumsToZeroStaysCanonical) {
 
 namespace {
 
-config::RouteStage routes(std::vector<config::Route> rs, bool icmp = false) {
-  config::RouteStage p;
+RouteConfig routes(std::vector<StaticRoute> rs, bool icmp = false) {
+  RouteConfig p;
   p.routes = std::move(rs);
   p.icmp_time_exceeded = icmp;
   return p;
@@ -354,10 +354,9 @@ TEST_F(Route, ForwardsDecrementsAndPlacesThePacket) {
 
 TEST_F(Route, HostBoundArpKernelAndDropRoutes) {
   Harness h;
-  ASSERT_TRUE(
-      h.build({stage("route", routes({route("0.0.0.0/0", "wan", "192.0.2.254"),
-                                      route_action("192.0.2.1/32", config::RouteAction::Kernel),
-                                      route_action("10.0.0.0/8", config::RouteAction::Drop)}))}));
+  ASSERT_TRUE(h.build({stage("route", routes({route("0.0.0.0/0", "wan", "192.0.2.254"),
+                                              route_action("192.0.2.1/32", RouteAction::Kernel),
+                                              route_action("10.0.0.0/8", RouteAction::Drop)}))}));
   for (const char* dst : {"224.0.0.5", "255.255.255.255", "192.0.2.1"}) {
     rte_mbuf* m = h.run_one(make_frame(to(dst)));
     ASSERT_NE(m, nullptr) << dst;
@@ -382,9 +381,9 @@ TEST_F(Route, HostBoundArpKernelAndDropRoutes) {
 
 TEST_F(Route, EcmpSpreadsFlowsAndKeepsEachFlowOnOneHop) {
   Harness h;
-  config::Route r = route("0.0.0.0/0", "wan", "192.0.2.251");
+  StaticRoute r = route("0.0.0.0/0", "wan", "192.0.2.251");
   for (const char* via : {"192.0.2.252", "192.0.2.253", "192.0.2.254"})
-    r.nexthops.push_back(config::NextHop{address(via), "wan"});
+    r.nexthops.push_back(NextHop{address(via), "wan"});
   ASSERT_TRUE(h.build({stage("route", routes({r}))}));
   std::map<uint32_t, int> per_hop;
   std::map<uint16_t, uint32_t> hop_of_flow;
@@ -576,8 +575,8 @@ rte_mbuf* with_wrong_checksum(rte_mbuf* m) {
   return m;
 }
 
-config::RouteStage checked(std::vector<config::Route> rs, bool ipv4_checksum, bool martians) {
-  config::RouteStage p = routes(std::move(rs));
+RouteConfig checked(std::vector<StaticRoute> rs, bool ipv4_checksum, bool martians) {
+  RouteConfig p = routes(std::move(rs));
   p.checks.ipv4_checksum = ipv4_checksum;
   p.checks.martians = martians;
   return p;
@@ -585,10 +584,10 @@ config::RouteStage checked(std::vector<config::Route> rs, bool ipv4_checksum, bo
 
 // A default route each way, the box's own address (a kernel route, as routes from the kernel
 // give it), and one of its IPv4 link-local addresses.
-std::vector<config::Route> edge_routes() {
+std::vector<StaticRoute> edge_routes() {
   return {route("0.0.0.0/0", "wan", "192.0.2.254"), route("::/0", "wan", "2001:db8:1::fe"),
-          route_action("192.0.2.1/32", config::RouteAction::Kernel),
-          route_action("169.254.7.1/32", config::RouteAction::Kernel)};
+          route_action("192.0.2.1/32", RouteAction::Kernel),
+          route_action("169.254.7.1/32", RouteAction::Kernel)};
 }
 
 // What a packet came to in a harness, as a word.

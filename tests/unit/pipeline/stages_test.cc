@@ -1,4 +1,4 @@
-// The neighbour, l2, mirror and count stages.
+// The neighbour, l2, mirror, count and dscp stages.
 
 #include <chrono>
 #include <filesystem>
@@ -10,6 +10,7 @@
 #include "core/packet.h"
 #include "fixture.h"
 #include "pipeline/count_stage.h"
+#include "pipeline/dscp_stage.h"
 #include "pipeline/l2_stage.h"
 #include "pipeline/mirror_stage.h"
 #include "pipeline/neighbour_stage.h"
@@ -27,16 +28,15 @@ class Stages : public ::testing::Test {
   void SetUp() override { VECFLOW_REQUIRE_EAL(); }
 };
 
-config::RouteStage lab_routes() {
-  config::RouteStage r;
+RouteConfig lab_routes() {
+  RouteConfig r;
   r.routes = {route("198.51.100.0/24", "lan"), route("0.0.0.0/0", "wan", "192.0.2.254"),
               route("2001:db8:2::/64", "lan")};
   return r;
 }
 
-config::NeighbourStage neighbours(config::Unresolved policy,
-                                  std::vector<config::StaticNeighbour> entries = {}) {
-  config::NeighbourStage n;
+NeighbourConfig neighbours(Unresolved policy, std::vector<StaticNeighbour> entries = {}) {
+  NeighbourConfig n;
   n.unresolved = policy;
   n.from_kernel = true;  // no port has a kernel interface here: nothing to learn from
   n.entries = std::move(entries);
@@ -62,10 +62,10 @@ bool has_mac(rte_mbuf* m, const MacAddress& dst, const MacAddress& src) {
 TEST_F(Stages, NeighbourResolvesGatewaysFromStaticEntries) {
   Harness h;
   const MacAddress gw = mac("02:00:00:00:00:fe");
-  ASSERT_TRUE(h.build(
-      {stage("route", lab_routes()),
-       stage("neighbour",
-             neighbours(config::Unresolved::Drop, {{address("192.0.2.254"), gw, "wan"}}), true)}));
+  ASSERT_TRUE(
+      h.build({stage("route", lab_routes()),
+               stage("neighbour",
+                     neighbours(Unresolved::Drop, {{address("192.0.2.254"), gw, "wan"}}), true)}));
   rte_mbuf* m = h.run_one(make_frame(to("203.0.113.5")));
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(meta(m).verdict, Verdict::Transmit);
@@ -81,14 +81,14 @@ TEST_F(Stages, NeighbourResolvesGatewaysFromStaticEntries) {
 }
 
 TEST_F(Stages, UnresolvedNextHopsGoToTheKernelOrAreDropped) {
-  for (auto policy : {config::Unresolved::Kernel, config::Unresolved::Drop}) {
+  for (auto policy : {Unresolved::Kernel, Unresolved::Drop}) {
     Harness h;
     ASSERT_TRUE(
         h.build({stage("route", lab_routes()), stage("neighbour", neighbours(policy), true)}));
     rte_mbuf* m = h.run_one(make_frame(to("203.0.113.5")));   // via an unknown gateway
     rte_mbuf* c = h.run_one(make_frame(to("198.51.100.9")));  // a connected host never seen
     auto s = h.accounting();
-    if (policy == config::Unresolved::Kernel) {
+    if (policy == Unresolved::Kernel) {
       ASSERT_NE(m, nullptr);
       ASSERT_NE(c, nullptr);
       EXPECT_EQ(meta(c).verdict, Verdict::Kernel);
@@ -105,8 +105,8 @@ TEST_F(Stages, UnresolvedNextHopsGoToTheKernelOrAreDropped) {
 
 TEST_F(Stages, LearnedAddressesTakeEffectForGatewaysAndConnectedHosts) {
   Harness h;
-  ASSERT_TRUE(h.build({stage("route", lab_routes()),
-                       stage("neighbour", neighbours(config::Unresolved::Drop), true)}));
+  ASSERT_TRUE(h.build(
+      {stage("route", lab_routes()), stage("neighbour", neighbours(Unresolved::Drop), true)}));
   NeighbourTable& t = h.pipeline->neighbours();
   const MacAddress gw = mac("02:00:00:00:01:fe"), host = mac("02:00:00:00:02:09"),
                    host6 = mac("02:00:00:00:02:66");
@@ -139,8 +139,8 @@ TEST_F(Stages, LearnedAddressesTakeEffectForGatewaysAndConnectedHosts) {
 
 namespace {
 
-config::NeighbourStage holding(uint16_t packets = 4, uint32_t timeout_ms = 3000) {
-  config::NeighbourStage n = neighbours(config::Unresolved::Hold);
+NeighbourConfig holding(uint16_t packets = 4, uint32_t timeout_ms = 3000) {
+  NeighbourConfig n = neighbours(Unresolved::Hold);
   n.hold_packets = packets;
   n.hold_timeout_ms = timeout_ms;
   return n;
@@ -169,8 +169,8 @@ uint16_t seq_of(rte_mbuf* m) {
 
 TEST_F(Stages, HeldPacketsLeaveInOrderThroughTheLaterStagesOnceResolved) {
   Harness h;
-  config::L2Stage l2;
-  config::L2PortRewrite wan;
+  L2Config l2;
+  L2PortRewrite wan;
   wan.port = "wan";
   wan.vlan_push = 100;
   l2.ports = {wan};
@@ -288,10 +288,10 @@ TEST_F(Stages, AStoppingWorkerSendsTheResolvedHeldPacketsAndDropsTheRest) {
 TEST_F(Stages, AStageThatHoldsPacketsNeedsTheStagesAfterItFused) {
   Harness h;
   EXPECT_FALSE(h.build({stage("route", lab_routes()), stage("neighbour", holding(), true),
-                        stage("count", config::CountStage{})}));
-  EXPECT_TRUE(h.build({stage("route", lab_routes()),
-                       stage("neighbour", neighbours(config::Unresolved::Drop), true),
-                       stage("count", config::CountStage{})}));
+                        stage("count", CountConfig{})}));
+  EXPECT_TRUE(
+      h.build({stage("route", lab_routes()), stage("neighbour", neighbours(Unresolved::Drop), true),
+               stage("count", CountConfig{})}));
 }
 
 TEST(NeighbourTableTest, ResolutionRequestsAreRateLimitedPerEntry) {
@@ -322,13 +322,13 @@ TEST(NeighbourTableTest, ResolutionRequestsAreRateLimitedPerEntry) {
 
 TEST_F(Stages, L2RewritesAddressesAndVlans) {
   Harness h;
-  config::L2Stage l2;
-  config::L2PortRewrite wan;
+  L2Config l2;
+  L2PortRewrite wan;
   wan.port = "wan";
   wan.src_mac = mac("02:00:00:00:00:01");
   wan.dst_mac = mac("02:00:00:00:00:02");
   wan.vlan_push = 100;
-  config::L2PortRewrite lan;
+  L2PortRewrite lan;
   lan.port = "lan";
   lan.vlan_pop = true;
   l2.ports = {wan, lan};
@@ -366,7 +366,7 @@ TEST_F(Stages, L2RewritesAddressesAndVlans) {
 TEST_F(Stages, MirrorWritesMatchingPacketsToAPcapngFile) {
   Harness h;
   std::filesystem::remove_all(h.ctx.capture_dir);
-  config::MirrorStage mi;
+  MirrorConfig mi;
   mi.match.l4_proto = IPPROTO_UDP;
   mi.match.dst_port = config::PortRange{53, 53};
   mi.pcapng = "dns.pcapng";
@@ -422,7 +422,7 @@ TEST_F(Stages, MirrorWritesMatchingPacketsToAPcapngFile) {
 
 TEST_F(Stages, MirrorCopiesToAPortWithoutChargingIt) {
   Harness h;
-  config::MirrorStage mi;
+  MirrorConfig mi;
   mi.match.dst = prefix("198.51.100.0/24");
   mi.port = "lan";
   ASSERT_TRUE(h.build({stage("route", lab_routes()), stage("mirror", mi, true)}));
@@ -444,8 +444,8 @@ TEST_F(Stages, MirrorCopiesToAPortWithoutChargingIt) {
 
 TEST_F(Stages, CountKeepsPerFlowCountersAndTheTopFlows) {
   Harness h(2);
-  config::CountStage c;
-  c.by = config::CountBy::Flow;
+  CountConfig c;
+  c.by = CountBy::Flow;
   c.max_flows = 3;
   ASSERT_TRUE(h.build({stage("count", c)}));
   auto* count = h.pipeline->find<CountStage>("count");
@@ -481,8 +481,8 @@ TEST_F(Stages, CountKeepsPerFlowCountersAndTheTopFlows) {
 TEST_F(Stages, CountByRuleCountsSteeringRules) {
   Harness h;
   h.ctx.steer_rules = 8;
-  config::CountStage c;
-  c.by = config::CountBy::Rule;
+  CountConfig c;
+  c.by = CountBy::Rule;
   ASSERT_TRUE(h.build({stage("count", c)}));
   std::vector<rte_mbuf*> in;
   for (uint32_t r : {3u, 3u, 7u, kNoRule}) {
@@ -497,4 +497,48 @@ TEST_F(Stages, CountByRuleCountsSteeringRules) {
   EXPECT_EQ(rules[0].packets, 2u);
   EXPECT_EQ(rules[1].rule, 7);
   EXPECT_EQ(rules[2].rule, kNoRule);
+}
+
+TEST_F(Stages, DscpMarksIpPacketsKeepingEcnAndTheChecksum) {
+  Harness h;
+  ASSERT_TRUE(h.build({stage("route", lab_routes()), stage("dscp", DscpConfig{46}, true)}));
+
+  // IPv4 with ECN CE (0b11) in: DSCP 46 (EF) with the ECN bits kept, the checksum still right.
+  rte_mbuf* in = make_frame(to("203.0.113.5"));
+  rte_ipv4_hdr* ip = pkt::ipv4(in);
+  ip->type_of_service = 0x03;
+  ip->hdr_checksum = 0;
+  ip->hdr_checksum = rte_ipv4_cksum(ip);
+  rte_mbuf* m = h.run_one(in);
+  ASSERT_NE(m, nullptr);
+  ip = pkt::ipv4(m);
+  EXPECT_EQ(ip->type_of_service, 46 << 2 | 0x03);
+  const uint16_t sent = ip->hdr_checksum;
+  ip->hdr_checksum = 0;
+  EXPECT_EQ(sent, rte_ipv4_cksum(ip));
+
+  // IPv6: the traffic class's DSCP bits change, its ECN bits and the flow label do not.
+  in = make_frame(to("2001:db8:2::9"));
+  pkt::ipv6(in)->vtc_flow = rte_cpu_to_be_32(6u << 28 | 0x01u << 20 | 0x12345);
+  m = h.run_one(in);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(rte_be_to_cpu_32(pkt::ipv6(m)->vtc_flow), 6u << 28 | (46u << 2 | 0x01) << 20 | 0x12345);
+}
+
+TEST(DscpTest, IncrementalChecksumMatchesAFullOneForEveryTosAndDscp) {
+  alignas(4) uint8_t bytes[20] = {0x45, 0, 0,   60, 0x12, 0x34, 0x40, 0,  64,  17,
+                                  0,    0, 192, 0,  2,    1,    198,  51, 100, 7};
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(bytes);
+  for (unsigned tos = 0; tos < 256; ++tos) {
+    for (uint8_t dscp = 0; dscp < 64; ++dscp) {
+      ip->type_of_service = static_cast<uint8_t>(tos);
+      ip->hdr_checksum = 0;
+      ip->hdr_checksum = rte_ipv4_cksum(ip);
+      ipv4_set_dscp(ip, dscp);
+      ASSERT_EQ(ip->type_of_service, dscp << 2 | (tos & 3));
+      const uint16_t incremental = ip->hdr_checksum;
+      ip->hdr_checksum = 0;
+      ASSERT_EQ(incremental, rte_ipv4_cksum(ip)) << "tos " << tos << " dscp " << int{dscp};
+    }
+  }
 }

@@ -4,6 +4,7 @@
 
 #include "core/packet.h"
 #include "fixture.h"
+#include "pipeline/count_stage.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/stage_registry.h"
 
@@ -80,10 +81,10 @@ class Runner : public ::testing::Test {
 TEST_F(Runner, GroupsFollowFuse) {
   Harness h;
   StageRegistry reg = probe_registry();
-  ASSERT_TRUE(h.build({stage("probe", config::CountStage{}, false, "a"),
-                       stage("probe", config::CountStage{}, true, "b"),
-                       stage("probe", config::CountStage{}, false, "c")},
-                      reg));
+  ASSERT_TRUE(
+      h.build({stage("probe", CountConfig{}, false, "a"), stage("probe", CountConfig{}, true, "b"),
+               stage("probe", CountConfig{}, false, "c")},
+              reg));
   auto groups = h.pipeline->groups();
   ASSERT_EQ(groups.size(), 2u);
   EXPECT_EQ(groups[0].first, 0u);
@@ -96,7 +97,7 @@ TEST_F(Runner, GroupsFollowFuse) {
 TEST_F(Runner, SeparatesVerdictsAndCountsDropsAtTheIngressPort) {
   Harness h;
   StageRegistry reg = probe_registry();
-  ASSERT_TRUE(h.build({stage("probe", config::CountStage{}, false, "a")}, reg));
+  ASSERT_TRUE(h.build({stage("probe", CountConfig{}, false, "a")}, reg));
   std::vector<rte_mbuf*> in = {udp(1, kWan), udp(2),       udp(3),      udp(4),
                                udp(9),       udp(1, kLan), udp(1, kLan)};
   rte_mbuf* kernel = in[1];
@@ -124,9 +125,8 @@ TEST_F(Runner, SeparatesVerdictsAndCountsDropsAtTheIngressPort) {
 TEST_F(Runner, LaterStagesOfAGroupSeeOnlyUndecidedPacketsInOrder) {
   Harness h;
   StageRegistry reg = probe_registry();
-  ASSERT_TRUE(h.build({stage("probe", config::CountStage{}, false, "a"),
-                       stage("probe", config::CountStage{}, true, "b")},
-                      reg));
+  ASSERT_TRUE(h.build(
+      {stage("probe", CountConfig{}, false, "a"), stage("probe", CountConfig{}, true, "b")}, reg));
   std::vector<rte_mbuf*> in;
   for (uint16_t d : {9, 1, 8, 2, 7, 3, 6})
     in.push_back(udp(d));
@@ -145,9 +145,8 @@ TEST_F(Runner, LaterStagesOfAGroupSeeOnlyUndecidedPacketsInOrder) {
 TEST_F(Runner, UndecidedPacketsGoToTheNextGroupWhole) {
   Harness h;
   StageRegistry reg = probe_registry();
-  ASSERT_TRUE(h.build({stage("probe", config::CountStage{}, false, "a"),
-                       stage("probe", config::CountStage{}, false, "b")},
-                      reg));
+  ASSERT_TRUE(h.build(
+      {stage("probe", CountConfig{}, false, "a"), stage("probe", CountConfig{}, false, "b")}, reg));
   std::vector<rte_mbuf*> in = {udp(9), udp(1), udp(8)};
   std::vector<rte_mbuf*> expect = {in[0], in[2]};
   h.workers[0]->run_vector(0, in, h.sinks);
@@ -160,7 +159,7 @@ TEST_F(Runner, UndecidedPacketsGoToTheNextGroupWhole) {
 TEST_F(Runner, CopiesLeaveThroughTheirOwnSink) {
   Harness h;
   StageRegistry reg = probe_registry();
-  ASSERT_TRUE(h.build({stage("probe", config::CountStage{}, false, "a")}, reg));
+  ASSERT_TRUE(h.build({stage("probe", CountConfig{}, false, "a")}, reg));
   rte_mbuf* orig = udp(5);
   h.run({orig});
   ASSERT_EQ(h.sinks.copied.size(), 1u);
@@ -175,7 +174,7 @@ TEST_F(Runner, CopiesLeaveThroughTheirOwnSink) {
 TEST_F(Runner, VectorsLargerThanABurstAreHandledWhole) {
   Harness h;
   StageRegistry reg = probe_registry();
-  ASSERT_TRUE(h.build({stage("probe", config::CountStage{}, false, "a")}, reg));
+  ASSERT_TRUE(h.build({stage("probe", CountConfig{}, false, "a")}, reg));
   std::vector<rte_mbuf*> in;
   for (int i = 0; i < 1000; ++i)
     in.push_back(udp(static_cast<uint16_t>(1 + i % 4)));
@@ -189,7 +188,7 @@ TEST_F(Runner, VectorsLargerThanABurstAreHandledWhole) {
 
 TEST_F(Runner, UnknownStageTypeIsAnError) {
   Harness h;
-  auto r = Pipeline::build({stage("nosuch", config::CountStage{})}, h.ctx);
+  auto r = Pipeline::build({stage("nosuch", CountConfig{})}, h.ctx);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("nosuch"), std::string::npos);
 }

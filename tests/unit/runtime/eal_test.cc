@@ -10,6 +10,7 @@
 
 #include "app/appliance.h"
 #include "config/config.h"
+#include "config/stage_type.h"
 #include "runtime/runtime.h"
 
 using namespace vecflow;
@@ -21,7 +22,7 @@ TEST(EalArgs, BuiltFromTheAppliance) {
       "cpu: {control: 0, workers: [0, 1]}\n"
       "dpdk: {memory_mb: 256, hugepages: auto, eal_args: ['--log-level=lib.eal:debug']}\n"
       "ports: [{name: a, type: dpdk, devargs: net_null0}]\n",
-      "t.yaml");
+      "t.yaml", config::StageTypes{});
   ASSERT_TRUE(cfg);
   auto opts = runtime_options(*cfg);
   HugePageInfo none;
@@ -54,8 +55,8 @@ TEST(EalArgs, BuiltFromTheAppliance) {
 }
 
 TEST(EalArgs, PciScanOnlyWhenAPortNamesAPciDevice) {
-  auto cfg =
-      config::load_config_text("ports: [{name: a, type: dpdk, pci: '0000:03:00.0'}]\n", "t.yaml");
+  auto cfg = config::load_config_text("ports: [{name: a, type: dpdk, pci: '0000:03:00.0'}]\n",
+                                      "t.yaml", config::StageTypes{});
   ASSERT_TRUE(cfg);
   auto args = eal_args(runtime_options(*cfg).eal, HugePageInfo{});
   ASSERT_TRUE(args);

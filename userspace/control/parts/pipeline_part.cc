@@ -69,17 +69,17 @@ inline const MetricFamily kNeighbours{"vecflow_neighbour_entries",
                                       MetricType::Gauge,
                                       {"state"}};
 
-std::string_view action_name(config::AclAction a) {
-  return a == config::AclAction::Permit ? "permit" : "deny";
+std::string_view action_name(AclAction a) {
+  return a == AclAction::Permit ? "permit" : "deny";
 }
 
-std::string_view route_action_name(config::RouteAction a) {
+std::string_view route_action_name(RouteAction a) {
   switch (a) {
-    case config::RouteAction::Forward:
+    case RouteAction::Forward:
       return "forward";
-    case config::RouteAction::Kernel:
+    case RouteAction::Kernel:
       return "kernel";
-    case config::RouteAction::Drop:
+    case RouteAction::Drop:
       break;
   }
   return "drop";
@@ -119,7 +119,7 @@ std::string match_text(const config::FiveTupleMatch& m) {
 }
 
 // "via 192.0.2.254 dev wan", or "dev lan" for a connected network.
-std::string hop_text(const config::NextHop& h) {
+std::string hop_text(const NextHop& h) {
   return h.via ? fmt::format("via {} dev {}", h.via->to_string(), h.port) : "dev " + h.port;
 }
 
@@ -415,7 +415,7 @@ void register_neighbours(Registry& registry, Pipeline& pipeline) {
           const std::string& n = st->name();
           stages.push_back(
               {{"stage", n},
-               {"unresolved_policy", std::string(config::unresolved_name(st->unresolved_policy()))},
+               {"unresolved_policy", std::string(unresolved_name(st->unresolved_policy()))},
                {"resolved", s.count(kNeighbourPackets, {n, "resolved"})},
                {"unresolved", s.count(kNeighbourPackets, {n, "unresolved"})},
                {"unplaced", s.count(kNeighbourPackets, {n, "unplaced"})},
@@ -492,7 +492,7 @@ void register_flows(Registry& registry, Pipeline& pipeline) {
         if (auto e = a.error()) return std::unexpected(*e);
         std::vector<CountStage*> counting;
         for (CountStage* st : pipeline.all<CountStage>()) {
-          if (st->by() == config::CountBy::Flow) counting.push_back(st);
+          if (st->by() == CountBy::Flow) counting.push_back(st);
         }
         if (counting.empty()) {
           return command_error(ErrorCode::Failed,

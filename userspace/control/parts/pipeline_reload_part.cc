@@ -11,9 +11,7 @@
 
 #include "control/config_json.h"
 #include "core/log.h"
-#include "pipeline/acl_stage.h"
-#include "pipeline/neighbour_table.h"
-#include "pipeline/route_stage.h"
+#include "pipeline/stage_registry.h"
 
 namespace vecflow::control {
 namespace {
@@ -31,22 +29,23 @@ Json stages_json(const std::vector<config::StageConfig>& stages) {
   return config_to_json(c)["pipeline"];
 }
 
-// The keys of a stage's JSON that are tables, replaced while running.
-std::vector<std::string_view> live_keys(std::string_view type) {
-  if (type == "route") return {"routes"};
-  if (type == "acl") return {"default", "rules"};
-  if (type == "neighbour") return {"static"};
-  return {};
+// The keys of a stage's JSON that its type swaps in while running (StageReload::tables).
+const std::vector<LiveTable>& live_tables(const StageRegistry& registry, std::string_view type) {
+  static const std::vector<LiveTable> kNone;
+  const StageModule* m = registry.find(type);
+  return m ? m->reload.tables : kNone;
 }
 
-bool is_live(std::string_view type, std::string_view key) {
-  auto keys = live_keys(type);
-  return std::find(keys.begin(), keys.end(), key) != keys.end();
+bool is_live(const StageRegistry& registry, std::string_view type, std::string_view key) {
+  for (const auto& t : live_tables(registry, type)) {
+    if (t.key == key) return true;
+  }
+  return false;
 }
 
-bool tables_differ(const Json& a, const Json& b) {
-  for (auto key : live_keys(a["stage"].get<std::string>())) {
-    if (a.value(key, Json()) != b.value(key, Json())) return true;
+bool tables_differ(const StageRegistry& registry, const Json& a, const Json& b) {
+  for (const auto& t : live_tables(registry, a["stage"].get<std::string>())) {
+    if (a.value(t.key, Json()) != b.value(t.key, Json())) return true;
   }
   return false;
 }
@@ -65,16 +64,6 @@ std::string names_text(const std::vector<std::string>& names) {
 
 std::string plural(size_t n, std::string_view one, std::string_view many) {
   return fmt::format("{} {}", n, n == 1 ? one : many);
-}
-
-std::string route_key(const Json& r) {
-  return r["prefix"].get<std::string>();
-}
-std::string rule_key(const Json& r) {
-  return r["name"].get<std::string>();
-}
-std::string neighbour_key(const Json& n) {
-  return fmt::format("{} on {}", n["ip"].get<std::string>(), n["port"].get<std::string>());
 }
 
 // "2 routes → 3 (added 203.0.113.0/24)", or nothing when the lists are equal.
@@ -136,7 +125,8 @@ std::vector<std::string> missing_from(const std::vector<std::string>& a,
 
 std::vector<std::string> pipeline_restart_reasons(const std::vector<config::StageConfig>& running,
                                                   const std::vector<config::StageConfig>& next,
-                                                  const std::vector<std::string>& ports) {
+                                                  const std::vector<std::string>& ports,
+                                                  const StageRegistry& registry) {
   std::vector<std::string> why;
   const Json a = stages_json(running);
   const Json b = stages_json(next);
@@ -176,7 +166,7 @@ std::vector<std::string> pipeline_restart_reasons(const std::vector<config::Stag
     keys.update(y);
     for (auto it = keys.begin(); it != keys.end(); ++it) {
       const std::string& key = it.key();
-      if (key == "name" || key == "stage" || is_live(type, key)) continue;
+      if (key == "name" || key == "stage" || is_live(registry, type, key)) continue;
       const Json from = x.value(key, Json());
       const Json to = y.value(key, Json());
       if (from == to) continue;
@@ -193,25 +183,14 @@ std::vector<std::string> pipeline_restart_reasons(const std::vector<config::Stag
     return std::find(ports.begin(), ports.end(), p) != ports.end();
   };
   for (const auto& st : next) {
-    if (const auto* r = std::get_if<config::RouteStage>(&st.params)) {
-      for (const auto& route : r->routes) {
-        for (const auto& hop : route.nexthops) {
-          if (!known(hop.port)) {
-            why.push_back(
-                fmt::format("stage '{}': route {} uses port '{}', which this vecflowd does not run "
-                            "(ports are opened at start); {}",
-                            st.name, route.prefix.to_string(), hop.port, kRestart));
-          }
-        }
-      }
-    } else if (const auto* n = std::get_if<config::NeighbourStage>(&st.params)) {
-      for (const auto& e : n->entries) {
-        if (!known(e.port)) {
-          why.push_back(fmt::format(
-              "stage '{}': static neighbour {} uses port '{}', which this vecflowd does not run "
-              "(ports are opened at start); {}",
-              st.name, e.ip.to_string(), e.port, kRestart));
-        }
+    const StageModule* m = registry.find(st.type);
+    if (!m || !m->reload.ports) continue;
+    for (const auto& [item, port] : m->reload.ports(st.params)) {
+      if (!known(port)) {
+        why.push_back(fmt::format(
+            "stage '{}': {} uses port '{}', which this vecflowd does not run (ports are opened "
+            "at start); {}",
+            st.name, item, port, kRestart));
       }
     }
   }
@@ -219,29 +198,24 @@ std::vector<std::string> pipeline_restart_reasons(const std::vector<config::Stag
 }
 
 std::vector<std::string> pipeline_table_changes(const std::vector<config::StageConfig>& running,
-                                                const std::vector<config::StageConfig>& next) {
+                                                const std::vector<config::StageConfig>& next,
+                                                const StageRegistry& registry) {
   std::vector<std::string> out;
   const Json a = stages_json(running);
   const Json b = stages_json(next);
   for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
     const Json& x = a[i];
     const Json& y = b[i];
-    const std::string type = x["stage"];
     std::vector<std::string> parts;
-    if (type == "route") {
-      if (auto c = list_change(x["routes"], y["routes"], "route", "routes", route_key))
+    for (const auto& t : live_tables(registry, x["stage"].get<std::string>())) {
+      const Json from = x.value(t.key, Json());
+      const Json to = y.value(t.key, Json());
+      if (!t.item) {
+        if (from != to)
+          parts.push_back(fmt::format("{} {} → {}", t.key, value_text(from), value_text(to)));
+      } else if (auto c = list_change(from, to, t.one, t.many, t.item)) {
         parts.push_back(*c);
-    } else if (type == "acl") {
-      if (auto c = list_change(x["rules"], y["rules"], "rule", "rules", rule_key))
-        parts.push_back(*c);
-      if (x["default"] != y["default"]) {
-        parts.push_back(
-            fmt::format("default {} → {}", value_text(x["default"]), value_text(y["default"])));
       }
-    } else if (type == "neighbour") {
-      if (auto c = list_change(x["static"], y["static"], "static entry", "static entries",
-                               neighbour_key))
-        parts.push_back(*c);
     }
     if (!parts.empty())
       out.push_back(fmt::format("{}: {}", x["name"].get<std::string>(), fmt::join(parts, "; ")));
@@ -259,86 +233,36 @@ std::vector<std::string> PipelineTables::port_names() const {
   return out;
 }
 
-Result<void> PipelineTables::apply_stage(const config::StageConfig& to) {
-  if (auto* route = pipeline_.find<RouteStage>(to.name))
-    return route->replace_routes(std::get<config::RouteStage>(to.params).routes);
-  if (auto* acl = pipeline_.find<AclStage>(to.name))
-    return acl->replace_rules(std::get<config::AclStage>(to.params));
-  return fail("the running pipeline has no table stage '{}'", to.name);
-}
-
-Result<void> PipelineTables::apply_neighbours(const std::vector<config::StageConfig>& from,
-                                              const std::vector<config::StageConfig>& to) {
-  // Static entries of every neighbour stage live in the pipeline's one table.
-  using Statics = std::map<std::string, const config::StaticNeighbour*>;
-  auto collect = [](const std::vector<config::StageConfig>& stages) {
-    Statics m;
-    for (const auto& s : stages) {
-      if (const auto* n = std::get_if<config::NeighbourStage>(&s.params)) {
-        for (const auto& e : n->entries)
-          m[e.port + " " + e.ip.to_string()] = &e;
-      }
-    }
-    return m;
-  };
-  const Statics before = collect(from);
-  const Statics after = collect(to);
-  const auto ports = port_names();
-  auto port_id = [&ports](const std::string& name) {
-    return PortId{
-        static_cast<uint16_t>(std::find(ports.begin(), ports.end(), name) - ports.begin())};
-  };
-  NeighbourTable& table = pipeline_.neighbours();
-  std::vector<const config::StaticNeighbour*> set;
-  for (const auto& [key, e] : after) {
-    auto old = before.find(key);
-    if (old != before.end() && old->second->mac == e->mac) continue;
-    if (auto r = table.set_static(port_id(e->port), e->ip, e->mac); !r) {
-      // Put back the entries this call already changed.
-      for (const auto* done : set) {
-        auto prev = before.find(done->port + " " + done->ip.to_string());
-        if (prev != before.end()) {
-          (void)table.set_static(port_id(done->port), done->ip, prev->second->mac);
-        } else {
-          table.clear_static(port_id(done->port), done->ip);
-        }
-      }
-      return fail("static neighbour {} on {}: {}", e->ip.to_string(), e->port, r.error().message);
-    }
-    set.push_back(e);
-  }
-  for (const auto& [key, e] : before) {
-    if (!after.contains(key)) table.clear_static(port_id(e->port), e->ip);
-  }
-  return {};
+Result<void> PipelineTables::apply_stage(const config::StageConfig& from,
+                                         const config::StageConfig& to) {
+  const StageModule* m = pipeline_.registry().find(to.type);
+  Stage* stage = pipeline_.find<Stage>(to.name);
+  if (!m || !m->reload.apply || !stage)
+    return fail("the running pipeline has no stage '{}' with tables", to.name);
+  return m->reload.apply(*stage, pipeline_.context(), from.params, to.params);
 }
 
 Result<void> PipelineTables::apply(const std::vector<config::StageConfig>& next) {
-  if (auto why = pipeline_restart_reasons(applied_, next, port_names()); !why.empty())
+  const StageRegistry& registry = pipeline_.registry();
+  if (auto why = pipeline_restart_reasons(applied_, next, port_names(), registry); !why.empty())
     return fail("{}", fmt::join(why, "; "));
   const Json a = stages_json(applied_);
   const Json b = stages_json(next);
   std::vector<size_t> done;
-  auto undo = [&]() {
-    for (auto it = done.rbegin(); it != done.rend(); ++it) {
-      if (auto r = apply_stage(applied_[*it]); !r) {
-        log::get("pipeline")
-            ->error("reload: could not restore stage '{}': {}", applied_[*it].name,
-                    r.error().message);
-      }
-    }
-  };
   for (size_t i = 0; i < next.size(); ++i) {
-    if (next[i].type == "neighbour" || !tables_differ(a[i], b[i])) continue;
-    if (auto r = apply_stage(next[i]); !r) {
-      undo();
+    if (!tables_differ(registry, a[i], b[i])) continue;
+    if (auto r = apply_stage(applied_[i], next[i]); !r) {
+      // Give the stages already changed their previous tables back.
+      for (auto it = done.rbegin(); it != done.rend(); ++it) {
+        if (auto u = apply_stage(next[*it], applied_[*it]); !u) {
+          log::get("pipeline")
+              ->error("reload: could not restore stage '{}': {}", applied_[*it].name,
+                      u.error().message);
+        }
+      }
       return fail("stage '{}': {}", next[i].name, r.error().message);
     }
     done.push_back(i);
-  }
-  if (auto r = apply_neighbours(applied_, next); !r) {
-    undo();
-    return r;
   }
   applied_ = next;
   return {};
@@ -350,11 +274,12 @@ void register_pipeline_reload(Reloader& reloader, Pipeline& pipeline,
   reloader.add_section(
       "pipeline",
       {[tables](const config::ApplianceConfig& from, const config::ApplianceConfig& to) {
-         return pipeline_restart_reasons(from.pipeline, to.pipeline, tables->port_names());
+         return pipeline_restart_reasons(from.pipeline, to.pipeline, tables->port_names(),
+                                         tables->registry());
        },
        [tables](const config::ApplianceConfig& to) { return tables->apply(to.pipeline); }},
-      [](const config::ApplianceConfig& from, const config::ApplianceConfig& to) {
-        return pipeline_table_changes(from.pipeline, to.pipeline);
+      [tables](const config::ApplianceConfig& from, const config::ApplianceConfig& to) {
+        return pipeline_table_changes(from.pipeline, to.pipeline, tables->registry());
       });
 }
 
