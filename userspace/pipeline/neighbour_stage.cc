@@ -86,14 +86,14 @@ bool NeighbourStage::unresolved(rte_mbuf* m, const NeighbourKey* key, uint32_t i
     }
   }
   switch (policy_) {
-    case config::Unresolved::Hold:
+    case Unresolved::Hold:
       if (hold(holds_[env.slot()], m, key, id, now, env)) return true;
       set_drop(m, DropReason::NEIGH_UNRESOLVED);
       return false;
-    case config::Unresolved::Kernel:
+    case Unresolved::Kernel:
       set_kernel(m);
       return false;
-    case config::Unresolved::Drop:
+    case Unresolved::Drop:
       set_drop(m, DropReason::NEIGH_UNRESOLVED);
       return false;
   }

@@ -73,12 +73,6 @@ struct NeighbourConfig {
   uint32_t hold_timeout_ms = 3000;
 };
 
-namespace config {
-// The per-packet code (NeighbourStage::unresolved) still names the policy by its former
-// place; drop this once it says Unresolved.
-using vecflow::Unresolved;
-}  // namespace config
-
 struct NeighbourCounters {
   uint64_t resolved = 0;
   uint64_t unresolved = 0;  // held, handed to the kernel or dropped, as configured

@@ -360,15 +360,15 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
       rte_mbuf* m = pkts[base + at];
       const RouteTable::Leaf& leaf = t->leaf(v6 ? leaf6[k - n4] : leaf4[k]);
       switch (leaf.action) {
-        case config::RouteAction::Kernel:
+        case RouteAction::Kernel:
           set_kernel(m);
           ++to_kernel;
           continue;
-        case config::RouteAction::Drop:
+        case RouteAction::Drop:
           set_drop(m, DropReason::NO_ROUTE);
           ++no_route;
           continue;
-        case config::RouteAction::Forward:
+        case RouteAction::Forward:
           break;
       }
       if (!v6) {

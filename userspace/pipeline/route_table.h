@@ -44,12 +44,6 @@ struct StaticRoute {
   config::Location where;
 };
 
-namespace config {
-// The per-packet code (RouteStage::route) still names the action by its former place; drop
-// this once it says RouteAction.
-using vecflow::RouteAction;
-}  // namespace config
-
 // Where a route came from, for the control plane.
 enum class RouteSource : uint8_t { Config, Kernel };
 
