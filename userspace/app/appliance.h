@@ -10,7 +10,6 @@
 #include <memory>
 #include <optional>
 
-#include "datapath/datapath.h"
 #include "app/hook_tap.h"
 #include "config/config.h"
 #include "control/capture.h"
@@ -21,6 +20,7 @@
 #include "control/server.h"
 #include "core/accounting.h"
 #include "core/error.h"
+#include "datapath/datapath.h"
 #include "pipeline/netlink.h"
 #include "runtime/runtime.h"
 #include "steer/steering.h"

@@ -28,10 +28,10 @@
 #include <string>
 #include <vector>
 
-#include "datapath/pipeline_handler.h"
 #include "config/config.h"
 #include "core/accounting.h"
 #include "core/error.h"
+#include "datapath/pipeline_handler.h"
 #include "hooks/hook_table.h"
 #include "io/packet_pool.h"
 #include "io/port.h"
