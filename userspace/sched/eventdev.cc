@@ -336,15 +336,6 @@ class EventdevScheduler final : public Scheduler {
   EventPort& worker(uint16_t i) noexcept override { return *ports_[producers_ + i]; }
   std::shared_ptr<Service> service() const noexcept override { return service_; }
 
-  uint64_t inflight() const noexcept override {
-    int64_t n = 0;
-    for (const auto& p : ports_) {
-      n += static_cast<int64_t>(p->counters().enq_new.load());
-      n -= static_cast<int64_t>(p->counters().enq_release.load());
-    }
-    return n > 0 ? static_cast<uint64_t>(n) : 0;
-  }
-
   SchedulerStats stats() const override {
     SchedulerStats s;
     s.backend = driver_;

@@ -32,6 +32,20 @@ Scheduler::Scheduler(std::vector<QueueConfig> queues) : queues_(std::move(queues
     types_[q] = queues_[q].type;
 }
 
+uint64_t Scheduler::inflight() const noexcept {
+  auto* self = const_cast<Scheduler*>(this);  // port accessors are non-const for the data path
+  int64_t n = 0;
+  auto add = [&](const EventPort& p) {
+    n += static_cast<int64_t>(p.counters().enq_new.load());
+    n -= static_cast<int64_t>(p.counters().enq_release.load());
+  };
+  for (uint16_t i = 0; i < producer_count(); ++i)
+    add(self->producer(i));
+  for (uint16_t i = 0; i < worker_count(); ++i)
+    add(self->worker(i));
+  return n > 0 ? static_cast<uint64_t>(n) : 0;
+}
+
 void Scheduler::fill_common_stats(SchedulerStats& s) const {
   auto* self = const_cast<Scheduler*>(this);  // port accessors are non-const for the data path
   s.queues.resize(queue_count());

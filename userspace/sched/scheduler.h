@@ -214,8 +214,9 @@ class Scheduler {
   // scheduler: take it off its lcore before the scheduler is destroyed.
   virtual std::shared_ptr<Service> service() const noexcept { return nullptr; }
 
-  // Events admitted and not yet released (approximate while ports run; exact when idle).
-  virtual uint64_t inflight() const noexcept = 0;
+  // Events admitted and not yet released (approximate while ports run; exact when idle): what
+  // the ports' counters say, NEW admitted minus released, for every backend.
+  uint64_t inflight() const noexcept;
   virtual SchedulerStats stats() const = 0;
 
  protected:
