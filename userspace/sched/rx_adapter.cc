@@ -187,7 +187,8 @@ uint16_t RxAdapter::receive(const RxQueue& q, uint64_t now) noexcept {
   if (cfg_.vector_size == 1) {
     for (uint16_t i = 0; i < n; ++i) {
       bytes += pkts[i]->pkt_len;
-      emit_packet(pkts[i], hooked && trace::marked(pkts[i]) ? trace::kEventTraced : 0);
+      emit_packet(pkts[i], pkts[i]->hash.rss,
+                  hooked && trace::marked(pkts[i]) ? trace::kEventTraced : 0);
     }
   } else {
     bytes = hooked ? add_packets<true>(q, pkts, n, now) : add_packets<false>(q, pkts, n, now);
@@ -198,9 +199,9 @@ uint16_t RxAdapter::receive(const RxQueue& q, uint64_t now) noexcept {
   return n;
 }
 
-void RxAdapter::emit_packet(rte_mbuf* m, uint8_t traced) noexcept {
+void RxAdapter::emit_packet(rte_mbuf* m, uint32_t flow, uint8_t traced) noexcept {
   rte_event& e = out_[nout_++];
-  e.event = with_flow(proto_.event, m->hash.rss, RTE_EVENT_TYPE_ETHDEV);
+  e.event = with_flow(proto_.event, flow, RTE_EVENT_TYPE_ETHDEV);
   e.sub_event_type = traced;
   e.mbuf = m;
   stats_.events.add();
@@ -240,7 +241,7 @@ uint64_t RxAdapter::add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n,
     const uint8_t traced = kTraced && trace::marked(m) ? trace::kEventTraced : 0;
     if (!slots[b].vec && !open(static_cast<uint16_t>(q.first_slot + b), q, now)) [[unlikely]] {
       stats_.no_vector.add();
-      emit_packet(m, traced);
+      emit_packet(m, b, traced);
       continue;
     }
     rte_event_vector* v = slots[b].vec;

@@ -19,8 +19,9 @@
 // vector_timeout_us (checked at the start of every poll, so a vector waits at most its timeout
 // plus one service round), and when its queue is removed or the adapter drains. vector_size 1
 // sends plain per-packet events (flow id: the flow hash) and keeps no vectors. If the vector
-// pool runs dry, a packet that would open a vector goes as a single-packet event instead
-// (nothing is dropped for it).
+// pool runs dry, a packet that would open a vector goes as a single-packet event of its
+// bucket's flow id instead (nothing is dropped for it, and it stays in its flow's order and
+// atomic context).
 //
 // Accounting, in this adapter's lcore row of the OutcomeTable, per ingress port: user-space
 // rx (packets, bytes) as bursts are received; the packets of events the scheduler refuses as
@@ -194,7 +195,8 @@ class RxAdapter final : public Service {
   template <bool kTraced>
   uint64_t add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n, uint64_t now) noexcept;
   bool open(uint16_t s, const RxQueue& q, uint64_t now) noexcept;
-  void emit_packet(rte_mbuf* m, uint8_t traced = 0) noexcept;
+  // A single-packet event of flow id `flow`.
+  void emit_packet(rte_mbuf* m, uint32_t flow, uint8_t traced) noexcept;
   void close(uint16_t slot, Closed why) noexcept;
   bool close_expired(uint64_t now) noexcept;
   void close_all(bool (*match)(const Slot&, const Request&), const Request& r) noexcept;

@@ -483,7 +483,8 @@ TEST_F(RxAdapterTest, WithTheVectorPoolEmptyPacketsTravelAlone) {
   sched::RxAdapter rx("rx", sched->producer(0), {8, 1'000'000, 0, SchedType::Atomic, pool.get()},
                       outcomes.row(0));
   ASSERT_TRUE(rx.add_queue(port, 0));
-  for (uint32_t flow = 1; flow <= 4; ++flow)
+  // Flows 17, 34, 51, 68: flow buckets 1 to 4.
+  for (uint32_t flow = 17; flow <= 68; flow += 17)
     for (uint32_t seq = 0; seq < 2; ++seq)
       inject(port, 0, flow, seq);
   rx.poll();
@@ -493,6 +494,12 @@ TEST_F(RxAdapterTest, WithTheVectorPoolEmptyPacketsTravelAlone) {
   EXPECT_EQ(rx.adapter_stats().no_vector.load(), 4u);
   EXPECT_EQ(rx.adapter_stats().vectors.load(), 2u);
   EXPECT_EQ(outcomes.port_snapshot(kIn).dropped(), 0u);
+  // Alone, but in its flow bucket's atomic context: the flow id its vector would have had.
+  for (const auto& e : events) {
+    if (e.event_type == RTE_EVENT_TYPE_ETHDEV) {
+      EXPECT_EQ(e.flow_id, e.mbuf->hash.rss & (sched::kDefaultFlowBuckets - 1));
+    }
+  }
   free_all(events);
 }
 
