@@ -285,6 +285,15 @@ int main(int argc, char** argv) {
             {{"stage", "Only this route stage"},
              {"lookup", "Also show the route that decides this IP address"}}},
            {"acl", "The ACL rules in use, in order, with hits", {{"stage", "Only this acl stage"}}},
+           {"sessions",
+            "Connection-tracking sessions: how many by state, the largest first; all of a "
+            "session when one matches",
+            {{"stage", "Only this conntrack stage"},
+             {"address", "Only sessions with this IP address at either end"},
+             {"port", "Only sessions with this TCP/UDP/SCTP port at either end"},
+             {"state", "Only sessions in this state (established, syn_sent, udp_assured ...)"},
+             {"top", "Show this many sessions (default 20)"},
+             {"sort", "Order by packets (default), bytes or age"}}},
            {"neighbours",
             "The neighbour (ARP/NDP) table in use",
             {{"port", "Only next hops on this port"}}}}) {
@@ -295,7 +304,16 @@ int main(int argc, char** argv) {
     sub->callback([&command, &args, &filters, name] {
       command = name;
       for (const auto& [k, v] : filters) {
-        if (k.starts_with(name + ".") && !v.empty()) args[k.substr(name.size() + 1)] = v;
+        if (!k.starts_with(name + ".") || v.empty()) continue;
+        const std::string key = k.substr(name.size() + 1);
+        // The sessions' numeric filters go as numbers; a port name stays a string.
+        const bool number = name == "sessions" && (key == "port" || key == "top") &&
+                            v.find_first_not_of("0123456789") == std::string::npos && v.size() <= 9;
+        if (number) {
+          args[key] = std::stoull(v);
+        } else {
+          args[key] = v;
+        }
       }
     });
   }

@@ -46,6 +46,14 @@ inline constexpr uint32_t kNoNextHop = 0xffffffff;
 inline constexpr uint8_t kMetaFlagCopy = 0x01;
 // A packet `vecflowctl trace` follows (core/tracer.h); trace_id says which.
 inline constexpr uint8_t kMetaFlagTrace = 0x02;
+// Bits 2-4: what the conntrack stage found the packet to be (CtMark), for the stages after it.
+inline constexpr uint8_t kMetaCtShift = 2;
+inline constexpr uint8_t kMetaCtMask = 0x07 << kMetaCtShift;
+
+// A packet's connection-tracking mark (pipeline/conntrack_stage.h). None: no conntrack stage
+// looked at it (not IP, or no such stage before this one).
+enum class CtMark : uint8_t { None = 0, New = 1, Established = 2, Related = 3, Invalid = 4 };
+inline constexpr unsigned kCtMarkCount = 5;
 
 // PacketMeta::nexthop values besides a neighbour id (pipeline/neighbour_table.h).
 // The destination is on a connected network: the next hop is the packet's own destination.
@@ -76,6 +84,15 @@ inline PacketMeta& meta(rte_mbuf* m) noexcept {
 // Resets the metadata of a freshly received packet.
 inline void reset_meta(rte_mbuf* m) noexcept {
   meta(m) = PacketMeta{kNoRule, kNoNextHop, kNoPort, 0, Verdict::Continue, 0, 0};
+}
+
+inline CtMark ct_mark(const rte_mbuf* m) noexcept {
+  const uint8_t f = RTE_MBUF_DYNFIELD(m, g_packet_meta_offset, const PacketMeta*)->flags;
+  return static_cast<CtMark>((f & kMetaCtMask) >> kMetaCtShift);
+}
+inline void set_ct_mark(rte_mbuf* m, CtMark c) noexcept {
+  PacketMeta& pm = meta(m);
+  pm.flags = static_cast<uint8_t>((pm.flags & ~kMetaCtMask) | uint8_t(c) << kMetaCtShift);
 }
 
 inline void set_drop(rte_mbuf* m, DropReason r) noexcept {

@@ -8,26 +8,30 @@
 #include <nlohmann/json.hpp>
 
 #include "core/packet.h"
+#include "pipeline/conntrack_stage.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/stage_registry.h"
 
 namespace vecflow {
 
 AclStage::AclStage(const config::StageConfig& cfg, StageContext& ctx)
-    : Stage(cfg.type, cfg.name, ctx.lcore_slots), qsbr_(ctx.qsbr), slots_(ctx.lcore_slots) {}
+    : Stage(cfg.type, cfg.name, ctx.lcore_slots), qsbr_(ctx.qsbr), slots_(ctx.lcore_slots) {
+  for (const PortInfo& p : ctx.ports)
+    ports_.push_back(p.name);
+}
 
 Result<std::unique_ptr<AclStage>> AclStage::create(const config::StageConfig& cfg,
                                                    StageContext& ctx) {
   if (ctx.qsbr == nullptr) return fail("the acl stage needs the pipeline's grace-period domain");
-  auto table = AclTable::build(cfg.params.get<AclConfig>(), ctx.lcore_slots);
-  if (!table) return std::unexpected(table.error());
   std::unique_ptr<AclStage> s(new AclStage(cfg, ctx));
+  auto table = AclTable::build(cfg.params.get<AclConfig>(), ctx.lcore_slots, s->ports_);
+  if (!table) return std::unexpected(table.error());
   s->table_.replace(std::move(*table), *ctx.qsbr);
   return s;
 }
 
 Result<void> AclStage::replace_rules(const AclConfig& acl) {
-  auto table = AclTable::build(acl, slots_);
+  auto table = AclTable::build(acl, slots_, ports_);
   if (!table) return std::unexpected(table.error());
   std::lock_guard lock(mutex_);
   AclTable* fresh = table->get();
@@ -46,13 +50,23 @@ std::vector<AclRuleReport> AclStage::rules() const {
   out.reserve(acl.rules.size() + 1);
   for (size_t i = 0; i < acl.rules.size(); ++i) {
     const auto& r = acl.rules[i];
-    out.push_back(AclRuleReport{r.name, r.action, r.match, t->total(static_cast<uint32_t>(i + 1))});
+    out.push_back(AclRuleReport{r.name, r.action, r.match, r.in_port, r.ct,
+                                t->total(static_cast<uint32_t>(i + 1))});
   }
-  out.push_back(AclRuleReport{"default", acl.default_action, {}, t->total(0)});
+  out.push_back(AclRuleReport{"default", acl.default_action, {}, {}, {}, t->total(0)});
   return out;
 }
 
 namespace {
+
+// The ingress port and the conntrack mark's bit (none: 0, which no `ct:` rule matches), in
+// network order as rte_acl reads every field of a key.
+template <typename Key>
+void fill_context(const rte_mbuf* m, Key& k) noexcept {
+  k.in_port = rte_cpu_to_be_16(m->port);
+  const CtMark c = ct_mark(m);
+  k.ct = rte_cpu_to_be_16(c == CtMark::None ? 0 : static_cast<uint16_t>(1u << unsigned(c)));
+}
 
 void fill_key(const rte_mbuf* m, AclKey4& k) noexcept {
   const rte_ipv4_hdr* ip = pkt::ipv4(m);
@@ -60,6 +74,7 @@ void fill_key(const rte_mbuf* m, AclKey4& k) noexcept {
   k.src = ip->src_addr;
   k.dst = ip->dst_addr;
   pkt::ports(m, k.src_port, k.dst_port);
+  fill_context(m, k);
 }
 
 void fill_key(const rte_mbuf* m, AclKey6& k) noexcept {
@@ -68,6 +83,7 @@ void fill_key(const rte_mbuf* m, AclKey6& k) noexcept {
   std::memcpy(k.src, ip->src_addr, 16);
   std::memcpy(k.dst, ip->dst_addr, 16);
   pkt::ports(m, k.src_port, k.dst_port);
+  fill_context(m, k);
 }
 
 }  // namespace
@@ -147,6 +163,29 @@ Result<std::unique_ptr<Stage>> make_acl_stage(const config::StageConfig& cfg, St
   return std::unique_ptr<Stage>(std::move(*s));
 }
 
+// `ct: established` or `ct: [established, related]`.
+void read_ct(config::Ctx& ctx, config::MapReader& r, std::vector<CtMark>& out) {
+  const YAML::Node n = r.child("ct");
+  if (!n.IsDefined()) return;
+  const std::string path = r.key_path("ct");
+  const auto one = [&](const YAML::Node& item, const std::string& at) {
+    auto name = config::read_string(ctx, item, at);
+    if (!name) return;
+    if (auto c = ct_mark_from_name(*name)) {
+      if (std::find(out.begin(), out.end(), *c) == out.end()) out.push_back(*c);
+      return;
+    }
+    ctx.error(item, at, "'" + *name + "' is not one of new, established, related, invalid");
+  };
+  if (n.IsSequence()) {
+    config::for_each_item(ctx, n, path, one);
+    if (out.empty())
+      ctx.error(n, path, "expected at least one of new, established, related, invalid");
+  } else {
+    one(n, path);
+  }
+}
+
 AclConfig read_acl(config::Ctx& ctx, config::MapReader& m) {
   AclConfig s;
   m.get_enum<AclAction>("default", s.default_action,
@@ -154,8 +193,9 @@ AclConfig read_acl(config::Ctx& ctx, config::MapReader& m) {
   config::for_each_item(
       ctx, m.child("rules"), m.key_path("rules"),
       [&](const YAML::Node& item, const std::string& ip) {
-        config::MapReader r(ctx, item, ip,
-                            {"name", "action", "src", "dst", "proto", "src_port", "dst_port"});
+        config::MapReader r(
+            ctx, item, ip,
+            {"name", "action", "src", "dst", "proto", "src_port", "dst_port", "in_port", "ct"});
         if (!r.ok()) return;
         AclRule rule;
         rule.where = ctx.at(item);
@@ -166,6 +206,9 @@ AclConfig read_acl(config::Ctx& ctx, config::MapReader& m) {
                                 {{"permit", AclAction::Permit}, {"deny", AclAction::Deny}});
         }
         config::read_five_tuple(r, rule.match);
+        std::string in_port;
+        if (r.get("in_port", in_port)) rule.in_port = in_port;
+        read_ct(ctx, r, rule.ct);
         s.rules.push_back(std::move(rule));
       });
   return s;
@@ -182,6 +225,17 @@ void check_acl(config::StageCheck& c, const AclConfig& a) {
     if ((m.src_port || m.dst_port) && !(m.l4_proto && config::has_ports(*m.l4_proto))) {
       c.error(an, ap, "src_port/dst_port need proto tcp, udp or sctp");
     }
+    if (const auto& port = a.rules[ai].in_port)
+      c.port_exists(*port, c.node({"rules", ai, "in_port"}), ap + ".in_port");
+    if (!a.rules[ai].ct.empty()) {
+      const auto& pipe = c.config().pipeline;
+      const bool tracked =
+          std::any_of(pipe.begin(), pipe.begin() + long(c.index()),
+                      [](const config::StageConfig& s) { return s.type == "conntrack"; });
+      if (!tracked)
+        c.error(c.node({"rules", ai, "ct"}), ap + ".ct",
+                "ct: needs a conntrack stage before this acl stage in the pipeline");
+    }
   }
 }
 
@@ -194,6 +248,11 @@ Json acl_json(const AclConfig& p) {
   for (const auto& r : p.rules) {
     Json j = {{"name", r.name}, {"action", action_name(r.action)}};
     j.update(config::five_tuple_json(r.match));
+    j["in_port"] = r.in_port ? Json(*r.in_port) : Json(nullptr);
+    Json ct = Json::array();
+    for (CtMark c : r.ct)
+      ct.push_back(ct_mark_name(c));
+    j["ct"] = r.ct.empty() ? Json(nullptr) : std::move(ct);
     rules.push_back(std::move(j));
   }
   return {{"default", action_name(p.default_action)}, {"rules", std::move(rules)}};

@@ -23,6 +23,8 @@ struct AclRuleReport {
   std::string name;  // "default" for the default action
   AclAction action = AclAction::Permit;
   config::FiveTupleMatch match;  // empty for the default action
+  std::optional<std::string> in_port;
+  std::vector<CtMark> ct;
   AclRuleCount count;
 };
 
@@ -51,6 +53,7 @@ class AclStage final : public Stage {
 
   Qsbr* qsbr_;
   unsigned slots_;
+  std::vector<std::string> ports_;  // names by PortId, for in_port
   RcuPtr<AclTable> table_;
   mutable std::mutex mutex_;  // control plane only
 };

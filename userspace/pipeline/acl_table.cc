@@ -15,6 +15,7 @@ namespace {
 // Field definitions: rte_acl reads the key in 4-byte input words, and the first field must be
 // one byte long (the protocol).
 enum : uint8_t { kProto, kSrc, kDst, kPorts };
+constexpr int kPorts4 = 3, kContext4 = 5, kPorts6 = 9, kContext6 = 11;
 
 rte_acl_field_def field(uint8_t type, uint8_t size, uint8_t index, uint8_t input, uint32_t offset) {
   rte_acl_field_def d{};
@@ -26,25 +27,34 @@ rte_acl_field_def field(uint8_t type, uint8_t size, uint8_t index, uint8_t input
   return d;
 }
 
-std::vector<rte_acl_field_def> fields4() {
-  return {
+std::vector<rte_acl_field_def> fields4(bool context) {
+  std::vector<rte_acl_field_def> f = {
       field(RTE_ACL_FIELD_TYPE_BITMASK, 1, 0, 0, offsetof(AclKey4, proto)),
       field(RTE_ACL_FIELD_TYPE_MASK, 4, 1, 1, offsetof(AclKey4, src)),
       field(RTE_ACL_FIELD_TYPE_MASK, 4, 2, 2, offsetof(AclKey4, dst)),
-      field(RTE_ACL_FIELD_TYPE_RANGE, 2, 3, 3, offsetof(AclKey4, src_port)),
-      field(RTE_ACL_FIELD_TYPE_RANGE, 2, 4, 3, offsetof(AclKey4, dst_port)),
+      field(RTE_ACL_FIELD_TYPE_RANGE, 2, kPorts4, 3, offsetof(AclKey4, src_port)),
+      field(RTE_ACL_FIELD_TYPE_RANGE, 2, kPorts4 + 1, 3, offsetof(AclKey4, dst_port)),
   };
+  if (context) {
+    f.push_back(field(RTE_ACL_FIELD_TYPE_BITMASK, 2, kContext4, 4, offsetof(AclKey4, in_port)));
+    f.push_back(field(RTE_ACL_FIELD_TYPE_BITMASK, 2, kContext4 + 1, 4, offsetof(AclKey4, ct)));
+  }
+  return f;
 }
 
-std::vector<rte_acl_field_def> fields6() {
+std::vector<rte_acl_field_def> fields6(bool context) {
   std::vector<rte_acl_field_def> f;
   f.push_back(field(RTE_ACL_FIELD_TYPE_BITMASK, 1, 0, 0, offsetof(AclKey6, proto)));
   for (uint8_t i = 0; i < 4; ++i)
     f.push_back(field(RTE_ACL_FIELD_TYPE_MASK, 4, 1 + i, 1 + i, offsetof(AclKey6, src) + 4 * i));
   for (uint8_t i = 0; i < 4; ++i)
     f.push_back(field(RTE_ACL_FIELD_TYPE_MASK, 4, 5 + i, 5 + i, offsetof(AclKey6, dst) + 4 * i));
-  f.push_back(field(RTE_ACL_FIELD_TYPE_RANGE, 2, 9, 9, offsetof(AclKey6, src_port)));
-  f.push_back(field(RTE_ACL_FIELD_TYPE_RANGE, 2, 10, 9, offsetof(AclKey6, dst_port)));
+  f.push_back(field(RTE_ACL_FIELD_TYPE_RANGE, 2, kPorts6, 9, offsetof(AclKey6, src_port)));
+  f.push_back(field(RTE_ACL_FIELD_TYPE_RANGE, 2, kPorts6 + 1, 9, offsetof(AclKey6, dst_port)));
+  if (context) {
+    f.push_back(field(RTE_ACL_FIELD_TYPE_BITMASK, 2, kContext6, 10, offsetof(AclKey6, in_port)));
+    f.push_back(field(RTE_ACL_FIELD_TYPE_BITMASK, 2, kContext6 + 1, 10, offsetof(AclKey6, ct)));
+  }
   return f;
 }
 
@@ -88,6 +98,15 @@ void set_common(rte_acl_rule* r, const config::FiveTupleMatch& m, int ports_fiel
   r->field[ports_field + 1].mask_range.u16 = dp.high;
 }
 
+// The ingress port and one conntrack mark (0xffff: any port; None: any mark).
+void set_context(rte_acl_rule* r, int first, uint16_t in_port, CtMark ct) {
+  r->field[first].value.u16 = in_port == 0xffff ? 0 : in_port;
+  r->field[first].mask_range.u16 = in_port == 0xffff ? 0 : 0xffff;
+  const uint16_t bit = ct == CtMark::None ? 0 : static_cast<uint16_t>(1u << unsigned(ct));
+  r->field[first + 1].value.u16 = bit;
+  r->field[first + 1].mask_range.u16 = bit;
+}
+
 Result<DpdkPtr<rte_acl_ctx>> compile(const std::vector<rte_acl_field_def>& defs,
                                      std::vector<RuleBuf>& rules, const char* family) {
   std::string name = dpdk_name(family);
@@ -115,11 +134,18 @@ Result<DpdkPtr<rte_acl_ctx>> compile(const std::vector<rte_acl_field_def>& defs,
 
 }  // namespace
 
-Result<std::unique_ptr<AclTable>> AclTable::build(const AclConfig& acl, unsigned lcore_slots) {
+bool AclConfig::uses_context() const noexcept {
+  return std::any_of(rules.begin(), rules.end(),
+                     [](const AclRule& r) { return r.in_port || !r.ct.empty(); });
+}
+
+Result<std::unique_ptr<AclTable>> AclTable::build(const AclConfig& acl, unsigned lcore_slots,
+                                                  const std::vector<std::string>& ports) {
   std::unique_ptr<AclTable> t(new AclTable());
   t->acl_ = acl;
-  const auto d4 = fields4();
-  const auto d6 = fields6();
+  const bool context = acl.uses_context();
+  const auto d4 = fields4(context);
+  const auto d6 = fields6(context);
   std::vector<RuleBuf> r4, r6;
   const uint32_t n = static_cast<uint32_t>(acl.rules.size());
   if (n >= RTE_ACL_MAX_PRIORITY) return fail("too many ACL rules ({})", n);
@@ -128,17 +154,32 @@ Result<std::unique_ptr<AclTable>> AclTable::build(const AclConfig& acl, unsigned
     const int version = m.src ? m.src->addr.version : m.dst ? m.dst->addr.version : 0;
     if (m.src && m.dst && m.src->addr.version != m.dst->addr.version)
       return fail("ACL rule {}: src and dst are of different IP versions", acl.rules[i].name);
-    if (version != 6) {
-      RuleBuf& b = r4.emplace_back(d4.size());
-      set_common(b.get(), m, 3, i);
-      set_prefix(b.get(), kSrc, 1, m.src);
-      set_prefix(b.get(), kDst, 1, m.dst);
+    uint16_t in_port = 0xffff;
+    if (const auto& name = acl.rules[i].in_port) {
+      auto it = std::find(ports.begin(), ports.end(), *name);
+      if (it == ports.end()) return fail("ACL rule {}: no port {}", acl.rules[i].name, *name);
+      in_port = static_cast<uint16_t>(it - ports.begin());
     }
-    if (version != 4) {
-      RuleBuf& b = r6.emplace_back(d6.size());
-      set_common(b.get(), m, 9, i);
-      set_prefix(b.get(), 1, 4, m.src);
-      set_prefix(b.get(), 5, 4, m.dst);
+    // A rule that takes several conntrack marks is one rte_acl rule per mark, all with its
+    // priority and result: the mark is one bit of the key, and a bitmask field matches one
+    // pattern.
+    std::vector<CtMark> marks = acl.rules[i].ct;
+    if (marks.empty()) marks.push_back(CtMark::None);
+    for (CtMark ct : marks) {
+      if (version != 6) {
+        RuleBuf& b = r4.emplace_back(d4.size());
+        set_common(b.get(), m, kPorts4, i);
+        set_prefix(b.get(), kSrc, 1, m.src);
+        set_prefix(b.get(), kDst, 1, m.dst);
+        if (context) set_context(b.get(), kContext4, in_port, ct);
+      }
+      if (version != 4) {
+        RuleBuf& b = r6.emplace_back(d6.size());
+        set_common(b.get(), m, kPorts6, i);
+        set_prefix(b.get(), 1, 4, m.src);
+        set_prefix(b.get(), 5, 4, m.dst);
+        if (context) set_context(b.get(), kContext6, in_port, ct);
+      }
     }
   }
   if (!r4.empty()) {
@@ -172,9 +213,10 @@ AclRuleCount AclTable::total(uint32_t result) const noexcept {
 }
 
 bool same_acl_rule(const AclRule& a, const AclRule& b) noexcept {
-  return a.name == b.name && a.action == b.action && a.match.src == b.match.src &&
-         a.match.dst == b.match.dst && a.match.l4_proto == b.match.l4_proto &&
-         a.match.src_port == b.match.src_port && a.match.dst_port == b.match.dst_port;
+  return a.name == b.name && a.action == b.action && a.in_port == b.in_port && a.ct == b.ct &&
+         a.match.src == b.match.src && a.match.dst == b.match.dst &&
+         a.match.l4_proto == b.match.l4_proto && a.match.src_port == b.match.src_port &&
+         a.match.dst_port == b.match.dst_port;
 }
 
 void AclTable::carry_over(const AclTable& old) {

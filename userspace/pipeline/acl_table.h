@@ -22,6 +22,7 @@
 #include "core/counter.h"
 #include "core/dpdk_util.h"
 #include "core/error.h"
+#include "core/packet.h"
 
 namespace vecflow {
 
@@ -32,16 +33,21 @@ struct AclRule {
   std::string name;
   AclAction action = AclAction::Deny;
   config::FiveTupleMatch match;
+  std::optional<std::string> in_port;  // the port the packet came in on
+  std::vector<CtMark> ct;              // any of these conntrack marks; empty: any packet
   config::Location where;
 };
 
 struct AclConfig {
   AclAction default_action = AclAction::Permit;
   std::vector<AclRule> rules;
+  // Whether a rule matches the ingress port or the conntrack mark: the keys then carry them.
+  bool uses_context() const noexcept;
 };
 
 // The 5-tuple in the layout the rte_acl field definitions describe (wire byte order), built
-// per packet on the worker's stack.
+// per packet on the worker's stack, then the ingress port and the conntrack mark as a bit
+// (1 << CtMark), which the field definitions include only when a rule uses them.
 struct AclKey4 {
   uint8_t proto;
   uint8_t pad[3];
@@ -49,6 +55,8 @@ struct AclKey4 {
   uint32_t dst;
   uint16_t src_port;
   uint16_t dst_port;
+  uint16_t in_port;
+  uint16_t ct;
 };
 struct AclKey6 {
   uint8_t proto;
@@ -57,6 +65,8 @@ struct AclKey6 {
   uint8_t dst[16];
   uint16_t src_port;
   uint16_t dst_port;
+  uint16_t in_port;
+  uint16_t ct;
 };
 
 struct AclRuleCount {
@@ -69,7 +79,9 @@ class AclTable {
   // Result of a classification that matched no rule.
   static constexpr uint32_t kNoMatch = 0;
 
-  static Result<std::unique_ptr<AclTable>> build(const AclConfig& acl, unsigned lcore_slots);
+  // `ports`: the port names by PortId, for the rules' in_port.
+  static Result<std::unique_ptr<AclTable>> build(const AclConfig& acl, unsigned lcore_slots,
+                                                 const std::vector<std::string>& ports = {});
 
   // ---- data path ----
   // For each key, 0 (no match) or 1 + the index of the deciding rule.

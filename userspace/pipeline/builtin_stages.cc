@@ -1,5 +1,6 @@
 // The built-in stage types, one line each.
 #include "pipeline/acl_stage.h"
+#include "pipeline/conntrack_stage.h"
 #include "pipeline/count_stage.h"
 #include "pipeline/dscp_stage.h"
 #include "pipeline/l2_stage.h"
@@ -18,6 +19,7 @@ void register_builtin_stages(StageRegistry& r) {
   r.add(mirror_stage_module());
   r.add(count_stage_module());
   r.add(dscp_stage_module());
+  r.add(conntrack_stage_module());
 }
 
 }  // namespace vecflow

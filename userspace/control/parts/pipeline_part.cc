@@ -15,6 +15,7 @@
 
 #include "control/values.h"
 #include "pipeline/acl_stage.h"
+#include "pipeline/conntrack_stage.h"
 #include "pipeline/count_stage.h"
 #include "pipeline/neighbour_stage.h"
 #include "pipeline/route_stage.h"
@@ -116,6 +117,17 @@ std::string match_text(const config::FiveTupleMatch& m) {
   if (m.src_port) part("sport " + range_text(*m.src_port));
   if (m.dst_port) part("dport " + range_text(*m.dst_port));
   return out.empty() ? "any" : out;
+}
+
+// An ACL rule's match: the 5-tuple's, then "in lan", "ct established,related".
+std::string rule_text(const AclRuleReport& r) {
+  std::string out = match_text(r.match);
+  std::string more;
+  if (r.in_port) more += " in " + *r.in_port;
+  for (size_t i = 0; i < r.ct.size(); ++i)
+    more += fmt::format("{}{}", i == 0 ? " ct " : ",", ct_mark_name(r.ct[i]));
+  if (more.empty()) return out;
+  return out == "any" ? more.substr(1) : out + more;
 }
 
 // "via 192.0.2.254 dev wan", or "dev lan" for a connected network.
@@ -371,7 +383,7 @@ void register_acl(Registry& registry, Pipeline& pipeline) {
                          {"rule", r.name},
                          {"position", is_default ? Json(nullptr) : Json(i + 1)},
                          {"action", act},
-                         {"match", is_default ? "default" : match_text(r.match)},
+                         {"match", is_default ? "default" : rule_text(r)},
                          {"packets", s.count(kAclPackets, {n, r.name, act})},
                          {"bytes", s.count(kAclBytes, {n, r.name, act})},
                          {"pps", number_or_null(ctx.rates.rate(kAclPackets, {n, r.name, act}))}});

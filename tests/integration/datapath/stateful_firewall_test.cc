@@ -1,0 +1,227 @@
+// A stateful firewall through vecflowd, on the demo's topology: conntrack, then an acl that
+// lets the client side (wan) open connections and the server side (lan) only answer them.
+// Real hosts, real TCP, ICMP and UDP; the sessions vecflowctl shows; exact accounting.
+#include <fstream>
+#include <map>
+#include <regex>
+
+#include "forwarding_fixture.h"
+
+namespace vecflow::test {
+namespace {
+
+class StatefulFirewall : public Forwarding {
+ protected:
+  // The firewall after the neighbour stage, as a FORWARD chain: what the neighbour stage
+  // hands to the box's own kernel (its addresses) is not the firewall's, so the box's own
+  // traffic (the fixture's pings from the appliance) keeps working.
+  std::string edit_config(std::string text) override {
+    text = std::regex_replace(
+        text, std::regex("  - stage: acl\n(.|\n)*?  - stage: route\n    fuse: true"),
+        "  - stage: route\n    sched: atomic");
+    return std::regex_replace(text, std::regex("\n\ncontrol:"), R"(
+  - stage: conntrack
+    fuse: true
+    invalid: drop
+  - stage: acl
+    fuse: true
+    default: deny
+    rules:
+      - {name: replies, action: permit, ct: [established, related]}
+      - {name: from-wan, action: permit, ct: new, in_port: wan}
+
+control:)");
+  }
+
+  uint64_t dropped(const std::string& reason) {
+    const Json errors = json("errors");
+    for (const auto& r : errors["reasons"])
+      if (r["reason"] == reason) return r["count"].get<uint64_t>();
+    ADD_FAILURE() << "no drop reason " << reason;
+    return 0;
+  }
+
+  uint64_t acl_hits(const std::string& rule) {
+    const Json acl = json("acl");
+    for (const auto& r : acl["rules"])
+      if (r["rule"] == rule) return r["packets"].get<uint64_t>();
+    ADD_FAILURE() << "no acl rule " << rule;
+    return 0;
+  }
+};
+
+TEST_F(StatefulFirewall, ConnectionsFromWanCrossAndTheirRepliesComeBack) {
+  // TCP, client (wan) to server (lan): the whole transfer, both directions of it.
+  const std::string in = dir_ + "/in", out = dir_ + "/out";
+  ASSERT_EQ(run("head -c 262144 /dev/urandom > " + in).rc, 0);
+  std::thread server([&] { lab_->exec('s', "timeout 20 nc -d -l -p 5001 > " + out); });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(lab_->exec('c', "timeout 20 nc -N -w 5 198.51.100.2 5001 < " + in), 0);
+  server.join();
+  EXPECT_EQ(run("cmp " + in + " " + out).rc, 0) << "the server got other bytes";
+  // ICMP echo, UDP with an answer.
+  EXPECT_EQ(lab_->exec('c', "ping -c 3 -i 0.2 -W 1 198.51.100.2 >/dev/null"), 0);
+  // UDP: one datagram and its answer (a small server and client in files: no quoting).
+  std::ofstream(dir_ + "/udp_server.py") << "import socket\n"
+                                            "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                                            "s.bind(('0.0.0.0', 5353))\n"
+                                            "s.settimeout(5)\n"
+                                            "d, a = s.recvfrom(100)\n"
+                                            "s.sendto(b'pong', a)\n";
+  std::ofstream(dir_ + "/udp_client.py") << "import socket\n"
+                                            "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                                            "s.settimeout(3)\n"
+                                            "s.sendto(b'ping', ('198.51.100.2', 5353))\n"
+                                            "print(s.recv(100).decode())\n";
+  std::thread udp_server([&] { lab_->exec('s', "timeout 6 python3 " + dir_ + "/udp_server.py"); });
+  std::this_thread::sleep_for(500ms);
+  Exec answer =
+      run("ip netns exec " + lab_->ns('c') + " timeout 4 python3 " + dir_ + "/udp_client.py");
+  udp_server.join();
+  EXPECT_NE(answer.out.find("pong"), std::string::npos) << answer.out << answer.err;
+
+  // The sessions: the TCP one found by its address and port, closed in time_wait.
+  Json tcp = json("sessions --address 198.51.100.2 --port 5001");
+  ASSERT_EQ(tcp["matched"], 1) << tcp.dump();
+  EXPECT_EQ(tcp["session"]["proto"], "tcp");
+  EXPECT_EQ(tcp["session"]["src"], "192.0.2.2");
+  EXPECT_EQ(tcp["session"]["dst_port"], 5001);
+  EXPECT_EQ(tcp["session"]["state"], "time_wait") << tcp.dump();
+  EXPECT_TRUE(tcp["session"]["windows_checked"].get<bool>());
+  EXPECT_GT(tcp["session"]["orig_packets"].get<uint64_t>(), 100u);
+  EXPECT_GT(tcp["session"]["reply_packets"].get<uint64_t>(), 10u);
+  Json echo = json("sessions --state icmp_replied");
+  EXPECT_EQ(echo["matched"], 1) << echo.dump();
+  Json udp = json("sessions --port 5353");
+  ASSERT_EQ(udp["matched"], 1) << udp.dump();
+  EXPECT_EQ(udp["session"]["state"], "udp_assured");
+
+  // What vecflowctl prints.
+  Exec text = ctl("sessions");
+  EXPECT_EQ(text.rc, 0) << text.err;
+  EXPECT_NE(text.out.find("time_wait"), std::string::npos) << text.out;
+  // Nothing was invalid, nothing was refused, every packet of the three had a rule.
+  Json m = json("metrics --family vecflow_conntrack");
+  EXPECT_NE(m.dump().find("vecflow_conntrack_packets_total"), std::string::npos) << m.dump();
+  EXPECT_EQ(dropped("ct_invalid"), 0u);
+  EXPECT_EQ(dropped("ct_table_full"), 0u);
+
+  Json a = settled_accounting();
+  expect_exact(a);
+}
+
+TEST_F(StatefulFirewall, NothingNewGetsInFromLan) {
+  // The server side opens nothing: a TCP connection, a ping, are refused (acl_deny).
+  std::thread listener([&] { lab_->exec('c', "timeout 4 nc -d -l -p 5002 >/dev/null"); });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_NE(lab_->exec('s', "echo hi | timeout 3 nc -N -w 2 192.0.2.2 5002"), 0);
+  EXPECT_NE(lab_->exec('s', "ping -c 2 -i 0.2 -W 1 192.0.2.2 >/dev/null"), 0);
+  listener.join();
+  EXPECT_EQ(acl_hits("replies"), 0u);
+  EXPECT_EQ(acl_hits("from-wan"), 0u);
+  EXPECT_GE(acl_hits("default"), 3u);  // SYN (and its retries), two echo requests
+
+  EXPECT_GE(dropped("acl_deny"), 3u);
+  Json a = settled_accounting();
+  expect_exact(a);
+}
+
+// ---- against Linux -------------------------------------------------------------------------
+
+// A probe (what a host sees of one connection attempt) and an echo server, as files.
+void write_scripts(const std::string& dir) {
+  std::ofstream(dir + "/probe.py")
+      << "import socket, sys\n"
+         "kind, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
+         "try:\n"
+         "    if kind == 'tcp':\n"
+         "        s = socket.create_connection((host, port), timeout=2)\n"
+         "    else:\n"
+         "        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+         "        s.settimeout(2)\n"
+         "        s.connect((host, port))\n"
+         "    s.settimeout(2)\n"
+         "    s.send(b'hello')\n"
+         "    print('ok' if s.recv(100) == b'hello' else 'bad')\n"
+         "except ConnectionRefusedError:\n"
+         "    print('refused')\n"
+         "except (socket.timeout, TimeoutError):\n"
+         "    print('timeout')\n"
+         "except OSError as e:\n"
+         "    print('error', e.errno)\n";
+  std::ofstream(dir + "/echo.py")
+      << "import socket, sys\n"
+         "kind, port = sys.argv[1], int(sys.argv[2])\n"
+         "s = socket.socket(socket.AF_INET, socket.SOCK_STREAM if kind == 'tcp' else "
+         "socket.SOCK_DGRAM)\n"
+         "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+         "s.bind(('0.0.0.0', port))\n"
+         "s.settimeout(8)\n"
+         "if kind == 'tcp':\n"
+         "    s.listen(1)\n"
+         "    c, _ = s.accept()\n"
+         "    c.sendall(c.recv(100))\n"
+         "    c.close()\n"
+         "else:\n"
+         "    d, a = s.recvfrom(100)\n"
+         "    s.sendto(d, a)\n";
+}
+
+// The same connection attempts, in order; what the initiating host saw of each.
+std::map<std::string, std::string> scenarios(const Lab& lab, const std::string& dir) {
+  // Servers: TCP 5001 and UDP 5353 on the server, TCP 5002 and UDP 5355 on the client;
+  // TCP 5003 and UDP 5354 closed (a reset, a port unreachable).
+  for (const auto& [side, what] : std::initializer_list<std::pair<char, std::string>>{
+           {'s', "tcp 5001"}, {'s', "udp 5353"}, {'c', "tcp 5002"}, {'c', "udp 5355"}})
+    lab.exec(side, "timeout 10 python3 " + dir + "/echo.py " + what + " >/dev/null 2>&1 &");
+  std::this_thread::sleep_for(500ms);
+  const auto probe = [&](char side, const std::string& what) {
+    std::string out = lab.exec_output(side, "python3 " + dir + "/probe.py " + what);
+    while (!out.empty() && out.back() == '\n')
+      out.pop_back();
+    return out;
+  };
+  std::map<std::string, std::string> seen;
+  seen["tcp wan->lan"] = probe('c', "tcp 198.51.100.2 5001");
+  seen["tcp wan->lan, closed port"] = probe('c', "tcp 198.51.100.2 5003");
+  seen["udp wan->lan"] = probe('c', "udp 198.51.100.2 5353");
+  seen["udp wan->lan, closed port"] = probe('c', "udp 198.51.100.2 5354");
+  seen["tcp lan->wan"] = probe('s', "tcp 192.0.2.2 5002");
+  seen["udp lan->wan"] = probe('s', "udp 192.0.2.2 5355");
+  seen["ping wan->lan"] =
+      lab.exec('c', "ping -c 2 -i 0.2 -W 1 198.51.100.2 >/dev/null") == 0 ? "ok" : "lost";
+  seen["ping lan->wan"] =
+      lab.exec('s', "ping -c 2 -i 0.2 -W 1 192.0.2.2 >/dev/null") == 0 ? "ok" : "lost";
+  sh("pkill -f " + dir + "/echo.py");
+  return seen;
+}
+
+TEST_F(StatefulFirewall, HostsSeeWhatTheyWouldThroughLinuxConntrack) {
+  write_scripts(dir_);
+  // The reference: the same lab, its appliance forwarding in the kernel under nftables with
+  // the same policy (replies in; new connections from wan only; invalid dropped).
+  Lab kernel(unique_name("vfk"));
+  ASSERT_TRUE(kernel.ok());
+  std::ofstream(dir_ + "/fw.nft") << "table inet fw {\n"
+                                     "  chain forward {\n"
+                                     "    type filter hook forward priority 0; policy drop;\n"
+                                     "    ct state invalid drop\n"
+                                     "    ct state established,related accept\n"
+                                     "    iifname \"wan0\" ct state new accept\n"
+                                     "  }\n"
+                                     "}\n";
+  ASSERT_EQ(kernel.exec('a', "sysctl -qw net.ipv4.ip_forward=1 && nft -f " + dir_ + "/fw.nft"), 0);
+  const auto linux_saw = scenarios(kernel, dir_);
+  const auto vecflow_saw = scenarios(*lab_, dir_);
+  EXPECT_EQ(vecflow_saw, linux_saw);
+  // And the policy did something: allowed, refused by the far end, and dropped alike.
+  EXPECT_EQ(linux_saw.at("tcp wan->lan"), "ok");
+  EXPECT_EQ(linux_saw.at("udp wan->lan, closed port"), "refused");
+  EXPECT_EQ(linux_saw.at("tcp lan->wan"), "timeout");
+  for (const auto& [what, saw] : vecflow_saw)
+    RecordProperty(what, saw);
+  expect_exact(settled_accounting());
+}
+
+}  // namespace
+}  // namespace vecflow::test

@@ -1,0 +1,416 @@
+// The conntrack stage and its table: connection states and marks for TCP, UDP, ICMP echo and
+// ICMP errors, the TCP window check, the table's limit and expiry, and a stateful firewall
+// (conntrack + acl with ct: and in_port:).
+
+#include <gtest/gtest.h>
+#include <rte_cycles.h>
+#include <rte_tcp.h>
+
+#include "core/packet.h"
+#include "fixture.h"
+#include "pipeline/acl_stage.h"
+#include "pipeline/conntrack_stage.h"
+#include "pipeline/packet_view.h"
+#include "pipeline/stage_registry.h"
+#include "support/appliances.h"
+
+using namespace vecflow;
+using namespace vecflow::test;
+
+namespace {
+
+constexpr uint8_t kFin = 0x01, kSyn = 0x02, kRst = 0x04, kAck = 0x10;
+
+class Conntrack : public ::testing::Test {
+ protected:
+  void SetUp() override { VECFLOW_REQUIRE_EAL(); }
+
+  // conntrack, then (fused) an acl if given, then the route stage: what goes on is routed and
+  // sent, so every packet ends in the sinks or under a drop reason.
+  void build(ConntrackConfig ct = {}, std::optional<AclConfig> acl = std::nullopt) {
+    RouteConfig r;
+    r.routes = {route("198.51.100.0/24", "lan"), route("0.0.0.0/0", "wan", "192.0.2.254"),
+                route("2001:db8:2::/64", "lan"), route("::/0", "wan", "2001:db8:1::1")};
+    std::vector<config::StageConfig> stages = {stage("conntrack", ct)};
+    if (acl) stages.push_back(stage("acl", *acl, true));
+    stages.push_back(stage("route", r, true));
+    ASSERT_TRUE(h.build(stages));
+    stage_ = h.pipeline->find<ConntrackStage>("conntrack");
+    ASSERT_NE(stage_, nullptr);
+  }
+
+  // Runs one packet; returns its mark, and whether it was sent.
+  CtMark run(rte_mbuf* m, bool* sent = nullptr) {
+    h.sinks.free_all();
+    h.run({m});
+    const bool out = !h.sinks.tx.empty();
+    if (sent) *sent = out;
+    // A dropped packet is freed by the runner: its mark is read from the counters instead.
+    const ConntrackCounters now = stage_->counters();
+    CtMark mark = CtMark::None;
+    for (size_t c = 0; c < kCtMarkCount; ++c)
+      if (now.marks[c] != last_.marks[c]) mark = static_cast<CtMark>(c);
+    last_ = now;
+    return mark;
+  }
+
+  std::vector<ConnSnapshot> sessions() const { return stage_->sessions({}); }
+
+  Harness h;
+  ConntrackStage* stage_ = nullptr;
+  ConntrackCounters last_;
+};
+
+// A TCP segment from lan host 198.51.100.7:40000 to wan host 203.0.113.5:80 (or back).
+rte_mbuf* tcp(bool from_lan, uint8_t flags, uint32_t seq, uint32_t ack, uint16_t payload = 0,
+              uint16_t win = 65535, uint16_t lan_port = 40000) {
+  FrameSpec s;
+  s.proto = IPPROTO_TCP;
+  s.payload = payload;
+  if (from_lan) {
+    s.src = "198.51.100.7", s.dst = "203.0.113.5", s.sport = lan_port, s.dport = 80, s.port = kLan;
+  } else {
+    s.src = "203.0.113.5", s.dst = "198.51.100.7", s.sport = 80, s.dport = lan_port, s.port = kWan;
+  }
+  rte_mbuf* m = make_frame(s);
+  auto* t = rte_pktmbuf_mtod_offset(m, rte_tcp_hdr*, m->l2_len + m->l3_len);
+  t->sent_seq = rte_cpu_to_be_32(seq);
+  t->recv_ack = rte_cpu_to_be_32(ack);
+  t->tcp_flags = flags;
+  t->rx_win = rte_cpu_to_be_16(win);
+  return m;
+}
+
+rte_mbuf* udp(bool from_lan, uint16_t lan_port = 5353) {
+  FrameSpec s;
+  if (from_lan) {
+    s.src = "198.51.100.7", s.dst = "203.0.113.5", s.sport = lan_port, s.dport = 53, s.port = kLan;
+  } else {
+    s.src = "203.0.113.5", s.dst = "198.51.100.7", s.sport = 53, s.dport = lan_port, s.port = kWan;
+  }
+  return make_frame(s);
+}
+
+// An ICMP echo request (lan -> wan) or reply (wan -> lan) with identifier `id`.
+rte_mbuf* echo(bool request, uint16_t id, uint8_t version = 4) {
+  FrameSpec s;
+  s.version = version;
+  s.proto = version == 4 ? uint8_t{IPPROTO_ICMP} : uint8_t{IPPROTO_ICMPV6};
+  const std::string lan = version == 4 ? "198.51.100.7" : "2001:db8:2::7";
+  const std::string wan = version == 4 ? "203.0.113.5" : "2001:db8:9::5";
+  s.src = request ? lan : wan;
+  s.dst = request ? wan : lan;
+  s.port = request ? kLan : kWan;
+  rte_mbuf* m = make_frame(s);
+  uint8_t* l4 = rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len + m->l3_len);
+  l4[0] = request ? (version == 4 ? 8 : 128) : (version == 4 ? 0 : 129);
+  const uint16_t be = rte_cpu_to_be_16(id);
+  std::memcpy(l4 + 4, &be, 2);
+  return m;
+}
+
+// A destination unreachable from router 192.0.2.254 to the lan host, quoting a UDP packet the
+// lan host sent from `lan_port` to 203.0.113.5:53.
+rte_mbuf* unreachable(uint16_t lan_port) {
+  FrameSpec s;
+  s.proto = IPPROTO_ICMP;
+  s.src = "192.0.2.254", s.dst = "198.51.100.7", s.port = kWan;
+  s.payload = 28;
+  rte_mbuf* m = make_frame(s);
+  uint8_t* l4 = rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len + m->l3_len);
+  l4[0] = 3;
+  l4[1] = 3;  // port unreachable
+  uint8_t* in = l4 + 8;
+  in[0] = 0x45;
+  in[9] = IPPROTO_UDP;
+  const IpAddress a = address("198.51.100.7"), b = address("203.0.113.5");
+  std::memcpy(in + 12, a.bytes.data(), 4);
+  std::memcpy(in + 16, b.bytes.data(), 4);
+  const uint16_t sp = rte_cpu_to_be_16(lan_port), dp = rte_cpu_to_be_16(53);
+  std::memcpy(in + 20, &sp, 2);
+  std::memcpy(in + 22, &dp, 2);
+  return m;
+}
+
+TEST_F(Conntrack, TcpHandshakeDataAndCloseWalkTheStates) {
+  build();
+  EXPECT_EQ(run(tcp(true, kSyn, 1000, 0)), CtMark::New);
+  ASSERT_EQ(sessions().size(), 1u);
+  EXPECT_EQ(sessions()[0].state, ConnState::TcpSynSent);
+  EXPECT_EQ(run(tcp(true, kSyn, 1000, 0)), CtMark::New);  // retransmitted
+  EXPECT_EQ(run(tcp(false, kSyn | kAck, 5000, 1001)), CtMark::Established);
+  EXPECT_EQ(sessions()[0].state, ConnState::TcpSynRecv);
+  EXPECT_EQ(run(tcp(true, kAck, 1001, 5001)), CtMark::Established);
+  EXPECT_EQ(sessions()[0].state, ConnState::TcpEstablished);
+  EXPECT_EQ(run(tcp(true, kAck, 1001, 5001, 100)), CtMark::Established);
+  EXPECT_EQ(run(tcp(false, kAck, 5001, 1101, 200)), CtMark::Established);
+  EXPECT_EQ(run(tcp(true, kFin | kAck, 1101, 5201)), CtMark::Established);
+  EXPECT_EQ(sessions()[0].state, ConnState::TcpFinWait);
+  EXPECT_EQ(run(tcp(false, kFin | kAck, 5201, 1102)), CtMark::Established);
+  EXPECT_EQ(sessions()[0].state, ConnState::TcpTimeWait);
+  EXPECT_EQ(run(tcp(true, kAck, 1102, 5202)), CtMark::Established);
+
+  const ConnSnapshot s = sessions()[0];
+  EXPECT_EQ(s.packets[0], 6u);  // SYN x2, ACK, data, FIN, last ACK
+  EXPECT_EQ(s.packets[1], 3u);
+  EXPECT_EQ(s.key.src_port, rte_cpu_to_be_16(40000));  // the originator's view
+  EXPECT_EQ(stage_->counters().created, 1u);
+
+  // The port pair is used again: a new SYN starts a new connection in the same session.
+  EXPECT_EQ(run(tcp(true, kSyn, 90000, 0)), CtMark::New);
+  EXPECT_EQ(sessions()[0].state, ConnState::TcpSynSent);
+  EXPECT_EQ(sessions()[0].packets[0], 1u);
+}
+
+TEST_F(Conntrack, SegmentsOutsideTheWindowAndImpossibleOnesAreInvalid) {
+  ConntrackConfig c;
+  c.drop_invalid = true;
+  build(c);
+  ASSERT_EQ(run(tcp(true, kSyn, 1000, 0)), CtMark::New);
+  ASSERT_EQ(run(tcp(false, kSyn | kAck, 5000, 1001, 0, 1000)), CtMark::Established);
+  ASSERT_EQ(run(tcp(true, kAck, 1001, 5001, 0, 1000)), CtMark::Established);
+
+  bool sent = true;
+  // Far past what the other side allowed (ack + window).
+  EXPECT_EQ(run(tcp(true, kAck, 1001 + 500000, 5001), &sent), CtMark::Invalid);
+  EXPECT_FALSE(sent);
+  // Acknowledging data the other side never sent.
+  EXPECT_EQ(run(tcp(true, kAck, 1001, 5001 + 100000), &sent), CtMark::Invalid);
+  EXPECT_FALSE(sent);
+  // A reset outside the window does not close the connection.
+  EXPECT_EQ(run(tcp(false, kRst | kAck, 5001 + 900000, 1001), &sent), CtMark::Invalid);
+  EXPECT_EQ(sessions()[0].state, ConnState::TcpEstablished);
+  // SYN and FIN together; no flags at all.
+  EXPECT_EQ(run(tcp(true, kSyn | kFin, 1001, 0), &sent), CtMark::Invalid);
+  EXPECT_EQ(run(tcp(true, 0, 1001, 0), &sent), CtMark::Invalid);
+  // A reset or SYN/ACK for no connection.
+  EXPECT_EQ(run(tcp(false, kRst, 1, 0, 0, 65535, 40001), &sent), CtMark::Invalid);
+  EXPECT_EQ(run(tcp(false, kSyn | kAck, 1, 0, 0, 65535, 40002), &sent), CtMark::Invalid);
+  EXPECT_EQ(sessions().size(), 1u);
+  // An in-window reset closes it.
+  EXPECT_EQ(run(tcp(false, kRst | kAck, 5001, 1001), &sent), CtMark::Established);
+  EXPECT_TRUE(sent);
+  EXPECT_EQ(sessions()[0].state, ConnState::TcpClose);
+
+  const AccountingSnapshot a = h.accounting();
+  EXPECT_EQ(a.drops[size_t(DropReason::CT_INVALID)], 7u);
+  EXPECT_EQ(a.unaccounted(), 0) << a.to_string();
+}
+
+TEST_F(Conntrack, MidStreamTcpIsPickedUpAsANewConnection) {
+  build();
+  EXPECT_EQ(run(tcp(true, kAck, 77777, 88888, 10)), CtMark::New);
+  EXPECT_EQ(run(tcp(false, kAck, 88888, 77787, 10)), CtMark::Established);
+  EXPECT_EQ(sessions()[0].state, ConnState::TcpEstablished);
+}
+
+TEST_F(Conntrack, UdpIsNewUntilAReplyThenAssured) {
+  build();
+  EXPECT_EQ(run(udp(true)), CtMark::New);
+  EXPECT_EQ(run(udp(true)), CtMark::New);
+  EXPECT_EQ(sessions()[0].state, ConnState::UdpUnreplied);
+  EXPECT_EQ(run(udp(false)), CtMark::Established);
+  EXPECT_EQ(run(udp(true)), CtMark::Established);
+  EXPECT_EQ(sessions()[0].state, ConnState::UdpAssured);
+  // Another source port is another connection.
+  EXPECT_EQ(run(udp(true, 5354)), CtMark::New);
+  EXPECT_EQ(sessions().size(), 2u);
+}
+
+TEST_F(Conntrack, IcmpEchoIsTrackedByIdentifierAndUnaskedRepliesAreInvalid) {
+  build();
+  for (uint8_t v : {4, 6}) {
+    SCOPED_TRACE(int{v});
+    EXPECT_EQ(run(echo(true, 7, v)), CtMark::New);
+    EXPECT_EQ(run(echo(false, 7, v)), CtMark::Established);
+    EXPECT_EQ(run(echo(false, 8, v)), CtMark::Invalid);  // nobody asked with id 8
+  }
+  const auto all = sessions();
+  ASSERT_EQ(all.size(), 2u);
+  for (const auto& s : all)
+    EXPECT_EQ(s.state, ConnState::IcmpReplied);
+}
+
+TEST_F(Conntrack, IcmpErrorsAboutATrackedConnectionAreRelated) {
+  build();
+  ASSERT_EQ(run(udp(true, 6000)), CtMark::New);
+  EXPECT_EQ(run(unreachable(6000)), CtMark::Related);
+  EXPECT_EQ(run(unreachable(6001)), CtMark::Invalid);  // about no known connection
+  EXPECT_EQ(sessions().size(), 1u);                    // errors open no session
+}
+
+TEST_F(Conntrack, AFullTableRefusesNewConnectionsAndKeepsTheOnesItHas) {
+  ConntrackConfig c;
+  c.max_sessions = 4;
+  build(c);
+  for (uint16_t p = 0; p < 4; ++p)
+    ASSERT_EQ(run(udp(true, static_cast<uint16_t>(7000 + p))), CtMark::New);
+  bool sent = true;
+  EXPECT_EQ(run(udp(true, 7004), &sent), CtMark::None);
+  EXPECT_FALSE(sent);
+  EXPECT_EQ(stage_->counters().table_full, 1u);
+  // The sessions it has still work, both ways.
+  EXPECT_EQ(run(udp(false, 7002), &sent), CtMark::Established);
+  EXPECT_TRUE(sent);
+  const AccountingSnapshot a = h.accounting();
+  EXPECT_EQ(a.drops[size_t(DropReason::CT_TABLE_FULL)], 1u);
+  EXPECT_EQ(a.unaccounted(), 0) << a.to_string();
+}
+
+TEST_F(Conntrack, BothDirectionsShareASessionWhicheverWorkerRunsThem) {
+  // The flow bucket moved between two workers (a migration): the session is found by the
+  // other worker, because it belongs to the flow bucket, not to a worker.
+  Harness two(2);
+  ASSERT_TRUE(two.build({stage("conntrack", ConntrackConfig{})}));
+  auto* st = two.pipeline->find<ConntrackStage>("conntrack");
+  two.run({tcp(true, kSyn, 1, 0)}, 0);
+  two.run({tcp(false, kSyn | kAck, 9, 2)}, 1);
+  two.run({tcp(true, kAck, 2, 10)}, 0);
+  ASSERT_EQ(st->sessions({}).size(), 1u);
+  EXPECT_EQ(st->sessions({}).front().state, ConnState::TcpEstablished);
+  const ConntrackCounters c = st->counters();
+  EXPECT_EQ(c.marks[size_t(CtMark::New)], 1u);
+  EXPECT_EQ(c.marks[size_t(CtMark::Established)], 2u);
+}
+
+TEST_F(Conntrack, AStatefulFirewallLetsRepliesInAndRefusesNewConnectionsFromWan) {
+  AclConfig acl;
+  acl.default_action = AclAction::Deny;
+  AclRule back;
+  back.name = "established";
+  back.action = AclAction::Permit;
+  back.ct = {CtMark::Established, CtMark::Related};
+  AclRule out;
+  out.name = "new-from-lan";
+  out.action = AclAction::Permit;
+  out.ct = {CtMark::New};
+  out.in_port = "lan";
+  acl.rules = {back, out};
+  build({}, acl);
+
+  bool sent = false;
+  EXPECT_EQ(run(udp(true, 8000), &sent), CtMark::New);
+  EXPECT_TRUE(sent);
+  EXPECT_EQ(run(udp(false, 8000), &sent), CtMark::Established);
+  EXPECT_TRUE(sent);
+  EXPECT_EQ(run(unreachable(8000), &sent), CtMark::Related);
+  EXPECT_TRUE(sent);
+  // From wan, nothing new gets in: a SYN, a UDP packet to another port.
+  EXPECT_EQ(run(tcp(false, kSyn, 1, 0), &sent), CtMark::New);
+  EXPECT_FALSE(sent);
+  EXPECT_EQ(run(udp(false, 8001), &sent), CtMark::New);
+  EXPECT_FALSE(sent);
+  const auto rules = h.pipeline->find<AclStage>("acl")->rules();
+  EXPECT_EQ(rules[0].count.packets, 2u);
+  EXPECT_EQ(rules[1].count.packets, 1u);
+  EXPECT_EQ(rules[2].count.packets, 2u);  // default: deny
+  const AccountingSnapshot a = h.accounting();
+  EXPECT_EQ(a.drops[size_t(DropReason::ACL_DENY)], 2u);
+  EXPECT_EQ(a.unaccounted(), 0) << a.to_string();
+}
+
+// The errors a file gets, one string.
+std::string load_errors(const std::string& text) {
+  auto cfg = config::load_config_text(text, "t.yaml", builtin_stage_types());
+  std::string all;
+  if (!cfg)
+    for (const auto& e : cfg.error())
+      all += e.to_string() + "\n";
+  return all;
+}
+
+TEST(ConntrackConfigTest, TheFileMustGiveTheStageWhatItsTableNeeds) {
+  // What the keys say, located.
+  std::string errors = load_errors(router_appliance(R"(  - stage: conntrack
+    timeouts: {udp_assured: 60, tcp_establshed: 10}
+  - stage: acl
+    fuse: true
+    rules:
+      - {action: permit, ct: [established, bogus]}
+)"));
+  EXPECT_NE(errors.find("t.yaml:25:33: pipeline[3].timeouts.tcp_establshed: unknown key"),
+            std::string::npos)
+      << errors;
+  EXPECT_NE(errors.find("'bogus' is not one of new, established, related, invalid"),
+            std::string::npos)
+      << errors;
+  // What the rest of the file must give it: an atomic queue, the hash vecflow computes.
+  errors = load_errors(router_appliance(R"(  - stage: conntrack
+    sched: parallel
+  - stage: acl
+    fuse: true
+    rules:
+      - {action: permit, ct: new, in_port: dmz}
+)"));
+  EXPECT_NE(errors.find("needs an atomic queue"), std::string::npos) << errors;
+  EXPECT_NE(errors.find("scheduler.flow_id: software or xdp"), std::string::npos) << errors;
+  EXPECT_NE(errors.find("dmz"), std::string::npos) << errors;
+
+  // Given an atomic queue and the software hash, it loads; ct: before any conntrack does not.
+  const std::string good = router_appliance(R"(  - stage: conntrack
+    sched: atomic
+  - stage: acl
+    fuse: true
+    rules:
+      - {action: permit, ct: new, in_port: lan}
+)") + "scheduler:\n  flow_id: software\n";
+  EXPECT_EQ(load_errors(good), "");
+  const std::string early = router_appliance(R"(  - stage: acl
+    sched: atomic
+    rules:
+      - {action: permit, ct: new}
+)");
+  EXPECT_NE(load_errors(early).find("needs a conntrack stage before"), std::string::npos)
+      << load_errors(early);
+}
+
+TEST(ConnTableTest, SessionsExpireOnLookupAndInTheSweep) {
+  ConnTable t(100);
+  EXPECT_GE(t.capacity(), 100u);
+  ConnKey k;
+  k.version = 4, k.proto = IPPROTO_UDP, k.src_port = 1, k.dst_port = 2;
+  k.src[0] = 10, k.dst[0] = 11;
+  const uint64_t tsc = uint64_t{1000} << ConnTable::kTickShift;
+  const uint32_t now = ConnTable::tick(tsc);
+  ConnEntry* e = t.insert(0xabcd1234, k, tsc);
+  ASSERT_NE(e, nullptr);
+  t.set_expiry(e, now + 10);
+  bool reply = true;
+  uint64_t expired = 0;
+  EXPECT_EQ(t.find(0xabcd1234, k, now + 5, reply, expired), e);
+  EXPECT_FALSE(reply);
+  EXPECT_EQ(t.find(0xabcd1234, k.reversed(), now + 5, reply, expired), e);
+  EXPECT_TRUE(reply);
+  EXPECT_EQ(t.in_use(), 1u);
+  // Past its expiry: gone when looked up.
+  EXPECT_EQ(t.find(0xabcd1234, k, now + 11, reply, expired), nullptr);
+  EXPECT_EQ(expired, 1u);
+  EXPECT_EQ(t.in_use(), 0u);
+
+  // Past its expiry: gone when the sweep of its class passes (every bucket of the class).
+  e = t.insert(0xabcd1234, k, tsc);
+  t.set_expiry(e, now + 10);
+  unsigned gone = 0;
+  for (uint32_t i = 0; i < t.capacity() / ConnTable::kWays / ConnTable::kClasses; ++i)
+    gone += t.sweep(0xabcd1234, now + 11, 1);
+  EXPECT_EQ(gone, 1u);
+  EXPECT_EQ(t.in_use(), 0u);
+}
+
+TEST(ConnTableTest, OneHashClassFillsBothItsBucketsBeforeRefusing) {
+  // Every key with the same hash: the two buckets of that hash hold 2 x 8.
+  ConnTable t(1000);
+  const uint64_t tsc = uint64_t{5} << 40;
+  unsigned placed = 0;
+  for (uint16_t p = 1; p <= 20; ++p) {
+    ConnKey k;
+    k.version = 4, k.proto = IPPROTO_UDP, k.src_port = p;
+    if (ConnEntry* e = t.insert(42, k, tsc)) {
+      t.set_expiry(e, ConnTable::tick(tsc) + 100);
+      ++placed;
+    }
+  }
+  EXPECT_EQ(placed, 2 * ConnTable::kWays);
+}
+
+}  // namespace

@@ -1,0 +1,240 @@
+#include "control/parts/conntrack_part.h"
+
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+#include <rte_byteorder.h>
+#include <rte_cycles.h>
+
+#include "control/values.h"
+#include "pipeline/conntrack_stage.h"
+
+namespace vecflow::control {
+namespace {
+
+inline const MetricFamily kCtSessions{"vecflow_conntrack_sessions",
+                                      "Live sessions of a conntrack stage, by state",
+                                      MetricType::Gauge,
+                                      {"stage", "state"}};
+inline const MetricFamily kCtLimit{"vecflow_conntrack_max_sessions",
+                                   "Sessions a conntrack stage may hold (max_sessions)",
+                                   MetricType::Gauge,
+                                   {"stage"}};
+inline const MetricFamily kCtPackets{
+    "vecflow_conntrack_packets_total",
+    "Packets a conntrack stage marked: new, established, related, invalid",
+    MetricType::Counter,
+    {"stage", "mark"}};
+inline const MetricFamily kCtCreated{"vecflow_conntrack_created_total",
+                                     "Sessions a conntrack stage created",
+                                     MetricType::Counter,
+                                     {"stage"}};
+inline const MetricFamily kCtExpired{"vecflow_conntrack_expired_total",
+                                     "Sessions a conntrack stage removed after their timeout",
+                                     MetricType::Counter,
+                                     {"stage"}};
+inline const MetricFamily kCtTableFull{
+    "vecflow_conntrack_table_full_total",
+    "New connections a conntrack stage refused because its table was full (ct_table_full)",
+    MetricType::Counter,
+    {"stage"}};
+
+constexpr CtMark kMarks[] = {CtMark::New, CtMark::Established, CtMark::Related, CtMark::Invalid};
+
+std::string proto_text(uint8_t p) {
+  switch (p) {
+    case IPPROTO_TCP:
+      return "tcp";
+    case IPPROTO_UDP:
+      return "udp";
+    case IPPROTO_ICMP:
+      return "icmp";
+    case IPPROTO_ICMPV6:
+      return "icmpv6";
+    case IPPROTO_SCTP:
+      return "sctp";
+    default:
+      return std::to_string(p);
+  }
+}
+
+std::optional<ConnState> state_from_name(std::string_view name) {
+  for (size_t s = 0; s < kConnStateCount; ++s)
+    if (conn_state_name(static_cast<ConnState>(s)) == name) return static_cast<ConnState>(s);
+  return std::nullopt;
+}
+
+Json session_row(const ConntrackStage& st, const ConnSnapshot& s) {
+  IpAddress src, dst;
+  src.version = dst.version = s.key.version;
+  src.bytes = s.key.src;
+  dst.bytes = s.key.dst;
+  const bool ports =
+      s.key.proto == IPPROTO_TCP || s.key.proto == IPPROTO_UDP || s.key.proto == IPPROTO_SCTP;
+  const bool echo = s.key.proto == IPPROTO_ICMP || s.key.proto == IPPROTO_ICMPV6;
+  const double hz = double(st.tsc_hz());
+  const uint64_t now = rte_rdtsc();
+  const double tick_s = double(uint64_t{1} << ConnTable::kTickShift) / hz;
+  const auto port = [&](uint16_t be) { return ports ? Json(rte_be_to_cpu_16(be)) : Json(nullptr); };
+  return Json{
+      {"stage", st.name()},
+      {"proto", proto_text(s.key.proto)},
+      {"src", src.to_string()},
+      {"src_port", port(s.key.src_port)},
+      {"dst", dst.to_string()},
+      {"dst_port", port(s.key.dst_port)},
+      {"icmp_id", echo && s.key.src_port ? Json(rte_be_to_cpu_16(s.key.src_port)) : Json(nullptr)},
+      {"state", conn_state_name(s.state)},
+      {"packets", s.packets[0] + s.packets[1]},
+      {"bytes", s.bytes[0] + s.bytes[1]},
+      {"orig_packets", s.packets[0]},
+      {"orig_bytes", s.bytes[0]},
+      {"reply_packets", s.packets[1]},
+      {"reply_bytes", s.bytes[1]},
+      {"age_s", double(now - s.created) / hz},
+      {"idle_s", double(now - s.last_seen) / hz},
+      {"expires_s", double(s.expires_in_ticks) * tick_s},
+      {"windows_checked", (s.flags & kConnLiberal) == 0}};
+}
+
+CommandResult sessions(Pipeline& pipeline, const CommandContext& ctx) {
+  ArgReader a(ctx.args, {"stage", "address", "port", "state", "top", "sort"});
+  const auto only = a.string("stage");
+  const auto address_text = a.string("address");
+  const auto port = a.uint("port", 1, 65535);
+  const auto state_text = a.string("state");
+  const uint64_t top = a.uint("top", 20, 1, 100000);
+  const std::string sort = a.choice("sort", "packets", {"packets", "bytes", "age"});
+  if (auto e = a.error()) return std::unexpected(*e);
+  SessionFilter f;
+  if (address_text) {
+    f.address = parse_ip_address(*address_text);
+    if (!f.address)
+      return std::unexpected(
+          CommandError{ErrorCode::BadArguments,
+                       fmt::format("address: '{}' is not an IP address", *address_text),
+                       {}});
+  }
+  if (port) f.port = static_cast<uint16_t>(*port);
+  if (state_text) {
+    f.state = state_from_name(*state_text);
+    if (!f.state) {
+      std::string names;
+      for (size_t s = 0; s < kConnStateCount; ++s)
+        names += fmt::format("{}{}", s ? ", " : "", conn_state_name(static_cast<ConnState>(s)));
+      return std::unexpected(
+          CommandError{ErrorCode::BadArguments,
+                       fmt::format("state: '{}' is not one of {}", *state_text, names),
+                       {}});
+    }
+  }
+  const auto stages = pipeline.all<ConntrackStage>();
+  if (only && std::none_of(stages.begin(), stages.end(),
+                           [&](const ConntrackStage* s) { return s->name() == *only; }))
+    return std::unexpected(
+        CommandError{ErrorCode::BadArguments, fmt::format("no conntrack stage '{}'", *only), {}});
+
+  Json summary = Json::array();
+  Json rows = Json::array();
+  uint64_t matched = 0;
+  for (const ConntrackStage* st : stages) {
+    if (only && st->name() != *only) continue;
+    const auto by_state = st->sessions_by_state();
+    uint64_t live = 0;
+    for (size_t s = 0; s < kConnStateCount; ++s) {
+      live += by_state[s];
+      if (by_state[s] == 0) continue;
+      summary.push_back({{"stage", st->name()},
+                         {"state", conn_state_name(static_cast<ConnState>(s))},
+                         {"sessions", by_state[s]}});
+    }
+    summary.push_back({{"stage", st->name()},
+                       {"state", "total"},
+                       {"sessions", live},
+                       {"max_sessions", st->table().max_sessions()}});
+    std::vector<ConnSnapshot> found = st->sessions(f);
+    matched += found.size();
+    const auto key = [&](const ConnSnapshot& s) {
+      if (sort == "bytes") return s.bytes[0] + s.bytes[1];
+      if (sort == "age") return ~s.created;  // oldest first
+      return s.packets[0] + s.packets[1];
+    };
+    const size_t n = std::min<size_t>(top, found.size());
+    std::partial_sort(
+        found.begin(), found.begin() + long(n), found.end(),
+        [&](const ConnSnapshot& x, const ConnSnapshot& y) { return key(x) > key(y); });
+    for (size_t i = 0; i < n; ++i)
+      rows.push_back(session_row(*st, found[i]));
+  }
+  Json out{{"summary", std::move(summary)}, {"matched", matched}, {"sessions", std::move(rows)}};
+  // One session matched: all of it, as fields.
+  if (matched == 1 && out["sessions"].size() == 1) out["session"] = out["sessions"][0];
+  return out;
+}
+
+}  // namespace
+
+void register_conntrack(Registry& registry, Pipeline& pipeline) {
+  if (pipeline.all<ConntrackStage>().empty()) return;
+  registry.add_collector("conntrack", [&pipeline](Snapshot& s) {
+    for (const ConntrackStage* st : pipeline.all<ConntrackStage>()) {
+      const std::string& n = st->name();
+      const auto by_state = st->sessions_by_state();
+      for (size_t i = 0; i < kConnStateCount; ++i)
+        s.set(kCtSessions, {n, std::string(conn_state_name(static_cast<ConnState>(i)))},
+              static_cast<double>(by_state[i]));
+      s.set(kCtLimit, {n}, static_cast<double>(st->table().max_sessions()));
+      const ConntrackCounters c = st->counters();
+      for (CtMark m : kMarks)
+        s.add(kCtPackets, {n, std::string(ct_mark_name(m))}, c.marks[size_t(m)]);
+      s.add(kCtCreated, {n}, c.created);
+      s.add(kCtExpired, {n}, c.expired);
+      s.add(kCtTableFull, {n}, c.table_full);
+    }
+  });
+  (void)registry.add_command(Command{
+      "sessions",
+      "Connection-tracking sessions: how many by state, the largest by packets (or bytes, or "
+      "the oldest), filtered by address, port or state",
+      Access::Read,
+      "[stage=NAME] [address=IP] [port=N] [state=STATE] [top=N] [sort=packets|bytes|age]",
+      [&pipeline](const CommandContext& ctx) { return sessions(pipeline, ctx); },
+      View{{table("", "/summary",
+                  {{"STAGE", "stage"},
+                   {"STATE", "state"},
+                   {"SESSIONS", "sessions", Unit::Count},
+                   {"MAX", "max_sessions", Unit::Count}}),
+            table("sessions", "/sessions",
+                  {{"PROTO", "proto"},
+                   {"SOURCE", "src"},
+                   {"SPORT", "src_port"},
+                   {"DESTINATION", "dst"},
+                   {"DPORT", "dst_port"},
+                   {"STATE", "state"},
+                   {"PACKETS", "packets", Unit::Count},
+                   {"BYTES", "bytes", Unit::Bytes},
+                   {"AGE", "age_s", Unit::Seconds},
+                   {"EXPIRES", "expires_s", Unit::Seconds}}),
+            fields("session", "/session",
+                   {{"stage", "stage"},
+                    {"protocol", "proto"},
+                    {"originator", "src"},
+                    {"originator port", "src_port"},
+                    {"responder", "dst"},
+                    {"responder port", "dst_port"},
+                    {"ICMP id", "icmp_id"},
+                    {"state", "state"},
+                    {"packets out", "orig_packets", Unit::Count},
+                    {"bytes out", "orig_bytes", Unit::Bytes},
+                    {"packets back", "reply_packets", Unit::Count},
+                    {"bytes back", "reply_bytes", Unit::Bytes},
+                    {"age", "age_s", Unit::Seconds},
+                    {"idle", "idle_s", Unit::Seconds},
+                    {"expires in", "expires_s", Unit::Seconds},
+                    {"TCP windows checked", "windows_checked"}})}}});
+}
+
+}  // namespace vecflow::control

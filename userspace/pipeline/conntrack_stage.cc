@@ -1,0 +1,584 @@
+#include "pipeline/conntrack_stage.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <rte_byteorder.h>
+#include <rte_cycles.h>
+#include <nlohmann/json.hpp>
+
+#include "core/flow.h"
+#include "core/packet.h"
+#include "pipeline/packet_view.h"
+#include "pipeline/stage_registry.h"
+
+namespace vecflow {
+
+namespace {
+
+constexpr uint8_t kTcpFin = 0x01;
+constexpr uint8_t kTcpSyn = 0x02;
+constexpr uint8_t kTcpRst = 0x04;
+constexpr uint8_t kTcpAck = 0x10;
+
+uint32_t be32(const uint8_t* p) noexcept {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return rte_be_to_cpu_32(v);
+}
+uint16_t be16(const uint8_t* p) noexcept {
+  return static_cast<uint16_t>(p[0] << 8 | p[1]);
+}
+
+// Sequence-space comparisons (RFC 793 arithmetic modulo 2^32).
+bool before(uint32_t a, uint32_t b) noexcept {
+  return static_cast<int32_t>(a - b) < 0;
+}
+bool after(uint32_t a, uint32_t b) noexcept {
+  return before(b, a);
+}
+
+bool icmp_echo(uint8_t version, uint8_t type, bool& request) noexcept {
+  request = version == 4 ? type == 8 : type == 128;
+  return request || (version == 4 ? type == 0 : type == 129);
+}
+// Destination unreachable, source quench, redirect, time exceeded, parameter problem (ICMP);
+// destination unreachable, packet too big, time exceeded, parameter problem (ICMPv6).
+bool icmp_error(uint8_t version, uint8_t type) noexcept {
+  if (version == 4) return type == 3 || type == 4 || type == 5 || type == 11 || type == 12;
+  return type >= 1 && type <= 4;
+}
+
+bool has_l4_ports(uint8_t proto) noexcept {
+  return proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_SCTP;
+}
+
+// The window scale a SYN offers (RFC 7323 §2), or -1. The parser checked that the options lie
+// in the frame (doff within the segment).
+int window_scale(const uint8_t* tcp, uint32_t doff) noexcept {
+  uint32_t i = 20;
+  while (i < doff) {
+    const uint8_t kind = tcp[i];
+    if (kind == 0) break;  // end of options
+    if (kind == 1) {       // no-op
+      ++i;
+      continue;
+    }
+    if (i + 1 >= doff) break;
+    const uint8_t len = tcp[i + 1];
+    if (len < 2 || i + len > doff) break;
+    if (kind == 3 && len == 3) return std::min<int>(tcp[i + 2], 14);
+    i += len;
+  }
+  return -1;
+}
+
+ConnState unreplied(uint8_t proto) noexcept {
+  if (proto == IPPROTO_UDP) return ConnState::UdpUnreplied;
+  if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) return ConnState::IcmpUnreplied;
+  return ConnState::OtherUnreplied;
+}
+ConnState replied(uint8_t proto) noexcept {
+  if (proto == IPPROTO_UDP) return ConnState::UdpAssured;
+  if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) return ConnState::IcmpReplied;
+  return ConnState::OtherReplied;
+}
+
+// A TCP segment as the tracker reads it.
+struct Segment {
+  uint8_t flags;  // FIN, SYN, RST, ACK
+  uint32_t seq, ack, end;
+  uint32_t win;  // unscaled
+  int wscale;    // offered in a SYN, else -1
+};
+
+bool valid_flags(uint8_t f) noexcept {
+  switch (f) {
+    case kTcpSyn:
+    case kTcpSyn | kTcpAck:
+    case kTcpRst:
+    case kTcpRst | kTcpAck:
+    case kTcpFin | kTcpAck:
+    case kTcpAck:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The four bounds of "Real Stateful TCP Packet Filtering" on a segment from `s` to `r`, then
+// the update of both directions' windows. `swin`: the sender's window, scaled.
+bool in_window(TcpWindow& s, TcpWindow& r, const Segment& g, uint32_t swin) noexcept {
+  const uint32_t ack = (g.flags & kTcpAck) ? g.ack : r.end;
+  const uint32_t maxack = std::max<uint32_t>(s.maxwin, 66000);
+  const bool ok = before(g.seq, s.maxend + 1) && after(g.end, s.end - r.maxwin - 1) &&
+                  before(ack, r.end + 1) && after(ack, r.end - maxack - 1);
+  if (!ok) return false;
+  if (s.maxwin < swin) s.maxwin = swin;
+  if (after(g.end, s.end)) s.end = g.end;
+  if (g.flags & kTcpAck) {
+    if (after(ack + swin, r.maxend)) r.maxend = ack + swin;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string_view ct_mark_name(CtMark c) noexcept {
+  switch (c) {
+    case CtMark::None:
+      return "none";
+    case CtMark::New:
+      return "new";
+    case CtMark::Established:
+      return "established";
+    case CtMark::Related:
+      return "related";
+    case CtMark::Invalid:
+      return "invalid";
+  }
+  return "?";
+}
+
+std::optional<CtMark> ct_mark_from_name(std::string_view name) noexcept {
+  for (CtMark c : {CtMark::New, CtMark::Established, CtMark::Related, CtMark::Invalid})
+    if (ct_mark_name(c) == name) return c;
+  return std::nullopt;
+}
+
+ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx)
+    : Stage(cfg.type, cfg.name, ctx.lcore_slots),
+      cfg_(cfg.params.get<ConntrackConfig>()),
+      tsc_hz_(rte_get_tsc_hz()),
+      table_(std::make_unique<ConnTable>(cfg_.max_sessions)),
+      lcores_(new LcoreState[ctx.lcore_slots]),
+      slots_(ctx.lcore_slots) {
+  const double ticks_per_s = double(tsc_hz_) / double(uint64_t{1} << ConnTable::kTickShift);
+  for (size_t s = 0; s < kConnStateCount; ++s) {
+    const double t = double(cfg_.timeouts.of(static_cast<ConnState>(s))) * ticks_per_s;
+    ticks_[s] = static_cast<uint32_t>(std::clamp(t, 1.0, double(INT32_MAX / 2)));
+  }
+}
+
+Result<std::unique_ptr<ConntrackStage>> ConntrackStage::create(const config::StageConfig& cfg,
+                                                               StageContext& ctx) {
+  const auto& p = cfg.params.get<ConntrackConfig>();
+  if (p.max_sessions == 0) return fail("conntrack: max_sessions must be at least 1");
+  return std::unique_ptr<ConntrackStage>(new ConntrackStage(cfg, ctx));
+}
+
+CtMark ConntrackStage::related(const rte_mbuf* m, const uint8_t* l4, uint32_t now) const noexcept {
+  // The header the error quotes: the packet that caused it, as its sender sent it.
+  const uint8_t* frame = rte_pktmbuf_mtod(m, const uint8_t*);
+  const uint8_t* in = l4 + 8;
+  const uint8_t* end = frame + m->data_len;
+  ConnKey k;
+  uint32_t ihl;
+  if (pkt::is_ipv4(m)) {
+    if (in + 20 > end || (in[0] >> 4) != 4) return CtMark::Invalid;
+    ihl = uint32_t(in[0] & 0x0f) * 4;
+    if (ihl < 20) return CtMark::Invalid;
+    k.version = 4;
+    k.proto = in[9];
+    std::memcpy(k.src.data(), in + 12, 4);
+    std::memcpy(k.dst.data(), in + 16, 4);
+  } else {
+    ihl = 40;
+    if (in + 40 > end || (in[0] >> 4) != 6) return CtMark::Invalid;
+    k.version = 6;
+    k.proto = in[6];
+    std::memcpy(k.src.data(), in + 8, 16);
+    std::memcpy(k.dst.data(), in + 24, 16);
+  }
+  const uint8_t* il4 = in + ihl;
+  if (has_l4_ports(k.proto)) {
+    if (il4 + 4 > end) return CtMark::Invalid;
+    std::memcpy(&k.src_port, il4, 2);
+    std::memcpy(&k.dst_port, il4 + 2, 2);
+  } else if (k.proto == IPPROTO_ICMP || k.proto == IPPROTO_ICMPV6) {
+    bool request;
+    if (il4 + 8 > end || !icmp_echo(k.version, il4[0], request)) return CtMark::Invalid;
+    std::memcpy(&k.src_port, il4 + 4, 2);
+    k.dst_port = k.src_port;
+  }
+  // The flow hash the connection's own packets carry: ICMP's flow key has no ports.
+  const bool ports = has_l4_ports(k.proto);
+  uint32_t hs, hd;
+  if (k.version == 4) {
+    uint32_t a, b;
+    std::memcpy(&a, k.src.data(), 4);
+    std::memcpy(&b, k.dst.data(), 4);
+    hs = vf_addr4_hash(a);
+    hd = vf_addr4_hash(b);
+  } else {
+    __u32 a[4], b[4];
+    std::memcpy(a, k.src.data(), 16);
+    std::memcpy(b, k.dst.data(), 16);
+    hs = vf_addr_hash(a);
+    hd = vf_addr_hash(b);
+  }
+  const uint32_t hash = vf_flow_hash_parts(hs, hd, ports ? k.src_port : 0, ports ? k.dst_port : 0,
+                                           k.proto, k.version, 1);
+  ConnSnapshot snap;
+  bool reply;
+  return table_->lookup(hash, k, now, snap, reply) ? CtMark::Related : CtMark::Invalid;
+}
+
+std::optional<CtMark> ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_t now,
+                                            LcoreState& st) noexcept {
+  ConnKey k;
+  uint32_t l4_room;  // bytes of the IP payload
+  if (pkt::is_ipv4(m)) {
+    const rte_ipv4_hdr* ip = pkt::ipv4(m);
+    k.version = 4;
+    k.proto = ip->next_proto_id;
+    std::memcpy(k.src.data(), &ip->src_addr, 4);
+    std::memcpy(k.dst.data(), &ip->dst_addr, 4);
+    l4_room = rte_be_to_cpu_16(ip->total_length) - m->l3_len;
+  } else {
+    const rte_ipv6_hdr* ip = pkt::ipv6(m);
+    k.version = 6;
+    k.proto = pkt::l4_proto(m);
+    std::memcpy(k.src.data(), ip->src_addr, 16);
+    std::memcpy(k.dst.data(), ip->dst_addr, 16);
+    l4_room = rte_be_to_cpu_16(ip->payload_len) + sizeof(rte_ipv6_hdr) - m->l3_len;
+  }
+  const bool fragment = (m->packet_type & RTE_PTYPE_L4_MASK) == RTE_PTYPE_L4_FRAG;
+  uint8_t* l4 = rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len + m->l3_len);
+  bool tcp = false;
+  bool echo_reply = false;
+  if (!fragment) {
+    if (has_l4_ports(k.proto)) {
+      std::memcpy(&k.src_port, l4, 2);
+      std::memcpy(&k.dst_port, l4 + 2, 2);
+      tcp = k.proto == IPPROTO_TCP;
+    } else if (k.proto == (k.version == 4 ? int{IPPROTO_ICMP} : int{IPPROTO_ICMPV6})) {
+      bool request;
+      if (icmp_echo(k.version, l4[0], request)) {
+        std::memcpy(&k.src_port, l4 + 4, 2);
+        k.dst_port = k.src_port;
+        echo_reply = !request;
+      } else if (icmp_error(k.version, l4[0])) {
+        return related(m, l4, now);
+      }
+    }
+  }
+
+  const uint32_t hash = m->hash.rss;
+  bool reply = false;
+  uint64_t expired = 0;
+  ConnEntry* e = table_->find(hash, k, now, reply, expired);
+  if (expired) st.expired.add(expired);
+  const unsigned dir = reply ? 1 : 0;
+
+  if (!tcp) {
+    if (e == nullptr) {
+      if (echo_reply) return CtMark::Invalid;
+      e = table_->insert(hash, k, tsc);
+      if (e == nullptr) return std::nullopt;
+      st.created.add();
+      e->state = unreplied(k.proto);
+    }
+    rte_seqcount_write_begin(&e->seq);
+    if (reply && !(e->flags & kConnSeenReply)) {
+      e->flags |= kConnSeenReply;
+      e->state = replied(k.proto);
+    }
+    e->packets[dir] += 1;
+    e->bytes[dir] += m->pkt_len;
+    e->last_seen = tsc;
+    rte_seqcount_write_end(&e->seq);
+    table_->set_expiry(e, expiry(e->state, now));
+    return (e->flags & kConnSeenReply) ? CtMark::Established : CtMark::New;
+  }
+
+  // TCP. The parser guarantees the whole header, options included, in the first segment.
+  const uint32_t doff = uint32_t(l4[12] >> 4) * 4;
+  Segment g;
+  g.flags = l4[13] & (kTcpFin | kTcpSyn | kTcpRst | kTcpAck);
+  g.seq = be32(l4 + 4);
+  g.ack = be32(l4 + 8);
+  g.win = be16(l4 + 14);
+  g.end = g.seq + (l4_room - doff) + ((g.flags & kTcpSyn) ? 1 : 0) + ((g.flags & kTcpFin) ? 1 : 0);
+  g.wscale = (g.flags & kTcpSyn) ? window_scale(l4, doff) : -1;
+  if (!valid_flags(g.flags)) return CtMark::Invalid;
+
+  const auto open = [&](ConnEntry* c, ConnState state, uint8_t flags) noexcept {
+    c->state = state;
+    c->flags = flags;
+    c->tcp = {};
+    c->tcp[0].end = g.end;
+    c->tcp[0].maxend = g.end;
+    c->tcp[0].maxwin = std::max<uint32_t>(g.win, 1);
+    if (g.wscale >= 0) {
+      c->flags |= kConnWscaleOrig;
+      c->wscale[0] = static_cast<uint8_t>(g.wscale);
+    }
+  };
+
+  if (e == nullptr) {
+    // A SYN opens a connection; a reset or SYN/ACK for none is invalid; any other segment
+    // picks up a connection already running (vecflowd restarted, a route moved).
+    if (g.flags & kTcpRst || g.flags == (kTcpSyn | kTcpAck)) return CtMark::Invalid;
+    e = table_->insert(hash, k, tsc);
+    if (e == nullptr) return std::nullopt;
+    st.created.add();
+    rte_seqcount_write_begin(&e->seq);
+    if (g.flags == kTcpSyn) {
+      open(e, ConnState::TcpSynSent, 0);
+    } else {
+      open(e, (g.flags & kTcpFin) ? ConnState::TcpFinWait : ConnState::TcpEstablished,
+           kConnLiberal | ((g.flags & kTcpFin) ? kConnFinOrig : 0));
+    }
+    e->packets[0] = 1;
+    e->bytes[0] = m->pkt_len;
+    rte_seqcount_write_end(&e->seq);
+    table_->set_expiry(e, expiry(e->state, now));
+    return CtMark::New;
+  }
+
+  rte_seqcount_write_begin(&e->seq);
+  CtMark mark = CtMark::Invalid;
+  ConnState state = e->state;
+  TcpWindow& s = e->tcp[dir];
+  TcpWindow& r = e->tcp[dir ^ 1];
+  const bool liberal = e->flags & kConnLiberal;
+  if (g.flags == kTcpSyn) {
+    if (!reply && (state == ConnState::TcpTimeWait || state == ConnState::TcpClose)) {
+      open(e, ConnState::TcpSynSent, 0);  // the port pair is used again
+      state = ConnState::TcpSynSent;
+      e->packets = {0, 0};
+      e->bytes = {0, 0};
+      e->created = tsc;
+      mark = CtMark::New;
+    } else if (!reply && state == ConnState::TcpSynSent) {
+      mark = CtMark::New;  // a retransmitted SYN
+    }
+  } else if (g.flags == (kTcpSyn | kTcpAck)) {
+    if (reply && (state == ConnState::TcpSynSent || state == ConnState::TcpSynRecv)) {
+      s.end = g.end;
+      s.maxend = g.end;
+      s.maxwin = std::max<uint32_t>(g.win, 1);
+      if (g.wscale >= 0 && (e->flags & kConnWscaleOrig)) {
+        e->flags |= kConnWscaleReply;
+        e->wscale[1] = static_cast<uint8_t>(g.wscale);
+      }
+      if (in_window(s, r, g, g.win)) {
+        e->flags |= kConnSeenReply;
+        state = ConnState::TcpSynRecv;
+        mark = CtMark::Established;
+      }
+    }
+  } else if (state != ConnState::TcpSynSent || !reply) {
+    // ACK, FIN or RST (the originator's ACKs while the SYN waits for its answer, too).
+    const bool scaled = (e->flags & kConnWscaleOrig) && (e->flags & kConnWscaleReply);
+    const uint32_t swin = g.win << (scaled ? e->wscale[dir] : 0);
+    if (liberal || r.maxwin == 0 || in_window(s, r, g, swin)) {
+      if (reply) e->flags |= kConnSeenReply;
+      if (g.flags & kTcpRst) {
+        state = ConnState::TcpClose;
+      } else {
+        if (g.flags & kTcpFin) e->flags |= reply ? kConnFinReply : kConnFinOrig;
+        if ((e->flags & (kConnFinOrig | kConnFinReply)) == (kConnFinOrig | kConnFinReply)) {
+          state = ConnState::TcpTimeWait;
+        } else if (g.flags & kTcpFin) {
+          state = ConnState::TcpFinWait;
+        } else if (state == ConnState::TcpSynRecv && !reply) {
+          state = ConnState::TcpEstablished;
+        }
+      }
+      mark = (e->flags & kConnSeenReply) ? CtMark::Established : CtMark::New;
+    }
+  } else if (g.flags & kTcpRst) {
+    // The responder refuses the SYN: its reset acknowledges the SYN exactly.
+    if ((g.flags & kTcpAck) && g.ack == e->tcp[0].end) {
+      e->flags |= kConnSeenReply;
+      state = ConnState::TcpClose;
+      mark = CtMark::Established;
+    }
+  }
+  if (mark != CtMark::Invalid) {
+    e->state = state;
+    e->packets[dir] += 1;
+    e->bytes[dir] += m->pkt_len;
+    e->last_seen = tsc;
+  }
+  rte_seqcount_write_end(&e->seq);
+  if (mark != CtMark::Invalid) table_->set_expiry(e, expiry(state, now));
+  return mark;
+}
+
+void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
+  if (pkts.empty()) return;
+  LcoreState& st = lcores_[env.slot()];
+  const uint64_t tsc = env.now() != 0 ? env.now() : rte_rdtsc();
+  const uint32_t now = ConnTable::tick(tsc);
+  std::array<uint64_t, kCtMarkCount> marks{};
+  for (size_t i = 0; i < pkts.size(); ++i) {
+    if (i + PerPacketStage<ConntrackStage>::kPrefetchAhead < pkts.size())
+      rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 4], void*));
+    rte_mbuf* m = pkts[i];
+    if (!pkt::is_ipv4(m) && !pkt::is_ipv6(m)) continue;
+    const std::optional<CtMark> c = track(m, tsc, now, st);
+    if (!c) {
+      st.table_full.add();
+      set_drop(m, DropReason::CT_TABLE_FULL);
+      continue;
+    }
+    set_ct_mark(m, *c);
+    ++marks[size_t(*c)];
+    if (*c == CtMark::Invalid && cfg_.drop_invalid) set_drop(m, DropReason::CT_INVALID);
+  }
+  for (size_t c = 0; c < kCtMarkCount; ++c)
+    if (marks[c]) st.marks[c].add(marks[c]);
+  // The first packet's flow bucket is this worker's while the call runs: a class of it is
+  // this worker's to sweep.
+  if (const unsigned gone = table_->sweep(pkts[0]->hash.rss, now, 2)) st.expired.add(gone);
+}
+
+size_t ConntrackStage::describe(rte_mbuf* m, std::span<char> out) const noexcept {
+  const auto r = fmt::format_to_n(out.data(), out.size(), "{}", ct_mark_name(ct_mark(m)));
+  return std::min(out.size(), r.size);
+}
+
+ConntrackCounters ConntrackStage::counters() const noexcept {
+  ConntrackCounters c;
+  for (unsigned i = 0; i < slots_; ++i) {
+    const LcoreState& s = lcores_[i];
+    for (size_t k = 0; k < kCtMarkCount; ++k)
+      c.marks[k] += s.marks[k].load();
+    c.created += s.created.load();
+    c.expired += s.expired.load();
+    c.table_full += s.table_full.load();
+  }
+  return c;
+}
+
+std::array<uint64_t, kConnStateCount> ConntrackStage::sessions_by_state() const {
+  std::array<uint64_t, kConnStateCount> n{};
+  table_->for_each(ConnTable::tick(rte_rdtsc()),
+                   [&](const ConnSnapshot& s) { ++n[size_t(s.state)]; });
+  return n;
+}
+
+std::vector<ConnSnapshot> ConntrackStage::sessions(const SessionFilter& f) const {
+  std::vector<ConnSnapshot> out;
+  const auto has_address = [&](const ConnKey& k) {
+    if (!f.address) return true;
+    if (f.address->version != k.version) return false;
+    const size_t n = k.version == 4 ? 4 : 16;
+    return std::equal(k.src.begin(), k.src.begin() + n, f.address->bytes.begin()) ||
+           std::equal(k.dst.begin(), k.dst.begin() + n, f.address->bytes.begin());
+  };
+  table_->for_each(ConnTable::tick(rte_rdtsc()), [&](const ConnSnapshot& s) {
+    if (f.state && s.state != *f.state) return;
+    if (!has_address(s.key)) return;
+    if (f.port) {
+      const uint16_t p = rte_cpu_to_be_16(*f.port);
+      const bool ports = has_l4_ports(s.key.proto);
+      if (!ports || (s.key.src_port != p && s.key.dst_port != p)) return;
+    }
+    out.push_back(s);
+  });
+  return out;
+}
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Result<std::unique_ptr<Stage>> make_conntrack_stage(const config::StageConfig& cfg,
+                                                    StageContext& ctx) {
+  auto s = ConntrackStage::create(cfg, ctx);
+  if (!s) return std::unexpected(s.error());
+  return std::unique_ptr<Stage>(std::move(*s));
+}
+
+// The timeouts: key, member.
+struct TimeoutKey {
+  std::string_view key;
+  uint32_t ConnTimeouts::*field;
+};
+constexpr TimeoutKey kTimeoutKeys[] = {
+    {"tcp_syn_sent", &ConnTimeouts::tcp_syn_sent},
+    {"tcp_syn_recv", &ConnTimeouts::tcp_syn_recv},
+    {"tcp_established", &ConnTimeouts::tcp_established},
+    {"tcp_fin_wait", &ConnTimeouts::tcp_fin_wait},
+    {"tcp_time_wait", &ConnTimeouts::tcp_time_wait},
+    {"tcp_close", &ConnTimeouts::tcp_close},
+    {"udp_unreplied", &ConnTimeouts::udp_unreplied},
+    {"udp_assured", &ConnTimeouts::udp_assured},
+    {"icmp", &ConnTimeouts::icmp},
+    {"other_unreplied", &ConnTimeouts::other_unreplied},
+    {"other_replied", &ConnTimeouts::other_replied},
+};
+
+ConntrackConfig read_conntrack(config::Ctx& ctx, config::MapReader& m) {
+  ConntrackConfig c;
+  m.get("max_sessions", c.max_sessions, 1, 1u << 26);
+  m.get_enum<bool>("invalid", c.drop_invalid, {{"mark", false}, {"drop", true}});
+  if (m.has("timeouts")) {
+    std::vector<std::string_view> keys;
+    for (const auto& t : kTimeoutKeys)
+      keys.push_back(t.key);
+    config::MapReader t(ctx, m.child("timeouts"), m.key_path("timeouts"), keys);
+    if (t.ok()) {
+      for (const auto& tk : kTimeoutKeys)
+        t.get(std::string(tk.key), c.timeouts.*tk.field, 1, kMaxConnTimeout);
+    }
+  }
+  return c;
+}
+
+const config::StageConfig* group_head(const config::ApplianceConfig& cfg, size_t i) {
+  while (i > 0 && cfg.pipeline[i].fuse)
+    --i;
+  return &cfg.pipeline[i];
+}
+
+void check_conntrack(config::StageCheck& c, const ConntrackConfig&) {
+  const config::ApplianceConfig& cfg = c.config();
+  const YAML::Node at = c.node();
+  if (group_head(cfg, c.index())->sched != config::SchedType::Atomic)
+    c.error(at, c.path(),
+            "conntrack keeps per-connection state and needs an atomic queue: give it "
+            "`sched: atomic`, or fuse it to a stage that has it");
+  if (cfg.scheduler.vector_size < 2)
+    c.error(at, c.path(),
+            "conntrack needs flow-bucketed vectors (scheduler.vector.size of 2 or more): its "
+            "table is owned per flow bucket");
+  if (!cfg.steering.symmetric_hash)
+    c.error(at, c.path(),
+            "conntrack needs steering.symmetric_hash: true, so that both directions of a "
+            "connection share a flow bucket");
+  const bool any_dpdk = std::any_of(cfg.ports.begin(), cfg.ports.end(),
+                                    [](const config::PortConfig& p) { return !p.is_afxdp(); });
+  if (cfg.scheduler.flow_id == config::FlowIdSource::Rss ||
+      (cfg.scheduler.flow_id == config::FlowIdSource::Auto && any_dpdk))
+    c.error(at, c.path(),
+            "conntrack needs the flow hash vecflow computes (scheduler.flow_id: software or "
+            "xdp): a NIC's RSS hash differs between a connection's two directions");
+}
+
+Json conntrack_json(const ConntrackConfig& p) {
+  Json t = Json::object();
+  for (const auto& tk : kTimeoutKeys)
+    t[std::string(tk.key)] = p.timeouts.*tk.field;
+  return {{"max_sessions", p.max_sessions},
+          {"invalid", p.drop_invalid ? "drop" : "mark"},
+          {"timeouts", std::move(t)}};
+}
+
+}  // namespace
+
+StageModule conntrack_stage_module() {
+  return StageModule{
+      config::stage_type<ConntrackConfig>("conntrack", {"max_sessions", "invalid", "timeouts"},
+                                          read_conntrack, conntrack_json, check_conntrack),
+      make_conntrack_stage,
+      nullptr,
+      {}};
+}
+
+}  // namespace vecflow
