@@ -86,7 +86,7 @@ FlowFrame build_flow_frame(const FrameSpec& spec, uint32_t flow) {
   size_t hdr;
   if (spec.tcp) {
     l4[12] = 5 << 4;
-    l4[13] = 0x18;  // PSH|ACK: a data segment of an established connection
+    l4[13] = spec.tcp_flags;
     put16(l4 + 14, 65535);
     hdr = kTcp;
     f.checksum_offset = static_cast<size_t>(l4 + 16 - p);

@@ -32,6 +32,7 @@ struct FrameSpec {
   IpAddress src_ip;
   IpAddress dst_ip;
   bool tcp = false;
+  uint8_t tcp_flags = 0x18;  // PSH|ACK: a data segment of an established connection; SYN: a flood
   uint16_t src_port =
       1024;  // flow f uses src_port + f % 60000 (flows beyond that vary the address)
   uint16_t dst_port = 9;

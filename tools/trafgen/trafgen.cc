@@ -155,7 +155,8 @@ int run_send(const SendOptions& o) {
   auto dmac = parse_mac_address(opt.dst_mac);
   if (!dmac) die("--dst-mac is required (the next hop's MAC, e.g. the appliance's wan0)");
   spec.dst_mac = *dmac;
-  spec.tcp = opt.proto == "tcp";
+  spec.tcp = opt.proto == "tcp" || opt.proto == "syn";
+  if (opt.proto == "syn") spec.tcp_flags = 0x02;
   spec.src_port = opt.src_port;
   spec.dst_port = opt.dst_port;
   spec.frame_size = opt.size;
@@ -428,7 +429,8 @@ int run_pcap(const PcapOptions& opt) {
   spec.dst_ip = *dst;
   spec.src_mac = *smac;
   spec.dst_mac = *dmac;
-  spec.tcp = opt.proto == "tcp";
+  spec.tcp = opt.proto == "tcp" || opt.proto == "syn";
+  if (opt.proto == "syn") spec.tcp_flags = 0x02;
   spec.src_port = opt.src_port;
   spec.dst_port = opt.dst_port;
   spec.frame_size = opt.size;
@@ -543,7 +545,10 @@ int main(int argc, char** argv) {
   send_cmd->add_option("--flows", so.flows, "Number of flows (source ports, then addresses)")
       ->check(CLI::Range(1u, 16u << 20));
   send_cmd->add_option("--size", so.size, "Frame size in bytes without FCS (60 = 64 B frames)");
-  send_cmd->add_option("--proto", so.proto, "udp or tcp")->check(CLI::IsMember({"udp", "tcp"}));
+  send_cmd
+      ->add_option("--proto", so.proto,
+                   "udp, tcp (data segments) or syn (connection openings, a SYN flood)")
+      ->check(CLI::IsMember({"udp", "tcp", "syn"}));
   send_cmd->add_option("--src-port", so.src_port, "First source port");
   send_cmd
       ->add_option("--first-flow", so.first_flow,
@@ -575,7 +580,10 @@ int main(int argc, char** argv) {
   pcap_cmd->add_option("--dst", po.dst, "Destination IP (IPv4 or IPv6)");
   pcap_cmd->add_option("--src-mac", po.src_mac, "Source MAC");
   pcap_cmd->add_option("--dst-mac", po.dst_mac, "Destination MAC");
-  pcap_cmd->add_option("--proto", po.proto, "udp or tcp")->check(CLI::IsMember({"udp", "tcp"}));
+  pcap_cmd
+      ->add_option("--proto", po.proto,
+                   "udp, tcp (data segments) or syn (connection openings, a SYN flood)")
+      ->check(CLI::IsMember({"udp", "tcp", "syn"}));
   pcap_cmd->add_option("--src-port", po.src_port, "First source port");
   pcap_cmd->add_option("--dst-port", po.dst_port, "Destination port");
   pcap_cmd->add_flag("--json", po.json, "Print what was written as JSON");

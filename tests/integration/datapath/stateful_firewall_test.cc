@@ -223,5 +223,59 @@ TEST_F(StatefulFirewall, HostsSeeWhatTheyWouldThroughLinuxConntrack) {
   expect_exact(settled_accounting());
 }
 
+// ---- a full table ----------------------------------------------------------------------------
+
+class SynFlood : public StatefulFirewall {
+ protected:
+  static constexpr unsigned kMaxSessions = 64;
+  std::string edit_config(std::string text) override {
+    return std::regex_replace(
+        StatefulFirewall::edit_config(std::move(text)), std::regex("    invalid: drop"),
+        "    invalid: drop\n    max_sessions: " + std::to_string(kMaxSessions));
+  }
+};
+
+TEST_F(SynFlood, FillsTheTableNewConnectionsAreRefusedAndCountedOpenOnesKeepWorking) {
+  // A connection opened before the flood, used again after it.
+  std::ofstream(dir_ + "/long.py") << "import socket, sys, time\n"
+                                      "s = socket.create_connection(('198.51.100.2', 5001), 3)\n"
+                                      "s.sendall(b'before')\n"
+                                      "time.sleep(float(sys.argv[1]))\n"
+                                      "s.sendall(b' after')\n"
+                                      "s.shutdown(socket.SHUT_WR)\n"
+                                      "print(s.recv(100).decode())\n";
+  std::thread server([&] { lab_->exec('s', "timeout 15 nc -d -l -p 5001 > " + dir_ + "/got"); });
+  std::this_thread::sleep_for(300ms);
+  std::thread client([&] {
+    lab_->exec('c', "timeout 12 python3 " + dir_ + "/long.py 3 > " + dir_ + "/client.out 2>&1");
+  });
+  std::this_thread::sleep_for(1s);
+  // The flood: 2000 SYNs from 1000 source ports, far more openings than the table holds.
+  const std::string wan_mac = lab_->exec_output('a', "cat /sys/class/net/wan0/address");
+  ASSERT_EQ(lab_->exec('c', std::string(TRAFGEN_PATH) +
+                                " send --dev eth0 --dst 198.51.100.2 --proto syn --dst-port 80 "
+                                "--flows 1000 --count 2000 --rate 20000 --size 80 --dst-mac " +
+                                wan_mac.substr(0, 17) + " > /dev/null"),
+            0);
+  // Full: a new connection gets nowhere.
+  write_scripts(dir_);
+  EXPECT_EQ(lab_->exec_output('c', "python3 " + dir_ + "/probe.py tcp 198.51.100.2 5009"),
+            "timeout\n");
+  client.join();
+  server.join();
+  EXPECT_EQ(run("cat " + dir_ + "/got").out, "before after") << "the open connection broke";
+
+  const Json sessions = json("sessions");
+  uint64_t live = 0;
+  for (const auto& r : sessions["summary"])
+    if (r["state"] == "total") live = r["sessions"].get<uint64_t>();
+  EXPECT_EQ(live, kMaxSessions) << sessions.dump();
+  // Every SYN of a flow without a session was refused: all but the two of each flow that got
+  // one of the sessions left.
+  EXPECT_GE(dropped("ct_table_full"), 2000u - 2 * kMaxSessions);
+  EXPECT_LE(dropped("ct_table_full"), 2000u);
+  expect_exact(settled_accounting());
+}
+
 }  // namespace
 }  // namespace vecflow::test
