@@ -538,6 +538,8 @@ class Suite:
         ("rn-dsw", "vecflowd route+neighbour, event_dsw", "vecflowd", ("rn", "eventdev")),
         ("arn-builtin", "vecflowd acl+route+neighbour, builtin", "vecflowd", ("arn", "builtin")),
         ("arn-dsw", "vecflowd acl+route+neighbour, event_dsw", "vecflowd", ("arn", "eventdev")),
+        ("carn-builtin", "vecflowd conntrack+acl+route+neighbour, builtin", "vecflowd",
+         ("carn", "builtin")),
     ]
     # The ACL of pipeline (b): a handful of rules the test traffic (UDP to 198.51.100.2:9)
     # never matches, default permit; route and neighbour are fused with it (one atomic queue,
@@ -551,6 +553,20 @@ class Suite:
       - {name: no-dns-in, action: deny, proto: udp, src: 203.0.113.0/24, dst_port: 53}
       - {name: no-bogons, action: deny, src: 10.255.0.0/16}
       - {name: no-icmp, action: deny, proto: icmp}"""
+    # Pipeline (c): a stateful firewall in front of route and neighbour, all on one atomic
+    # queue. Every flow of the file gets a session (the table holds the largest flow count);
+    # the replay never answers, so each packet is its flow's originator again: marked new,
+    # permitted by the in_port rule after the reply rule was tried. (c) - (b) is conntrack's
+    # cost plus what the two ct rules add to the ACL.
+    ENGINE_CT = """  - stage: conntrack
+    sched: atomic
+    max_sessions: 1100000
+  - stage: acl
+    fuse: true
+    default: deny
+    rules:
+      - {name: replies, action: permit, ct: [established, related]}
+      - {name: from-p0, action: permit, ct: new, in_port: p0}"""
     ENGINE_GROUP = "engine per core (net_pcap replay, 1 lcore, 64 B)"
 
     @contextlib.contextmanager
@@ -693,10 +709,12 @@ class Suite:
             memory_mb=pool * 2048 // (1 << 20) + 384, mbufs=pool,
             hugepages="on" if self.a.hugepages else "off", prefix=prefix, pcap=pcap,
             socket=sock,
-            backend="backend: builtin" if backend == "builtin"
-            else "backend: eventdev\n  device: event_dsw0",
-            acl=self.ENGINE_ACL if pipeline == "arn" else "",
-            route_sched="fuse: true" if pipeline == "arn" else "sched: atomic"))
+            backend=("backend: builtin" if backend == "builtin"
+                     else "backend: eventdev\n  device: event_dsw0")
+            # conntrack takes its flow ids from vecflow's own (symmetric) hash.
+            + ("\n  flow_id: software" if pipeline == "carn" else ""),
+            acl={"arn": self.ENGINE_ACL, "carn": self.ENGINE_CT}.get(pipeline, ""),
+            route_sched="sched: atomic" if pipeline == "rn" else "fuse: true"))
         logp = self.raw / f"engine-vecflowd-{pipeline}-{backend}-{flows}.log"
         with self.bench_lock(f"vecflowd {pipeline} {backend}, {flows} flows") as why:
             if why:

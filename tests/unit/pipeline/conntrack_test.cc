@@ -2,6 +2,9 @@
 // ICMP errors, the TCP window check, the table's limit and expiry, and a stateful firewall
 // (conntrack + acl with ct: and in_port:).
 
+#include <barrier>
+#include <thread>
+
 #include <gtest/gtest.h>
 #include <rte_cycles.h>
 #include <rte_tcp.h>
@@ -271,6 +274,70 @@ TEST_F(Conntrack, BothDirectionsShareASessionWhicheverWorkerRunsThem) {
   const ConntrackCounters c = st->counters();
   EXPECT_EQ(c.marks[size_t(CtMark::New)], 1u);
   EXPECT_EQ(c.marks[size_t(CtMark::Established)], 2u);
+}
+
+// Two workers run the stage at once, each on the flow buckets it holds, and the buckets change
+// hands between rounds as a migration moves them (a barrier stands for the scheduler's
+// hand-off). Every connection keeps one session whose counts and state add up, whichever
+// worker saw which of its packets: the state belongs to the flow bucket.
+TEST_F(Conntrack, SessionsFollowTheirFlowBucketAcrossConcurrentWorkers) {
+  Harness two(2);
+  RouteConfig r;
+  r.routes = {route("0.0.0.0/0", "wan", "192.0.2.254"), route("198.51.100.0/24", "lan")};
+  ASSERT_TRUE(two.build({stage("conntrack", ConntrackConfig{}), stage("route", r, true)}));
+  auto* st = two.pipeline->find<ConntrackStage>("conntrack");
+  constexpr uint16_t kFlows = 2048;
+  constexpr unsigned kBuckets = 16;  // the rx adapter's flow buckets: hash & 15
+  constexpr unsigned kRounds = 8;
+  // Round r: the originator's packet of every flow; odd rounds also the reply.
+  std::vector<std::vector<uint16_t>> flows_of(kBuckets);  // lan ports by flow bucket
+  for (uint16_t f = 0; f < kFlows; ++f) {
+    rte_mbuf* m = udp(true, static_cast<uint16_t>(10000 + f));
+    flows_of[m->hash.rss & (kBuckets - 1)].push_back(static_cast<uint16_t>(10000 + f));
+    rte_pktmbuf_free(m);
+  }
+  std::barrier handoff(2);
+  auto work = [&](unsigned slot) {
+    CollectSinks sinks;
+    for (unsigned round = 0; round < kRounds; ++round) {
+      for (unsigned b = 0; b < kBuckets; ++b) {
+        if ((b + round) % 2 != slot) continue;  // this round, bucket b is the other worker's
+        std::vector<rte_mbuf*> vec;
+        for (uint16_t lan_port : flows_of[b]) {
+          for (bool reply : {false, true}) {
+            if (reply && round % 2 == 0) continue;
+            vec.push_back(udp(!reply, lan_port));
+            if (vec.size() == 64) {
+              two.workers[slot]->run_vector(0, vec, sinks);
+              sinks.free_all();
+              vec.clear();
+            }
+          }
+        }
+        if (!vec.empty()) two.workers[slot]->run_vector(0, vec, sinks);
+        sinks.free_all();
+      }
+      handoff.arrive_and_wait();
+    }
+  };
+  std::thread w0(work, 0), w1(work, 1);
+  w0.join();
+  w1.join();
+
+  const auto all = st->sessions({});
+  ASSERT_EQ(all.size(), kFlows);
+  for (const auto& s : all) {
+    ASSERT_EQ(s.packets[0], kRounds) << rte_be_to_cpu_16(s.key.src_port);
+    ASSERT_EQ(s.packets[1], kRounds / 2);
+    ASSERT_EQ(s.state, ConnState::UdpAssured);
+  }
+  const ConntrackCounters c = st->counters();
+  EXPECT_EQ(c.created, kFlows);
+  EXPECT_EQ(c.table_full, 0u);
+  // New: the originator's packets of rounds 0 and 1, before the first reply; the rest after.
+  EXPECT_EQ(c.marks[size_t(CtMark::New)], 2u * kFlows);
+  EXPECT_EQ(c.marks[size_t(CtMark::Established)], uint64_t{kFlows} * (kRounds + kRounds / 2 - 2));
+  EXPECT_EQ(st->table().in_use(), kFlows);
 }
 
 TEST_F(Conntrack, AStatefulFirewallLetsRepliesInAndRefusesNewConnectionsFromWan) {
