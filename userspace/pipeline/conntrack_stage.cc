@@ -415,9 +415,27 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
   const uint64_t tsc = env.now() != 0 ? env.now() : rte_rdtsc();
   const uint32_t now = ConnTable::tick(tsc);
   std::array<uint64_t, kCtMarkCount> marks{};
-  for (size_t i = 0; i < pkts.size(); ++i) {
-    if (i + PerPacketStage<ConntrackStage>::kPrefetchAhead < pkts.size())
-      rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 4], void*));
+  // Three steps ahead of the packet being tracked, each on lines the step before brought in:
+  // the mbuf kMbufAhead packets ahead; its headers and table buckets (from the hash in the
+  // mbuf) kBucketsAhead; the session whose signature matches kSessionAhead. With many flows
+  // the vector's mbufs and sessions are rarely in cache when a vector reaches this stage.
+  constexpr size_t kMbufAhead = 16, kBucketsAhead = 10, kSessionAhead = 5;
+  const size_t n = pkts.size();
+  for (size_t i = 0; i < n && i < kMbufAhead; ++i)
+    rte_prefetch0(pkts[i]);
+  for (size_t i = 0; i < n && i < kBucketsAhead; ++i) {
+    table_->prefetch_buckets(pkts[i]->hash.rss);
+    rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
+  }
+  for (size_t i = 0; i < n && i < kSessionAhead; ++i)
+    table_->prefetch_session(pkts[i]->hash.rss);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kMbufAhead < n) rte_prefetch0(pkts[i + kMbufAhead]);
+    if (i + kBucketsAhead < n) {
+      table_->prefetch_buckets(pkts[i + kBucketsAhead]->hash.rss);
+      rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kBucketsAhead], void*));
+    }
+    if (i + kSessionAhead < n) table_->prefetch_session(pkts[i + kSessionAhead]->hash.rss);
     rte_mbuf* m = pkts[i];
     if (!pkt::is_ipv4(m) && !pkt::is_ipv6(m)) continue;
     const std::optional<CtMark> c = track(m, tsc, now, st);

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <new>
 
+#include <sys/mman.h>
+
 namespace vecflow {
 
 std::string_view conn_state_name(ConnState s) noexcept {
@@ -79,16 +81,24 @@ ConnTable::ConnTable(uint32_t max_sessions) : max_(max_sessions) {
   const uint64_t want = std::max<uint64_t>(2 * kClasses, (uint64_t{max_sessions} + 6) / 7);
   nbuckets_ = static_cast<uint32_t>(std::bit_ceil(want));
   mask_ = nbuckets_ - 1;
-  buckets_.reset(new Bucket[nbuckets_]);
+  constexpr size_t kHuge = size_t{2} << 20;
+  map_bytes_ = (memory_bytes() + kHuge - 1) / kHuge * kHuge;
+  map_ = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map_ == MAP_FAILED) throw std::bad_alloc();
+  // Transparent huge pages where the kernel has them (its "madvise" mode takes this hint, and
+  // "always" needs none); plain pages otherwise, correct but slower.
+  (void)madvise(map_, map_bytes_, MADV_HUGEPAGE);
+  // Zeroed by the kernel; written once here, so the memory is the process's from the start.
+  buckets_ = static_cast<Bucket*>(map_);
   for (uint32_t b = 0; b < nbuckets_; ++b) {
+    new (&buckets_[b]) Bucket;
     for (unsigned w = 0; w < kWays; ++w) {
       buckets_[b].sig[w].store(0, std::memory_order_relaxed);
       buckets_[b].expires[w].store(0, std::memory_order_relaxed);
     }
   }
-  // Zeroed, and so touched: the memory is the process's from the start.
-  entries_ = static_cast<ConnEntry*>(
-      ::operator new[](size_t(nbuckets_) * kWays * sizeof(ConnEntry), std::align_val_t{64}));
+  entries_ = reinterpret_cast<ConnEntry*>(static_cast<uint8_t*>(map_) +
+                                          size_t(nbuckets_) * sizeof(Bucket));
   std::memset(static_cast<void*>(entries_), 0, size_t(nbuckets_) * kWays * sizeof(ConnEntry));
   for (size_t i = 0; i < size_t(nbuckets_) * kWays; ++i)
     rte_seqcount_init(&entries_[i].seq);
@@ -96,19 +106,24 @@ ConnTable::ConnTable(uint32_t max_sessions) : max_(max_sessions) {
 }
 
 ConnTable::~ConnTable() {
-  ::operator delete[](entries_, std::align_val_t{64});
+  munmap(map_, map_bytes_);
+}
+
+void ConnTable::prefetch_session(uint32_t hash) const noexcept {
+  const uint32_t sig = sig_of(hash);
+  const uint32_t b = first(hash);
+  for (unsigned w = 0; w < kWays; ++w) {
+    if (buckets_[b].sig[w].load(std::memory_order_relaxed) == sig) {
+      const ConnEntry* e = at(b, w);
+      rte_prefetch0(e);
+      rte_prefetch0(reinterpret_cast<const uint8_t*>(e) + 64);
+      return;
+    }
+  }
 }
 
 size_t ConnTable::memory_bytes() const noexcept {
   return size_t(nbuckets_) * (sizeof(Bucket) + kWays * sizeof(ConnEntry));
-}
-
-uint32_t ConnTable::second(uint32_t hash) const noexcept {
-  // The same class (low kClassBits bits), another bucket: a non-zero offset above the class
-  // bits, taken from the hash's high half (nbuckets_ >= 2 * kClasses, so there is one).
-  const uint32_t above = nbuckets_ >> kClassBits;
-  const uint32_t offset = 1 + (hash >> 16) % (above - 1);
-  return (first(hash) ^ (offset << kClassBits)) & mask_;
 }
 
 ConnEntry* ConnTable::find(uint32_t hash, const ConnKey& k, uint32_t now, bool& reply,
