@@ -482,6 +482,12 @@ std::array<uint64_t, kConnStateCount> ConntrackStage::sessions_by_state() const 
 
 std::vector<ConnSnapshot> ConntrackStage::sessions(const SessionFilter& f) const {
   std::vector<ConnSnapshot> out;
+  for_each_session(f, [&](const ConnSnapshot& s) { out.push_back(s); });
+  return out;
+}
+
+void ConntrackStage::for_each_session(const SessionFilter& f,
+                                      const std::function<void(const ConnSnapshot&)>& fn) const {
   const auto has_address = [&](const ConnKey& k) {
     if (!f.address) return true;
     if (f.address->version != k.version) return false;
@@ -497,9 +503,8 @@ std::vector<ConnSnapshot> ConntrackStage::sessions(const SessionFilter& f) const
       const bool ports = has_l4_ports(s.key.proto);
       if (!ports || (s.key.src_port != p && s.key.dst_port != p)) return;
     }
-    out.push_back(s);
+    fn(s);
   });
-  return out;
 }
 
 namespace {

@@ -23,6 +23,7 @@
 // check enforces it. That is what makes its table lock-free (pipeline/conntrack_table.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -69,7 +70,11 @@ class ConntrackStage final : public Stage {
   ConntrackCounters counters() const noexcept;
   // Live sessions by state.
   std::array<uint64_t, kConnStateCount> sessions_by_state() const;
-  // The live sessions the filter takes.
+  // Calls `fn` with each live session the filter takes (the control thread; a scan of the
+  // whole table, each session read under its sequence count).
+  void for_each_session(const SessionFilter& f,
+                        const std::function<void(const ConnSnapshot&)>& fn) const;
+  // All of them, for tests and small tables.
   std::vector<ConnSnapshot> sessions(const SessionFilter& f) const;
   const ConnTable& table() const noexcept { return *table_; }
   uint64_t tsc_hz() const noexcept { return tsc_hz_; }

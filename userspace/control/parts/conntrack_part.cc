@@ -44,23 +44,6 @@ inline const MetricFamily kCtTableFull{
 
 constexpr CtMark kMarks[] = {CtMark::New, CtMark::Established, CtMark::Related, CtMark::Invalid};
 
-std::string proto_text(uint8_t p) {
-  switch (p) {
-    case IPPROTO_TCP:
-      return "tcp";
-    case IPPROTO_UDP:
-      return "udp";
-    case IPPROTO_ICMP:
-      return "icmp";
-    case IPPROTO_ICMPV6:
-      return "icmpv6";
-    case IPPROTO_SCTP:
-      return "sctp";
-    default:
-      return std::to_string(p);
-  }
-}
-
 std::optional<ConnState> state_from_name(std::string_view name) {
   for (size_t s = 0; s < kConnStateCount; ++s)
     if (conn_state_name(static_cast<ConnState>(s)) == name) return static_cast<ConnState>(s);
@@ -81,7 +64,7 @@ Json session_row(const ConntrackStage& st, const ConnSnapshot& s) {
   const auto port = [&](uint16_t be) { return ports ? Json(rte_be_to_cpu_16(be)) : Json(nullptr); };
   return Json{
       {"stage", st.name()},
-      {"proto", proto_text(s.key.proto)},
+      {"proto", proto_name(s.key.proto)},
       {"src", src.to_string()},
       {"src_port", port(s.key.src_port)},
       {"dst", dst.to_string()},
@@ -155,19 +138,31 @@ CommandResult sessions(Pipeline& pipeline, const CommandContext& ctx) {
                        {"state", "total"},
                        {"sessions", live},
                        {"max_sessions", st->table().max_sessions()}});
-    std::vector<ConnSnapshot> found = st->sessions(f);
-    matched += found.size();
+    // The largest `top` by a min-heap, so a table of a million sessions is never copied whole.
     const auto key = [&](const ConnSnapshot& s) {
       if (sort == "bytes") return s.bytes[0] + s.bytes[1];
       if (sort == "age") return ~s.created;  // oldest first
       return s.packets[0] + s.packets[1];
     };
-    const size_t n = std::min<size_t>(top, found.size());
-    std::partial_sort(
-        found.begin(), found.begin() + long(n), found.end(),
-        [&](const ConnSnapshot& x, const ConnSnapshot& y) { return key(x) > key(y); });
-    for (size_t i = 0; i < n; ++i)
-      rows.push_back(session_row(*st, found[i]));
+    const auto larger = [&](const ConnSnapshot& x, const ConnSnapshot& y) {
+      return key(x) > key(y);
+    };
+    std::vector<ConnSnapshot> best;
+    best.reserve(std::min<uint64_t>(top, st->table().capacity()));
+    st->for_each_session(f, [&](const ConnSnapshot& s) {
+      ++matched;
+      if (best.size() < top) {
+        best.push_back(s);
+        std::push_heap(best.begin(), best.end(), larger);
+      } else if (larger(s, best.front())) {
+        std::pop_heap(best.begin(), best.end(), larger);
+        best.back() = s;
+        std::push_heap(best.begin(), best.end(), larger);
+      }
+    });
+    std::sort_heap(best.begin(), best.end(), larger);
+    for (const ConnSnapshot& s : best)
+      rows.push_back(session_row(*st, s));
   }
   Json out{{"summary", std::move(summary)}, {"matched", matched}, {"sessions", std::move(rows)}};
   // One session matched: all of it, as fields.

@@ -86,23 +86,6 @@ std::string_view route_action_name(RouteAction a) {
   return "drop";
 }
 
-std::string proto_name(uint8_t p) {
-  switch (p) {
-    case IPPROTO_TCP:
-      return "tcp";
-    case IPPROTO_UDP:
-      return "udp";
-    case IPPROTO_ICMP:
-      return "icmp";
-    case IPPROTO_ICMPV6:
-      return "icmpv6";
-    case IPPROTO_SCTP:
-      return "sctp";
-    default:
-      return std::to_string(p);
-  }
-}
-
 std::string range_text(const config::PortRange& r) {
   return r.low == r.high ? std::to_string(r.low) : fmt::format("{}-{}", r.low, r.high);
 }
