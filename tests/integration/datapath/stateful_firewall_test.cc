@@ -33,6 +33,16 @@ class StatefulFirewall : public Forwarding {
 control:)");
   }
 
+  // Waits (up to 10 s) until a server on `side` listens on TCP `port`.
+  void wait_listening(char side, int port) {
+    for (int i = 0; i < 100; ++i) {
+      if (lab_->exec(side, "ss -Htln sport = :" + std::to_string(port) + " | grep -q .") == 0)
+        return;
+      std::this_thread::sleep_for(100ms);
+    }
+    ADD_FAILURE() << "nothing listens on TCP " << port;
+  }
+
   uint64_t dropped(const std::string& reason) {
     const Json errors = json("errors");
     for (const auto& r : errors["reasons"])
@@ -55,7 +65,7 @@ TEST_F(StatefulFirewall, ConnectionsFromWanCrossAndTheirRepliesComeBack) {
   const std::string in = dir_ + "/in", out = dir_ + "/out";
   ASSERT_EQ(run("head -c 262144 /dev/urandom > " + in).rc, 0);
   std::thread server([&] { lab_->exec('s', "timeout 20 nc -d -l -p 5001 > " + out); });
-  std::this_thread::sleep_for(300ms);
+  wait_listening('s', 5001);
   EXPECT_EQ(lab_->exec('c', "timeout 20 nc -N -w 5 198.51.100.2 5001 < " + in), 0);
   server.join();
   EXPECT_EQ(run("cmp " + in + " " + out).rc, 0) << "the server got other bytes";
@@ -113,7 +123,7 @@ TEST_F(StatefulFirewall, ConnectionsFromWanCrossAndTheirRepliesComeBack) {
 TEST_F(StatefulFirewall, NothingNewGetsInFromLan) {
   // The server side opens nothing: a TCP connection, a ping, are refused (acl_deny).
   std::thread listener([&] { lab_->exec('c', "timeout 4 nc -d -l -p 5002 >/dev/null"); });
-  std::this_thread::sleep_for(300ms);
+  wait_listening('c', 5002);
   EXPECT_NE(lab_->exec('s', "echo hi | timeout 3 nc -N -w 2 192.0.2.2 5002"), 0);
   EXPECT_NE(lab_->exec('s', "ping -c 2 -i 0.2 -W 1 192.0.2.2 >/dev/null"), 0);
   listener.join();
@@ -174,7 +184,14 @@ std::map<std::string, std::string> scenarios(const Lab& lab, const std::string& 
   for (const auto& [side, what] : std::initializer_list<std::pair<char, std::string>>{
            {'s', "tcp 5001"}, {'s', "udp 5353"}, {'c', "tcp 5002"}, {'c', "udp 5355"}})
     lab.exec(side, "timeout 10 python3 " + dir + "/echo.py " + what + " >/dev/null 2>&1 &");
-  std::this_thread::sleep_for(500ms);
+  // Every server listening before the first probe (python starts slowly on a loaded machine).
+  const auto listening = [&](char side, const std::string& tcp, const std::string& udp) {
+    return lab.exec(side, "ss -Htln sport = :" + tcp + " | grep -q . && ss -Huln sport = :" + udp +
+                              " | grep -q .") == 0;
+  };
+  for (int i = 0; i < 100 && !(listening('s', "5001", "5353") && listening('c', "5002", "5355"));
+       ++i)
+    std::this_thread::sleep_for(100ms);
   const auto probe = [&](char side, const std::string& what) {
     std::string out = lab.exec_output(side, "python3 " + dir + "/probe.py " + what);
     while (!out.empty() && out.back() == '\n')
@@ -245,7 +262,7 @@ TEST_F(SynFlood, FillsTheTableNewConnectionsAreRefusedAndCountedOpenOnesKeepWork
                                       "s.shutdown(socket.SHUT_WR)\n"
                                       "print(s.recv(100).decode())\n";
   std::thread server([&] { lab_->exec('s', "timeout 15 nc -d -l -p 5001 > " + dir_ + "/got"); });
-  std::this_thread::sleep_for(300ms);
+  wait_listening('s', 5001);
   std::thread client([&] {
     lab_->exec('c', "timeout 12 python3 " + dir_ + "/long.py 3 > " + dir_ + "/client.out 2>&1");
   });
