@@ -24,8 +24,6 @@ struct __attribute__((packed)) PayloadHeader {
 static_assert(sizeof(PayloadHeader) == 18);
 inline constexpr uint16_t kMagic = 0x7674;  // "vt"
 
-
-
 struct FrameSpec {
   MacAddress src_mac;
   MacAddress dst_mac;
