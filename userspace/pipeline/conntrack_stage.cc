@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <rte_byteorder.h>
@@ -165,7 +168,20 @@ Result<std::unique_ptr<ConntrackStage>> ConntrackStage::create(const config::Sta
                                                                StageContext& ctx) {
   const auto& p = cfg.params.get<ConntrackConfig>();
   if (p.max_sessions == 0) return fail("conntrack: max_sessions must be at least 1");
-  return std::unique_ptr<ConntrackStage>(new ConntrackStage(cfg, ctx));
+  // The table is reserved and touched at start: a size the machine cannot hold is refused
+  // here, named, rather than ending the process when the kernel runs out of memory.
+  const size_t need = ConnTable::memory_for(p.max_sessions);
+  const size_t ram = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGE_SIZE));
+  if (need > ram / 2)
+    return fail(
+        "conntrack: max_sessions {} needs {} MiB of session table, more than half of "
+        "this machine's {} MiB",
+        p.max_sessions, need >> 20, ram >> 20);
+  try {
+    return std::unique_ptr<ConntrackStage>(new ConntrackStage(cfg, ctx));
+  } catch (const std::bad_alloc&) {
+    return fail("conntrack: cannot map {} MiB for {} sessions", need >> 20, p.max_sessions);
+  }
 }
 
 CtMark ConntrackStage::related(const rte_mbuf* m, const uint8_t* l4, uint32_t now) const noexcept {

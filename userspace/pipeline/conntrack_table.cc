@@ -75,11 +75,22 @@ ConnKey ConnKey::reversed() const noexcept {
   return r;
 }
 
+namespace {
+// Two-choice 8-way buckets stay below a few per mille of refused inserts up to ~90 % full;
+// max_sessions / 7 buckets keep the table at most 7/8 full before the count refuses.
+uint32_t buckets_for(uint32_t max_sessions) noexcept {
+  const uint64_t want =
+      std::max<uint64_t>(2 * ConnTable::kClasses, (uint64_t{max_sessions} + 6) / 7);
+  return static_cast<uint32_t>(std::bit_ceil(want));
+}
+}  // namespace
+
+size_t ConnTable::memory_for(uint32_t max_sessions) noexcept {
+  return size_t(buckets_for(max_sessions)) * (sizeof(Bucket) + kWays * sizeof(ConnEntry));
+}
+
 ConnTable::ConnTable(uint32_t max_sessions) : max_(max_sessions) {
-  // Two-choice 8-way buckets stay below a few per mille of refused inserts up to ~90 % full;
-  // max_sessions / 7 buckets keep the table at most 7/8 full before the count refuses.
-  const uint64_t want = std::max<uint64_t>(2 * kClasses, (uint64_t{max_sessions} + 6) / 7);
-  nbuckets_ = static_cast<uint32_t>(std::bit_ceil(want));
+  nbuckets_ = buckets_for(max_sessions);
   mask_ = nbuckets_ - 1;
   constexpr size_t kHuge = size_t{2} << 20;
   map_bytes_ = (memory_bytes() + kHuge - 1) / kHuge * kHuge;

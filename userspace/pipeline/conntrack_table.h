@@ -158,8 +158,11 @@ class ConnTable {
   // TSC cycles per tick: ~1.7 ms at 2.5 GHz; 2^31 ticks last 42 days there.
   static constexpr unsigned kTickShift = 22;
 
-  // Reserves the buckets and sessions for `max_sessions` and touches them.
+  // Reserves the buckets and sessions for `max_sessions` and touches them; std::bad_alloc when
+  // the memory cannot be mapped.
   explicit ConnTable(uint32_t max_sessions);
+  // The bytes a table for `max_sessions` reserves (buckets and sessions).
+  static size_t memory_for(uint32_t max_sessions) noexcept;
   ~ConnTable();
   ConnTable(const ConnTable&) = delete;
   ConnTable& operator=(const ConnTable&) = delete;

@@ -5,6 +5,8 @@
 #include <barrier>
 #include <thread>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <rte_cycles.h>
 #include <rte_tcp.h>
@@ -429,6 +431,18 @@ TEST(ConntrackConfigTest, TheFileMustGiveTheStageWhatItsTableNeeds) {
 )");
   EXPECT_NE(load_errors(early).find("needs a conntrack stage before"), std::string::npos)
       << load_errors(early);
+}
+
+TEST_F(Conntrack, ATableTheMachineCannotHoldIsRefusedByName) {
+  ConntrackConfig c;
+  c.max_sessions = 1u << 26;  // the most the file accepts: ~18 GiB of table
+  const size_t ram = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGE_SIZE));
+  if (ConnTable::memory_for(c.max_sessions) <= ram / 2) GTEST_SKIP() << "this machine holds it";
+  Harness h2;
+  const auto built = h2.build({stage("conntrack", c)});
+  ASSERT_FALSE(built);
+  EXPECT_NE(std::string(built.message()).find("max_sessions 67108864 needs"), std::string::npos)
+      << built.message();
 }
 
 TEST(ConnTableTest, SessionsExpireOnLookupAndInTheSweep) {
