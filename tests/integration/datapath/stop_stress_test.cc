@@ -250,10 +250,10 @@ class StopStress : public ::testing::Test {
   static inline Lab* lab_ = nullptr;
 };
 
-// The sanitizer build, several times slower, stops half as many times by default: the same
+// The sanitizer build, several times slower, stops a third as many times by default: the same
 // teardown paths under ASan and UBSan, in the time CI has.
 #ifdef VECFLOW_SANITIZE
-constexpr unsigned kDefaultRuns = 12;
+constexpr unsigned kDefaultRuns = 8;
 #else
 constexpr unsigned kDefaultRuns = 24;
 #endif
