@@ -71,6 +71,16 @@ uint64_t now_ns() {
   std::exit(2);
 }
 
+constexpr const char* kProtoHelp =
+    "udp, tcp (data segments), syn (connection openings, a SYN flood) or rst (resets with "
+    "sequence number 0, a RST flood: with --src-port and --dst-port they name one connection)";
+
+void set_proto(FrameSpec& spec, const std::string& proto) {
+  spec.tcp = proto != "udp";
+  if (proto == "syn") spec.tcp_flags = 0x02;
+  if (proto == "rst") spec.tcp_flags = 0x04;
+}
+
 int open_packet_socket(const std::string& dev, int& ifindex) {
   int fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
   if (fd < 0) die(fmt::format("AF_PACKET socket: {} (needs root)", std::strerror(errno)));
@@ -155,8 +165,7 @@ int run_send(const SendOptions& o) {
   auto dmac = parse_mac_address(opt.dst_mac);
   if (!dmac) die("--dst-mac is required (the next hop's MAC, e.g. the appliance's wan0)");
   spec.dst_mac = *dmac;
-  spec.tcp = opt.proto == "tcp" || opt.proto == "syn";
-  if (opt.proto == "syn") spec.tcp_flags = 0x02;
+  set_proto(spec, opt.proto);
   spec.src_port = opt.src_port;
   spec.dst_port = opt.dst_port;
   spec.frame_size = opt.size;
@@ -429,8 +438,7 @@ int run_pcap(const PcapOptions& opt) {
   spec.dst_ip = *dst;
   spec.src_mac = *smac;
   spec.dst_mac = *dmac;
-  spec.tcp = opt.proto == "tcp" || opt.proto == "syn";
-  if (opt.proto == "syn") spec.tcp_flags = 0x02;
+  set_proto(spec, opt.proto);
   spec.src_port = opt.src_port;
   spec.dst_port = opt.dst_port;
   spec.frame_size = opt.size;
@@ -545,10 +553,8 @@ int main(int argc, char** argv) {
   send_cmd->add_option("--flows", so.flows, "Number of flows (source ports, then addresses)")
       ->check(CLI::Range(1u, 16u << 20));
   send_cmd->add_option("--size", so.size, "Frame size in bytes without FCS (60 = 64 B frames)");
-  send_cmd
-      ->add_option("--proto", so.proto,
-                   "udp, tcp (data segments) or syn (connection openings, a SYN flood)")
-      ->check(CLI::IsMember({"udp", "tcp", "syn"}));
+  send_cmd->add_option("--proto", so.proto, kProtoHelp)
+      ->check(CLI::IsMember({"udp", "tcp", "syn", "rst"}));
   send_cmd->add_option("--src-port", so.src_port, "First source port");
   send_cmd
       ->add_option("--first-flow", so.first_flow,
@@ -580,10 +586,8 @@ int main(int argc, char** argv) {
   pcap_cmd->add_option("--dst", po.dst, "Destination IP (IPv4 or IPv6)");
   pcap_cmd->add_option("--src-mac", po.src_mac, "Source MAC");
   pcap_cmd->add_option("--dst-mac", po.dst_mac, "Destination MAC");
-  pcap_cmd
-      ->add_option("--proto", po.proto,
-                   "udp, tcp (data segments) or syn (connection openings, a SYN flood)")
-      ->check(CLI::IsMember({"udp", "tcp", "syn"}));
+  pcap_cmd->add_option("--proto", po.proto, kProtoHelp)
+      ->check(CLI::IsMember({"udp", "tcp", "syn", "rst"}));
   pcap_cmd->add_option("--src-port", po.src_port, "First source port");
   pcap_cmd->add_option("--dst-port", po.dst_port, "Destination port");
   pcap_cmd->add_flag("--json", po.json, "Print what was written as JSON");

@@ -5,6 +5,8 @@
 #include <map>
 #include <regex>
 
+#include <fmt/format.h>
+
 #include "forwarding_fixture.h"
 
 namespace vecflow::test {
@@ -291,6 +293,50 @@ TEST_F(SynFlood, FillsTheTableNewConnectionsAreRefusedAndCountedOpenOnesKeepWork
   // one of the sessions left.
   EXPECT_GE(dropped("ct_table_full"), 2000u - 2 * kMaxSessions);
   EXPECT_LE(dropped("ct_table_full"), 2000u);
+  expect_exact(settled_accounting());
+}
+
+// A RST flood: resets spoofed into an open connection (its ports, sequence number 0: outside
+// the window) and resets for connections that do not exist. Each is invalid and dropped by the
+// firewall, none reaches the server, and the connection delivers all its bytes afterwards.
+TEST_F(StatefulFirewall, RstFloodIsInvalidAndTheOpenConnectionSurvives) {
+  constexpr int kClientPort = 40001;
+  constexpr unsigned kIntoTheConnection = 1000, kStray = 1000;
+  std::ofstream(dir_ + "/long.py") << "import socket, sys, time\n"
+                                      "s = socket.create_connection(('198.51.100.2', 5001), 3, "
+                                      "('0.0.0.0', int(sys.argv[1])))\n"
+                                      "s.sendall(b'before')\n"
+                                      "time.sleep(float(sys.argv[2]))\n"
+                                      "s.sendall(b' after')\n"
+                                      "s.shutdown(socket.SHUT_WR)\n"
+                                      "print(s.recv(100).decode())\n";
+  std::thread server([&] { lab_->exec('s', "timeout 15 nc -d -l -p 5001 > " + dir_ + "/got"); });
+  wait_listening('s', 5001);
+  std::thread client([&] {
+    lab_->exec('c', fmt::format("timeout 12 python3 {}/long.py {} 3 > {}/client.out 2>&1", dir_,
+                                kClientPort, dir_));
+  });
+  std::this_thread::sleep_for(1s);
+  const std::string wan_mac = lab_->exec_output('a', "cat /sys/class/net/wan0/address");
+  const std::string send = fmt::format(
+      "{} send --dev eth0 --dst 198.51.100.2 --proto rst --dst-port 5001 --rate 20000 --size 80 "
+      "--dst-mac {}",
+      TRAFGEN_PATH, wan_mac.substr(0, 17));
+  ASSERT_EQ(lab_->exec('c', fmt::format("{} --src-port {} --flows 1 --count {} > /dev/null", send,
+                                        kClientPort, kIntoTheConnection)),
+            0);
+  ASSERT_EQ(lab_->exec('c', fmt::format("{} --src-port 41000 --flows {} --count {} > /dev/null",
+                                        send, kStray, kStray)),
+            0);
+  client.join();
+  server.join();
+  EXPECT_EQ(run("cat " + dir_ + "/got").out, "before after") << "the connection was reset";
+
+  // Every reset was invalid: dropped by the conntrack stage, never marked for the ACL.
+  EXPECT_EQ(dropped("ct_invalid"), kIntoTheConnection + kStray);
+  const Json tcp = json(fmt::format("sessions --port {}", kClientPort));
+  ASSERT_EQ(tcp["matched"], 1) << tcp.dump();
+  EXPECT_NE(tcp["session"]["state"], "close") << tcp.dump();
   expect_exact(settled_accounting());
 }
 
