@@ -45,6 +45,39 @@ control:)");
     ADD_FAILURE() << "nothing listens on TCP " << port;
   }
 
+  // A TCP connection from the client (wan) to the server's port 5001, from `client_port` (0:
+  // any): it sends "before", waits 3 s, sends " after" and closes. end_long_connection() waits
+  // for both ends and returns what the server received.
+  void start_long_connection(int client_port) {
+    std::ofstream(dir_ + "/long.py") << "import socket, sys, time\n"
+                                        "s = socket.create_connection(('198.51.100.2', 5001), 3, "
+                                        "('0.0.0.0', int(sys.argv[1])))\n"
+                                        "s.sendall(b'before')\n"
+                                        "time.sleep(3)\n"
+                                        "s.sendall(b' after')\n"
+                                        "s.shutdown(socket.SHUT_WR)\n"
+                                        "print(s.recv(100).decode())\n";
+    long_server_ =
+        std::thread([this] { lab_->exec('s', "timeout 15 nc -d -l -p 5001 > " + dir_ + "/got"); });
+    wait_listening('s', 5001);
+    long_client_ = std::thread([this, client_port] {
+      lab_->exec('c', fmt::format("timeout 12 python3 {}/long.py {} > {}/client.out 2>&1", dir_,
+                                  client_port, dir_));
+    });
+    std::this_thread::sleep_for(1s);
+  }
+  std::string end_long_connection() {
+    long_client_.join();
+    long_server_.join();
+    return run("cat " + dir_ + "/got").out;
+  }
+  // A test that failed half-way still waits for its connection's ends (they time out).
+  ~StatefulFirewall() override {
+    if (long_client_.joinable()) long_client_.join();
+    if (long_server_.joinable()) long_server_.join();
+  }
+  std::thread long_server_, long_client_;
+
   uint64_t dropped(const std::string& reason) {
     const Json errors = json("errors");
     for (const auto& r : errors["reasons"])
@@ -256,19 +289,7 @@ class SynFlood : public StatefulFirewall {
 
 TEST_F(SynFlood, FillsTheTableNewConnectionsAreRefusedAndCountedOpenOnesKeepWorking) {
   // A connection opened before the flood, used again after it.
-  std::ofstream(dir_ + "/long.py") << "import socket, sys, time\n"
-                                      "s = socket.create_connection(('198.51.100.2', 5001), 3)\n"
-                                      "s.sendall(b'before')\n"
-                                      "time.sleep(float(sys.argv[1]))\n"
-                                      "s.sendall(b' after')\n"
-                                      "s.shutdown(socket.SHUT_WR)\n"
-                                      "print(s.recv(100).decode())\n";
-  std::thread server([&] { lab_->exec('s', "timeout 15 nc -d -l -p 5001 > " + dir_ + "/got"); });
-  wait_listening('s', 5001);
-  std::thread client([&] {
-    lab_->exec('c', "timeout 12 python3 " + dir_ + "/long.py 3 > " + dir_ + "/client.out 2>&1");
-  });
-  std::this_thread::sleep_for(1s);
+  start_long_connection(0);
   // The flood: 2000 SYNs from 1000 source ports, far more openings than the table holds.
   const std::string wan_mac = lab_->exec_output('a', "cat /sys/class/net/wan0/address");
   ASSERT_EQ(lab_->exec('c', std::string(TRAFGEN_PATH) +
@@ -280,9 +301,7 @@ TEST_F(SynFlood, FillsTheTableNewConnectionsAreRefusedAndCountedOpenOnesKeepWork
   write_scripts(dir_);
   EXPECT_EQ(lab_->exec_output('c', "python3 " + dir_ + "/probe.py tcp 198.51.100.2 5009"),
             "timeout\n");
-  client.join();
-  server.join();
-  EXPECT_EQ(run("cat " + dir_ + "/got").out, "before after") << "the open connection broke";
+  EXPECT_EQ(end_long_connection(), "before after") << "the open connection broke";
 
   const Json sessions = json("sessions");
   uint64_t live = 0;
@@ -302,21 +321,7 @@ TEST_F(SynFlood, FillsTheTableNewConnectionsAreRefusedAndCountedOpenOnesKeepWork
 TEST_F(StatefulFirewall, RstFloodIsInvalidAndTheOpenConnectionSurvives) {
   constexpr int kClientPort = 40001;
   constexpr unsigned kIntoTheConnection = 1000, kStray = 1000;
-  std::ofstream(dir_ + "/long.py") << "import socket, sys, time\n"
-                                      "s = socket.create_connection(('198.51.100.2', 5001), 3, "
-                                      "('0.0.0.0', int(sys.argv[1])))\n"
-                                      "s.sendall(b'before')\n"
-                                      "time.sleep(float(sys.argv[2]))\n"
-                                      "s.sendall(b' after')\n"
-                                      "s.shutdown(socket.SHUT_WR)\n"
-                                      "print(s.recv(100).decode())\n";
-  std::thread server([&] { lab_->exec('s', "timeout 15 nc -d -l -p 5001 > " + dir_ + "/got"); });
-  wait_listening('s', 5001);
-  std::thread client([&] {
-    lab_->exec('c', fmt::format("timeout 12 python3 {}/long.py {} 3 > {}/client.out 2>&1", dir_,
-                                kClientPort, dir_));
-  });
-  std::this_thread::sleep_for(1s);
+  start_long_connection(kClientPort);
   const std::string wan_mac = lab_->exec_output('a', "cat /sys/class/net/wan0/address");
   const std::string send = fmt::format(
       "{} send --dev eth0 --dst 198.51.100.2 --proto rst --dst-port 5001 --rate 20000 --size 80 "
@@ -328,9 +333,7 @@ TEST_F(StatefulFirewall, RstFloodIsInvalidAndTheOpenConnectionSurvives) {
   ASSERT_EQ(lab_->exec('c', fmt::format("{} --src-port 41000 --flows {} --count {} > /dev/null",
                                         send, kStray, kStray)),
             0);
-  client.join();
-  server.join();
-  EXPECT_EQ(run("cat " + dir_ + "/got").out, "before after") << "the connection was reset";
+  EXPECT_EQ(end_long_connection(), "before after") << "the connection was reset";
 
   // Every reset was invalid: dropped by the conntrack stage, never marked for the ACL.
   EXPECT_EQ(dropped("ct_invalid"), kIntoTheConnection + kStray);
