@@ -123,8 +123,9 @@ TEST_F(RxQueues, OtherQueuesDropDropsAndCountsTheFramesOfTheOtherQueues) {
   const uint64_t server0 = server_no_ports();
   constexpr uint64_t kDatagrams = 400;
   send_udp(kDatagrams);
+  const uint64_t not_read_total = wan_steering("queue_not_read");
   const Json errors = json("errors");
-  const uint64_t not_read = wan_steering("queue_not_read") - not_read0;
+  const uint64_t not_read = not_read_total - not_read0;
   const uint64_t received = server_no_ports() - server0;
   // Every datagram met the flood rule; those the client hashed to queue 1 were dropped, the
   // others forwarded.
@@ -136,7 +137,10 @@ TEST_F(RxQueues, OtherQueuesDropDropsAndCountsTheFramesOfTheOtherQueues) {
   for (const auto& w : errors["by_port"])
     if (w["port"] == "wan" && w["reason"] == "queue_not_read" && w["layer"] == "xdp")
       dropped = w["count"].get<uint64_t>();
-  EXPECT_EQ(dropped, wan_steering("queue_not_read")) << errors.dump();
+  // `errors` is read between two reads of the steering counter: the kernel's own frames
+  // (neighbour discovery) may land on queue 1 meanwhile, so it lies between them.
+  EXPECT_GE(dropped, not_read_total) << errors.dump();
+  EXPECT_LE(dropped, wan_steering("queue_not_read")) << errors.dump();
   const Json st = wan_rx_queues();
   EXPECT_EQ(st["read_queues"], "0") << st.dump();
   EXPECT_EQ(st["interface_queues"], 2) << st.dump();
