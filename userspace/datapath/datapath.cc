@@ -11,6 +11,7 @@
 #include "core/packet.h"
 #include "io/afxdp/afxdp_port.h"
 #include "io/port_factory.h"
+#include "pipeline/conntrack_stage.h"
 #include "pipeline/neighbour_stage.h"
 #include "sched/from_config.h"
 
@@ -128,6 +129,14 @@ Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtim
   auto pipeline = Pipeline::build(cfg.pipeline, std::move(ctx));
   if (!pipeline) return fail("pipeline: {}", pipeline.error().message);
   pipeline_ = std::move(*pipeline);
+  // A NAT's replies must reach the flow bucket of their connection: every port hashes them
+  // through its map (pipeline/nat_map.h). The configuration check allows one NAT.
+  for (size_t i = 0; i < pipeline_->size(); ++i) {
+    const auto* ct = dynamic_cast<const ConntrackStage*>(&pipeline_->stage(i));
+    if (ct == nullptr || ct->nat() == nullptr) continue;
+    for (auto& port : ports_)
+      port->set_flow_hash_rewrite(ct->nat());
+  }
   control_services_ = pipeline_->control_services();
   for (auto& s : control_services_)
     runtime.control().add_service(s);

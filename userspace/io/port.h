@@ -34,6 +34,7 @@ struct rte_mbuf;
 namespace vecflow {
 
 class KernelPath;
+class FlowHashRewrite;
 
 enum class LinkState : uint8_t { Unknown, Down, Up };
 
@@ -177,6 +178,10 @@ class Port {
   virtual PortStatus status() const;
   // What the device is (`vecflowctl hardware`), read now; control thread only.
   virtual PortHardware hardware() const { return {}; }
+  // Installs the flow hash rewrite every received burst goes through (io/rx_classify.h);
+  // control thread, before any lcore polls the port. `r` outlives the port's polling. Both
+  // real ports take it; test doubles that parse nothing may ignore it.
+  virtual void set_flow_hash_rewrite(const FlowHashRewrite*) noexcept {}
 
   const RxQueueCounters& rx_counters(uint16_t q) const noexcept { return rx_counters_[q]; }
   const TxQueueCounters& tx_counters(uint16_t q) const noexcept { return tx_counters_[q]; }

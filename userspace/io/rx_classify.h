@@ -12,6 +12,7 @@
 
 #include "core/counter.h"
 #include "core/drop_reason.h"
+#include "core/flow.h"
 #include "core/ids.h"
 #include "core/packet.h"
 #include "core/parse.h"
@@ -32,6 +33,8 @@ struct RxClassify {
   bool symmetric = true;       // steering.symmetric_hash, for software hashes
   bool drop_malformed = true;  // steering.malformed: drop (else deliver as non-IP)
   FlowIdFrom flow_id = FlowIdFrom::Auto;
+  // core/flow.h; set before the port is first polled. Ports without one pay a null test.
+  const FlowHashRewrite* rewrite = nullptr;
 };
 
 // The metadata in front of a received frame, or nullptr. The magic is cleared as it is read,
@@ -114,6 +117,8 @@ inline uint16_t classify_burst(rte_mbuf** pkts, uint16_t n, const RxClassify& c,
     pkts[kept++] = m;
   }
   bytes = sum;
+  if (c.rewrite != nullptr) [[unlikely]]
+    c.rewrite->apply(pkts, kept);
   return kept;
 }
 

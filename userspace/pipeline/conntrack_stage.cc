@@ -96,6 +96,51 @@ struct Segment {
   int wscale;    // offered in a SYN, else -1
 };
 
+// RFC 1624 (eqn. 3): a one's-complement checksum over words of which `n` changed from `from`
+// to `to`. Words as they sit in the header: one's-complement sums do not depend on byte order.
+uint16_t checksum_adjust(uint16_t sum, const uint16_t* from, const uint16_t* to,
+                         unsigned n) noexcept {
+  uint32_t acc = static_cast<uint16_t>(~sum);
+  for (unsigned i = 0; i < n; ++i)
+    acc += static_cast<uint16_t>(~from[i]) + uint32_t{to[i]};
+  acc = (acc & 0xffff) + (acc >> 16);
+  acc = (acc & 0xffff) + (acc >> 16);
+  return static_cast<uint16_t>(~acc);
+}
+
+// Rewrites an IPv4 address and the port (or echo identifier) at `port_at` in a packet, with
+// the IP header's checksum and the L4 checksum (`l4_sum`, which covers the address through
+// the pseudo-header unless it is ICMP's) kept right. UDP's checksum 0 means none.
+struct Rewrite {
+  rte_ipv4_hdr* ip;
+  uint8_t* l4;
+  uint8_t proto;
+};
+void rewrite_endpoint(const Rewrite& r, uint8_t* addr, uint8_t* port_at, NatEndpoint to) noexcept {
+  uint16_t* sum = nullptr;
+  if (r.proto == IPPROTO_TCP) sum = reinterpret_cast<uint16_t*>(r.l4 + 16);
+  if (r.proto == IPPROTO_UDP) sum = reinterpret_cast<uint16_t*>(r.l4 + 6);
+  if (r.proto == IPPROTO_ICMP) sum = reinterpret_cast<uint16_t*>(r.l4 + 2);
+  uint16_t old_words[3], new_words[3];
+  std::memcpy(old_words, addr, 4);
+  std::memcpy(old_words + 2, port_at, 2);
+  std::memcpy(new_words, &to.addr, 4);
+  std::memcpy(new_words + 2, &to.port, 2);
+  const uint16_t ip_sum = r.ip->hdr_checksum;
+  r.ip->hdr_checksum = checksum_adjust(ip_sum, old_words, new_words, 2);
+  uint16_t l4_sum;
+  std::memcpy(&l4_sum, sum, 2);
+  if (r.proto == IPPROTO_ICMP) {
+    l4_sum = checksum_adjust(l4_sum, old_words + 2, new_words + 2, 1);
+  } else if (r.proto == IPPROTO_TCP || l4_sum != 0) {
+    l4_sum = checksum_adjust(l4_sum, old_words, new_words, 3);
+    if (r.proto == IPPROTO_UDP && l4_sum == 0) l4_sum = 0xffff;
+  }
+  std::memcpy(sum, &l4_sum, 2);
+  std::memcpy(addr, &to.addr, 4);
+  std::memcpy(port_at, &to.port, 2);
+}
+
 bool valid_flags(uint8_t f) noexcept {
   switch (f) {
     case kTcpSyn:
@@ -157,6 +202,42 @@ ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx
       table_(std::make_unique<ConnTable>(cfg_.max_sessions)),
       lcores_(new LcoreState[ctx.lcore_slots]),
       slots_(ctx.lcore_slots) {
+  if (cfg_.nat()) {
+    std::vector<uint32_t> pools;
+    const auto pool_of = [&](const IpAddress& a) {
+      uint32_t v;
+      std::memcpy(&v, a.bytes.data(), 4);
+      for (size_t i = 0; i < pools.size(); ++i)
+        if (pools[i] == v) return static_cast<unsigned>(i);
+      pools.push_back(v);
+      return static_cast<unsigned>(pools.size() - 1);
+    };
+    for (const SnatRuleConfig& r : cfg_.snat) {
+      SnatRule b{};
+      b.in_port = r.in_port.empty() ? kNoPort : ctx.port_index(r.in_port);
+      if (r.src) {
+        std::memcpy(&b.src, r.src->addr.bytes.data(), 4);
+        b.mask = r.src->length == 0 ? 0 : rte_cpu_to_be_32(~uint32_t{0} << (32 - r.src->length));
+      }
+      b.pool = pool_of(r.to);
+      b.lo = r.ports.low;
+      b.hi = r.ports.high;
+      snat_.push_back(b);
+    }
+    std::vector<DnatRule> dnat;
+    for (const DnatRuleConfig& r : cfg_.dnat) {
+      DnatRule d;
+      d.in = r.in_port.empty() ? kNoPort : ctx.port_index(r.in_port);
+      d.proto = *nat_proto(r.proto);
+      std::memcpy(&d.pub.addr, r.dst.bytes.data(), 4);
+      d.pub.port = rte_cpu_to_be_16(r.dst_port);
+      std::memcpy(&d.target.addr, r.to.bytes.data(), 4);
+      d.target.port = rte_cpu_to_be_16(r.to_port);
+      dnat.push_back(d);
+    }
+    nat_ = std::make_unique<NatMap>(std::move(pools), std::move(dnat));
+    table_->set_remove_hook(kConnSnat, &ConntrackStage::nat_release, this);
+  }
   const double ticks_per_s = double(tsc_hz_) / double(uint64_t{1} << ConnTable::kTickShift);
   for (size_t s = 0; s < kConnStateCount; ++s) {
     const double t = double(cfg_.timeouts.of(static_cast<ConnState>(s))) * ticks_per_s;
@@ -241,8 +322,94 @@ CtMark ConntrackStage::related(const rte_mbuf* m, const uint8_t* l4, uint32_t no
   return table_->lookup(hash, k, now, snap, reply) ? CtMark::Related : CtMark::Invalid;
 }
 
-std::optional<CtMark> ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_t now,
-                                            LcoreState& st) noexcept {
+ConntrackStage::NatPre ConntrackStage::nat_key(const rte_mbuf* m, ConnKey& k,
+                                               bool echo) const noexcept {
+  NatPre pre;
+  const std::optional<NatProto> p = nat_proto(k.proto);
+  if (!p) return pre;
+  NatEndpoint dst;
+  std::memcpy(&dst.addr, k.dst.data(), 4);
+  dst.port = k.dst_port;
+  if (const int pool = nat_->pool_of(dst.addr); pool >= 0) {
+    if (const auto e = nat_->internal(static_cast<unsigned>(pool), *p, dst.port)) {
+      std::memcpy(k.dst.data(), &e->addr, 4);
+      k.dst_port = e->port;
+      if (echo) k.src_port = e->port;
+      pre.pool = pool;
+      return pre;
+    }
+  }
+  if (nat_->has_dnat() && !echo) {
+    if (const int r = nat_->dnat_match(m->port, *p, dst); r >= 0) {
+      const NatEndpoint to = nat_->dnat_rule(unsigned(r)).target;
+      std::memcpy(k.dst.data(), &to.addr, 4);
+      k.dst_port = to.port;
+      pre.dnat_rule = r;
+    }
+  }
+  return pre;
+}
+
+bool ConntrackStage::nat_open(ConnEntry* e, const rte_mbuf* m, const NatPre& pre) noexcept {
+  if (pre.pool >= 0 || e->key.version != 4) return true;
+  const std::optional<NatProto> p = nat_proto(e->key.proto);
+  if (!p) return true;
+  if (pre.dnat_rule >= 0) {
+    e->flags |= kConnDnat;
+    e->nat_rule = static_cast<uint8_t>(pre.dnat_rule);
+  }
+  uint32_t src;
+  std::memcpy(&src, e->key.src.data(), 4);
+  for (const SnatRule& r : snat_) {
+    if (r.in_port != kNoPort && r.in_port != m->port) continue;
+    if ((src & r.mask) != r.src) continue;
+    const auto port = nat_->acquire(r.pool, *p, {src, e->key.src_port}, r.lo, r.hi);
+    if (!port) return false;
+    e->flags |= kConnSnat;
+    e->nat_pool = static_cast<uint8_t>(r.pool);
+    e->nat_port = *port;
+    break;
+  }
+  return true;
+}
+
+void ConntrackStage::nat_apply(rte_mbuf* m, const ConnEntry& e, bool reply) const noexcept {
+  rte_ipv4_hdr* ip = pkt::ipv4(m);
+  const Rewrite r{ip, rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len + m->l3_len),
+                  ip->next_proto_id};
+  const bool echo = r.proto == IPPROTO_ICMP;
+  uint8_t* sport = echo ? r.l4 + 4 : r.l4;
+  uint8_t* dport = echo ? r.l4 + 4 : r.l4 + 2;
+  if (!reply) {
+    if (e.flags & kConnDnat) {
+      NatEndpoint to;
+      std::memcpy(&to.addr, e.key.dst.data(), 4);
+      to.port = e.key.dst_port;
+      rewrite_endpoint(r, reinterpret_cast<uint8_t*>(ip) + 16, dport, to);
+    }
+    if (e.flags & kConnSnat)
+      rewrite_endpoint(r, reinterpret_cast<uint8_t*>(ip) + 12, sport,
+                       {nat_->pool_address(e.nat_pool), e.nat_port});
+    return;
+  }
+  if (e.flags & kConnSnat) {
+    NatEndpoint to;
+    std::memcpy(&to.addr, e.key.src.data(), 4);
+    to.port = e.key.src_port;
+    rewrite_endpoint(r, reinterpret_cast<uint8_t*>(ip) + 16, dport, to);
+  }
+  if (e.flags & kConnDnat)
+    rewrite_endpoint(r, reinterpret_cast<uint8_t*>(ip) + 12, sport,
+                     nat_->dnat_rule(e.nat_rule).pub);
+}
+
+void ConntrackStage::nat_release(void* self, const ConnEntry& e) noexcept {
+  const auto* stage = static_cast<const ConntrackStage*>(self);
+  if (const auto p = nat_proto(e.key.proto)) stage->nat_->release(e.nat_pool, *p, e.nat_port);
+}
+
+ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_t now,
+                                              LcoreState& st) noexcept {
   ConnKey k;
   uint32_t l4_room;  // bytes of the IP payload
   if (pkt::is_ipv4(m)) {
@@ -263,6 +430,7 @@ std::optional<CtMark> ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_t 
   const bool fragment = (m->packet_type & RTE_PTYPE_L4_MASK) == RTE_PTYPE_L4_FRAG;
   uint8_t* l4 = rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len + m->l3_len);
   bool tcp = false;
+  bool echo = false;
   bool echo_reply = false;
   if (!fragment) {
     if (has_l4_ports(k.proto)) {
@@ -274,9 +442,10 @@ std::optional<CtMark> ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_t 
       if (icmp_echo(k.version, l4[0], request)) {
         std::memcpy(&k.src_port, l4 + 4, 2);
         k.dst_port = k.src_port;
+        echo = true;
         echo_reply = !request;
       } else if (icmp_error(k.version, l4[0])) {
-        return related(m, l4, now);
+        return Tracked(related(m, l4, now));
       }
     }
   }
@@ -284,15 +453,37 @@ std::optional<CtMark> ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_t 
   const uint32_t hash = m->hash.rss;
   bool reply = false;
   uint64_t expired = 0;
-  ConnEntry* e = table_->find(hash, k, now, reply, expired);
+  NatPre pre;
+  ConnEntry* e;
+  if (nat_ && k.version == 4 && !fragment && (has_l4_ports(k.proto) || echo)) {
+    const ConnKey untranslated = k;
+    pre = nat_key(m, k, echo);
+    e = table_->find(hash, k, now, reply, expired);
+    if (pre.pool >= 0 && (e == nullptr || !(e->flags & kConnSnat) || !reply)) {
+      // Not a reply of the connection the pool port maps (the filtering is address and port
+      // dependent): the packet goes on as addressed.
+      pre.pool = -1;
+      k = untranslated;
+      e = table_->find(hash, k, now, reply, expired);
+    }
+  } else {
+    e = table_->find(hash, k, now, reply, expired);
+  }
   if (expired) st.expired.add(expired);
   const unsigned dir = reply ? 1 : 0;
+  // A new session's translation; refused when its source NAT rule has no free port.
+  const auto bind = [&](ConnEntry* c) noexcept {
+    if (!nat_ || nat_open(c, m, pre)) return true;
+    table_->remove(c);
+    return false;
+  };
 
   if (!tcp) {
     if (e == nullptr) {
-      if (echo_reply) return CtMark::Invalid;
+      if (echo_reply) return Tracked(CtMark::Invalid);
       e = table_->insert(hash, k, tsc);
-      if (e == nullptr) return std::nullopt;
+      if (e == nullptr) return Tracked::refuse(DropReason::CT_TABLE_FULL);
+      if (!bind(e)) return Tracked::refuse(DropReason::NAT_NO_PORT);
       st.created.add();
       e->state = unreplied(k.proto);
     }
@@ -306,7 +497,7 @@ std::optional<CtMark> ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_t 
     e->last_seen = tsc;
     rte_seqcount_write_end(&e->seq);
     table_->set_expiry(e, expiry(e->state, now));
-    return (e->flags & kConnSeenReply) ? CtMark::Established : CtMark::New;
+    return Tracked((e->flags & kConnSeenReply) ? CtMark::Established : CtMark::New, e, reply);
   }
 
   // TCP. The parser guarantees the whole header, options included, in the first segment.
@@ -318,11 +509,11 @@ std::optional<CtMark> ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_t 
   g.win = be16(l4 + 14);
   g.end = g.seq + (l4_room - doff) + ((g.flags & kTcpSyn) ? 1 : 0) + ((g.flags & kTcpFin) ? 1 : 0);
   g.wscale = (g.flags & kTcpSyn) ? window_scale(l4, doff) : -1;
-  if (!valid_flags(g.flags)) return CtMark::Invalid;
+  if (!valid_flags(g.flags)) return Tracked(CtMark::Invalid);
 
   const auto open = [&](ConnEntry* c, ConnState state, uint8_t flags) noexcept {
     c->state = state;
-    c->flags = flags;
+    c->flags = static_cast<uint8_t>(flags | (c->flags & (kConnSnat | kConnDnat)));
     c->tcp = {};
     c->tcp[0].end = g.end;
     c->tcp[0].maxend = g.end;
@@ -336,9 +527,10 @@ std::optional<CtMark> ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_t 
   if (e == nullptr) {
     // A SYN opens a connection; a reset or SYN/ACK for none is invalid; any other segment
     // picks up a connection already running (vecflowd restarted, a route moved).
-    if (g.flags & kTcpRst || g.flags == (kTcpSyn | kTcpAck)) return CtMark::Invalid;
+    if (g.flags & kTcpRst || g.flags == (kTcpSyn | kTcpAck)) return Tracked(CtMark::Invalid);
     e = table_->insert(hash, k, tsc);
-    if (e == nullptr) return std::nullopt;
+    if (e == nullptr) return Tracked::refuse(DropReason::CT_TABLE_FULL);
+    if (!bind(e)) return Tracked::refuse(DropReason::NAT_NO_PORT);
     st.created.add();
     rte_seqcount_write_begin(&e->seq);
     if (g.flags == kTcpSyn) {
@@ -351,7 +543,7 @@ std::optional<CtMark> ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_t 
     e->bytes[0] = m->pkt_len;
     rte_seqcount_write_end(&e->seq);
     table_->set_expiry(e, expiry(e->state, now));
-    return CtMark::New;
+    return Tracked(CtMark::New, e, false);
   }
 
   rte_seqcount_write_begin(&e->seq);
@@ -422,7 +614,7 @@ std::optional<CtMark> ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_t 
   }
   rte_seqcount_write_end(&e->seq);
   if (mark != CtMark::Invalid) table_->set_expiry(e, expiry(state, now));
-  return mark;
+  return Tracked(mark, e, reply);
 }
 
 void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
@@ -454,15 +646,20 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     if (i + kSessionAhead < n) table_->prefetch_session(pkts[i + kSessionAhead]->hash.rss);
     rte_mbuf* m = pkts[i];
     if (!pkt::is_ipv4(m) && !pkt::is_ipv6(m)) continue;
-    const std::optional<CtMark> c = track(m, tsc, now, st);
-    if (!c) {
-      st.table_full.add();
-      set_drop(m, DropReason::CT_TABLE_FULL);
+    const Tracked t = track(m, tsc, now, st);
+    if (t.refused) {
+      (*t.refused == DropReason::NAT_NO_PORT ? st.nat_no_port : st.table_full).add();
+      set_drop(m, *t.refused);
       continue;
     }
-    set_ct_mark(m, *c);
-    ++marks[size_t(*c)];
-    if (*c == CtMark::Invalid && cfg_.drop_invalid) set_drop(m, DropReason::CT_INVALID);
+    set_ct_mark(m, t.mark);
+    ++marks[size_t(t.mark)];
+    if (t.mark == CtMark::Invalid) {
+      if (cfg_.drop_invalid) set_drop(m, DropReason::CT_INVALID);
+      continue;
+    }
+    if (t.entry != nullptr && (t.entry->flags & (kConnSnat | kConnDnat)))
+      nat_apply(m, *t.entry, t.reply);
   }
   for (size_t c = 0; c < kCtMarkCount; ++c)
     if (marks[c]) st.marks[c].add(marks[c]);
@@ -485,6 +682,7 @@ ConntrackCounters ConntrackStage::counters() const noexcept {
     c.created += s.created.load();
     c.expired += s.expired.load();
     c.table_full += s.table_full.load();
+    c.nat_no_port += s.nat_no_port.load();
   }
   return c;
 }
@@ -553,8 +751,62 @@ constexpr TimeoutKey kTimeoutKeys[] = {
     {"other_replied", &ConnTimeouts::other_replied},
 };
 
+// An IPv4 address; IPv6 is refused by name (the NAT is NAT44).
+void get_v4(config::Ctx& ctx, config::MapReader& m, std::string_view key, IpAddress& out) {
+  std::optional<IpAddress> a;
+  if (!m.get_address(key, a)) return;
+  if (a->version != 4) {
+    ctx.error(m.child(key), m.key_path(key), "NAT translates IPv4 only (NAT44)");
+    return;
+  }
+  out = *a;
+}
+
+void read_nat(config::Ctx& ctx, config::MapReader& m, ConntrackConfig& c) {
+  config::MapReader n(ctx, m.child("nat"), m.key_path("nat"), {"snat", "dnat"});
+  if (!n.ok()) return;
+  config::for_each_item(
+      ctx, n.child("snat"), n.key_path("snat"),
+      [&](const YAML::Node& item, const std::string& path) {
+        config::MapReader r(ctx, item, path, {"in_port", "src", "to", "ports"});
+        if (!r.ok()) return;
+        SnatRuleConfig s;
+        r.get("in_port", s.in_port);
+        if (r.get_prefix("src", s.src) && s.src->addr.version != 4) {
+          ctx.error(r.child("src"), r.key_path("src"), "NAT translates IPv4 only (NAT44)");
+          s.src.reset();
+        }
+        if (r.require("to")) get_v4(ctx, r, "to", s.to);
+        std::optional<config::PortRange> ports;
+        if (r.get_port_range("ports", ports)) {
+          if (ports->low == 0)
+            ctx.error(r.child("ports"), r.key_path("ports"), "port 0 cannot be a source port");
+          else
+            s.ports = *ports;
+        }
+        c.snat.push_back(std::move(s));
+      });
+  config::for_each_item(
+      ctx, n.child("dnat"), n.key_path("dnat"),
+      [&](const YAML::Node& item, const std::string& path) {
+        config::MapReader r(ctx, item, path,
+                            {"in_port", "proto", "dst", "dst_port", "to", "to_port"});
+        if (!r.ok()) return;
+        DnatRuleConfig d;
+        r.get("in_port", d.in_port);
+        r.get_enum<uint8_t>("proto", d.proto, {{"tcp", IPPROTO_TCP}, {"udp", IPPROTO_UDP}});
+        if (r.require("dst")) get_v4(ctx, r, "dst", d.dst);
+        if (r.require("dst_port")) r.get("dst_port", d.dst_port, 1, 65535);
+        if (r.require("to")) get_v4(ctx, r, "to", d.to);
+        d.to_port = d.dst_port;
+        r.get("to_port", d.to_port, 1, 65535);
+        c.dnat.push_back(std::move(d));
+      });
+}
+
 ConntrackConfig read_conntrack(config::Ctx& ctx, config::MapReader& m) {
   ConntrackConfig c;
+  if (m.has("nat")) read_nat(ctx, m, c);
   m.get("max_sessions", c.max_sessions, 1, 1u << 26);
   m.get_enum<bool>("invalid", c.drop_invalid, {{"mark", false}, {"drop", true}});
   if (m.has("timeouts")) {
@@ -576,9 +828,53 @@ const config::StageConfig* group_head(const config::ApplianceConfig& cfg, size_t
   return &cfg.pipeline[i];
 }
 
-void check_conntrack(config::StageCheck& c, const ConntrackConfig&) {
+void check_nat(config::StageCheck& c, const ConntrackConfig& p) {
+  const config::ApplianceConfig& cfg = c.config();
+  for (size_t i = 0; i < cfg.pipeline.size(); ++i) {
+    if (i == c.index() || cfg.pipeline[i].type != c.stage().type) continue;
+    if (cfg.pipeline[i].params.get<ConntrackConfig>().nat() && i < c.index())
+      c.error(c.node({"nat"}), c.path(".nat"),
+              fmt::format("only one conntrack stage may translate; pipeline[{}] does already", i));
+  }
+  std::vector<IpAddress> pools;
+  for (size_t i = 0; i < p.snat.size(); ++i) {
+    const SnatRuleConfig& r = p.snat[i];
+    if (!r.in_port.empty())
+      c.port_exists(r.in_port, c.node({"nat", "snat", i, "in_port"}),
+                    c.path(fmt::format(".nat.snat[{}].in_port", i)));
+    if (std::find(pools.begin(), pools.end(), r.to) == pools.end()) pools.push_back(r.to);
+  }
+  if (pools.size() > NatMap::kMaxPools)
+    c.error(c.node({"nat", "snat"}), c.path(".nat.snat"),
+            fmt::format("{} pool addresses; at most {}", pools.size(), NatMap::kMaxPools));
+  if (p.dnat.size() > 255)
+    c.error(c.node({"nat", "dnat"}), c.path(".nat.dnat"),
+            fmt::format("{} destination NAT rules; at most 255", p.dnat.size()));
+  for (size_t i = 0; i < p.dnat.size(); ++i) {
+    const DnatRuleConfig& r = p.dnat[i];
+    const std::string at = fmt::format(".nat.dnat[{}]", i);
+    if (!r.in_port.empty())
+      c.port_exists(r.in_port, c.node({"nat", "dnat", i, "in_port"}), c.path(at + ".in_port"));
+    for (size_t j = 0; j < i; ++j) {
+      const DnatRuleConfig& o = p.dnat[j];
+      if (o.proto == r.proto && o.dst == r.dst && o.dst_port == r.dst_port &&
+          (o.in_port == r.in_port || o.in_port.empty() || r.in_port.empty()))
+        c.error(c.node({"nat", "dnat", i}), c.path(at),
+                fmt::format("forwards the same public endpoint {}:{} as dnat[{}]",
+                            r.dst.to_string(), r.dst_port, j));
+      if (o.proto == r.proto && o.to == r.to && o.to_port == r.to_port)
+        c.error(c.node({"nat", "dnat", i}), c.path(at),
+                fmt::format("has the same target {}:{} as dnat[{}]: replies could not tell "
+                            "which public endpoint to leave from",
+                            r.to.to_string(), r.to_port, j));
+    }
+  }
+}
+
+void check_conntrack(config::StageCheck& c, const ConntrackConfig& p) {
   const config::ApplianceConfig& cfg = c.config();
   const YAML::Node at = c.node();
+  if (p.nat()) check_nat(c, p);
   if (group_head(cfg, c.index())->sched != config::SchedType::Atomic)
     c.error(at, c.path(),
             "conntrack keeps per-connection state and needs an atomic queue: give it "
@@ -604,20 +900,34 @@ Json conntrack_json(const ConntrackConfig& p) {
   Json t = Json::object();
   for (const auto& tk : kTimeoutKeys)
     t[std::string(tk.key)] = p.timeouts.*tk.field;
+  Json snat = Json::array(), dnat = Json::array();
+  for (const SnatRuleConfig& r : p.snat)
+    snat.push_back({{"in_port", r.in_port.empty() ? Json() : Json(r.in_port)},
+                    {"src", config::prefix_json(r.src)},
+                    {"to", r.to.to_string()},
+                    {"ports", config::port_range_json(r.ports)}});
+  for (const DnatRuleConfig& r : p.dnat)
+    dnat.push_back({{"in_port", r.in_port.empty() ? Json() : Json(r.in_port)},
+                    {"proto", config::l4_proto_json(r.proto)},
+                    {"dst", r.dst.to_string()},
+                    {"dst_port", r.dst_port},
+                    {"to", r.to.to_string()},
+                    {"to_port", r.to_port}});
   return {{"max_sessions", p.max_sessions},
           {"invalid", p.drop_invalid ? "drop" : "mark"},
-          {"timeouts", std::move(t)}};
+          {"timeouts", std::move(t)},
+          {"nat", {{"snat", std::move(snat)}, {"dnat", std::move(dnat)}}}};
 }
 
 }  // namespace
 
 StageModule conntrack_stage_module() {
-  return StageModule{
-      config::stage_type<ConntrackConfig>("conntrack", {"max_sessions", "invalid", "timeouts"},
-                                          read_conntrack, conntrack_json, check_conntrack),
-      make_conntrack_stage,
-      nullptr,
-      {}};
+  return StageModule{config::stage_type<ConntrackConfig>(
+                         "conntrack", {"max_sessions", "invalid", "timeouts", "nat"},
+                         read_conntrack, conntrack_json, check_conntrack),
+                     make_conntrack_stage,
+                     nullptr,
+                     {}};
 }
 
 }  // namespace vecflow

@@ -18,10 +18,24 @@
 // are not reassembled: each is tracked by its addresses and protocol only. Timeouts by state
 // (ConnTimeouts) run from a session's last packet.
 //
+// NAT44 (`nat:`): source NAT of the connections a rule takes (entering through `in_port`,
+// from `src`) to a pool address with endpoint-independent mapping over a port range, and
+// destination NAT (port forwarding). The translation is per connection and lives in its
+// session, as Linux's nf_nat and OVS's ct(nat) keep theirs in the conntrack entry: a session is
+// keyed by the connection after destination NAT and before source NAT, and the stage
+// translates each packet of a translated session (addresses, ports or the echo identifier;
+// IPv4, TCP and UDP checksums updated incrementally). The stages after it see translated
+// packets: destination NAT happens before routing, as it must, and so does source NAT (rules
+// pick connections by ingress port and source, not by egress). Shared port state and the
+// receive-side flow hash: pipeline/nat_map.h. A new connection that finds no free port in its
+// rule's range is dropped as nat_no_port.
+//
 // Scheduling: the stage must run on an atomic queue (its own or the group it is fused to),
 // with flow-bucketed vectors and the symmetric software or XDP flow hash; the configuration
 // check enforces it. That is what makes its table lock-free (pipeline/conntrack_table.h).
 #pragma once
+
+#include <netinet/in.h>
 
 #include <functional>
 #include <memory>
@@ -32,22 +46,47 @@
 #include "config/config.h"
 #include "core/counter.h"
 #include "pipeline/conntrack_table.h"
+#include "pipeline/nat_map.h"
 #include "pipeline/stage.h"
 
 namespace vecflow {
+
+// `nat.snat[i]`: connections entering through `in_port` from `src` leave from `to`, with a
+// source port of `ports`.
+struct SnatRuleConfig {
+  std::string in_port;
+  std::optional<IpPrefix> src;  // any IPv4 source when absent
+  IpAddress to;
+  config::PortRange ports{1024, 65535};
+};
+
+// `nat.dnat[i]`: connections entering through `in_port` to `dst`:`dst_port` go to
+// `to`:`to_port`.
+struct DnatRuleConfig {
+  std::string in_port;
+  uint8_t proto = IPPROTO_TCP;
+  IpAddress dst;
+  uint16_t dst_port = 0;
+  IpAddress to;
+  uint16_t to_port = 0;
+};
 
 // The keys of a `stage: conntrack` entry (configs/reference.yaml).
 struct ConntrackConfig {
   uint32_t max_sessions = 65536;
   bool drop_invalid = false;  // invalid: drop (else mark)
   ConnTimeouts timeouts;
+  std::vector<SnatRuleConfig> snat;
+  std::vector<DnatRuleConfig> dnat;
+  bool nat() const noexcept { return !snat.empty() || !dnat.empty(); }
 };
 
 struct ConntrackCounters {
   std::array<uint64_t, kCtMarkCount> marks{};  // packets by CtMark
   uint64_t created = 0;
   uint64_t expired = 0;
-  uint64_t table_full = 0;  // new connections refused
+  uint64_t table_full = 0;   // new connections refused
+  uint64_t nat_no_port = 0;  // new connections refused: their rule's ports were all in use
 };
 
 // `vecflowctl sessions` filters.
@@ -77,6 +116,11 @@ class ConntrackStage final : public Stage {
   // All of them, for tests and small tables.
   std::vector<ConnSnapshot> sessions(const SessionFilter& f) const;
   const ConnTable& table() const noexcept { return *table_; }
+  // The NAT's shared state, nullptr without `nat:`; ports install it as their flow hash
+  // rewrite.
+  const NatMap* nat() const noexcept { return nat_.get(); }
+  // Source NAT rules as built: the pool index each uses.
+  const ConntrackConfig& config() const noexcept { return cfg_; }
   uint64_t tsc_hz() const noexcept { return tsc_hz_; }
 
  private:
@@ -87,9 +131,36 @@ class ConntrackStage final : public Stage {
     Counter created;
     Counter expired;
     Counter table_full;
+    Counter nat_no_port;
   };
-  // A packet's mark, its session created or updated; nullopt: refused (table full).
-  std::optional<CtMark> track(rte_mbuf* m, uint64_t tsc, uint32_t now, LcoreState& st) noexcept;
+  // What track() found: the packet's mark and session, or why a new connection was refused.
+  struct Tracked {
+    explicit Tracked(CtMark c, ConnEntry* e = nullptr, bool r = false) noexcept
+        : mark(c), entry(e), reply(r) {}
+    static Tracked refuse(DropReason why) noexcept {
+      Tracked t(CtMark::Invalid);
+      t.refused = why;
+      return t;
+    }
+    CtMark mark = CtMark::Invalid;
+    ConnEntry* entry = nullptr;  // nullptr for related, invalid-without-session, refused
+    bool reply = false;
+    std::optional<DropReason> refused;  // CT_TABLE_FULL, NAT_NO_PORT
+  };
+  // What the NAT made of a packet's key before the lookup (nat_key).
+  struct NatPre {
+    int dnat_rule = -1;  // an original to a rule's public endpoint
+    int pool = -1;       // a packet to a mapped pool port, its key translated back
+  };
+  Tracked track(rte_mbuf* m, uint64_t tsc, uint32_t now, LcoreState& st) noexcept;
+  // NAT, before the lookup: translates `k` back to what the session is keyed by.
+  // `echo`: an ICMP echo, whose identifier stands in both ports.
+  NatPre nat_key(const rte_mbuf* m, ConnKey& k, bool echo) const noexcept;
+  // NAT, on a new session: binds its translation. False: no port (the session is removed).
+  bool nat_open(ConnEntry* e, const rte_mbuf* m, const NatPre& pre) noexcept;
+  // NAT, on each packet of a translated session.
+  void nat_apply(rte_mbuf* m, const ConnEntry& e, bool reply) const noexcept;
+  static void nat_release(void* self, const ConnEntry& e) noexcept;
   CtMark related(const rte_mbuf* m, const uint8_t* l4, uint32_t now) const noexcept;
   uint32_t expiry(ConnState s, uint32_t now) const noexcept { return now + ticks_[size_t(s)]; }
 
@@ -97,6 +168,14 @@ class ConntrackStage final : public Stage {
   uint64_t tsc_hz_;
   std::array<uint32_t, kConnStateCount> ticks_{};  // timeouts in table ticks
   std::unique_ptr<ConnTable> table_;
+  std::unique_ptr<NatMap> nat_;
+  struct SnatRule {
+    uint16_t in_port;
+    uint32_t src, mask;  // network order
+    unsigned pool;
+    uint16_t lo, hi;  // host order
+  };
+  std::vector<SnatRule> snat_;
   std::unique_ptr<LcoreState[]> lcores_;
   unsigned slots_;
 };

@@ -194,6 +194,9 @@ ConnEntry* ConnTable::insert(uint32_t hash, const ConnKey& k, uint64_t tsc) noex
   e->state = ConnState::OtherUnreplied;
   e->flags = 0;
   e->wscale = {0, 0};
+  e->nat_port = 0;
+  e->nat_pool = 0;
+  e->nat_rule = 0;
   e->created = tsc;
   e->packets = {0, 0};
   e->bytes = {0, 0};
@@ -212,6 +215,7 @@ void ConnTable::set_expiry(ConnEntry* e, uint32_t expires) noexcept {
 }
 
 void ConnTable::remove(ConnEntry* e) noexcept {
+  if (e->flags & hook_flags_) hook_(hook_ctx_, *e);
   const size_t i = static_cast<size_t>(e - entries_);
   buckets_[i / kWays].sig[i % kWays].store(0, std::memory_order_release);
   count_.fetch_sub(1, std::memory_order_relaxed);
@@ -247,6 +251,9 @@ bool ConnTable::read(uint32_t b, unsigned w, uint32_t now, ConnSnapshot& out) co
     out.key = e->key;
     out.state = e->state;
     out.flags = e->flags;
+    out.nat_port = e->nat_port;
+    out.nat_pool = e->nat_pool;
+    out.nat_rule = e->nat_rule;
     out.created = e->created;
     out.last_seen = e->last_seen;
     out.packets = e->packets;

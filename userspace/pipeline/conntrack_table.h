@@ -121,6 +121,8 @@ inline constexpr uint8_t kConnFinOrig = 0x04;     // the originator sent FIN
 inline constexpr uint8_t kConnFinReply = 0x08;    // the responder sent FIN
 inline constexpr uint8_t kConnWscaleOrig = 0x10;  // window scale option in the SYN
 inline constexpr uint8_t kConnWscaleReply = 0x20;
+inline constexpr uint8_t kConnSnat = 0x40;  // source NAT: nat_pool, nat_port
+inline constexpr uint8_t kConnDnat = 0x80;  // destination NAT: nat_rule
 
 struct alignas(64) ConnEntry {
   rte_seqcount_t seq;  // odd while its owner writes
@@ -129,7 +131,13 @@ struct alignas(64) ConnEntry {
   ConnState state;
   uint8_t flags;
   std::array<uint8_t, 2> wscale;  // by direction
-  uint64_t created;               // TSC
+  // NAT44 (pipeline/nat_map.h). The key is the connection as the originator sent it after
+  // destination NAT and before source NAT, so both directions find it with the pool and the
+  // public side translated back.
+  uint16_t nat_port;  // kConnSnat: the external source port (network order)
+  uint8_t nat_pool;   // kConnSnat: the pool address's index
+  uint8_t nat_rule;   // kConnDnat: the rule's index
+  uint64_t created;   // TSC
   // second line: what every packet updates
   std::array<uint64_t, 2> packets;  // [0] originator -> responder, [1] the reply direction
   std::array<uint64_t, 2> bytes;
@@ -148,6 +156,9 @@ struct ConnSnapshot {
   std::array<uint64_t, 2> packets{};
   std::array<uint64_t, 2> bytes{};
   int64_t expires_in_ticks = 0;
+  uint16_t nat_port = 0;
+  uint8_t nat_pool = 0;
+  uint8_t nat_rule = 0;
 };
 
 class ConnTable {
@@ -196,6 +207,15 @@ class ConnTable {
   // Every live session, copied consistently (the control thread).
   void for_each(uint32_t now, const std::function<void(const ConnSnapshot&)>& fn) const;
 
+  // Called with each session the table removes (expired, or replaced) that has a flag of
+  // `flags` set, on the thread that removes it: the NAT's references are dropped there.
+  using RemoveHook = void (*)(void* ctx, const ConnEntry& e) noexcept;
+  void set_remove_hook(uint8_t flags, RemoveHook fn, void* ctx) noexcept {
+    hook_flags_ = flags;
+    hook_ = fn;
+    hook_ctx_ = ctx;
+  }
+
   uint32_t max_sessions() const noexcept { return max_; }
   uint32_t capacity() const noexcept { return nbuckets_ * kWays; }
   size_t memory_bytes() const noexcept;
@@ -238,6 +258,9 @@ class ConnTable {
   Bucket* buckets_;
   ConnEntry* entries_;
   std::unique_ptr<uint32_t[]> cursor_;  // by class
+  uint8_t hook_flags_ = 0;
+  RemoveHook hook_ = nullptr;
+  void* hook_ctx_ = nullptr;
   alignas(64) std::atomic<uint32_t> count_{0};
 };
 

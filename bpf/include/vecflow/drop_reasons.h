@@ -64,7 +64,8 @@
   X(QUEUE_NOT_READ, "queue_not_read", "rx queue not read by vecflow (other_queues: drop)")         \
   /* Connection tracking (pipeline/conntrack_stage.h). */                                          \
   X(CT_INVALID, "ct_invalid", "conntrack: packet fits no connection's state (invalid)")            \
-  X(CT_TABLE_FULL, "ct_table_full", "conntrack: new connection refused, session table full")
+  X(CT_TABLE_FULL, "ct_table_full", "conntrack: new connection refused, session table full")    \
+  X(NAT_NO_PORT, "nat_no_port", "NAT: new connection refused, no free port in its range")
 
 enum vf_drop_reason {
 #define VF_DROP_ENUM(name, wire, text) VF_DROP_##name,

@@ -618,6 +618,10 @@ void AfXdpPort::disarm_wakeup(uint16_t qi) noexcept {
   rx_counter(qi).sleeping.store(false, std::memory_order_relaxed);
 }
 
+void AfXdpPort::set_flow_hash_rewrite(const FlowHashRewrite* r) noexcept {
+  impl_->opt.classify.rewrite = r;
+}
+
 PortHardware AfXdpPort::hardware() const {
   return interface_hardware(impl_->ifname);
 }

@@ -209,6 +209,10 @@ void DpdkPort::disarm_wakeup(uint16_t q) noexcept {
   rx_counter(q).sleeping.store(false, std::memory_order_relaxed);
 }
 
+void DpdkPort::set_flow_hash_rewrite(const FlowHashRewrite* r) noexcept {
+  classify_.rewrite = r;
+}
+
 PortHardware DpdkPort::hardware() const {
   return ethdev_hardware(dev_.port());
 }

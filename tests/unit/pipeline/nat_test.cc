@@ -1,0 +1,397 @@
+// NAT44 in the conntrack stage (`nat:`): source NAT with endpoint-independent mapping over a
+// port range, destination NAT, hairpinning, ICMP echo, checksums, port exhaustion, the ports'
+// release on expiry, and the receive-side flow hash that brings a translated reply to its
+// connection's flow bucket (pipeline/nat_map.h).
+
+#include <barrier>
+#include <thread>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <rte_ip.h>
+#include <rte_tcp.h>
+
+#include "core/packet.h"
+#include "fixture.h"
+#include "pipeline/conntrack_stage.h"
+#include "pipeline/packet_view.h"
+#include "support/appliances.h"
+
+using namespace vecflow;
+using namespace vecflow::test;
+
+namespace {
+
+constexpr uint8_t kSyn = 0x02, kAck = 0x10;
+constexpr const char* kPool = "192.0.2.1";       // the box's address on wan
+constexpr const char* kClient = "198.51.100.7";  // a lan host
+constexpr const char* kServer = "203.0.113.5";   // a host beyond wan
+constexpr const char* kLanServer = "198.51.100.9";
+
+// What a packet carries after the pipeline, in host order.
+struct Seen {
+  std::string src, dst;
+  uint16_t sport = 0, dport = 0;
+  bool ip_sum_ok = false, l4_sum_ok = false;
+};
+
+std::string v4_text(const uint8_t* p) {
+  return fmt::format("{}.{}.{}.{}", p[0], p[1], p[2], p[3]);
+}
+
+// The L4 checksum of a test frame (make_frame leaves it 0), so that a translation must keep it
+// right rather than leave it alone.
+void fill_l4_checksum(rte_mbuf* m) {
+  auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, m->l2_len);
+  uint8_t* l4 = rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len + m->l3_len);
+  const uint16_t len = static_cast<uint16_t>(rte_be_to_cpu_16(ip->total_length) - m->l3_len);
+  if (ip->next_proto_id == IPPROTO_ICMP) {
+    std::memset(l4 + 2, 0, 2);
+    const uint16_t sum = static_cast<uint16_t>(~rte_raw_cksum(l4, len));
+    std::memcpy(l4 + 2, &sum, 2);
+    return;
+  }
+  uint8_t* at = l4 + (ip->next_proto_id == IPPROTO_TCP ? 16 : 6);
+  std::memset(at, 0, 2);
+  const uint16_t sum = rte_ipv4_udptcp_cksum(ip, l4);
+  std::memcpy(at, &sum, 2);
+}
+
+Seen seen(rte_mbuf* m) {
+  Seen s;
+  auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, m->l2_len);
+  const uint8_t* h = reinterpret_cast<const uint8_t*>(ip);
+  s.src = v4_text(h + 12);
+  s.dst = v4_text(h + 16);
+  const uint8_t* l4 = h + m->l3_len;
+  s.ip_sum_ok = rte_raw_cksum(ip, m->l3_len) == 0xffff;
+  const uint16_t len = static_cast<uint16_t>(rte_be_to_cpu_16(ip->total_length) - m->l3_len);
+  if (ip->next_proto_id == IPPROTO_ICMP) {
+    s.sport = s.dport = static_cast<uint16_t>(l4[4] << 8 | l4[5]);
+    s.l4_sum_ok = rte_raw_cksum(l4, len) == 0xffff;
+  } else {
+    s.sport = static_cast<uint16_t>(l4[0] << 8 | l4[1]);
+    s.dport = static_cast<uint16_t>(l4[2] << 8 | l4[3]);
+    uint32_t sum = uint32_t{rte_ipv4_phdr_cksum(ip, 0)} + rte_raw_cksum(l4, len);
+    sum = (sum & 0xffff) + (sum >> 16);
+    s.l4_sum_ok = (sum & 0xffff) + (sum >> 16) == 0xffff;
+  }
+  return s;
+}
+
+class Nat : public ::testing::Test {
+ protected:
+  void SetUp() override { VECFLOW_REQUIRE_EAL(); }
+
+  // conntrack with `nat`, then the route stage (fused): lan is 198.51.100.0/24, the rest is
+  // beyond wan. The default NAT: lan's connections leave from kPool, ports 20000-20099.
+  void build(ConntrackConfig ct) {
+    RouteConfig r;
+    r.routes = {route("198.51.100.0/24", "lan"), route("0.0.0.0/0", "wan", "192.0.2.254")};
+    ASSERT_TRUE(h.build({stage("conntrack", ct), stage("route", r, true)}));
+    stage_ = h.pipeline->find<ConntrackStage>("conntrack");
+    ASSERT_NE(stage_, nullptr);
+    ASSERT_NE(stage_->nat(), nullptr);
+  }
+  static ConntrackConfig snat_config(uint16_t lo = 20000, uint16_t hi = 20099) {
+    ConntrackConfig c;
+    SnatRuleConfig s;
+    s.in_port = "lan";
+    s.src = prefix("198.51.100.0/24");
+    s.to = address(kPool);
+    s.ports = {lo, hi};
+    c.snat.push_back(s);
+    return c;
+  }
+
+  // A frame as its port would hand it on: the L4 checksum filled, the flow hash through the
+  // NAT's receive-side rewrite.
+  rte_mbuf* frame(const std::string& src, uint16_t sport, const std::string& dst, uint16_t dport,
+                  uint16_t port, uint8_t proto = IPPROTO_UDP, uint8_t tcp_flags = 0) {
+    FrameSpec s;
+    s.src = src, s.dst = dst, s.sport = sport, s.dport = dport, s.port = port, s.proto = proto;
+    rte_mbuf* m = make_frame(s);
+    uint8_t* l4 = rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len + m->l3_len);
+    if (proto == IPPROTO_TCP) {
+      auto* t = reinterpret_cast<rte_tcp_hdr*>(l4);
+      t->sent_seq = rte_cpu_to_be_32(1000);
+      // Both sides start at 1000: an answer acknowledges the SYN's 1000 + 1.
+      t->recv_ack = rte_cpu_to_be_32(tcp_flags & kAck ? 1001 : 0);
+      t->tcp_flags = tcp_flags;
+      t->rx_win = rte_cpu_to_be_16(65535);
+    }
+    if (proto == IPPROTO_ICMP) {
+      l4[0] = tcp_flags;  // echo request 8, reply 0
+      const uint16_t id = rte_cpu_to_be_16(sport);
+      std::memcpy(l4 + 4, &id, 2);
+      m->hash.rss = flow_hash(pkt::flow_key(m), true);
+    }
+    fill_l4_checksum(m);
+    stage_->nat()->apply(&m, 1);
+    return m;
+  }
+
+  // Runs one packet: what left (nullopt when nothing did).
+  std::optional<Seen> run(rte_mbuf* m) {
+    h.sinks.free_all();
+    h.run({m});
+    if (h.sinks.tx.empty()) return std::nullopt;
+    return seen(h.sinks.tx.front());
+  }
+
+  Harness h;
+  ConntrackStage* stage_ = nullptr;
+};
+
+TEST_F(Nat, SourceNatTranslatesTheConnectionAndItsRepliesBothWays) {
+  build(snat_config());
+  rte_mbuf* syn = frame(kClient, 40000, kServer, 80, kLan, IPPROTO_TCP, kSyn);
+  const uint32_t hash = syn->hash.rss;
+  const auto out = run(syn);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->src, kPool);
+  EXPECT_GE(out->sport, 20000);
+  EXPECT_LE(out->sport, 20099);
+  EXPECT_EQ(out->dst, kServer);
+  EXPECT_EQ(out->dport, 80);
+  EXPECT_TRUE(out->ip_sum_ok);
+  EXPECT_TRUE(out->l4_sum_ok);
+
+  // The server answers the pool's port: the port's rewrite hashes it as the connection, and
+  // the stage gives it back to the client.
+  rte_mbuf* synack = frame(kServer, 80, kPool, out->sport, kWan, IPPROTO_TCP, kSyn | kAck);
+  EXPECT_EQ(synack->hash.rss, hash);
+  const auto back = run(synack);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->src, kServer);
+  EXPECT_EQ(back->sport, 80);
+  EXPECT_EQ(back->dst, kClient);
+  EXPECT_EQ(back->dport, 40000);
+  EXPECT_TRUE(back->ip_sum_ok);
+  EXPECT_TRUE(back->l4_sum_ok);
+
+  const auto all = stage_->sessions({});
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].state, ConnState::TcpSynRecv);
+  EXPECT_EQ(all[0].key.src_port, rte_cpu_to_be_16(40000));  // keyed untranslated
+  EXPECT_EQ(rte_be_to_cpu_16(all[0].nat_port), out->sport);
+  EXPECT_EQ(stage_->nat()->ports_in_use(0, NatProto::Tcp), 1u);
+  EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
+}
+
+// RFC 4787 REQ-1: one internal endpoint keeps its external port whichever server it talks to;
+// another endpoint gets another port.
+TEST_F(Nat, OneInternalEndpointHasOneMappingForEveryDestination) {
+  build(snat_config());
+  const auto a = run(frame(kClient, 5000, kServer, 53, kLan));
+  const auto b = run(frame(kClient, 5000, "203.0.113.99", 123, kLan));
+  const auto c = run(frame(kClient, 5001, kServer, 53, kLan));
+  const auto d = run(frame("198.51.100.8", 5000, kServer, 53, kLan));
+  ASSERT_TRUE(a && b && c && d);
+  EXPECT_EQ(a->sport, b->sport);
+  EXPECT_NE(a->sport, c->sport);
+  EXPECT_NE(a->sport, d->sport);
+  EXPECT_NE(c->sport, d->sport);
+  EXPECT_EQ(stage_->nat()->ports_in_use(0, NatProto::Udp), 3u);
+  // Replies from both servers reach the one client port.
+  const auto ra = run(frame(kServer, 53, kPool, a->sport, kWan));
+  const auto rb = run(frame("203.0.113.99", 123, kPool, a->sport, kWan));
+  ASSERT_TRUE(ra && rb);
+  EXPECT_EQ(ra->dst, kClient);
+  EXPECT_EQ(ra->dport, 5000);
+  EXPECT_EQ(rb->dst, kClient);
+  EXPECT_EQ(rb->dport, 5000);
+}
+
+// Filtering is address- and port-dependent: a host the client never talked to reaches the
+// pool port untranslated (the later stages decide; here it is the box's own address).
+TEST_F(Nat, AnUnsolicitedPacketToAMappedPortIsNotTranslated) {
+  build(snat_config());
+  const auto a = run(frame(kClient, 5000, kServer, 53, kLan));
+  ASSERT_TRUE(a);
+  const auto stray = run(frame("203.0.113.66", 53, kPool, a->sport, kWan));
+  if (stray) {
+    EXPECT_EQ(stray->dst, kPool);
+  }
+  for (const auto& s : stage_->sessions({}))
+    if (s.key.src[0] == 203 && s.key.src[3] == 66) {
+      EXPECT_FALSE(s.flags & kConnSnat);
+    }
+}
+
+TEST_F(Nat, UdpChecksumZeroStaysZeroAndTheAddressesStillChange) {
+  build(snat_config());
+  FrameSpec s;
+  s.src = kClient, s.dst = kServer, s.sport = 5000, s.dport = 53, s.port = kLan;
+  rte_mbuf* m = make_frame(s);  // UDP checksum 0: none
+  stage_->nat()->apply(&m, 1);
+  h.sinks.free_all();
+  h.run({m});
+  ASSERT_EQ(h.sinks.tx.size(), 1u);
+  rte_mbuf* out = h.sinks.tx.front();
+  const uint8_t* l4 = rte_pktmbuf_mtod_offset(out, const uint8_t*, out->l2_len + out->l3_len);
+  EXPECT_EQ(l4[6], 0);
+  EXPECT_EQ(l4[7], 0);
+  EXPECT_EQ(seen(out).src, kPool);
+  EXPECT_TRUE(seen(out).ip_sum_ok);
+}
+
+TEST_F(Nat, IcmpEchoIdentifiersAreMappedAndTheRepliesGoBack) {
+  build(snat_config());
+  rte_mbuf* req = frame(kClient, 77, kServer, 0, kLan, IPPROTO_ICMP, 8);
+  const uint32_t hash = req->hash.rss;
+  const auto out = run(req);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->src, kPool);
+  EXPECT_GE(out->sport, 20000);
+  EXPECT_TRUE(out->l4_sum_ok);
+  rte_mbuf* rep = frame(kServer, out->sport, kPool, 0, kWan, IPPROTO_ICMP, 0);
+  EXPECT_EQ(rep->hash.rss, hash);
+  const auto back = run(rep);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->dst, kClient);
+  EXPECT_EQ(back->sport, 77);
+  EXPECT_TRUE(back->ip_sum_ok);
+  EXPECT_TRUE(back->l4_sum_ok);
+  EXPECT_EQ(stage_->nat()->ports_in_use(0, NatProto::Icmp), 1u);
+}
+
+// A range of two ports: the third connection is refused and counted, the two keep working,
+// and once they expire their ports serve new connections.
+TEST_F(Nat, PortExhaustionIsCountedAndExpiredSessionsGiveTheirPortsBack) {
+  ConntrackConfig c = snat_config(20000, 20001);
+  c.timeouts.udp_unreplied = 1;
+  build(c);
+  const auto a = run(frame(kClient, 6000, kServer, 53, kLan));
+  const auto b = run(frame(kClient, 6001, kServer, 53, kLan));
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(a->sport, b->sport);
+  EXPECT_FALSE(run(frame(kClient, 6002, kServer, 53, kLan)));
+  EXPECT_EQ(stage_->counters().nat_no_port, 1u);
+  AccountingSnapshot acc = h.accounting();
+  EXPECT_EQ(acc.drops[size_t(DropReason::NAT_NO_PORT)], 1u);
+  EXPECT_EQ(acc.unaccounted(), 0) << acc.to_string();
+  // A second connection of a mapped endpoint needs no new port.
+  EXPECT_TRUE(run(frame(kClient, 6000, "203.0.113.99", 53, kLan)));
+  EXPECT_EQ(stage_->nat()->ports_in_use(0, NatProto::Udp), 2u);
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+  // Late replies find their sessions expired: the sessions go, and their ports with the last
+  // of them; the replies themselves are not translated.
+  const std::tuple<const char*, uint16_t> late[] = {
+      {kServer, a->sport}, {kServer, b->sport}, {"203.0.113.99", a->sport}};
+  for (const auto& [server, port] : late) {
+    const auto r = run(frame(server, 53, kPool, port, kWan));
+    if (r) {
+      EXPECT_EQ(r->dst, kPool);
+    }
+  }
+  EXPECT_EQ(stage_->nat()->ports_in_use(0, NatProto::Udp), 0u);
+  EXPECT_GE(stage_->counters().expired, 3u);
+  EXPECT_TRUE(run(frame(kClient, 6003, kServer, 53, kLan)));
+  EXPECT_TRUE(run(frame(kClient, 6004, kServer, 53, kLan)));
+  acc = h.accounting();
+  EXPECT_EQ(acc.drops[size_t(DropReason::NAT_NO_PORT)], 1u);
+  EXPECT_EQ(acc.unaccounted(), 0) << acc.to_string();
+}
+
+// Port forwarding: wan's 192.0.2.1:8080 is a lan server's port 80; the server's replies leave
+// from the public endpoint, and hash as the connection did on the way in.
+TEST_F(Nat, DestinationNatForwardsAPublicPortAndRepliesLeaveFromIt) {
+  ConntrackConfig c;
+  DnatRuleConfig d;
+  d.in_port = "wan";
+  d.proto = IPPROTO_TCP;
+  d.dst = address(kPool);
+  d.dst_port = 8080;
+  d.to = address(kLanServer);
+  d.to_port = 80;
+  c.dnat.push_back(d);
+  build(c);
+  rte_mbuf* syn = frame(kServer, 33000, kPool, 8080, kWan, IPPROTO_TCP, kSyn);
+  const uint32_t hash = syn->hash.rss;
+  const auto in = run(syn);
+  ASSERT_TRUE(in);
+  EXPECT_EQ(in->dst, kLanServer);
+  EXPECT_EQ(in->dport, 80);
+  EXPECT_EQ(in->src, kServer);
+  EXPECT_TRUE(in->ip_sum_ok);
+  EXPECT_TRUE(in->l4_sum_ok);
+  rte_mbuf* synack = frame(kLanServer, 80, kServer, 33000, kLan, IPPROTO_TCP, kSyn | kAck);
+  EXPECT_EQ(synack->hash.rss, hash);
+  const auto out = run(synack);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->src, kPool);
+  EXPECT_EQ(out->sport, 8080);
+  EXPECT_EQ(out->dst, kServer);
+  EXPECT_TRUE(out->l4_sum_ok);
+  // The same public port over UDP, or another port, is not forwarded.
+  const auto udp = run(frame(kServer, 33000, kPool, 8080, kWan));
+  if (udp) {
+    EXPECT_EQ(udp->dst, kPool);
+  }
+}
+
+// Hairpinning: a lan host reaches a lan server through the public endpoint; with source NAT
+// as well the server answers the box, which sends the answer back as from the public side.
+TEST_F(Nat, HairpinAConnectionFromLanToThePublicEndpointOfALanServer) {
+  ConntrackConfig c = snat_config();
+  DnatRuleConfig d;  // no in_port: any port
+  d.proto = IPPROTO_TCP;
+  d.dst = address(kPool);
+  d.dst_port = 8080;
+  d.to = address(kLanServer);
+  d.to_port = 80;
+  c.dnat.push_back(d);
+  build(c);
+  rte_mbuf* syn = frame(kClient, 41000, kPool, 8080, kLan, IPPROTO_TCP, kSyn);
+  const uint32_t hash = syn->hash.rss;
+  const auto to_server = run(syn);
+  ASSERT_TRUE(to_server);
+  EXPECT_EQ(to_server->dst, kLanServer);
+  EXPECT_EQ(to_server->dport, 80);
+  EXPECT_EQ(to_server->src, kPool);
+  EXPECT_GE(to_server->sport, 20000);
+  EXPECT_TRUE(to_server->l4_sum_ok);
+  rte_mbuf* synack = frame(kLanServer, 80, kPool, to_server->sport, kLan, IPPROTO_TCP, kSyn | kAck);
+  EXPECT_EQ(synack->hash.rss, hash);
+  const auto to_client = run(synack);
+  ASSERT_TRUE(to_client);
+  EXPECT_EQ(to_client->src, kPool);
+  EXPECT_EQ(to_client->sport, 8080);
+  EXPECT_EQ(to_client->dst, kClient);
+  EXPECT_EQ(to_client->dport, 41000);
+  EXPECT_TRUE(to_client->ip_sum_ok);
+  EXPECT_TRUE(to_client->l4_sum_ok);
+}
+
+// Many internal endpoints take and drop mappings from two threads at once, some the same
+// endpoints: every reference is counted, and when all are dropped every port is free.
+TEST(NatMapTest, ConcurrentAcquireAndReleaseKeepEveryReference) {
+  NatMap map({0x010200c0u}, {});
+  constexpr unsigned kEndpoints = 300, kRounds = 20;
+  std::barrier go(2);
+  auto work = [&](unsigned t) {
+    std::vector<std::pair<NatEndpoint, uint16_t>> held;
+    go.arrive_and_wait();
+    for (unsigned r = 0; r < kRounds; ++r) {
+      for (unsigned e = 0; e < kEndpoints; ++e) {
+        const NatEndpoint ep{0x0700a8c0u + (e << 24), static_cast<uint16_t>(1000 + e)};
+        const auto port = map.acquire(0, NatProto::Udp, ep, 1024, 65535);
+        ASSERT_TRUE(port) << t;
+        EXPECT_EQ(map.internal(0, NatProto::Udp, *port), ep);
+        held.emplace_back(ep, *port);
+      }
+      for (const auto& [ep, port] : held)
+        map.release(0, NatProto::Udp, port);
+      held.clear();
+    }
+  };
+  std::thread a(work, 0), b(work, 1);
+  a.join();
+  b.join();
+  EXPECT_EQ(map.ports_in_use(0, NatProto::Udp), 0u);
+}
+
+}  // namespace

@@ -1,0 +1,180 @@
+#include "pipeline/nat_map.h"
+
+#include <cstring>
+
+#include <netinet/in.h>
+#include <rte_byteorder.h>
+
+#include "core/packet.h"
+#include "pipeline/packet_view.h"
+#include "vecflow/flow.h"
+
+namespace vecflow {
+
+namespace {
+
+// Slot word: internal address (bits 63-32), internal port (31-16), references (15-0). Both
+// as they sit in the header, so a comparison needs no byte swap.
+constexpr uint64_t kRefMask = 0xffff;
+uint64_t slot_key(NatEndpoint e) noexcept {
+  return uint64_t{e.addr} << 32 | uint64_t{e.port} << 16;
+}
+NatEndpoint slot_endpoint(uint64_t w) noexcept {
+  return {static_cast<uint32_t>(w >> 32), static_cast<uint16_t>(w >> 16)};
+}
+
+// Where an internal endpoint's probe sequence starts in a range of `size` ports.
+uint32_t probe_start(NatEndpoint e, NatProto p, uint32_t size) noexcept {
+  const uint64_t h = (slot_key(e) | uint64_t(p)) * 0x9e3779b97f4a7c15ull;
+  return static_cast<uint32_t>(((h >> 32) * size) >> 32);
+}
+
+}  // namespace
+
+std::optional<NatProto> nat_proto(uint8_t ip_proto) noexcept {
+  switch (ip_proto) {
+    case IPPROTO_TCP:
+      return NatProto::Tcp;
+    case IPPROTO_UDP:
+      return NatProto::Udp;
+    case IPPROTO_ICMP:
+      return NatProto::Icmp;
+    default:
+      return std::nullopt;
+  }
+}
+
+NatMap::NatMap(std::vector<uint32_t> pools, std::vector<DnatRule> dnat)
+    : pools_(std::move(pools)),
+      dnat_(std::move(dnat)),
+      slots_(new Slots[pools_.size() * kNatProtoCount]) {
+  for (size_t i = 0; i < pools_.size() * kNatProtoCount; ++i)
+    for (auto& w : slots_[i])
+      w.store(0, std::memory_order_relaxed);
+}
+
+std::optional<uint16_t> NatMap::acquire(unsigned pool, NatProto p, NatEndpoint internal,
+                                        uint16_t lo, uint16_t hi) noexcept {
+  Slots& s = slots(pool, p);
+  const uint32_t size = uint32_t(hi) - lo + 1;
+  const uint32_t probes = size < kProbes ? size : kProbes;
+  const uint32_t start = probe_start(internal, p, size);
+  const uint64_t key = slot_key(internal);
+  const auto port_at = [&](uint32_t i) {
+    const uint32_t off = start + i < size ? start + i : start + i - size;
+    return static_cast<uint16_t>(lo + off);
+  };
+  // A reference on slot `port` if it maps `internal`.
+  const auto take = [&](uint16_t port) noexcept {
+    uint64_t w = s[port].load(std::memory_order_acquire);
+    while ((w & ~kRefMask) == key && (w & kRefMask) != 0 && (w & kRefMask) != kRefMask) {
+      if (s[port].compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) return true;
+    }
+    return false;
+  };
+  for (uint32_t i = 0; i < probes; ++i) {
+    const uint16_t port = port_at(i);
+    if (take(port)) return rte_cpu_to_be_16(port);
+  }
+  for (uint32_t i = 0; i < probes; ++i) {
+    const uint16_t port = port_at(i);
+    uint64_t expected = 0;
+    if (!s[port].compare_exchange_strong(expected, key | 1, std::memory_order_acq_rel)) {
+      if (take(port)) return rte_cpu_to_be_16(port);  // another worker claimed it for us
+      continue;
+    }
+    // Claimed. A mapping nearer the start that another worker claimed meanwhile wins.
+    for (uint32_t j = 0; j < i; ++j) {
+      const uint16_t earlier = port_at(j);
+      if (take(earlier)) {
+        release(pool, p, rte_cpu_to_be_16(port));
+        return rte_cpu_to_be_16(earlier);
+      }
+    }
+    return rte_cpu_to_be_16(port);
+  }
+  return std::nullopt;
+}
+
+void NatMap::release(unsigned pool, NatProto p, uint16_t ext_port) noexcept {
+  std::atomic<uint64_t>& w = slots(pool, p)[rte_be_to_cpu_16(ext_port)];
+  uint64_t v = w.load(std::memory_order_relaxed);
+  for (;;) {
+    const uint64_t next = (v & kRefMask) <= 1 ? 0 : v - 1;
+    if (w.compare_exchange_weak(v, next, std::memory_order_acq_rel)) return;
+  }
+}
+
+std::optional<NatEndpoint> NatMap::internal(unsigned pool, NatProto p,
+                                            uint16_t ext_port) const noexcept {
+  const uint64_t w = slots(pool, p)[rte_be_to_cpu_16(ext_port)].load(std::memory_order_acquire);
+  if ((w & kRefMask) == 0) return std::nullopt;
+  return slot_endpoint(w);
+}
+
+int NatMap::dnat_match(uint16_t in, NatProto p, NatEndpoint dst) const noexcept {
+  for (size_t i = 0; i < dnat_.size(); ++i) {
+    const DnatRule& r = dnat_[i];
+    if ((r.in == kNoPort || r.in == in) && r.proto == p && r.pub == dst) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int NatMap::dnat_target(NatProto p, NatEndpoint e) const noexcept {
+  for (size_t i = 0; i < dnat_.size(); ++i)
+    if (dnat_[i].proto == p && dnat_[i].target == e) return static_cast<int>(i);
+  return -1;
+}
+
+void NatMap::apply(rte_mbuf** pkts, uint16_t n) const noexcept {
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    if (!pkt::is_ipv4(m) || (m->packet_type & RTE_PTYPE_L4_MASK) == RTE_PTYPE_L4_FRAG) continue;
+    const rte_ipv4_hdr* ip = pkt::ipv4(m);
+    const std::optional<NatProto> p = nat_proto(ip->next_proto_id);
+    if (!p) continue;
+    const uint8_t* l4 = rte_pktmbuf_mtod_offset(m, const uint8_t*, m->l2_len + m->l3_len);
+    NatEndpoint src{ip->src_addr, 0}, dst{ip->dst_addr, 0};
+    const bool ports = *p != NatProto::Icmp;
+    if (ports) {
+      std::memcpy(&src.port, l4, 2);
+      std::memcpy(&dst.port, l4 + 2, 2);
+    } else {
+      // Echo request or reply: the identifier is the port; errors keep their own hash (the
+      // conntrack stage reads the session they quote from any worker).
+      if (l4[0] != 0 && l4[0] != 8) continue;
+      std::memcpy(&dst.port, l4 + 4, 2);
+    }
+    bool changed = false;
+    if (const int pool = pool_of(dst.addr); pool >= 0) {
+      if (const auto e = internal(static_cast<unsigned>(pool), *p, dst.port)) {
+        dst = *e;
+        changed = true;
+      }
+    }
+    if (!dnat_.empty()) {
+      if (const int r = dnat_target(*p, src); r >= 0 && ports) {
+        src = dnat_[size_t(r)].pub;
+        changed = true;
+      }
+      if (const int r = dnat_target(*p, dst); r >= 0 && ports) {
+        dst = dnat_[size_t(r)].pub;
+        changed = true;
+      }
+    }
+    if (!changed) continue;
+    // ICMP's flow key has no ports (core/parse.h).
+    m->hash.rss =
+        vf_flow_hash_parts(vf_addr4_hash(src.addr), vf_addr4_hash(dst.addr), ports ? src.port : 0,
+                           ports ? dst.port : 0, ip->next_proto_id, 4, 1);
+  }
+}
+
+uint32_t NatMap::ports_in_use(unsigned pool, NatProto p) const noexcept {
+  uint32_t n = 0;
+  for (const auto& w : slots(pool, p))
+    n += (w.load(std::memory_order_relaxed) & kRefMask) != 0;
+  return n;
+}
+
+}  // namespace vecflow

@@ -1,0 +1,124 @@
+// The shared half of NAT44 (the conntrack stage's `nat:`, pipeline/conntrack_stage.h): the
+// pools' port slots, the destination NAT rules, and the flow hash a translated connection's
+// packets carry on every port.
+//
+// Why the receive path must know about NAT. The conntrack table is owned per flow bucket
+// (pipeline/conntrack_table.h): both directions of a connection must carry the same flow hash.
+// Translation breaks that: a reply to a source-NATed connection is addressed to the pool
+// (server -> pool:p), its original left the client (client:c -> server). So apply() runs on
+// every received burst, after classification, and hashes the packets a translation touches as
+// their connection's untranslated packets hash:
+//   - a packet to a pool address and port mapped to an internal endpoint is hashed as if sent
+//     to that endpoint (server -> client:c);
+//   - an endpoint that is a destination NAT rule's target (`to`, `to_port`) is hashed as the
+//     rule's public endpoint (`dst`, `dst_port`), in either position: a connection through the
+//     rule and a direct one to the target hash alike in both directions.
+// Nothing is rewritten in the packet there: only m->hash.rss, which the rx adapter turns into
+// the flow bucket. Ports without NAT pay nothing (no rewrite is installed).
+//
+// Port slots. One 64-bit word per (pool address, protocol, external port): the internal
+// address and port it maps, and how many sessions use it (16 bits). Sessions of any flow
+// bucket, on any worker, take and drop references with one compare-and-swap; the word is 0
+// when free. Endpoint-independent mapping (RFC 4787 REQ-1): the mapping of an internal
+// endpoint is found by probing the slots from a start its hash picks (kProbes slots at most,
+// the rule's range if smaller); a new one is claimed in the first free slot of the same
+// probe sequence, after which the sequence is scanned again and, should another worker have
+// claimed a slot for the same endpoint meanwhile, the one nearer the start is kept by both.
+// Two first connections of one endpoint whose claims and rescans interleave exactly may still
+// leave with two mappings (each keeps its own for its lifetime); every later connection takes
+// the one nearer the start. A rule whose probe window is full refuses the connection
+// (nat_no_port), counted.
+//
+// Filtering is address- and port-dependent (RFC 4787 REQ-8 allows it; Linux masquerade does
+// the same): a packet to a mapped pool port is translated only for a session its internal
+// endpoint opened; anything else to the pool goes on untranslated to the later stages.
+//
+// IPv4 only (NAT44); TCP, UDP and ICMP echo (its identifier is the port). Fragments are not
+// translated.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/flow.h"
+
+namespace vecflow {
+
+// Which slot array a protocol uses.
+enum class NatProto : uint8_t { Tcp, Udp, Icmp };
+inline constexpr size_t kNatProtoCount = 3;
+std::optional<NatProto> nat_proto(uint8_t ip_proto) noexcept;
+
+// An IPv4 endpoint as it sits in the header: address and port in network order.
+struct NatEndpoint {
+  uint32_t addr = 0;
+  uint16_t port = 0;
+  bool operator==(const NatEndpoint&) const = default;
+};
+
+// A destination NAT rule, resolved: packets entering through `in` to `dst`:`dst_port` are
+// sent to `to`:`to_port` (network order).
+struct DnatRule {
+  uint16_t in = 0xffff;  // ingress PortId; kNoPort: any
+  NatProto proto = NatProto::Tcp;
+  NatEndpoint pub;     // dst, dst_port
+  NatEndpoint target;  // to, to_port
+};
+
+class NatMap final : public FlowHashRewrite {
+ public:
+  static constexpr unsigned kProbes = 64;
+  static constexpr unsigned kMaxPools = 255;
+
+  // `pools`: the distinct SNAT addresses (network order), indexed as the rules name them.
+  NatMap(std::vector<uint32_t> pools, std::vector<DnatRule> dnat);
+
+  // ---- any worker ----
+  // The external port (network order) of `internal` in pool `pool` within [lo, hi] (host
+  // order), one reference taken: its mapping, or a new one. nullopt: no free port in its
+  // probe window.
+  std::optional<uint16_t> acquire(unsigned pool, NatProto p, NatEndpoint internal, uint16_t lo,
+                                  uint16_t hi) noexcept;
+  // Drops a reference acquire() took; the port is free when the last goes.
+  void release(unsigned pool, NatProto p, uint16_t ext_port) noexcept;
+  // The internal endpoint pool `pool`'s `ext_port` maps (network order), if any.
+  std::optional<NatEndpoint> internal(unsigned pool, NatProto p, uint16_t ext_port) const noexcept;
+  // The pool index of a destination address (network order), or -1.
+  int pool_of(uint32_t addr) const noexcept {
+    for (size_t i = 0; i < pools_.size(); ++i)
+      if (pools_[i] == addr) return static_cast<int>(i);
+    return -1;
+  }
+  uint32_t pool_address(unsigned pool) const noexcept { return pools_[pool]; }
+  // The rule for a packet entering through `in` to `dst`, or -1.
+  int dnat_match(uint16_t in, NatProto p, NatEndpoint dst) const noexcept;
+  // The rule whose target is `e`, or -1.
+  int dnat_target(NatProto p, NatEndpoint e) const noexcept;
+  const DnatRule& dnat_rule(unsigned i) const noexcept { return dnat_[i]; }
+  bool has_dnat() const noexcept { return !dnat_.empty(); }
+
+  // The receive-side hash (see above), on each classified packet of a burst.
+  void apply(rte_mbuf** pkts, uint16_t n) const noexcept override;
+
+  // ---- control thread ----
+  // Ports mapped in `pool` for `p` (a scan of its 65536 slots).
+  uint32_t ports_in_use(unsigned pool, NatProto p) const noexcept;
+  size_t pools() const noexcept { return pools_.size(); }
+
+ private:
+  using Slots = std::array<std::atomic<uint64_t>, 65536>;
+  Slots& slots(unsigned pool, NatProto p) const noexcept {
+    return slots_[pool * kNatProtoCount + size_t(p)];
+  }
+
+  std::vector<uint32_t> pools_;
+  std::vector<DnatRule> dnat_;
+  std::unique_ptr<Slots[]> slots_;
+};
+
+}  // namespace vecflow
