@@ -128,6 +128,9 @@ void rewrite_endpoint(const Rewrite& r, uint8_t* addr, uint8_t* port_at, NatEndp
   std::memcpy(new_words + 2, &to.port, 2);
   const uint16_t ip_sum = r.ip->hdr_checksum;
   r.ip->hdr_checksum = checksum_adjust(ip_sum, old_words, new_words, 2);
+  std::memcpy(addr, &to.addr, 4);
+  std::memcpy(port_at, &to.port, 2);
+  if (sum == nullptr) return;  // an IP header only
   uint16_t l4_sum;
   std::memcpy(&l4_sum, sum, 2);
   if (r.proto == IPPROTO_ICMP) {
@@ -137,8 +140,6 @@ void rewrite_endpoint(const Rewrite& r, uint8_t* addr, uint8_t* port_at, NatEndp
     if (r.proto == IPPROTO_UDP && l4_sum == 0) l4_sum = 0xffff;
   }
   std::memcpy(sum, &l4_sum, 2);
-  std::memcpy(addr, &to.addr, 4);
-  std::memcpy(port_at, &to.port, 2);
 }
 
 bool valid_flags(uint8_t f) noexcept {
@@ -265,10 +266,10 @@ Result<std::unique_ptr<ConntrackStage>> ConntrackStage::create(const config::Sta
   }
 }
 
-CtMark ConntrackStage::related(const rte_mbuf* m, const uint8_t* l4, uint32_t now) const noexcept {
+CtMark ConntrackStage::related(rte_mbuf* m, uint8_t* l4, uint32_t now) const noexcept {
   // The header the error quotes: the packet that caused it, as its sender sent it.
   const uint8_t* frame = rte_pktmbuf_mtod(m, const uint8_t*);
-  const uint8_t* in = l4 + 8;
+  uint8_t* in = l4 + 8;
   const uint8_t* end = frame + m->data_len;
   ConnKey k;
   uint32_t ihl;
@@ -288,7 +289,7 @@ CtMark ConntrackStage::related(const rte_mbuf* m, const uint8_t* l4, uint32_t no
     std::memcpy(k.src.data(), in + 8, 16);
     std::memcpy(k.dst.data(), in + 24, 16);
   }
-  const uint8_t* il4 = in + ihl;
+  uint8_t* il4 = in + ihl;
   if (has_l4_ports(k.proto)) {
     if (il4 + 4 > end) return CtMark::Invalid;
     std::memcpy(&k.src_port, il4, 2);
@@ -299,15 +300,45 @@ CtMark ConntrackStage::related(const rte_mbuf* m, const uint8_t* l4, uint32_t no
     std::memcpy(&k.src_port, il4 + 4, 2);
     k.dst_port = k.src_port;
   }
+  // A quote of a translated packet names the pool or a public endpoint: the session is keyed
+  // by what they stand for, and hashed as its packets are (pipeline/nat_map.h).
+  // (A plain enum and a flag: GCC 12 takes an optional's value here for uninitialised.)
+  const std::optional<NatProto> quoted_proto =
+      nat_ && k.version == 4 ? nat_proto(k.proto) : std::nullopt;
+  const bool nat_quote = quoted_proto.has_value();
+  const NatProto np = quoted_proto.value_or(NatProto::Tcp);
+  if (nat_quote) {
+    NatEndpoint src;
+    std::memcpy(&src.addr, k.src.data(), 4);
+    src.port = k.src_port;
+    std::optional<NatEndpoint> was;
+    if (const int pool = nat_->pool_of(src.addr); pool >= 0)
+      was = nat_->internal(static_cast<unsigned>(pool), np, src.port);
+    if (!was && np != NatProto::Icmp) {
+      if (const int r = nat_->dnat_public(np, src); r >= 0)
+        was = nat_->dnat_rule(unsigned(r)).target;
+    }
+    if (was) {
+      std::memcpy(k.src.data(), &was->addr, 4);
+      k.src_port = was->port;
+      if (np == NatProto::Icmp) k.dst_port = was->port;
+    }
+  }
   // The flow hash the connection's own packets carry: ICMP's flow key has no ports.
   const bool ports = has_l4_ports(k.proto);
   uint32_t hs, hd;
+  uint16_t ps = ports ? k.src_port : 0, pd = ports ? k.dst_port : 0;
   if (k.version == 4) {
-    uint32_t a, b;
-    std::memcpy(&a, k.src.data(), 4);
-    std::memcpy(&b, k.dst.data(), 4);
-    hs = vf_addr4_hash(a);
-    hd = vf_addr4_hash(b);
+    NatEndpoint a, b;
+    std::memcpy(&a.addr, k.src.data(), 4);
+    std::memcpy(&b.addr, k.dst.data(), 4);
+    a.port = ps;
+    b.port = pd;
+    if (nat_quote && ports) nat_->to_public(np, a, b);
+    hs = vf_addr4_hash(a.addr);
+    hd = vf_addr4_hash(b.addr);
+    ps = a.port;
+    pd = b.port;
   } else {
     __u32 a[4], b[4];
     std::memcpy(a, k.src.data(), 16);
@@ -315,11 +346,89 @@ CtMark ConntrackStage::related(const rte_mbuf* m, const uint8_t* l4, uint32_t no
     hs = vf_addr_hash(a);
     hd = vf_addr_hash(b);
   }
-  const uint32_t hash = vf_flow_hash_parts(hs, hd, ports ? k.src_port : 0, ports ? k.dst_port : 0,
-                                           k.proto, k.version, 1);
+  const uint32_t hash = vf_flow_hash_parts(hs, hd, ps, pd, k.proto, k.version, 1);
   ConnSnapshot snap;
   bool reply;
-  return table_->lookup(hash, k, now, snap, reply) ? CtMark::Related : CtMark::Invalid;
+  if (!table_->lookup(hash, k, now, snap, reply)) return CtMark::Invalid;
+  if (snap.flags & (kConnSnat | kConnDnat)) nat_related(m, l4, in, il4, end, snap, reply);
+  return CtMark::Related;
+}
+
+void ConntrackStage::nat_related(rte_mbuf* m, uint8_t* l4, uint8_t* in, uint8_t* il4,
+                                 const uint8_t* end, const ConnSnapshot& s,
+                                 bool reply) const noexcept {
+  // The error goes to the sender of the packet it quotes: quote and addresses become what
+  // that sender sent and knows (Linux's nf_nat_icmp_reply_translation does the same).
+  rte_ipv4_hdr* ip = pkt::ipv4(m);
+  uint8_t* outer = reinterpret_cast<uint8_t*>(ip);
+  auto* iip = reinterpret_cast<rte_ipv4_hdr*>(in);
+  const Rewrite quoted{iip, il4, in[9]};
+  const bool echo = quoted.proto == IPPROTO_ICMP;
+  uint8_t* qsport = echo ? il4 + 4 : il4;
+  uint8_t* qdport = echo ? il4 + 4 : il4 + 2;
+  const auto endpoint = [](const std::array<uint8_t, 16>& a, uint16_t port) {
+    NatEndpoint e;
+    std::memcpy(&e.addr, a.data(), 4);
+    e.port = port;
+    return e;
+  };
+  const NatEndpoint orig_src = endpoint(s.key.src, s.key.src_port);
+  const NatEndpoint orig_dst = endpoint(s.key.dst, s.key.dst_port);
+  const NatEndpoint pool = (s.flags & kConnSnat)
+                               ? NatEndpoint{nat_->pool_address(s.nat_pool), s.nat_port}
+                               : NatEndpoint{};
+  const NatEndpoint pub = (s.flags & kConnDnat) ? nat_->dnat_rule(s.nat_rule).pub : NatEndpoint{};
+  // Only the quote's first 8 bytes of L4 are sure to be there: a TCP checksum past them is
+  // left as it is.
+  const bool l4_sum_in = quoted.proto != IPPROTO_TCP || il4 + 18 <= end;
+  const auto set_outer = [&](uint32_t at, uint32_t addr) {
+    uint16_t from[2], to[2];
+    std::memcpy(from, outer + at, 4);
+    std::memcpy(to, &addr, 4);
+    const uint16_t sum = ip->hdr_checksum;
+    ip->hdr_checksum = checksum_adjust(sum, from, to, 2);
+    std::memcpy(outer + at, &addr, 4);
+  };
+  const auto set_quoted = [&](bool src, NatEndpoint to) {
+    uint8_t* addr = in + (src ? 12 : 16);
+    uint8_t* port = src ? qsport : qdport;
+    if (l4_sum_in) {
+      rewrite_endpoint(quoted, addr, port, to);
+    } else {
+      const Rewrite ip_only{iip, nullptr, 0};
+      rewrite_endpoint(ip_only, addr, port, to);
+    }
+  };
+  uint32_t outer_src, outer_dst;
+  std::memcpy(&outer_src, outer + 12, 4);
+  std::memcpy(&outer_dst, outer + 16, 4);
+  if (!reply) {
+    // The originator's packet, reported by the responder's side: to the originator.
+    if (s.flags & kConnSnat) {
+      set_quoted(true, orig_src);
+      if (outer_dst == pool.addr) set_outer(16, orig_src.addr);
+    }
+    if (s.flags & kConnDnat) {
+      set_quoted(false, pub);
+      if (outer_src == orig_dst.addr) set_outer(12, pub.addr);
+    }
+  } else {
+    // The responder's packet, reported by the originator's side: to the responder.
+    if (s.flags & kConnDnat) {
+      set_quoted(true, orig_dst);
+      if (outer_dst == pub.addr) set_outer(16, orig_dst.addr);
+    }
+    if (s.flags & kConnSnat) {
+      set_quoted(false, pool);
+      if (outer_src == orig_src.addr) set_outer(12, pool.addr);
+    }
+  }
+  // The ICMP checksum covers the whole message, quote included: recomputed (errors are rare).
+  const uint32_t len = std::min<uint32_t>(rte_be_to_cpu_16(ip->total_length) - m->l3_len,
+                                          static_cast<uint32_t>(end - l4));
+  l4[2] = l4[3] = 0;
+  const uint16_t sum = static_cast<uint16_t>(~rte_raw_cksum(l4, len));
+  std::memcpy(l4 + 2, &sum, 2);
 }
 
 ConntrackStage::NatPre ConntrackStage::nat_key(const rte_mbuf* m, ConnKey& k,

@@ -161,7 +161,11 @@ class ConntrackStage final : public Stage {
   // NAT, on each packet of a translated session.
   void nat_apply(rte_mbuf* m, const ConnEntry& e, bool reply) const noexcept;
   static void nat_release(void* self, const ConnEntry& e) noexcept;
-  CtMark related(const rte_mbuf* m, const uint8_t* l4, uint32_t now) const noexcept;
+  // An ICMP error: related to the session it quotes, or invalid. With NAT, the error and its
+  // quote are translated for the sender of the quoted packet.
+  CtMark related(rte_mbuf* m, uint8_t* l4, uint32_t now) const noexcept;
+  void nat_related(rte_mbuf* m, uint8_t* l4, uint8_t* in, uint8_t* il4, const uint8_t* end,
+                   const ConnSnapshot& s, bool reply) const noexcept;
   uint32_t expiry(ConnState s, uint32_t now) const noexcept { return now + ticks_[size_t(s)]; }
 
   ConntrackConfig cfg_;

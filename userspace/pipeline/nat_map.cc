@@ -126,6 +126,25 @@ int NatMap::dnat_target(NatProto p, NatEndpoint e) const noexcept {
   return -1;
 }
 
+int NatMap::dnat_public(NatProto p, NatEndpoint e) const noexcept {
+  for (size_t i = 0; i < dnat_.size(); ++i)
+    if (dnat_[i].proto == p && dnat_[i].pub == e) return static_cast<int>(i);
+  return -1;
+}
+
+bool NatMap::to_public(NatProto p, NatEndpoint& src, NatEndpoint& dst) const noexcept {
+  bool changed = false;
+  if (const int r = dnat_target(p, src); r >= 0) {
+    src = dnat_[size_t(r)].pub;
+    changed = true;
+  }
+  if (const int r = dnat_target(p, dst); r >= 0) {
+    dst = dnat_[size_t(r)].pub;
+    changed = true;
+  }
+  return changed;
+}
+
 void NatMap::apply(rte_mbuf** pkts, uint16_t n) const noexcept {
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
@@ -152,16 +171,7 @@ void NatMap::apply(rte_mbuf** pkts, uint16_t n) const noexcept {
         changed = true;
       }
     }
-    if (!dnat_.empty()) {
-      if (const int r = dnat_target(*p, src); r >= 0 && ports) {
-        src = dnat_[size_t(r)].pub;
-        changed = true;
-      }
-      if (const int r = dnat_target(*p, dst); r >= 0 && ports) {
-        dst = dnat_[size_t(r)].pub;
-        changed = true;
-      }
-    }
+    if (ports && !dnat_.empty() && to_public(*p, src, dst)) changed = true;
     if (!changed) continue;
     // ICMP's flow key has no ports (core/parse.h).
     m->hash.rss =

@@ -102,6 +102,12 @@ class NatMap final : public FlowHashRewrite {
   const DnatRule& dnat_rule(unsigned i) const noexcept { return dnat_[i]; }
   bool has_dnat() const noexcept { return !dnat_.empty(); }
 
+  // The rule whose public endpoint is `e` (whatever its ingress port), or -1.
+  int dnat_public(NatProto p, NatEndpoint e) const noexcept;
+  // Replaces a rule's target endpoint, in either position, by its public endpoint: the
+  // endpoints a connection's flow hash is computed from. Returns whether one was replaced.
+  bool to_public(NatProto p, NatEndpoint& src, NatEndpoint& dst) const noexcept;
+
   // The receive-side hash (see above), on each classified packet of a burst.
   void apply(rte_mbuf** pkts, uint16_t n) const noexcept override;
 

@@ -366,6 +366,117 @@ TEST_F(Nat, HairpinAConnectionFromLanToThePublicEndpointOfALanServer) {
   EXPECT_TRUE(to_client->l4_sum_ok);
 }
 
+// A port unreachable (type 3 code 3) from `from` to `to`, quoting a UDP datagram
+// qsrc:qsport -> qdst:qdport (its IP header with a right checksum, its UDP header and 4 bytes
+// of data), entering through `port`; checksums right.
+rte_mbuf* unreachable(const std::string& from, const std::string& to, const std::string& qsrc,
+                      uint16_t qsport, const std::string& qdst, uint16_t qdport, uint16_t port) {
+  FrameSpec s;
+  s.proto = IPPROTO_ICMP;
+  s.src = from, s.dst = to, s.port = port;
+  s.payload = 28;  // after the 8-byte ICMP header: the quoted 20 + 8, and 4 of data
+  rte_mbuf* m = make_frame(s);
+  uint8_t* l4 = rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len + m->l3_len);
+  l4[0] = 3;
+  l4[1] = 3;
+  l4[4] = l4[5] = l4[6] = l4[7] = 0;
+  uint8_t* in = l4 + 8;
+  std::memset(in, 0, 32);
+  in[0] = 0x45;
+  in[3] = 32;  // total length
+  in[8] = 64;
+  in[9] = IPPROTO_UDP;
+  std::memcpy(in + 12, address(qsrc).bytes.data(), 4);
+  std::memcpy(in + 16, address(qdst).bytes.data(), 4);
+  const uint16_t ipsum = rte_ipv4_cksum(reinterpret_cast<rte_ipv4_hdr*>(in));
+  std::memcpy(in + 10, &ipsum, 2);
+  const uint16_t sp = rte_cpu_to_be_16(qsport), dp = rte_cpu_to_be_16(qdport);
+  std::memcpy(in + 20, &sp, 2);
+  std::memcpy(in + 22, &dp, 2);
+  in[25] = 12;  // UDP length
+  const uint16_t usum = rte_ipv4_udptcp_cksum(reinterpret_cast<rte_ipv4_hdr*>(in), in + 20);
+  std::memcpy(in + 26, &usum, 2);
+  fill_l4_checksum(m);
+  return m;
+}
+
+// What the error carries after the pipeline: the outer addresses, the quote's endpoints, and
+// whether every checksum (outer IP, ICMP, quoted IP, quoted UDP) is right.
+struct SeenError {
+  Seen outer, quoted;
+  bool quoted_ip_ok = false, quoted_udp_ok = false;
+};
+SeenError seen_error(rte_mbuf* m) {
+  SeenError e;
+  e.outer = seen(m);
+  const uint8_t* in = rte_pktmbuf_mtod_offset(m, const uint8_t*, m->l2_len + m->l3_len + 8);
+  e.quoted.src = v4_text(in + 12);
+  e.quoted.dst = v4_text(in + 16);
+  e.quoted.sport = static_cast<uint16_t>(in[20] << 8 | in[21]);
+  e.quoted.dport = static_cast<uint16_t>(in[22] << 8 | in[23]);
+  e.quoted_ip_ok = rte_raw_cksum(in, 20) == 0xffff;
+  uint32_t sum = uint32_t{rte_ipv4_phdr_cksum(reinterpret_cast<const rte_ipv4_hdr*>(in), 0)} +
+                 rte_raw_cksum(in + 20, 12);
+  sum = (sum & 0xffff) + (sum >> 16);
+  e.quoted_udp_ok = (sum & 0xffff) + (sum >> 16) == 0xffff;
+  return e;
+}
+
+// The server refuses a datagram the client sent through source NAT: the error reaches the
+// client, about the datagram as the client sent it.
+TEST_F(Nat, AnIcmpErrorAboutASourceNatedConnectionReachesTheClientTranslated) {
+  build(snat_config());
+  const auto out = run(frame(kClient, 5000, kServer, 53, kLan));
+  ASSERT_TRUE(out);
+  h.sinks.free_all();
+  h.run({unreachable(kServer, kPool, kPool, out->sport, kServer, 53, kWan)});
+  ASSERT_EQ(h.sinks.tx.size(), 1u);
+  const SeenError e = seen_error(h.sinks.tx.front());
+  EXPECT_EQ(e.outer.src, kServer);
+  EXPECT_EQ(e.outer.dst, kClient);
+  EXPECT_EQ(e.quoted.src, kClient);
+  EXPECT_EQ(e.quoted.sport, 5000);
+  EXPECT_EQ(e.quoted.dst, kServer);
+  EXPECT_EQ(e.quoted.dport, 53);
+  EXPECT_TRUE(e.outer.ip_sum_ok);
+  EXPECT_TRUE(e.outer.l4_sum_ok);  // the ICMP checksum
+  EXPECT_TRUE(e.quoted_ip_ok);
+  EXPECT_TRUE(e.quoted_udp_ok);
+  EXPECT_EQ(stage_->counters().marks[size_t(CtMark::Related)], 1u);
+}
+
+// A forwarded server refuses a datagram: the error leaves from the public address, about the
+// datagram as its sender addressed it.
+TEST_F(Nat, AnIcmpErrorFromAForwardedServerLeavesFromThePublicEndpoint) {
+  ConntrackConfig c;
+  DnatRuleConfig d;
+  d.in_port = "wan";
+  d.proto = IPPROTO_UDP;
+  d.dst = address(kPool);
+  d.dst_port = 5353;
+  d.to = address(kLanServer);
+  d.to_port = 53;
+  c.dnat.push_back(d);
+  build(c);
+  const auto in = run(frame(kServer, 7000, kPool, 5353, kWan));
+  ASSERT_TRUE(in);
+  ASSERT_EQ(in->dst, kLanServer);
+  h.sinks.free_all();
+  h.run({unreachable(kLanServer, kServer, kServer, 7000, kLanServer, 53, kLan)});
+  ASSERT_EQ(h.sinks.tx.size(), 1u);
+  const SeenError e = seen_error(h.sinks.tx.front());
+  EXPECT_EQ(e.outer.src, kPool);
+  EXPECT_EQ(e.outer.dst, kServer);
+  EXPECT_EQ(e.quoted.src, kServer);
+  EXPECT_EQ(e.quoted.sport, 7000);
+  EXPECT_EQ(e.quoted.dst, kPool);
+  EXPECT_EQ(e.quoted.dport, 5353);
+  EXPECT_TRUE(e.outer.ip_sum_ok);
+  EXPECT_TRUE(e.outer.l4_sum_ok);
+  EXPECT_TRUE(e.quoted_ip_ok);
+  EXPECT_TRUE(e.quoted_udp_ok);
+}
+
 // Many internal endpoints take and drop mappings from two threads at once, some the same
 // endpoints: every reference is counted, and when all are dropped every port is free.
 TEST(NatMapTest, ConcurrentAcquireAndReleaseKeepEveryReference) {

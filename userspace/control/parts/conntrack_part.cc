@@ -42,6 +42,43 @@ inline const MetricFamily kCtTableFull{
     MetricType::Counter,
     {"stage"}};
 
+inline const MetricFamily kNatNoPort{
+    "vecflow_nat_no_port_total",
+    "New connections a conntrack stage's source NAT refused: no free port in the rule's range "
+    "(nat_no_port)",
+    MetricType::Counter,
+    {"stage"}};
+inline const MetricFamily kNatPortsInUse{"vecflow_nat_ports_in_use",
+                                         "Mapped ports of a source NAT pool address, by protocol",
+                                         MetricType::Gauge,
+                                         {"stage", "pool", "proto"}};
+
+constexpr std::pair<NatProto, std::string_view> kNatProtos[] = {
+    {NatProto::Tcp, "tcp"}, {NatProto::Udp, "udp"}, {NatProto::Icmp, "icmp"}};
+
+std::string v4_text(uint32_t addr_be) {
+  const auto* b = reinterpret_cast<const uint8_t*>(&addr_be);
+  return fmt::format("{}.{}.{}.{}", b[0], b[1], b[2], b[3]);
+}
+std::string v4_endpoint(uint32_t addr_be, uint16_t port_be) {
+  return fmt::format("{}:{}", v4_text(addr_be), rte_be_to_cpu_16(port_be));
+}
+
+// What NAT does to a session: its originator's endpoint as it leaves, and the public endpoint
+// the originator addressed; null when untranslated.
+Json nat_text(const ConntrackStage& st, const ConnSnapshot& s) {
+  const NatMap* nat = st.nat();
+  if (nat == nullptr || !(s.flags & (kConnSnat | kConnDnat))) return nullptr;
+  std::string out;
+  if (s.flags & kConnSnat) out = "src as " + v4_endpoint(nat->pool_address(s.nat_pool), s.nat_port);
+  if (s.flags & kConnDnat) {
+    const DnatRule& r = nat->dnat_rule(s.nat_rule);
+    out +=
+        fmt::format("{}dst was {}", out.empty() ? "" : ", ", v4_endpoint(r.pub.addr, r.pub.port));
+  }
+  return out;
+}
+
 constexpr CtMark kMarks[] = {CtMark::New, CtMark::Established, CtMark::Related, CtMark::Invalid};
 
 std::optional<ConnState> state_from_name(std::string_view name) {
@@ -80,7 +117,8 @@ Json session_row(const ConntrackStage& st, const ConnSnapshot& s) {
       {"age_s", double(now - s.created) / hz},
       {"idle_s", double(now - s.last_seen) / hz},
       {"expires_s", double(s.expires_in_ticks) * tick_s},
-      {"windows_checked", (s.flags & kConnLiberal) == 0}};
+      {"windows_checked", (s.flags & kConnLiberal) == 0},
+      {"nat", nat_text(st, s)}};
 }
 
 CommandResult sessions(Pipeline& pipeline, const CommandContext& ctx) {
@@ -188,6 +226,13 @@ void register_conntrack(Registry& registry, Pipeline& pipeline) {
       s.add(kCtCreated, {n}, c.created);
       s.add(kCtExpired, {n}, c.expired);
       s.add(kCtTableFull, {n}, c.table_full);
+      if (const NatMap* nat = st->nat()) {
+        s.add(kNatNoPort, {n}, c.nat_no_port);
+        for (unsigned p = 0; p < nat->pools(); ++p)
+          for (const auto& [proto, name] : kNatProtos)
+            s.set(kNatPortsInUse, {n, v4_text(nat->pool_address(p)), std::string(name)},
+                  static_cast<double>(nat->ports_in_use(p, proto)));
+      }
     }
   });
   (void)registry.add_command(Command{
@@ -209,6 +254,7 @@ void register_conntrack(Registry& registry, Pipeline& pipeline) {
                    {"DESTINATION", "dst"},
                    {"DPORT", "dst_port"},
                    {"STATE", "state"},
+                   {"NAT", "nat"},
                    {"PACKETS", "packets", Unit::Count},
                    {"BYTES", "bytes", Unit::Bytes},
                    {"AGE", "age_s", Unit::Seconds},
@@ -229,7 +275,8 @@ void register_conntrack(Registry& registry, Pipeline& pipeline) {
                     {"age", "age_s", Unit::Seconds},
                     {"idle", "idle_s", Unit::Seconds},
                     {"expires in", "expires_s", Unit::Seconds},
-                    {"TCP windows checked", "windows_checked"}})}}});
+                    {"TCP windows checked", "windows_checked"},
+                    {"NAT", "nat"}})}}});
 }
 
 }  // namespace vecflow::control
