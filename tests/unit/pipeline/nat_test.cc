@@ -16,6 +16,7 @@
 #include "fixture.h"
 #include "pipeline/conntrack_stage.h"
 #include "pipeline/packet_view.h"
+#include "pipeline/stage_registry.h"
 #include "support/appliances.h"
 
 using namespace vecflow;
@@ -475,6 +476,74 @@ TEST_F(Nat, AnIcmpErrorFromAForwardedServerLeavesFromThePublicEndpoint) {
   EXPECT_TRUE(e.outer.l4_sum_ok);
   EXPECT_TRUE(e.quoted_ip_ok);
   EXPECT_TRUE(e.quoted_udp_ok);
+}
+
+std::string load_errors(const std::string& text) {
+  auto cfg = config::load_config_text(text, "t.yaml", builtin_stage_types());
+  std::string all;
+  if (!cfg)
+    for (const auto& e : cfg.error())
+      all += e.to_string() + "\n";
+  return all;
+}
+
+// Mistakes in `nat:` are refused at their key, located; the good form loads.
+TEST(NatConfigTest, MistakesAreRefusedAtTheirKey) {
+  const std::string sched = "scheduler:\n  flow_id: software\n";
+  // What the keys say.
+  std::string errors = load_errors(router_appliance(R"(  - stage: conntrack
+    sched: atomic
+    nat:
+      snat:
+        - {in_port: lan, to: 2001:db8::1, ports: 0-100}
+        - {in_port: lan, src: 198.51.100.0/24}
+      dnat:
+        - {proto: sctp, dst: 192.0.2.1, dst_port: 80, to: 198.51.100.2}
+        - {proto: udp, dst: 192.0.2.1, dst_port: 8082, to: 198.51.100.2, to_prt: 80}
+)") + sched);
+  for (const char* want :
+       {"t.yaml:28:30: pipeline[3].nat.snat[0].to: NAT translates IPv4 only (NAT44)",
+        "t.yaml:28:50: pipeline[3].nat.snat[0].ports: port 0 cannot be a source port",
+        "t.yaml:29:11: pipeline[3].nat.snat[1].to: missing required key 'to'",
+        "t.yaml:31:19: pipeline[3].nat.dnat[0].proto: 'sctp' is not one of 'tcp' or 'udp'",
+        "t.yaml:32:74: pipeline[3].nat.dnat[1].to_prt: unknown key 'to_prt' (did you mean "
+        "'to_port'?)"}) {
+    EXPECT_NE(errors.find(want), std::string::npos) << want << "\n" << errors;
+  }
+  // What the rest of the file must agree with: port names, one rule per public endpoint and
+  // per target.
+  errors = load_errors(router_appliance(R"(  - stage: conntrack
+    sched: atomic
+    nat:
+      snat: [{in_port: dmz, to: 192.0.2.1}]
+      dnat:
+        - {proto: tcp, dst: 192.0.2.1, dst_port: 8080, to: 198.51.100.2, to_port: 80}
+        - {proto: tcp, dst: 192.0.2.1, dst_port: 8080, to: 198.51.100.3, to_port: 80}
+        - {proto: tcp, dst: 192.0.2.1, dst_port: 8081, to: 198.51.100.2, to_port: 80}
+)") + sched);
+  for (const char* want :
+       {"t.yaml:27:24: pipeline[3].nat.snat[0].in_port: no port named 'dmz' (ports: wan, lan)",
+        "t.yaml:30:11: pipeline[3].nat.dnat[1]: forwards the same public endpoint 192.0.2.1:8080 "
+        "as dnat[0]",
+        "t.yaml:31:11: pipeline[3].nat.dnat[2]: has the same target 198.51.100.2:80 as dnat[0]"}) {
+    EXPECT_NE(errors.find(want), std::string::npos) << want << "\n" << errors;
+  }
+  // Two conntrack stages may not both translate: one flow hash rewrite serves the ports.
+  errors = load_errors(router_appliance(R"(  - stage: conntrack
+    sched: atomic
+    nat: {snat: [{to: 192.0.2.1}]}
+  - stage: conntrack
+    sched: atomic
+    nat: {snat: [{to: 192.0.2.2}]}
+)") + sched);
+  EXPECT_NE(errors.find("only one conntrack stage may translate"), std::string::npos) << errors;
+  const std::string good = router_appliance(R"(  - stage: conntrack
+    sched: atomic
+    nat:
+      snat: [{in_port: lan, src: 198.51.100.0/24, to: 192.0.2.1, ports: 20000-29999}]
+      dnat: [{in_port: wan, proto: udp, dst: 192.0.2.1, dst_port: 53, to: 198.51.100.2}]
+)") + sched;
+  EXPECT_EQ(load_errors(good), "");
 }
 
 // Many internal endpoints take and drop mappings from two threads at once, some the same
