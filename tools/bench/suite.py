@@ -540,6 +540,8 @@ class Suite:
         ("arn-dsw", "vecflowd acl+route+neighbour, event_dsw", "vecflowd", ("arn", "eventdev")),
         ("carn-builtin", "vecflowd conntrack+acl+route+neighbour, builtin", "vecflowd",
          ("carn", "builtin")),
+        ("ncarn-builtin", "vecflowd conntrack+nat+acl+route+neighbour, builtin", "vecflowd",
+         ("ncarn", "builtin")),
     ]
     # The ACL of pipeline (b): a handful of rules the test traffic (UDP to 198.51.100.2:9)
     # never matches, default permit; route and neighbour are fused with it (one atomic queue,
@@ -567,6 +569,13 @@ class Suite:
     rules:
       - {name: replies, action: permit, ct: [established, related]}
       - {name: from-p0, action: permit, ct: new, in_port: p0}"""
+    # Pipeline (d): (c) with source NAT on every flow. trafgen's flows vary the source port
+    # (60000 of them) then the source address (192.0.2.2, .3 ... .19 for 1M flows): one rule
+    # per source address, each to a pool address of its own, so every flow gets a port.
+    # (d) - (c) is the translation's cost (and the receive-side hash rewrite's).
+    ENGINE_NAT = "\n    nat:\n      snat:\n" + "".join(
+        f"        - {{in_port: p0, src: 192.0.2.{2 + i}/32, to: 203.0.113.{1 + i}, "
+        f"ports: 1024-65535}}\n" for i in range(18)).rstrip("\n")
     ENGINE_GROUP = "engine per core (net_pcap replay, 1 lcore, 64 B)"
 
     @contextlib.contextmanager
@@ -712,8 +721,11 @@ class Suite:
             backend=("backend: builtin" if backend == "builtin"
                      else "backend: eventdev\n  device: event_dsw0")
             # conntrack takes its flow ids from vecflow's own (symmetric) hash.
-            + ("\n  flow_id: software" if pipeline == "carn" else ""),
-            acl={"arn": self.ENGINE_ACL, "carn": self.ENGINE_CT}.get(pipeline, ""),
+            + ("\n  flow_id: software" if pipeline in ("carn", "ncarn") else ""),
+            acl={"arn": self.ENGINE_ACL, "carn": self.ENGINE_CT,
+                 "ncarn": self.ENGINE_CT.replace("max_sessions: 1100000",
+                                                 "max_sessions: 1100000" + self.ENGINE_NAT)
+                 }.get(pipeline, ""),
             route_sched="sched: atomic" if pipeline == "rn" else "fuse: true"))
         logp = self.raw / f"engine-vecflowd-{pipeline}-{backend}-{flows}.log"
         with self.bench_lock(f"vecflowd {pipeline} {backend}, {flows} flows") as why:

@@ -478,6 +478,101 @@ TEST_F(Nat, AnIcmpErrorFromAForwardedServerLeavesFromThePublicEndpoint) {
   EXPECT_TRUE(e.quoted_udp_ok);
 }
 
+// Two workers run the stage at once, each on the flow buckets it holds, and the buckets change
+// hands between rounds as a migration moves them (a barrier stands for the scheduler's
+// hand-off). Each flow keeps the one external port it got, whichever worker sends its packets;
+// its replies, hashed by the ports' rewrite, fall in the flow's own bucket and are translated
+// back to it.
+TEST(NatWorkers, TranslatedFlowsKeepTheirMappingAcrossWorkersAndMigrations) {
+  VECFLOW_REQUIRE_EAL();
+  Harness two(2);
+  RouteConfig r;
+  r.routes = {route("198.51.100.0/24", "lan"), route("0.0.0.0/0", "wan", "192.0.2.254")};
+  ConntrackConfig c;
+  SnatRuleConfig rule;
+  rule.in_port = "lan";
+  rule.to = address(kPool);
+  rule.ports = {20000, 29999};
+  c.snat.push_back(rule);
+  ASSERT_TRUE(two.build({stage("conntrack", c), stage("route", r, true)}));
+  auto* st = two.pipeline->find<ConntrackStage>("conntrack");
+  const NatMap& nat = *st->nat();
+  constexpr uint16_t kFlows = 1024;
+  constexpr unsigned kBuckets = 16;  // the rx adapter's flow buckets: hash & 15
+  constexpr unsigned kRounds = 8;
+  // Flow f: the client's port 10000 + f to the server's port 1024 + f (which names the flow
+  // in what leaves).
+  const auto original = [&](uint16_t f) {
+    FrameSpec s;
+    s.src = kClient, s.dst = kServer, s.sport = uint16_t(10000 + f), s.dport = uint16_t(1024 + f);
+    s.port = kLan;
+    rte_mbuf* m = make_frame(s);
+    nat.apply(&m, 1);
+    return m;
+  };
+  std::vector<std::vector<uint16_t>> flows_of(kBuckets);
+  for (uint16_t f = 0; f < kFlows; ++f) {
+    rte_mbuf* m = original(f);
+    flows_of[m->hash.rss & (kBuckets - 1)].push_back(f);
+    rte_pktmbuf_free(m);
+  }
+  std::vector<std::atomic<uint16_t>> ext(kFlows);  // the flow's external port, once seen
+  std::atomic<uint64_t> wrong{0}, replies_back{0};
+  std::barrier handoff(2);
+  auto work = [&](unsigned slot) {
+    CollectSinks sinks;
+    for (unsigned round = 0; round < kRounds; ++round) {
+      for (unsigned b = 0; b < kBuckets; ++b) {
+        if ((b + round) % 2 != slot) continue;  // this round, bucket b is the other worker's
+        std::vector<rte_mbuf*> vec;
+        for (uint16_t f : flows_of[b]) {
+          vec.push_back(original(f));
+          const uint16_t port = ext[f].load();
+          if (round % 2 == 1 && port != 0) {
+            FrameSpec s;
+            s.src = kServer, s.dst = kPool, s.sport = uint16_t(1024 + f), s.dport = port;
+            s.port = kWan;
+            rte_mbuf* m = make_frame(s);
+            nat.apply(&m, 1);
+            if ((m->hash.rss & (kBuckets - 1)) != b) ++wrong;  // not in its flow's bucket
+            vec.push_back(m);
+          }
+        }
+        two.workers[slot]->run_vector(0, vec, sinks);
+        for (rte_mbuf* m : sinks.tx) {
+          const Seen out = seen(m);
+          if (out.dst == kServer) {  // an original: its flow's port never changes
+            const uint16_t f = uint16_t(out.dport - 1024);
+            uint16_t expected = 0;
+            if (!ext[f].compare_exchange_strong(expected, out.sport) && expected != out.sport)
+              ++wrong;
+            if (out.src != kPool) ++wrong;
+          } else {  // a reply: back to its flow's client port
+            const uint16_t f = uint16_t(out.sport - 1024);
+            if (out.dst != kClient || out.dport != 10000 + f) ++wrong;
+            ++replies_back;
+          }
+        }
+        sinks.free_all();
+      }
+      handoff.arrive_and_wait();
+    }
+  };
+  std::thread w0(work, 0), w1(work, 1);
+  w0.join();
+  w1.join();
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_EQ(replies_back.load(), uint64_t{kFlows} * (kRounds / 2));
+  EXPECT_EQ(nat.ports_in_use(0, NatProto::Udp), kFlows);
+  const auto all = st->sessions({});
+  ASSERT_EQ(all.size(), kFlows);
+  for (const auto& s : all) {
+    EXPECT_TRUE(s.flags & kConnSnat);
+    EXPECT_EQ(s.packets[0], kRounds);
+    EXPECT_EQ(s.packets[1], kRounds / 2);
+  }
+}
+
 std::string load_errors(const std::string& text) {
   auto cfg = config::load_config_text(text, "t.yaml", builtin_stage_types());
   std::string all;
