@@ -262,6 +262,12 @@ class Suite:
         if kind == "linux":
             self.sh("a", "sysctl", "-qw", "net.ipv4.ip_forward=1")
             return None, None
+        if kind == "linux-nat":
+            nft = self.out / "nat.nft"
+            nft.write_text(self.NAT_NFT)
+            self.sh("a", "sysctl", "-qw", "net.ipv4.ip_forward=1")
+            self.sh("a", "nft", "-f", str(nft))
+            return None, None
         if kind == "xsk":
             p = self.spawn(self.ns("a", "taskset", "-c", "1", self.bin("tools/bench/xsk_fwd"),
                                    "--in", "wan0", "--out", "lan0"),
@@ -270,10 +276,14 @@ class Suite:
         template = HERE / ("vecflowd-redirect.yaml" if kind == "redirect"
                            else "vecflowd-pipeline.yaml")
         cfg = self.out / f"{kind}.yaml"
-        cfg.write_text(string.Template(template.read_text()).substitute(
+        text = string.Template(template.read_text()).substitute(
             hugepages=self.hugepages, prefix=f"{self.lab}-{kind}",
             socket=str(self.out / f"{kind}.sock"), server_mac=self.server_mac,
-            client_mac=self.client_mac, extra_rules=extra_rules))
+            client_mac=self.client_mac, extra_rules=extra_rules)
+        if kind == "pipeline-nat":
+            text = re.sub(r"  - stage: acl\n(.|\n)*?  - stage: route\n    sched: atomic",
+                          self.NAT_STAGE, text)
+        cfg.write_text(text)
         p = self.spawn(self.ns("a", self.bin("userspace/app/vecflowd"), "-c", str(cfg)),
                        self.raw / f"vecflowd-{kind}.log")
         return self.wait_ready(p, "running from", "vecflowd", timeout)
@@ -299,7 +309,9 @@ class Suite:
         return None, f"not measured: {name} not ready within {timeout} s"
 
     def stop_forwarder(self, kind, p):
-        if kind == "linux":
+        if kind in ("linux", "linux-nat"):
+            if kind == "linux-nat":
+                self.sh("a", "nft", "delete", "table", "ip", "vfbench_nat")
             self.sh("a", "sysctl", "-qw", "net.ipv4.ip_forward=0")
         elif p is not None:
             self.stop(p)
@@ -307,7 +319,7 @@ class Suite:
     def counters(self, kind):
         """vecflowd's own accounting (rx, tx, kernel, drops per reason), summed over its ports;
         None for forwarders that are not vecflowd or when vecflowctl cannot answer."""
-        if kind not in ("redirect", "pipeline"):
+        if kind not in ("redirect", "pipeline", "pipeline-nat"):
             return None
         out = {}
         ctl = [self.bin("tools/vecflowctl/vecflowctl"), "--socket", str(self.out / f"{kind}.sock"),
@@ -349,15 +361,37 @@ class Suite:
         ("xsk", "raw AF_XDP rx+tx ceiling (xsk_fwd)"),
         ("pipeline", "vecflowd user space: AF_XDP, ACL + route"),
     ]
+    # Source NAT of the client's flows to the box's lan address, in the kernel (nftables:
+    # conntrack and NAT on the forward path) and in vecflowd (conntrack with nat, route and
+    # neighbour on one atomic queue).
+    NAT_ROWS = [
+        ("linux-nat", "Linux forwarding, nftables SNAT"),
+        ("pipeline-nat", "vecflowd user space: conntrack + nat + route"),
+    ]
+    NAT_NFT = """table ip vfbench_nat {
+  chain postrouting {
+    type nat hook postrouting priority srcnat; policy accept;
+    oifname "lan0" ip saddr 192.0.2.0/24 meta l4proto { tcp, udp } snat to 198.51.100.1:20000-29999
+  }
+}
+"""
+    NAT_STAGE = """  - stage: conntrack
+    sched: atomic
+    nat:
+      snat:
+        - {in_port: wan, src: 192.0.2.0/24, to: 198.51.100.1, ports: 20000-29999}
+  - stage: route
+    fuse: true"""
 
-    def e2e(self, points, group, rounds, seconds):
+    def e2e(self, points, group, rounds, seconds, rows=None):
         """Measures every (row, point), rounds interleaved by row; medians of the receiver's
         rate. Returns {(kind, point): dict}."""
+        rows = rows or self.E2E_ROWS
         samples = {}
         reasons = {}
         counted = {}  # vecflowd's own counters over the measured runs
         for r in range(rounds):
-            for kind, _ in self.E2E_ROWS:
+            for kind, _ in rows:
                 if kind in reasons and all((kind, pt) in reasons for pt in points):
                     continue
                 log(f"{group}: round {r + 1}/{rounds}: {kind}")
@@ -392,7 +426,7 @@ class Suite:
                     samples.setdefault((kind, pt), []).append((s, rcv, mem))
                 self.stop_forwarder(kind, p)
         out = {}
-        for kind, _ in self.E2E_ROWS:
+        for kind, _ in rows:
             for pt in points:
                 ss = samples.get((kind, pt), [])
                 if not ss:
@@ -412,18 +446,21 @@ class Suite:
                 }
                 if recv < MIN_DELIVERED * sent:
                     what = {"pipeline": "vecflowd did not forward",
+                            "pipeline-nat": "vecflowd did not forward",
                             "redirect": "the redirect rule did not forward",
                             "xsk": "xsk_fwd did not forward",
-                            "linux": "the kernel did not forward"}[kind]
+                            "linux": "the kernel did not forward",
+                            "linux-nat": "the kernel did not forward"}[kind]
                     d = {"reason": f"not measured: {what} (received {recv} of {sent} sent)"}
                 out[(kind, pt)] = d
         return out
 
-    def add_e2e_rows(self, group, points, data, label_point):
-        names = dict(self.E2E_ROWS)
+    def add_e2e_rows(self, group, points, data, label_point, rows=None, base_kind="linux"):
+        rows = rows or self.E2E_ROWS
+        names = dict(rows)
         for pt in points:
-            base = data[("linux", pt)].get("mpps")
-            for kind, name in self.E2E_ROWS:
+            base = data[(base_kind, pt)].get("mpps")
+            for kind, name in rows:
                 d = data[(kind, pt)]
                 if "reason" in d:
                     self.res.add(group, name, label_point(pt), reason=d["reason"])
@@ -438,7 +475,7 @@ class Suite:
                 if kind == "redirect":
                     note += "; frames leave unmodified (no MAC rewrite)"
                 c = d.get("vecflowd")
-                if c and kind == "pipeline":
+                if c and kind in ("pipeline", "pipeline-nat"):
                     drops = sorted(((v, k) for k, v in c.items()
                                     if k not in ("rx_packets", "tx_packets", "kernel_packets")
                                     and v > 0), reverse=True)
@@ -446,8 +483,8 @@ class Suite:
                              f"{c.get('tx_packets', 0)}, kernel {c.get('kernel_packets', 0)}"
                              + "".join(f", {k} {v}" for v, k in drops))
                 self.res.add(group, name, label_point(pt), d["mpps"], "Mpps",
-                             vs=None if kind == "linux" else names["linux"],
-                             ratio=(d["mpps"] / base) if base and kind != "linux" else None,
+                             vs=None if kind == base_kind else names[base_kind],
+                             ratio=(d["mpps"] / base) if base and kind != base_kind else None,
                              memory_kib=d["memory_kib"], note=note)
 
     def run_e2e(self):
@@ -467,6 +504,19 @@ class Suite:
             self.add_e2e_rows("growth: flows (e2e, 64 B)", gpoints, gdata,
                               lambda pt: plural(pt[1], "flow"))
             self.flow_growth = (gpoints, gdata)
+        finally:
+            self.cleanup()
+
+    def run_nat_e2e(self):
+        """NAT over veth: the client's flows source-NATed to the box's lan address by the
+        kernel (nftables) and by vecflowd, side by side; 64 B, 1 and 1024 flows."""
+        self.lab_up()
+        try:
+            points = [(60, 1024)] if self.a.quick else [(60, 1), (60, 1024)]
+            data = self.e2e(points, "nat", self.a.rounds, self.a.seconds, self.NAT_ROWS)
+            self.add_e2e_rows(PART_GROUPS["nat"], points, data,
+                              lambda pt: f"64 B, {plural(pt[1], 'flow')}", self.NAT_ROWS,
+                              "linux-nat")
         finally:
             self.cleanup()
 
@@ -1242,7 +1292,7 @@ PART_GROUPS = {"e2e": "end to end (veth)", "sched": "scheduler (1 atomic queue)"
                "pipeline": "growth: routes (pipeline, 1 core)",
                "steer": "growth: rules (XDP steering program)", "ports": "ports (1 core, rx -> tx)",
                "rules": "growth: rules (e2e, vecflowd XDP redirect)",
-               "engine": Suite.ENGINE_GROUP}
+               "engine": Suite.ENGINE_GROUP, "nat": "NAT over veth (SNAT, 64 B)"}
 
 
 def plural(n, what):
@@ -1320,7 +1370,7 @@ def main():
                     help="seconds per scheduler point and round")
     ap.add_argument("--hugepages", action="store_true",
                     help="DPDK tools use the hugepages run.sh reserved")
-    ap.add_argument("--only", default="e2e,rules,sched,pipeline,steer,ports,engine",
+    ap.add_argument("--only", default="e2e,rules,sched,pipeline,steer,ports,engine,nat",
                     help="comma-separated parts to run")
     ap.add_argument("--check", metavar="RESULTS_JSON",
                     help="only check a results.json (the smoke test's assertion)")
@@ -1343,7 +1393,7 @@ def main():
     load_start = list(os.getloadavg())
     parts = {"e2e": s.run_e2e, "rules": s.run_rules_e2e, "sched": s.run_sched,
              "pipeline": s.run_pipeline, "steer": s.run_steer, "ports": s.run_ports,
-             "engine": s.run_engine}
+             "engine": s.run_engine, "nat": s.run_nat_e2e}
 
     def on_term(signum, _):
         raise KeyboardInterrupt
