@@ -202,29 +202,9 @@ ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx
       tsc_hz_(rte_get_tsc_hz()),
       table_(std::make_unique<ConnTable>(cfg_.max_sessions)),
       lcores_(new LcoreState[ctx.lcore_slots]),
-      slots_(ctx.lcore_slots) {
+      slots_(ctx.lcore_slots),
+      qsbr_(ctx.qsbr) {
   if (cfg_.nat()) {
-    std::vector<uint32_t> pools;
-    const auto pool_of = [&](const IpAddress& a) {
-      uint32_t v;
-      std::memcpy(&v, a.bytes.data(), 4);
-      for (size_t i = 0; i < pools.size(); ++i)
-        if (pools[i] == v) return static_cast<unsigned>(i);
-      pools.push_back(v);
-      return static_cast<unsigned>(pools.size() - 1);
-    };
-    for (const SnatRuleConfig& r : cfg_.snat) {
-      SnatRule b{};
-      b.in_port = r.in_port.empty() ? kNoPort : ctx.port_index(r.in_port);
-      if (r.src) {
-        std::memcpy(&b.src, r.src->addr.bytes.data(), 4);
-        b.mask = r.src->length == 0 ? 0 : rte_cpu_to_be_32(~uint32_t{0} << (32 - r.src->length));
-      }
-      b.pool = pool_of(r.to);
-      b.lo = r.ports.low;
-      b.hi = r.ports.high;
-      snat_.push_back(b);
-    }
     std::vector<DnatRule> dnat;
     for (const DnatRuleConfig& r : cfg_.dnat) {
       DnatRule d;
@@ -236,7 +216,10 @@ ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx
       d.target.port = rte_cpu_to_be_16(r.to_port);
       dnat.push_back(d);
     }
-    nat_ = std::make_unique<NatMap>(std::move(pools), std::move(dnat));
+    nat_ = std::make_unique<NatMap>(std::vector<uint32_t>{}, std::move(dnat));
+    // The configuration check bounds the pool addresses, so the rules of the file resolve.
+    snat_ = std::make_unique<RcuPtr<std::vector<SnatRule>>>(
+        std::make_unique<std::vector<SnatRule>>(*snat_rules(cfg_.snat, ctx)));
     table_->set_remove_hook(kConnSnat, &ConntrackStage::nat_release, this);
   }
   const double ticks_per_s = double(tsc_hz_) / double(uint64_t{1} << ConnTable::kTickShift);
@@ -244,6 +227,49 @@ ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx
     const double t = double(cfg_.timeouts.of(static_cast<ConnState>(s))) * ticks_per_s;
     ticks_[s] = static_cast<uint32_t>(std::clamp(t, 1.0, double(INT32_MAX / 2)));
   }
+}
+
+Result<std::vector<ConntrackStage::SnatRule>> ConntrackStage::snat_rules(
+    const std::vector<SnatRuleConfig>& rules, const StageContext& ctx) {
+  std::vector<SnatRule> out;
+  for (const SnatRuleConfig& r : rules) {
+    SnatRule b{};
+    b.in_port = r.in_port.empty() ? kNoPort : ctx.port_index(r.in_port);
+    if (r.src) {
+      std::memcpy(&b.src, r.src->addr.bytes.data(), 4);
+      b.mask = r.src->length == 0 ? 0 : rte_cpu_to_be_32(~uint32_t{0} << (32 - r.src->length));
+    }
+    uint32_t to;
+    std::memcpy(&to, r.to.bytes.data(), 4);
+    const int pool = nat_->add_pool(to);
+    if (pool < 0)
+      return fail(
+          "conntrack: nat: more than {} pool addresses since vecflowd started (an address a "
+          "reload drops stays while its sessions live): restart to reuse them",
+          NatMap::kMaxPools);
+    b.pool = static_cast<unsigned>(pool);
+    b.lo = r.ports.low;
+    b.hi = r.ports.high;
+    out.push_back(b);
+  }
+  return out;
+}
+
+Result<void> ConntrackStage::replace_nat(const ConntrackConfig& next, const StageContext& ctx) {
+  if (!nat_ && next.nat())
+    return fail(
+        "conntrack: adding nat to a stage started without it needs a restart (the ports' "
+        "flow hash rewrite is installed at start)");
+  if (!nat_) return {};
+  if (next.dnat != cfg_.dnat)
+    return fail(
+        "conntrack: changing nat.dnat needs a restart (the sessions it forwards are hashed "
+        "by its rules on every port)");
+  auto rules = snat_rules(next.snat, ctx);
+  if (!rules) return std::unexpected(rules.error());
+  snat_->replace(std::make_unique<std::vector<SnatRule>>(std::move(*rules)), *qsbr_);
+  cfg_.snat = next.snat;
+  return {};
 }
 
 Result<std::unique_ptr<ConntrackStage>> ConntrackStage::create(const config::StageConfig& cfg,
@@ -469,7 +495,7 @@ bool ConntrackStage::nat_open(ConnEntry* e, const rte_mbuf* m, const NatPre& pre
   }
   uint32_t src;
   std::memcpy(&src, e->key.src.data(), 4);
-  for (const SnatRule& r : snat_) {
+  for (const SnatRule& r : *snat_->load()) {
     if (r.in_port != kNoPort && r.in_port != m->port) continue;
     if ((src & r.mask) != r.src) continue;
     const auto port = nat_->acquire(r.pool, *p, {src, e->key.src_port}, r.lo, r.hi);
@@ -1028,6 +1054,25 @@ Json conntrack_json(const ConntrackConfig& p) {
           {"nat", {{"snat", std::move(snat)}, {"dnat", std::move(dnat)}}}};
 }
 
+// Source NAT rules are swapped live (new connections take the new rules; a session keeps the
+// mapping it has until it expires, as Linux keeps its NAT bindings); the rest is a restart.
+Result<void> apply_nat(Stage& stage, const StageContext& ctx, const config::AnyStageParams&,
+                       const config::AnyStageParams& to) {
+  return static_cast<ConntrackStage&>(stage).replace_nat(to.get<ConntrackConfig>(), ctx);
+}
+
+std::vector<std::pair<std::string, std::string>> nat_ports(const config::AnyStageParams& params) {
+  const auto& c = params.get<ConntrackConfig>();
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t i = 0; i < c.snat.size(); ++i)
+    if (!c.snat[i].in_port.empty())
+      out.emplace_back(fmt::format("nat.snat[{}]", i), c.snat[i].in_port);
+  for (size_t i = 0; i < c.dnat.size(); ++i)
+    if (!c.dnat[i].in_port.empty())
+      out.emplace_back(fmt::format("nat.dnat[{}]", i), c.dnat[i].in_port);
+  return out;
+}
+
 }  // namespace
 
 StageModule conntrack_stage_module() {
@@ -1036,7 +1081,7 @@ StageModule conntrack_stage_module() {
                          read_conntrack, conntrack_json, check_conntrack),
                      make_conntrack_stage,
                      nullptr,
-                     {}};
+                     {{{"nat", "", "", nullptr}}, apply_nat, nat_ports}};
 }
 
 }  // namespace vecflow

@@ -47,6 +47,7 @@
 #include "core/counter.h"
 #include "pipeline/conntrack_table.h"
 #include "pipeline/nat_map.h"
+#include "pipeline/rcu_ptr.h"
 #include "pipeline/stage.h"
 
 namespace vecflow {
@@ -69,6 +70,7 @@ struct DnatRuleConfig {
   uint16_t dst_port = 0;
   IpAddress to;
   uint16_t to_port = 0;
+  bool operator==(const DnatRuleConfig&) const = default;
 };
 
 // The keys of a `stage: conntrack` entry (configs/reference.yaml).
@@ -119,8 +121,12 @@ class ConntrackStage final : public Stage {
   // The NAT's shared state, nullptr without `nat:`; ports install it as their flow hash
   // rewrite.
   const NatMap* nat() const noexcept { return nat_.get(); }
-  // Source NAT rules as built: the pool index each uses.
   const ConntrackConfig& config() const noexcept { return cfg_; }
+  // A reload of `nat`: the source NAT rules are swapped in for new connections (pools are
+  // added, never removed: sessions keep their mappings until they expire); adding NAT to a
+  // stage without it or changing nat.dnat is refused (a restart), and the stage keeps its
+  // rules. Control thread.
+  Result<void> replace_nat(const ConntrackConfig& next, const StageContext& ctx);
   uint64_t tsc_hz() const noexcept { return tsc_hz_; }
 
  private:
@@ -179,9 +185,13 @@ class ConntrackStage final : public Stage {
     unsigned pool;
     uint16_t lo, hi;  // host order
   };
-  std::vector<SnatRule> snat_;
+  // nullptr without nat; replaced by a reload of nat.snat.
+  std::unique_ptr<RcuPtr<std::vector<SnatRule>>> snat_;
+  Result<std::vector<SnatRule>> snat_rules(const std::vector<SnatRuleConfig>& rules,
+                                           const StageContext& ctx);
   std::unique_ptr<LcoreState[]> lcores_;
   unsigned slots_;
+  Qsbr* qsbr_;
 };
 
 std::string_view ct_mark_name(CtMark c) noexcept;

@@ -44,13 +44,24 @@ std::optional<NatProto> nat_proto(uint8_t ip_proto) noexcept {
   }
 }
 
-NatMap::NatMap(std::vector<uint32_t> pools, std::vector<DnatRule> dnat)
-    : pools_(std::move(pools)),
-      dnat_(std::move(dnat)),
-      slots_(new Slots[pools_.size() * kNatProtoCount]) {
-  for (size_t i = 0; i < pools_.size() * kNatProtoCount; ++i)
-    for (auto& w : slots_[i])
+NatMap::NatMap(const std::vector<uint32_t>& pools, std::vector<DnatRule> dnat)
+    : dnat_(std::move(dnat)) {
+  for (uint32_t a : pools)
+    add_pool(a);
+}
+
+int NatMap::add_pool(uint32_t addr) {
+  if (const int i = pool_of(addr); i >= 0) return i;
+  const uint32_t n = npools_.load(std::memory_order_relaxed);
+  if (n == kMaxPools) return -1;
+  auto words = std::make_unique<PoolSlots>();
+  for (Slots& s : *words)
+    for (auto& w : s)
       w.store(0, std::memory_order_relaxed);
+  pools_[n] = addr;
+  slots_[n] = std::move(words);
+  npools_.store(n + 1, std::memory_order_release);
+  return static_cast<int>(n);
 }
 
 std::optional<uint16_t> NatMap::acquire(unsigned pool, NatProto p, NatEndpoint internal,

@@ -75,8 +75,15 @@ class NatMap final : public FlowHashRewrite {
   static constexpr unsigned kProbes = 64;
   static constexpr unsigned kMaxPools = 255;
 
-  // `pools`: the distinct SNAT addresses (network order), indexed as the rules name them.
-  NatMap(std::vector<uint32_t> pools, std::vector<DnatRule> dnat);
+  // `pools`: the first SNAT addresses (network order), indexed as the rules name them.
+  NatMap(const std::vector<uint32_t>& pools, std::vector<DnatRule> dnat);
+
+  // ---- control thread ----
+  // The index of pool address `addr`, added (its port words zeroed, then published) when new;
+  // -1 when kMaxPools addresses are taken. Pools are never removed: a reload that drops a
+  // rule leaves its address here, so the replies of the sessions that still use it are hashed
+  // and translated until those sessions expire.
+  int add_pool(uint32_t addr);
 
   // ---- any worker ----
   // The external port (network order) of `internal` in pool `pool` within [lo, hi] (host
@@ -90,7 +97,8 @@ class NatMap final : public FlowHashRewrite {
   std::optional<NatEndpoint> internal(unsigned pool, NatProto p, uint16_t ext_port) const noexcept;
   // The pool index of a destination address (network order), or -1.
   int pool_of(uint32_t addr) const noexcept {
-    for (size_t i = 0; i < pools_.size(); ++i)
+    const uint32_t n = npools_.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < n; ++i)
       if (pools_[i] == addr) return static_cast<int>(i);
     return -1;
   }
@@ -114,17 +122,18 @@ class NatMap final : public FlowHashRewrite {
   // ---- control thread ----
   // Ports mapped in `pool` for `p` (a scan of its 65536 slots).
   uint32_t ports_in_use(unsigned pool, NatProto p) const noexcept;
-  size_t pools() const noexcept { return pools_.size(); }
+  size_t pools() const noexcept { return npools_.load(std::memory_order_acquire); }
 
  private:
   using Slots = std::array<std::atomic<uint64_t>, 65536>;
-  Slots& slots(unsigned pool, NatProto p) const noexcept {
-    return slots_[pool * kNatProtoCount + size_t(p)];
-  }
+  using PoolSlots = std::array<Slots, kNatProtoCount>;
+  Slots& slots(unsigned pool, NatProto p) const noexcept { return (*slots_[pool])[size_t(p)]; }
 
-  std::vector<uint32_t> pools_;
+  // Written by the control thread before npools_ publishes them; read by every lcore.
+  std::array<uint32_t, kMaxPools> pools_{};
+  std::array<std::unique_ptr<PoolSlots>, kMaxPools> slots_;
+  std::atomic<uint32_t> npools_{0};
   std::vector<DnatRule> dnat_;
-  std::unique_ptr<Slots[]> slots_;
 };
 
 }  // namespace vecflow

@@ -214,6 +214,31 @@ TEST_F(Nat, ATransferLeavesFromThePoolAndTheSessionShowsItsTranslation) {
   const Json m = json("metrics --family vecflow_nat_ports_in_use");
   EXPECT_NE(m.dump().find("192.0.2.1"), std::string::npos) << m.dump();
   EXPECT_EQ(dropped("nat_no_port"), 0u);
+
+  // A reload moves the source NAT to ports 30000-39999: the session keeps its mapping, a new
+  // connection leaves from the new range.
+  std::ifstream in_file(dir_ + "/appliance.yaml");
+  std::string file((std::istreambuf_iterator<char>(in_file)), {});
+  file = std::regex_replace(file, std::regex("ports: 20000-29999"), "ports: 30000-39999");
+  std::ofstream(dir_ + "/reloaded.yaml") << file;
+  const Json reply = json("reload " + dir_ + "/reloaded.yaml");
+  EXPECT_TRUE(reply["restart_required"].empty()) << reply.dump();
+  const Json kept = json("sessions --address 192.0.2.2 --port 5001");
+  ASSERT_EQ(kept["matched"], 1) << kept.dump();
+  EXPECT_EQ(kept["session"]["nat"], nat);
+  write_scripts(dir_);
+  lab_->exec('c', fmt::format("timeout 10 python3 {}/whoami.py tcp 5002 {}/peers-c >/dev/null "
+                              "2>&1 &",
+                              dir_, dir_));
+  for (int i = 0; i < 100 && lab_->exec('c', "ss -Htln sport = :5002 | grep -q .") != 0; ++i)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(lab_->exec_output('s', "python3 " + dir_ + "/probe.py tcp 192.0.2.2 5002"),
+            "ok 192.0.2.1\n");
+  sh("pkill -f " + dir_ + "/whoami.py");
+  const auto ports = wan_peer_ports(dir_);
+  ASSERT_EQ(ports.size(), 1u);
+  EXPECT_GE(ports[0], 30000);
+  EXPECT_LE(ports[0], 39999);
   expect_exact(settled_accounting());
 }
 

@@ -367,6 +367,56 @@ TEST_F(Nat, HairpinAConnectionFromLanToThePublicEndpointOfALanServer) {
   EXPECT_TRUE(to_client->l4_sum_ok);
 }
 
+// A reload of nat.snat: the open connection keeps its mapping both ways, a new one takes the
+// new rule; a change of nat.dnat is refused (a restart) and the rules stay as they were.
+TEST_F(Nat, AReloadOfTheSourceRulesKeepsTheSessionsAndTheirMappings) {
+  const ConntrackConfig first = snat_config();
+  build(first);
+  const auto a = run(frame(kClient, 5000, kServer, 53, kLan));
+  ASSERT_TRUE(a);
+  ASSERT_EQ(a->src, kPool);
+  ConntrackConfig second = first;
+  second.snat[0].to = address("192.0.2.77");
+  second.snat[0].ports = {30000, 30099};
+  const StageModule* ct = StageRegistry::builtin().find("conntrack");
+  ASSERT_NE(ct, nullptr);
+  ASSERT_NE(ct->reload.apply, nullptr);
+  const auto params = [](const ConntrackConfig& c) { return stage("conntrack", c).params; };
+  ASSERT_TRUE(ct->reload.apply(*stage_, h.ctx, params(first), params(second)));
+
+  const auto again = run(frame(kClient, 5000, kServer, 53, kLan));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->src, kPool);
+  EXPECT_EQ(again->sport, a->sport);
+  const auto back = run(frame(kServer, 53, kPool, a->sport, kWan));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->dst, kClient);
+  EXPECT_EQ(back->dport, 5000);
+  const auto fresh = run(frame(kClient, 5001, kServer, 53, kLan));
+  ASSERT_TRUE(fresh);
+  EXPECT_EQ(fresh->src, "192.0.2.77");
+  EXPECT_GE(fresh->sport, 30000);
+  EXPECT_LE(fresh->sport, 30099);
+  EXPECT_EQ(stage_->nat()->pools(), 2u);  // the old address stays while its session lives
+
+  ConntrackConfig third = second;
+  DnatRuleConfig d;
+  d.dst = address(kPool);
+  d.dst_port = 8080;
+  d.to = address(kLanServer);
+  d.to_port = 80;
+  third.dnat.push_back(d);
+  third.snat[0].to = address("192.0.2.78");
+  const auto refused = ct->reload.apply(*stage_, h.ctx, params(second), params(third));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("changing nat.dnat needs a restart"), std::string::npos)
+      << refused.error().message;
+  const auto still = run(frame(kClient, 5002, kServer, 53, kLan));
+  ASSERT_TRUE(still);
+  EXPECT_EQ(still->src, "192.0.2.77");
+  EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
+}
+
 // A port unreachable (type 3 code 3) from `from` to `to`, quoting a UDP datagram
 // qsrc:qsport -> qdst:qdport (its IP header with a right checksum, its UDP header and 4 bytes
 // of data), entering through `port`; checksums right.
