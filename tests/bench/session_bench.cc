@@ -109,7 +109,7 @@ config::StageConfig conntrack_stage(uint32_t sessions, bool nat) {
     for (uint32_t a = 0; a <= sessions / kPortsPerAddress; ++a) {
       SnatRuleConfig r;
       r.src = parse_ip_prefix(fmt::format("10.1.{}.{}/32", a >> 8, a & 0xff));
-      r.to = *parse_ip_address(fmt::format("100.64.{}.{}", a >> 8, a & 0xff));
+      r.to = {*parse_ip_prefix(fmt::format("100.64.{}.{}/32", a >> 8, a & 0xff))};
       r.ports = {1024, 65535};
       c.snat.push_back(r);
     }

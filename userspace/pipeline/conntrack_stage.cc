@@ -12,7 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/flow.h"
+#include "core/log.h"
 #include "core/packet.h"
+#include "pipeline/kernel_sync.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/stage_registry.h"
 
@@ -201,6 +203,9 @@ ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx
       cfg_(cfg.params.get<ConntrackConfig>()),
       tsc_hz_(rte_get_tsc_hz()),
       table_(std::make_unique<ConnTable>(cfg_.max_sessions)),
+      port_v4_(ctx.ports.size(), 0),
+      ports_(ctx.ports),
+      kernel_(ctx.kernel),
       lcores_(new LcoreState[ctx.lcore_slots]),
       slots_(ctx.lcore_slots),
       qsbr_(ctx.qsbr) {
@@ -219,7 +224,7 @@ ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx
     nat_ = std::make_unique<NatMap>(std::vector<uint32_t>{}, std::move(dnat));
     // The configuration check bounds the pool addresses, so the rules of the file resolve.
     snat_ = std::make_unique<RcuPtr<std::vector<SnatRule>>>(
-        std::make_unique<std::vector<SnatRule>>(*snat_rules(cfg_.snat, ctx)));
+        std::make_unique<std::vector<SnatRule>>(*snat_rules(cfg_.snat)));
     table_->set_remove_hook(kConnSnat, &ConntrackStage::nat_release, this);
   }
   const double ticks_per_s = double(tsc_hz_) / double(uint64_t{1} << ConnTable::kTickShift);
@@ -229,33 +234,70 @@ ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx
   }
 }
 
-Result<std::vector<ConntrackStage::SnatRule>> ConntrackStage::snat_rules(
-    const std::vector<SnatRuleConfig>& rules, const StageContext& ctx) {
-  std::vector<SnatRule> out;
-  for (const SnatRuleConfig& r : rules) {
-    SnatRule b{};
-    b.in_port = r.in_port.empty() ? kNoPort : ctx.port_index(r.in_port);
-    if (r.src) {
-      std::memcpy(&b.src, r.src->addr.bytes.data(), 4);
-      b.mask = r.src->length == 0 ? 0 : rte_cpu_to_be_32(~uint32_t{0} << (32 - r.src->length));
+ConntrackStage::~ConntrackStage() {
+  if (follows_addresses_) kernel_->forget(static_cast<PortAddressFollower*>(this));
+}
+
+namespace {
+
+bool masquerades(const std::vector<SnatRuleConfig>& rules) {
+  return std::any_of(rules.begin(), rules.end(),
+                     [](const SnatRuleConfig& r) { return !r.masquerade.empty(); });
+}
+
+// Every address of a pool's prefixes, in order, each once (network order); kMaxPools + 1 at
+// most, which is already too many.
+std::vector<uint32_t> pool_addresses(const std::vector<IpPrefix>& to) {
+  std::vector<uint32_t> out;
+  for (const IpPrefix& p : to) {
+    uint32_t first;
+    std::memcpy(&first, p.addr.bytes.data(), 4);
+    const uint64_t n = uint64_t{1} << (32 - p.length);
+    for (uint64_t i = 0; i < n && out.size() <= NatMap::kMaxPools; ++i) {
+      const uint32_t a = rte_cpu_to_be_32(rte_be_to_cpu_32(first) + static_cast<uint32_t>(i));
+      if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
     }
-    uint32_t to;
-    std::memcpy(&to, r.to.bytes.data(), 4);
-    const int pool = nat_->add_pool(to);
-    if (pool < 0)
-      return fail(
-          "conntrack: nat: more than {} pool addresses since vecflowd started (an address a "
-          "reload drops stays while its sessions live): restart to reuse them",
-          NatMap::kMaxPools);
-    b.pool = static_cast<unsigned>(pool);
-    b.lo = r.ports.low;
-    b.hi = r.ports.high;
-    out.push_back(b);
   }
   return out;
 }
 
-Result<void> ConntrackStage::replace_nat(const ConntrackConfig& next, const StageContext& ctx) {
+}  // namespace
+
+Result<std::vector<ConntrackStage::SnatRule>> ConntrackStage::snat_rules(
+    const std::vector<SnatRuleConfig>& rules) {
+  std::vector<SnatRule> out;
+  for (const SnatRuleConfig& r : rules) {
+    SnatRule b{};
+    b.in_port = kNoPort;
+    for (size_t i = 0; i < ports_.size(); ++i)
+      if (ports_[i].name == r.in_port) b.in_port = static_cast<uint16_t>(i);
+    if (r.src) {
+      std::memcpy(&b.src, r.src->addr.bytes.data(), 4);
+      b.mask = r.src->length == 0 ? 0 : rte_cpu_to_be_32(~uint32_t{0} << (32 - r.src->length));
+    }
+    std::vector<uint32_t> addrs = pool_addresses(r.to);
+    if (!r.masquerade.empty()) {
+      for (size_t i = 0; i < ports_.size(); ++i)
+        if (ports_[i].name == r.masquerade && port_v4_[i] != 0) addrs.push_back(port_v4_[i]);
+    }
+    for (uint32_t a : addrs) {
+      const int pool = nat_->add_pool(a);
+      if (pool < 0)
+        return fail(
+            "conntrack: nat: more than {} pool addresses since vecflowd started (an address a "
+            "reload or a masquerade port drops stays while its sessions live): restart to "
+            "reuse them",
+            NatMap::kMaxPools);
+      b.pools.push_back(static_cast<uint8_t>(pool));
+    }
+    b.lo = r.ports.low;
+    b.hi = r.ports.high;
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+Result<void> ConntrackStage::replace_nat(const ConntrackConfig& next, const StageContext&) {
   if (!nat_ && next.nat())
     return fail(
         "conntrack: adding nat to a stage started without it needs a restart (the ports' "
@@ -265,11 +307,53 @@ Result<void> ConntrackStage::replace_nat(const ConntrackConfig& next, const Stag
     return fail(
         "conntrack: changing nat.dnat needs a restart (the sessions it forwards are hashed "
         "by its rules on every port)");
-  auto rules = snat_rules(next.snat, ctx);
+  if (auto r = masquerade_ports(next.snat); !r) return r;
+  std::lock_guard lock(nat_mutex_);
+  auto rules = snat_rules(next.snat);
   if (!rules) return std::unexpected(rules.error());
   snat_->replace(std::make_unique<std::vector<SnatRule>>(std::move(*rules)), *qsbr_);
   cfg_.snat = next.snat;
   return {};
+}
+
+Result<void> ConntrackStage::masquerade_ports(const std::vector<SnatRuleConfig>& rules) {
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const std::string& name = rules[i].masquerade;
+    if (name.empty()) continue;
+    const auto port = std::find_if(ports_.begin(), ports_.end(),
+                                   [&](const PortInfo& p) { return p.name == name; });
+    if (port == ports_.end() || port->interface.empty())
+      return fail(
+          "conntrack: nat.snat[{}].masquerade: port '{}' has no kernel interface to take an "
+          "address from (masquerade needs an af_xdp port or a DPDK port with one, e.g. "
+          "net_tap)",
+          i, name);
+  }
+  if (follows_addresses_ || !masquerades(rules)) return {};
+  if (kernel_ == nullptr)
+    return fail("conntrack: masquerade on a pipeline started without it needs a restart");
+  // Outside nat_mutex_: KernelSync calls set_port_addresses() with its own lock held.
+  if (auto r = kernel_->follow_addresses(this); !r) return r;
+  follows_addresses_ = true;
+  return {};
+}
+
+void ConntrackStage::set_port_addresses(std::vector<PortAddresses> addresses) {
+  if (!nat_) return;
+  std::lock_guard lock(nat_mutex_);
+  std::vector<uint32_t> v4(port_v4_.size(), 0);
+  for (size_t i = 0; i < v4.size() && i < addresses.size(); ++i)
+    if (addresses[i].v4) std::memcpy(&v4[i], addresses[i].v4->bytes.data(), 4);
+  if (v4 == port_v4_) return;
+  port_v4_ = std::move(v4);
+  auto rules = snat_rules(cfg_.snat);
+  if (!rules) {
+    log::get("pipeline")
+        ->warn("stage {}: masquerade keeps its previous addresses: {}", name(),
+               rules.error().message);
+    return;
+  }
+  snat_->replace(std::make_unique<std::vector<SnatRule>>(std::move(*rules)), *qsbr_);
 }
 
 Result<std::unique_ptr<ConntrackStage>> ConntrackStage::create(const config::StageConfig& cfg,
@@ -285,11 +369,14 @@ Result<std::unique_ptr<ConntrackStage>> ConntrackStage::create(const config::Sta
         "conntrack: max_sessions {} needs {} MiB of session table, more than half of "
         "this machine's {} MiB",
         p.max_sessions, need >> 20, ram >> 20);
+  std::unique_ptr<ConntrackStage> s;
   try {
-    return std::unique_ptr<ConntrackStage>(new ConntrackStage(cfg, ctx));
+    s.reset(new ConntrackStage(cfg, ctx));
   } catch (const std::bad_alloc&) {
     return fail("conntrack: cannot map {} MiB for {} sessions", need >> 20, p.max_sessions);
   }
+  if (auto r = s->masquerade_ports(p.snat); !r) return std::unexpected(r.error());
+  return s;
 }
 
 CtMark ConntrackStage::related(rte_mbuf* m, uint8_t* l4, uint32_t now) const noexcept {
@@ -498,12 +585,20 @@ bool ConntrackStage::nat_open(ConnEntry* e, const rte_mbuf* m, const NatPre& pre
   for (const SnatRule& r : *snat_->load()) {
     if (r.in_port != kNoPort && r.in_port != m->port) continue;
     if ((src & r.mask) != r.src) continue;
-    const auto port = nat_->acquire(r.pool, *p, {src, e->key.src_port}, r.lo, r.hi);
-    if (!port) return false;
-    e->flags |= kConnSnat;
-    e->nat_pool = static_cast<uint8_t>(r.pool);
-    e->nat_port = *port;
-    break;
+    // Paired: the pool address this internal address hashes to, the next ones only while it
+    // has no free port.
+    const size_t n = r.pools.size();
+    const size_t first = n < 2 ? 0 : size_t((uint64_t{src} * 0x9e3779b97f4a7c15ull >> 32) % n);
+    for (size_t i = 0; i < n; ++i) {
+      const unsigned pool = r.pools[first + i < n ? first + i : first + i - n];
+      const auto port = nat_->acquire(pool, *p, {src, e->key.src_port}, r.lo, r.hi);
+      if (!port) continue;
+      e->flags |= kConnSnat;
+      e->nat_pool = static_cast<uint8_t>(pool);
+      e->nat_port = *port;
+      return true;
+    }
+    return false;
   }
   return true;
 }
@@ -897,13 +992,44 @@ void get_v4(config::Ctx& ctx, config::MapReader& m, std::string_view key, IpAddr
   out = *a;
 }
 
+// `to`: an IPv4 address or prefix, or a list of them.
+void read_pool(config::Ctx& ctx, const YAML::Node& n, const std::string& path,
+               std::vector<IpPrefix>& out) {
+  const auto one = [&](const YAML::Node& item, const std::string& at) {
+    const auto text = config::read_string(ctx, item, at);
+    if (!text) return;
+    std::string why;
+    std::optional<IpPrefix> p;
+    if (text->find('/') == std::string::npos) {
+      if (const auto a = parse_ip_address(*text))
+        p = IpPrefix{*a, static_cast<uint8_t>(a->version == 4 ? 32 : 128)};
+      else
+        why = "not an IPv4 address or prefix";
+    } else {
+      p = parse_ip_prefix(*text, &why);
+    }
+    if (!p)
+      ctx.error(item, at, fmt::format("invalid pool address '{}': {}", *text, why));
+    else if (p->addr.version != 4)
+      ctx.error(item, at, "NAT translates IPv4 only (NAT44)");
+    else
+      out.push_back(*p);
+  };
+  if (n.IsSequence()) {
+    config::for_each_item(ctx, n, path, one);
+    if (n.size() == 0) ctx.error(n, path, "an empty pool");
+  } else {
+    one(n, path);
+  }
+}
+
 void read_nat(config::Ctx& ctx, config::MapReader& m, ConntrackConfig& c) {
   config::MapReader n(ctx, m.child("nat"), m.key_path("nat"), {"snat", "dnat"});
   if (!n.ok()) return;
   config::for_each_item(
       ctx, n.child("snat"), n.key_path("snat"),
       [&](const YAML::Node& item, const std::string& path) {
-        config::MapReader r(ctx, item, path, {"in_port", "src", "to", "ports"});
+        config::MapReader r(ctx, item, path, {"in_port", "src", "to", "masquerade", "ports"});
         if (!r.ok()) return;
         SnatRuleConfig s;
         r.get("in_port", s.in_port);
@@ -911,7 +1037,13 @@ void read_nat(config::Ctx& ctx, config::MapReader& m, ConntrackConfig& c) {
           ctx.error(r.child("src"), r.key_path("src"), "NAT translates IPv4 only (NAT44)");
           s.src.reset();
         }
-        if (r.require("to")) get_v4(ctx, r, "to", s.to);
+        r.get("masquerade", s.masquerade);
+        if (r.has("to") == !s.masquerade.empty())
+          ctx.error(item, path,
+                    "give `to` (pool addresses) or `masquerade` (a port whose address to "
+                    "take), one of them");
+        else if (r.has("to"))
+          read_pool(ctx, r.child("to"), r.key_path("to"), s.to);
         std::optional<config::PortRange> ports;
         if (r.get_port_range("ports", ports)) {
           if (ports->low == 0)
@@ -971,17 +1103,26 @@ void check_nat(config::StageCheck& c, const ConntrackConfig& p) {
       c.error(c.node({"nat"}), c.path(".nat"),
               fmt::format("only one conntrack stage may translate; pipeline[{}] does already", i));
   }
-  std::vector<IpAddress> pools;
+  std::vector<uint32_t> pools;
+  size_t masquerade = 0;
   for (size_t i = 0; i < p.snat.size(); ++i) {
     const SnatRuleConfig& r = p.snat[i];
     if (!r.in_port.empty())
       c.port_exists(r.in_port, c.node({"nat", "snat", i, "in_port"}),
                     c.path(fmt::format(".nat.snat[{}].in_port", i)));
-    if (std::find(pools.begin(), pools.end(), r.to) == pools.end()) pools.push_back(r.to);
+    if (!r.masquerade.empty()) {
+      c.port_exists(r.masquerade, c.node({"nat", "snat", i, "masquerade"}),
+                    c.path(fmt::format(".nat.snat[{}].masquerade", i)));
+      ++masquerade;
+    }
+    for (uint32_t a : pool_addresses(r.to))
+      if (std::find(pools.begin(), pools.end(), a) == pools.end()) pools.push_back(a);
   }
-  if (pools.size() > NatMap::kMaxPools)
-    c.error(c.node({"nat", "snat"}), c.path(".nat.snat"),
-            fmt::format("{} pool addresses; at most {}", pools.size(), NatMap::kMaxPools));
+  if (pools.size() + masquerade > NatMap::kMaxPools)
+    c.error(
+        c.node({"nat", "snat"}), c.path(".nat.snat"),
+        fmt::format("more than {} pool addresses (each address of a pool, one per masquerade rule)",
+                    NatMap::kMaxPools));
   if (p.dnat.size() > 255)
     c.error(c.node({"nat", "dnat"}), c.path(".nat.dnat"),
             fmt::format("{} destination NAT rules; at most 255", p.dnat.size()));
@@ -1036,11 +1177,20 @@ Json conntrack_json(const ConntrackConfig& p) {
   for (const auto& tk : kTimeoutKeys)
     t[std::string(tk.key)] = p.timeouts.*tk.field;
   Json snat = Json::array(), dnat = Json::array();
-  for (const SnatRuleConfig& r : p.snat)
-    snat.push_back({{"in_port", r.in_port.empty() ? Json() : Json(r.in_port)},
-                    {"src", config::prefix_json(r.src)},
-                    {"to", r.to.to_string()},
-                    {"ports", config::port_range_json(r.ports)}});
+  for (const SnatRuleConfig& r : p.snat) {
+    Json rule = {{"in_port", r.in_port.empty() ? Json() : Json(r.in_port)},
+                 {"src", config::prefix_json(r.src)}};
+    if (r.masquerade.empty()) {
+      Json to = Json::array();
+      for (const IpPrefix& a : r.to)
+        to.push_back(a.length == 32 ? a.addr.to_string() : a.to_string());
+      rule["to"] = to.size() == 1 ? to[0] : to;
+    } else {
+      rule["masquerade"] = r.masquerade;
+    }
+    rule["ports"] = config::port_range_json(r.ports);
+    snat.push_back(std::move(rule));
+  }
   for (const DnatRuleConfig& r : p.dnat)
     dnat.push_back({{"in_port", r.in_port.empty() ? Json() : Json(r.in_port)},
                     {"proto", config::l4_proto_json(r.proto)},
@@ -1064,9 +1214,12 @@ Result<void> apply_nat(Stage& stage, const StageContext& ctx, const config::AnyS
 std::vector<std::pair<std::string, std::string>> nat_ports(const config::AnyStageParams& params) {
   const auto& c = params.get<ConntrackConfig>();
   std::vector<std::pair<std::string, std::string>> out;
-  for (size_t i = 0; i < c.snat.size(); ++i)
+  for (size_t i = 0; i < c.snat.size(); ++i) {
     if (!c.snat[i].in_port.empty())
       out.emplace_back(fmt::format("nat.snat[{}]", i), c.snat[i].in_port);
+    if (!c.snat[i].masquerade.empty())
+      out.emplace_back(fmt::format("nat.snat[{}]", i), c.snat[i].masquerade);
+  }
   for (size_t i = 0; i < c.dnat.size(); ++i)
     if (!c.dnat[i].in_port.empty())
       out.emplace_back(fmt::format("nat.dnat[{}]", i), c.dnat[i].in_port);
@@ -1076,12 +1229,13 @@ std::vector<std::pair<std::string, std::string>> nat_ports(const config::AnyStag
 }  // namespace
 
 StageModule conntrack_stage_module() {
-  return StageModule{config::stage_type<ConntrackConfig>(
-                         "conntrack", {"max_sessions", "invalid", "timeouts", "nat"},
-                         read_conntrack, conntrack_json, check_conntrack),
-                     make_conntrack_stage,
-                     nullptr,
-                     {{{"nat", "", "", nullptr}}, apply_nat, nat_ports}};
+  return StageModule{
+      config::stage_type<ConntrackConfig>("conntrack",
+                                          {"max_sessions", "invalid", "timeouts", "nat"},
+                                          read_conntrack, conntrack_json, check_conntrack),
+      make_conntrack_stage,
+      [](const config::AnyStageParams& p) { return masquerades(p.get<ConntrackConfig>().snat); },
+      {{{"nat", "", "", nullptr}}, apply_nat, nat_ports}};
 }
 
 }  // namespace vecflow

@@ -26,9 +26,13 @@
 // translates each packet of a translated session (addresses, ports or the echo identifier;
 // IPv4, TCP and UDP checksums updated incrementally). The stages after it see translated
 // packets: destination NAT happens before routing, as it must, and so does source NAT (rules
-// pick connections by ingress port and source, not by egress). Shared port state and the
-// receive-side flow hash: pipeline/nat_map.h. A new connection that finds no free port in its
-// rule's range is dropped as nat_no_port.
+// pick connections by ingress port and source, not by egress). A pool of several addresses
+// is paired (RFC 4787 REQ-2): an internal address leaves from the one its hash picks, and
+// from the next ones only while that one has no free port. Masquerade leaves from the
+// address the port's kernel interface has when the connection opens (KernelSync): a session
+// keeps the address it started with; while the port has none, new connections are refused
+// as nat_no_port. Shared port state and the receive-side flow hash: pipeline/nat_map.h. A new
+// connection that finds no free port in its rule's range is dropped as nat_no_port.
 //
 // Scheduling: the stage must run on an atomic queue (its own or the group it is fused to),
 // with flow-bucketed vectors and the symmetric software or XDP flow hash; the configuration
@@ -39,6 +43,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
@@ -52,12 +57,14 @@
 
 namespace vecflow {
 
-// `nat.snat[i]`: connections entering through `in_port` from `src` leave from `to`, with a
-// source port of `ports`.
+// `nat.snat[i]`: connections entering through `in_port` from `src` leave from an address of
+// `to`, or from the address of port `masquerade`'s kernel interface, with a source port of
+// `ports`.
 struct SnatRuleConfig {
   std::string in_port;
   std::optional<IpPrefix> src;  // any IPv4 source when absent
-  IpAddress to;
+  std::vector<IpPrefix> to;     // the pool: addresses (/32) and every address of prefixes
+  std::string masquerade;       // or this port's address, followed as it changes
   config::PortRange ports{1024, 65535};
 };
 
@@ -98,10 +105,11 @@ struct SessionFilter {
   std::optional<ConnState> state;
 };
 
-class ConntrackStage final : public Stage {
+class ConntrackStage final : public Stage, public PortAddressFollower {
  public:
   static Result<std::unique_ptr<ConntrackStage>> create(const config::StageConfig& cfg,
                                                         StageContext& ctx);
+  ~ConntrackStage() override;
 
   void process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept override;
   // "new", "established" ...
@@ -127,6 +135,8 @@ class ConntrackStage final : public Stage {
   // stage without it or changing nat.dnat is refused (a restart), and the stage keeps its
   // rules. Control thread.
   Result<void> replace_nat(const ConntrackConfig& next, const StageContext& ctx);
+  // Masquerade rules take their ports' new IPv4 addresses (KernelSync, control thread).
+  void set_port_addresses(std::vector<PortAddresses> addresses) override;
   uint64_t tsc_hz() const noexcept { return tsc_hz_; }
 
  private:
@@ -181,14 +191,21 @@ class ConntrackStage final : public Stage {
   std::unique_ptr<NatMap> nat_;
   struct SnatRule {
     uint16_t in_port;
-    uint32_t src, mask;  // network order
-    unsigned pool;
-    uint16_t lo, hi;  // host order
+    uint32_t src, mask;          // network order
+    std::vector<uint8_t> pools;  // NatMap pool indexes; none: a masquerade port without address
+    uint16_t lo, hi;             // host order
   };
-  // nullptr without nat; replaced by a reload of nat.snat.
+  // nullptr without nat; replaced by a reload of nat.snat and when a masquerade port's
+  // address changes, both under nat_mutex_.
   std::unique_ptr<RcuPtr<std::vector<SnatRule>>> snat_;
-  Result<std::vector<SnatRule>> snat_rules(const std::vector<SnatRuleConfig>& rules,
-                                           const StageContext& ctx);
+  std::mutex nat_mutex_;
+  std::vector<uint32_t> port_v4_;  // by PortId, network order, 0: none (KernelSync)
+  std::vector<PortInfo> ports_;
+  KernelSync* kernel_ = nullptr;
+  bool follows_addresses_ = false;
+  Result<std::vector<SnatRule>> snat_rules(const std::vector<SnatRuleConfig>& rules);
+  // Checks the ports masquerade rules name and follows their addresses from then on.
+  Result<void> masquerade_ports(const std::vector<SnatRuleConfig>& rules);
   std::unique_ptr<LcoreState[]> lcores_;
   unsigned slots_;
   Qsbr* qsbr_;

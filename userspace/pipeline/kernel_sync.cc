@@ -165,6 +165,7 @@ Result<void> KernelSync::sync_routes() {
 
 Result<void> KernelSync::sync_addresses() {
   std::vector<PortAddresses> by_port(ports_.size());
+  std::vector<unsigned> rank_v4(ports_.size()), rank_v6(ports_.size());
   std::vector<NeighbourKey> local;
   for (int family : {AF_INET, AF_INET6}) {
     auto addrs = dumps_->dump_addresses(family);
@@ -173,17 +174,22 @@ Result<void> KernelSync::sync_addresses() {
       int p = port_of(a.ifindex);
       if (p < 0) continue;
       local.push_back(NeighbourKey::of(PortId{static_cast<uint16_t>(p)}, a.ip));
-      auto& slot = a.ip.version == 4 ? by_port[p].v4 : by_port[p].v6;
-      // Prefer a global address; a link-local one only if there is nothing else.
-      if (!slot || a.scope == RT_SCOPE_UNIVERSE) {
-        if (!slot || a.scope <= RT_SCOPE_UNIVERSE) slot = a.ip;
+      // The port's address: a global one before a link-local one, a primary before a
+      // secondary, else the first listed (the source Linux picks, and what masquerade uses).
+      const unsigned rank = (a.scope == RT_SCOPE_UNIVERSE ? 0 : 2) + (a.secondary ? 1 : 0);
+      const bool v4 = a.ip.version == 4;
+      auto& slot = v4 ? by_port[p].v4 : by_port[p].v6;
+      unsigned& best = v4 ? rank_v4[p] : rank_v6[p];
+      if (!slot || rank < best) {
+        slot = a.ip;
+        best = rank;
       }
     }
   }
   if (!neighbours_.set_local(local))
     logger()->warn("neighbour table full: not every address of the box is tracked");
-  for (RouteStage* s : address_stages_)
-    s->set_port_addresses(by_port);
+  for (PortAddressFollower* f : address_followers_)
+    f->set_port_addresses(by_port);
   return {};
 }
 
@@ -239,16 +245,21 @@ Result<void> KernelSync::follow_routes(RouteStage* stage) {
   return stage->set_kernel_routes(convert_routes(all, ports_, ifindex_));
 }
 
-Result<void> KernelSync::follow_addresses(RouteStage* stage) {
+Result<void> KernelSync::follow_addresses(PortAddressFollower* follower) {
   std::lock_guard lock(mutex_);
-  address_stages_.push_back(stage);
+  address_followers_.push_back(follower);
   return sync_addresses();
 }
 
 void KernelSync::forget(RouteStage* stage) noexcept {
   std::lock_guard lock(mutex_);
   std::erase(route_stages_, stage);
-  std::erase(address_stages_, stage);
+  std::erase(address_followers_, static_cast<PortAddressFollower*>(stage));
+}
+
+void KernelSync::forget(PortAddressFollower* follower) noexcept {
+  std::lock_guard lock(mutex_);
+  std::erase(address_followers_, follower);
 }
 
 void KernelSync::send_requests(Clock::time_point now) {

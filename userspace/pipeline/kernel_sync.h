@@ -73,10 +73,11 @@ class KernelSync final : public Service {
   Result<void> learn_neighbours();
   // Hand the kernel's routes to `stage` from now on (reads them once now).
   Result<void> follow_routes(RouteStage* stage);
-  // Hand the ports' interface addresses to `stage` from now on.
-  Result<void> follow_addresses(RouteStage* stage);
+  // Hand the ports' interface addresses to `follower` from now on.
+  Result<void> follow_addresses(PortAddressFollower* follower);
   // `stage` is going away.
   void forget(RouteStage* stage) noexcept;
+  void forget(PortAddressFollower* follower) noexcept;
 
   bool poll() noexcept override;
 
@@ -117,7 +118,7 @@ class KernelSync final : public Service {
   std::vector<bool> running_;
   bool learning_ = false;
   std::vector<RouteStage*> route_stages_;
-  std::vector<RouteStage*> address_stages_;
+  std::vector<PortAddressFollower*> address_followers_;
   bool routes_dirty_ = false;
   Clock::time_point routes_dirty_since_{};
   bool addresses_dirty_ = false;

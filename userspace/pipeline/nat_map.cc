@@ -60,6 +60,10 @@ int NatMap::add_pool(uint32_t addr) {
       w.store(0, std::memory_order_relaxed);
   pools_[n] = addr;
   slots_[n] = std::move(words);
+  uint32_t i = index_slot(addr);
+  while (index_[i].load(std::memory_order_relaxed) != 0)
+    i = (i + 1) & (kIndexSize - 1);
+  index_[i].store(static_cast<uint16_t>(n + 1), std::memory_order_release);
   npools_.store(n + 1, std::memory_order_release);
   return static_cast<int>(n);
 }

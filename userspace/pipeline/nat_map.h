@@ -95,12 +95,14 @@ class NatMap final : public FlowHashRewrite {
   void release(unsigned pool, NatProto p, uint16_t ext_port) noexcept;
   // The internal endpoint pool `pool`'s `ext_port` maps (network order), if any.
   std::optional<NatEndpoint> internal(unsigned pool, NatProto p, uint16_t ext_port) const noexcept;
-  // The pool index of a destination address (network order), or -1.
+  // The pool index of a destination address (network order), or -1. Every received packet
+  // of a NAT port asks, so it is an open-addressed index rather than a scan of the pools.
   int pool_of(uint32_t addr) const noexcept {
-    const uint32_t n = npools_.load(std::memory_order_acquire);
-    for (uint32_t i = 0; i < n; ++i)
-      if (pools_[i] == addr) return static_cast<int>(i);
-    return -1;
+    for (uint32_t i = index_slot(addr);; i = (i + 1) & (kIndexSize - 1)) {
+      const uint16_t v = index_[i].load(std::memory_order_acquire);
+      if (v == 0) return -1;
+      if (pools_[v - 1] == addr) return v - 1;
+    }
   }
   uint32_t pool_address(unsigned pool) const noexcept { return pools_[pool]; }
   // The rule for a packet entering through `in` to `dst`, or -1.
@@ -129,8 +131,14 @@ class NatMap final : public FlowHashRewrite {
   using PoolSlots = std::array<Slots, kNatProtoCount>;
   Slots& slots(unsigned pool, NatProto p) const noexcept { return (*slots_[pool])[size_t(p)]; }
 
-  // Written by the control thread before npools_ publishes them; read by every lcore.
+  // Pool index + 1 by address hash, 0 where free; at most half full, so a miss ends early.
+  static constexpr uint32_t kIndexSize = 512;
+  static uint32_t index_slot(uint32_t addr) noexcept { return (addr * 0x9e3779b1u) >> (32 - 9); }
+  static_assert(kIndexSize == 1u << 9 && kIndexSize >= 2 * kMaxPools);
+
+  // Written by the control thread before index_ and npools_ publish them; read by every lcore.
   std::array<uint32_t, kMaxPools> pools_{};
+  std::array<std::atomic<uint16_t>, kIndexSize> index_{};
   std::array<std::unique_ptr<PoolSlots>, kMaxPools> slots_;
   std::atomic<uint32_t> npools_{0};
   std::vector<DnatRule> dnat_;

@@ -82,7 +82,8 @@ std::optional<KernelAddress> parse_address(const nlmsghdr* nlh) {
   // IFA_LOCAL is the interface's own address on point-to-point links; IFA_ADDRESS elsewhere.
   auto ip = attr_ip(a[IFA_LOCAL] ? a[IFA_LOCAL] : a[IFA_ADDRESS], ifa->ifa_family);
   if (!ip) return std::nullopt;
-  return KernelAddress{static_cast<int>(ifa->ifa_index), *ip, ifa->ifa_scope};
+  return KernelAddress{static_cast<int>(ifa->ifa_index), *ip, ifa->ifa_scope,
+                       (ifa->ifa_flags & IFA_F_SECONDARY) != 0};
 }
 
 std::optional<KernelNeighbour> parse_neighbour(const nlmsghdr* nlh) {

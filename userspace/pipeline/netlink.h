@@ -28,7 +28,8 @@ struct KernelLink {
 struct KernelAddress {
   int ifindex = 0;
   IpAddress ip;
-  uint8_t scope = 0;  // RT_SCOPE_UNIVERSE (0) for global addresses, RT_SCOPE_LINK ...
+  uint8_t scope = 0;       // RT_SCOPE_UNIVERSE (0) for global addresses, RT_SCOPE_LINK ...
+  bool secondary = false;  // IFA_F_SECONDARY: another address of its subnet is the primary
 };
 
 struct KernelNeighbour {

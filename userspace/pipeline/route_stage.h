@@ -62,12 +62,6 @@ struct RouteConfig {
   RouteChecks checks;
 };
 
-// The addresses of a port's kernel interface, the source of the ICMP errors it sends.
-struct PortAddresses {
-  std::optional<IpAddress> v4;
-  std::optional<IpAddress> v6;
-};
-
 struct RouteCounters {
   uint64_t forwarded = 0;
   uint64_t to_kernel = 0;
@@ -80,7 +74,7 @@ struct RouteCounters {
   uint64_t martian_destination = 0;
 };
 
-class RouteStage final : public Stage {
+class RouteStage final : public Stage, public PortAddressFollower {
  public:
   // ICMP errors one lcore sends per second at most (the rest of the expired packets are only
   // dropped): enough for traceroute and path diagnosis, too few to turn the box into an
@@ -104,7 +98,7 @@ class RouteStage final : public Stage {
   // Replaces the routes imported from the kernel (KernelSync).
   Result<void> set_kernel_routes(std::vector<StaticRoute> routes);
   // Sources of ICMP errors, by PortId (KernelSync).
-  void set_port_addresses(std::vector<PortAddresses> addresses);
+  void set_port_addresses(std::vector<PortAddresses> addresses) override;
 
   bool follows_kernel() const noexcept { return from_kernel_; }
   bool sends_icmp() const noexcept { return icmp_; }

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +49,23 @@ struct PortInfo {
   std::string name;
   MacAddress mac;         // the port's own address: the source MAC of frames it sends
   std::string interface;  // kernel interface behind the port, "" if none (pure DPDK port)
+};
+
+// The addresses of a port's kernel interface (the source of the ICMP errors it sends, the
+// address a masquerading NAT leaves from).
+struct PortAddresses {
+  std::optional<IpAddress> v4;
+  std::optional<IpAddress> v6;
+};
+
+// A stage that follows the ports' kernel addresses (KernelSync::follow_addresses): given the
+// whole set, by PortId, at registration and after every change (control thread).
+class PortAddressFollower {
+ public:
+  virtual void set_port_addresses(std::vector<PortAddresses> addresses) = 0;
+
+ protected:
+  ~PortAddressFollower() = default;
 };
 
 // Everything a stage factory may use while it builds a stage (control thread).

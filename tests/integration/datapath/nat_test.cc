@@ -242,5 +242,40 @@ TEST_F(Nat, ATransferLeavesFromThePoolAndTheSessionShowsItsTranslation) {
   expect_exact(settled_accounting());
 }
 
+// Masquerade, reloaded in place of the pool: connections leave from wan0's address, and once
+// the address changes, from the new one, which the wan host answers through vecflowd.
+TEST_F(Nat, MasqueradeLeavesFromTheAddressWanHasNow) {
+  std::ifstream in_file(dir_ + "/appliance.yaml");
+  std::string file((std::istreambuf_iterator<char>(in_file)), {});
+  file = std::regex_replace(file, std::regex("to: 192.0.2.1, ports"), "masquerade: wan, ports");
+  std::ofstream(dir_ + "/reloaded.yaml") << file;
+  const Json reply = json("reload " + dir_ + "/reloaded.yaml");
+  EXPECT_TRUE(reply["restart_required"].empty()) << reply.dump();
+  write_scripts(dir_);
+  lab_->exec('c', fmt::format("timeout 20 python3 {}/whoami.py tcp 5002 {}/peers-c >/dev/null "
+                              "2>&1 &",
+                              dir_, dir_));
+  for (int i = 0; i < 100 && lab_->exec('c', "ss -Htln sport = :5002 | grep -q .") != 0; ++i)
+    std::this_thread::sleep_for(100ms);
+  const std::string probe = "python3 " + dir_ + "/probe.py tcp 192.0.2.2 5002";
+  EXPECT_EQ(lab_->exec_output('s', probe), "ok 192.0.2.1\n");
+
+  ASSERT_EQ(lab_->exec('a',
+                       "sysctl -qw net.ipv4.conf.wan0.promote_secondaries=1 && "
+                       "ip addr add 192.0.2.3/24 dev wan0 && ip addr del 192.0.2.1/24 dev wan0"),
+            0);
+  std::string seen;
+  for (int i = 0; i < 20 && seen != "ok 192.0.2.3\n"; ++i) {
+    std::this_thread::sleep_for(100ms);
+    seen = lab_->exec_output('s', probe);
+  }
+  EXPECT_EQ(seen, "ok 192.0.2.3\n");
+  sh("pkill -f " + dir_ + "/whoami.py");
+  const Exec text = ctl("sessions");
+  EXPECT_NE(text.out.find("src as 192.0.2.3:"), std::string::npos) << text.out;
+  EXPECT_EQ(dropped("nat_no_port"), 0u);
+  expect_exact(settled_accounting());
+}
+
 }  // namespace
 }  // namespace vecflow::test

@@ -4,6 +4,7 @@
 // connection's flow bucket (pipeline/nat_map.h).
 
 #include <barrier>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -36,6 +37,12 @@ struct Seen {
   uint16_t sport = 0, dport = 0;
   bool ip_sum_ok = false, l4_sum_ok = false;
 };
+
+// A pool of the addresses of `text` (an address or a prefix).
+std::vector<IpPrefix> pool(const std::string& text) {
+  if (text.find('/') != std::string::npos) return {prefix(text)};
+  return {IpPrefix{address(text), 32}};
+}
 
 std::string v4_text(const uint8_t* p) {
   return fmt::format("{}.{}.{}.{}", p[0], p[1], p[2], p[3]);
@@ -100,7 +107,7 @@ class Nat : public ::testing::Test {
     SnatRuleConfig s;
     s.in_port = "lan";
     s.src = prefix("198.51.100.0/24");
-    s.to = address(kPool);
+    s.to = pool(kPool);
     s.ports = {lo, hi};
     c.snat.push_back(s);
     return c;
@@ -376,7 +383,7 @@ TEST_F(Nat, AReloadOfTheSourceRulesKeepsTheSessionsAndTheirMappings) {
   ASSERT_TRUE(a);
   ASSERT_EQ(a->src, kPool);
   ConntrackConfig second = first;
-  second.snat[0].to = address("192.0.2.77");
+  second.snat[0].to = pool("192.0.2.77");
   second.snat[0].ports = {30000, 30099};
   const StageModule* ct = StageRegistry::builtin().find("conntrack");
   ASSERT_NE(ct, nullptr);
@@ -406,7 +413,7 @@ TEST_F(Nat, AReloadOfTheSourceRulesKeepsTheSessionsAndTheirMappings) {
   d.to = address(kLanServer);
   d.to_port = 80;
   third.dnat.push_back(d);
-  third.snat[0].to = address("192.0.2.78");
+  third.snat[0].to = pool("192.0.2.78");
   const auto refused = ct->reload.apply(*stage_, h.ctx, params(second), params(third));
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("changing nat.dnat needs a restart"), std::string::npos)
@@ -415,6 +422,111 @@ TEST_F(Nat, AReloadOfTheSourceRulesKeepsTheSessionsAndTheirMappings) {
   ASSERT_TRUE(still);
   EXPECT_EQ(still->src, "192.0.2.77");
   EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
+}
+
+// A pool of four addresses (a /30) is paired (RFC 4787 REQ-2): every connection of an internal
+// address leaves from the same pool address, the clients spread over the four, and the
+// replies to each address come back.
+TEST_F(Nat, APoolOfAddressesGivesEachInternalAddressOneOfThem) {
+  ConntrackConfig c = snat_config();
+  c.snat[0].to = pool("192.0.2.8/30");
+  build(c);
+  std::set<std::string> used;
+  for (int host = 10; host < 42; ++host) {
+    const std::string client = fmt::format("198.51.100.{}", host);
+    const auto a = run(frame(client, 5000, kServer, 53, kLan));
+    const auto b = run(frame(client, 5001, "203.0.113.99", 123, kLan));
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(a->src, b->src) << client;
+    EXPECT_TRUE(prefix("192.0.2.8/30").contains(address(a->src))) << a->src;
+    used.insert(a->src);
+    const auto back = run(frame(kServer, 53, a->src, a->sport, kWan));
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->dst, client);
+    EXPECT_EQ(back->dport, 5000);
+    EXPECT_TRUE(back->l4_sum_ok);
+  }
+  EXPECT_GE(used.size(), 3u);  // 32 clients over 4 addresses by hash
+  EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
+}
+
+// With one port per address, a client's second connection takes the pool's other address
+// rather than being refused; the third finds none and is counted.
+TEST_F(Nat, AFullPoolAddressHandsOverToTheNextOne) {
+  ConntrackConfig c = snat_config(20000, 20000);
+  c.snat[0].to = pool("192.0.2.8/31");
+  build(c);
+  const auto a = run(frame(kClient, 5000, kServer, 53, kLan));
+  const auto b = run(frame(kClient, 5001, kServer, 53, kLan));
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(a->src, b->src);
+  EXPECT_EQ(a->sport, 20000);
+  EXPECT_EQ(b->sport, 20000);
+  EXPECT_FALSE(run(frame(kClient, 5002, kServer, 53, kLan)));
+  EXPECT_EQ(stage_->counters().nat_no_port, 1u);
+  const auto back = run(frame(kServer, 53, b->src, 20000, kWan));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->dport, 5001);
+  EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
+}
+
+// Masquerade: connections leave from the address wan's kernel interface has when they open
+// (here the loopback's, as the kernel reports it); when it changes, new connections take the
+// new one and open sessions keep theirs, replies included; while it has none, new
+// connections are refused as nat_no_port.
+TEST_F(Nat, MasqueradeFollowsThePortsAddress) {
+  h.ctx.ports[kWan].interface = "lo";
+  ConntrackConfig c;
+  SnatRuleConfig rule;
+  rule.in_port = "lan";
+  rule.masquerade = "wan";
+  c.snat.push_back(rule);
+  RouteConfig r;
+  r.routes = {route("198.51.100.0/24", "lan"), route("0.0.0.0/0", "wan", "192.0.2.254")};
+  r.checks.martians = false;  // the loopback's address leaves wan here
+  ASSERT_TRUE(h.build({stage("conntrack", c), stage("route", r, true)}));
+  stage_ = h.pipeline->find<ConntrackStage>("conntrack");
+  ASSERT_NE(stage_, nullptr);
+
+  const auto first = run(frame(kClient, 5000, kServer, 53, kLan));
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->src, "127.0.0.1");
+  EXPECT_GE(first->sport, 1024);
+
+  std::vector<PortAddresses> now(2);
+  now[kWan].v4 = address("192.0.2.50");
+  stage_->set_port_addresses(now);
+  const auto second = run(frame(kClient, 5001, kServer, 53, kLan));
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->src, "192.0.2.50");
+  const auto again = run(frame(kClient, 5000, kServer, 53, kLan));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->src, "127.0.0.1");
+  EXPECT_EQ(again->sport, first->sport);
+  const auto back = run(frame(kServer, 53, "127.0.0.1", first->sport, kWan));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->dst, kClient);
+  EXPECT_EQ(back->dport, 5000);
+
+  stage_->set_port_addresses(std::vector<PortAddresses>(2));
+  EXPECT_FALSE(run(frame(kClient, 5002, kServer, 53, kLan)));
+  EXPECT_EQ(stage_->counters().nat_no_port, 1u);
+  EXPECT_TRUE(run(frame(kClient, 5001, kServer, 53, kLan)));
+  EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
+}
+
+// Masquerade needs a kernel interface to take an address from; a port without one is refused
+// when the stage is built, named.
+TEST_F(Nat, MasqueradeOnAPortWithoutAKernelInterfaceIsRefused) {
+  ConntrackConfig c;
+  SnatRuleConfig rule;
+  rule.masquerade = "wan";
+  c.snat.push_back(rule);
+  const auto built = h.build({stage("conntrack", c)});
+  ASSERT_FALSE(built);
+  EXPECT_NE(std::string(built.message()).find("port 'wan' has no kernel interface"),
+            std::string::npos)
+      << built.message();
 }
 
 // A port unreachable (type 3 code 3) from `from` to `to`, quoting a UDP datagram
@@ -541,7 +653,7 @@ TEST(NatWorkers, TranslatedFlowsKeepTheirMappingAcrossWorkersAndMigrations) {
   ConntrackConfig c;
   SnatRuleConfig rule;
   rule.in_port = "lan";
-  rule.to = address(kPool);
+  rule.to = pool(kPool);
   rule.ports = {20000, 29999};
   c.snat.push_back(rule);
   ASSERT_TRUE(two.build({stage("conntrack", c), stage("route", r, true)}));
@@ -642,6 +754,8 @@ TEST(NatConfigTest, MistakesAreRefusedAtTheirKey) {
       snat:
         - {in_port: lan, to: 2001:db8::1, ports: 0-100}
         - {in_port: lan, src: 198.51.100.0/24}
+        - {in_port: lan, to: [192.0.2.1, 192.0.2.9/30]}
+        - {in_port: lan, to: 192.0.2.1, masquerade: wan}
       dnat:
         - {proto: sctp, dst: 192.0.2.1, dst_port: 80, to: 198.51.100.2}
         - {proto: udp, dst: 192.0.2.1, dst_port: 8082, to: 198.51.100.2, to_prt: 80}
@@ -649,9 +763,13 @@ TEST(NatConfigTest, MistakesAreRefusedAtTheirKey) {
   for (const char* want :
        {"t.yaml:28:30: pipeline[3].nat.snat[0].to: NAT translates IPv4 only (NAT44)",
         "t.yaml:28:50: pipeline[3].nat.snat[0].ports: port 0 cannot be a source port",
-        "t.yaml:29:11: pipeline[3].nat.snat[1].to: missing required key 'to'",
-        "t.yaml:31:19: pipeline[3].nat.dnat[0].proto: 'sctp' is not one of 'tcp' or 'udp'",
-        "t.yaml:32:74: pipeline[3].nat.dnat[1].to_prt: unknown key 'to_prt' (did you mean "
+        "t.yaml:29:11: pipeline[3].nat.snat[1]: give `to` (pool addresses) or `masquerade` (a "
+        "port whose address to take), one of them",
+        "t.yaml:30:42: pipeline[3].nat.snat[2].to[1]: invalid pool address '192.0.2.9/30': host "
+        "bits set past /30 (did you mean 192.0.2.8/30?)",
+        "t.yaml:31:11: pipeline[3].nat.snat[3]: give `to` (pool addresses) or `masquerade`",
+        "t.yaml:33:19: pipeline[3].nat.dnat[0].proto: 'sctp' is not one of 'tcp' or 'udp'",
+        "t.yaml:34:74: pipeline[3].nat.dnat[1].to_prt: unknown key 'to_prt' (did you mean "
         "'to_port'?)"}) {
     EXPECT_NE(errors.find(want), std::string::npos) << want << "\n" << errors;
   }
@@ -660,7 +778,7 @@ TEST(NatConfigTest, MistakesAreRefusedAtTheirKey) {
   errors = load_errors(router_appliance(R"(  - stage: conntrack
     sched: atomic
     nat:
-      snat: [{in_port: dmz, to: 192.0.2.1}]
+      snat: [{in_port: dmz, to: 192.0.2.1}, {masquerade: dmz}, {to: 10.0.0.0/23}]
       dnat:
         - {proto: tcp, dst: 192.0.2.1, dst_port: 8080, to: 198.51.100.2, to_port: 80}
         - {proto: tcp, dst: 192.0.2.1, dst_port: 8080, to: 198.51.100.3, to_port: 80}
@@ -670,7 +788,9 @@ TEST(NatConfigTest, MistakesAreRefusedAtTheirKey) {
        {"t.yaml:27:24: pipeline[3].nat.snat[0].in_port: no port named 'dmz' (ports: wan, lan)",
         "t.yaml:30:11: pipeline[3].nat.dnat[1]: forwards the same public endpoint 192.0.2.1:8080 "
         "as dnat[0]",
-        "t.yaml:31:11: pipeline[3].nat.dnat[2]: has the same target 198.51.100.2:80 as dnat[0]"}) {
+        "t.yaml:31:11: pipeline[3].nat.dnat[2]: has the same target 198.51.100.2:80 as dnat[0]",
+        "t.yaml:27:58: pipeline[3].nat.snat[1].masquerade: no port named 'dmz'",
+        "t.yaml:27:13: pipeline[3].nat.snat: more than 255 pool addresses"}) {
     EXPECT_NE(errors.find(want), std::string::npos) << want << "\n" << errors;
   }
   // Two conntrack stages may not both translate: one flow hash rewrite serves the ports.
