@@ -210,18 +210,8 @@ ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx
       slots_(ctx.lcore_slots),
       qsbr_(ctx.qsbr) {
   if (cfg_.nat()) {
-    std::vector<DnatRule> dnat;
-    for (const DnatRuleConfig& r : cfg_.dnat) {
-      DnatRule d;
-      d.in = r.in_port.empty() ? kNoPort : ctx.port_index(r.in_port);
-      d.proto = *nat_proto(r.proto);
-      std::memcpy(&d.pub.addr, r.dst.bytes.data(), 4);
-      d.pub.port = rte_cpu_to_be_16(r.dst_port);
-      std::memcpy(&d.target.addr, r.to.bytes.data(), 4);
-      d.target.port = rte_cpu_to_be_16(r.to_port);
-      dnat.push_back(d);
-    }
-    nat_ = std::make_unique<NatMap>(std::vector<uint32_t>{}, std::move(dnat));
+    // The configuration check bounds the rules, so those of the file fit.
+    nat_ = std::make_unique<NatMap>(std::vector<uint32_t>{}, dnat_rules(cfg_.dnat));
     // The configuration check bounds the pool addresses, so the rules of the file resolve.
     snat_ = std::make_unique<RcuPtr<std::vector<SnatRule>>>(
         std::make_unique<std::vector<SnatRule>>(*snat_rules(cfg_.snat)));
@@ -303,17 +293,36 @@ Result<void> ConntrackStage::replace_nat(const ConntrackConfig& next, const Stag
         "conntrack: adding nat to a stage started without it needs a restart (the ports' "
         "flow hash rewrite is installed at start)");
   if (!nat_) return {};
-  if (next.dnat != cfg_.dnat)
-    return fail(
-        "conntrack: changing nat.dnat needs a restart (the sessions it forwards are hashed "
-        "by its rules on every port)");
   if (auto r = masquerade_ports(next.snat); !r) return r;
   std::lock_guard lock(nat_mutex_);
   auto rules = snat_rules(next.snat);
   if (!rules) return std::unexpected(rules.error());
+  if (next.dnat != cfg_.dnat && !nat_->set_dnat(dnat_rules(next.dnat)))
+    return fail(
+        "conntrack: nat.dnat: more than {} distinct destination NAT rules since vecflowd "
+        "started (a rule a reload drops keeps its place while its sessions may live): "
+        "restart to load these",
+        NatMap::kMaxDnatRules);
   snat_->replace(std::make_unique<std::vector<SnatRule>>(std::move(*rules)), *qsbr_);
   cfg_.snat = next.snat;
+  cfg_.dnat = next.dnat;
   return {};
+}
+
+std::vector<DnatRule> ConntrackStage::dnat_rules(const std::vector<DnatRuleConfig>& rules) const {
+  std::vector<DnatRule> out;
+  for (const DnatRuleConfig& r : rules) {
+    DnatRule d;
+    for (size_t i = 0; i < ports_.size(); ++i)
+      if (ports_[i].name == r.in_port) d.in = static_cast<uint16_t>(i);
+    d.proto = *nat_proto(r.proto);
+    std::memcpy(&d.pub.addr, r.dst.bytes.data(), 4);
+    d.pub.port = rte_cpu_to_be_16(r.dst_port);
+    std::memcpy(&d.target.addr, r.to.bytes.data(), 4);
+    d.target.port = rte_cpu_to_be_16(r.to_port);
+    out.push_back(d);
+  }
+  return out;
 }
 
 Result<void> ConntrackStage::masquerade_ports(const std::vector<SnatRuleConfig>& rules) {

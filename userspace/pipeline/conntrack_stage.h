@@ -130,10 +130,10 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
   // rewrite.
   const NatMap* nat() const noexcept { return nat_.get(); }
   const ConntrackConfig& config() const noexcept { return cfg_; }
-  // A reload of `nat`: the source NAT rules are swapped in for new connections (pools are
-  // added, never removed: sessions keep their mappings until they expire); adding NAT to a
-  // stage without it or changing nat.dnat is refused (a restart), and the stage keeps its
-  // rules. Control thread.
+  // A reload of `nat`: the source and destination NAT rules are swapped in for new
+  // connections (pools and forwarding rules are added, never removed: sessions keep their
+  // mappings until they expire); adding NAT to a stage without it is refused (a restart), and
+  // the stage keeps its rules. Control thread.
   Result<void> replace_nat(const ConntrackConfig& next, const StageContext& ctx);
   // Masquerade rules take their ports' new IPv4 addresses (KernelSync, control thread).
   void set_port_addresses(std::vector<PortAddresses> addresses) override;
@@ -204,6 +204,7 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
   KernelSync* kernel_ = nullptr;
   bool follows_addresses_ = false;
   Result<std::vector<SnatRule>> snat_rules(const std::vector<SnatRuleConfig>& rules);
+  std::vector<DnatRule> dnat_rules(const std::vector<DnatRuleConfig>& rules) const;
   // Checks the ports masquerade rules name and follows their addresses from then on.
   Result<void> masquerade_ports(const std::vector<SnatRuleConfig>& rules);
   std::unique_ptr<LcoreState[]> lcores_;

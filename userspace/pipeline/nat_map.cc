@@ -1,5 +1,6 @@
 #include "pipeline/nat_map.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <netinet/in.h>
@@ -44,10 +45,45 @@ std::optional<NatProto> nat_proto(uint8_t ip_proto) noexcept {
   }
 }
 
-NatMap::NatMap(const std::vector<uint32_t>& pools, std::vector<DnatRule> dnat)
-    : dnat_(std::move(dnat)) {
+NatMap::NatMap(const std::vector<uint32_t>& pools, const std::vector<DnatRule>& dnat) {
   for (uint32_t a : pools)
     add_pool(a);
+  set_dnat(dnat);
+}
+
+bool NatMap::set_dnat(const std::vector<DnatRule>& rules) {
+  const uint32_t n = ndnat_.load(std::memory_order_relaxed);
+  std::vector<int> index;
+  uint32_t added = 0;
+  for (const DnatRule& r : rules) {
+    int at = -1;
+    for (uint32_t i = 0; i < n && at < 0; ++i)
+      if (dnat_[i].in == r.in && dnat_[i].proto == r.proto && dnat_[i].pub == r.pub &&
+          dnat_[i].target == r.target)
+        at = static_cast<int>(i);
+    index.push_back(at >= 0 ? at : static_cast<int>(n + added++));
+  }
+  if (n + added > kMaxDnatRules) return false;
+  for (size_t k = 0; k < rules.size(); ++k)
+    if (static_cast<uint32_t>(index[k]) >= n) dnat_[size_t(index[k])] = rules[k];
+  for (uint32_t i = 0; i < n + added; ++i) {
+    const bool on = std::find(index.begin(), index.end(), static_cast<int>(i)) != index.end();
+    in_force_[i].store(on, std::memory_order_release);
+  }
+  ndnat_.store(n + added, std::memory_order_release);
+  return true;
+}
+
+template <typename Match>
+int NatMap::find_dnat(Match match) const noexcept {
+  const uint32_t n = ndnat_.load(std::memory_order_acquire);
+  int retired = -1;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!match(dnat_[i])) continue;
+    if (in_force_[i].load(std::memory_order_relaxed)) return static_cast<int>(i);
+    if (retired < 0) retired = static_cast<int>(i);
+  }
+  return retired;
 }
 
 int NatMap::add_pool(uint32_t addr) {
@@ -128,23 +164,22 @@ std::optional<NatEndpoint> NatMap::internal(unsigned pool, NatProto p,
 }
 
 int NatMap::dnat_match(uint16_t in, NatProto p, NatEndpoint dst) const noexcept {
-  for (size_t i = 0; i < dnat_.size(); ++i) {
+  const uint32_t n = ndnat_.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
     const DnatRule& r = dnat_[i];
-    if ((r.in == kNoPort || r.in == in) && r.proto == p && r.pub == dst) return static_cast<int>(i);
+    if ((r.in == kNoPort || r.in == in) && r.proto == p && r.pub == dst &&
+        in_force_[i].load(std::memory_order_relaxed))
+      return static_cast<int>(i);
   }
   return -1;
 }
 
 int NatMap::dnat_target(NatProto p, NatEndpoint e) const noexcept {
-  for (size_t i = 0; i < dnat_.size(); ++i)
-    if (dnat_[i].proto == p && dnat_[i].target == e) return static_cast<int>(i);
-  return -1;
+  return find_dnat([&](const DnatRule& r) { return r.proto == p && r.target == e; });
 }
 
 int NatMap::dnat_public(NatProto p, NatEndpoint e) const noexcept {
-  for (size_t i = 0; i < dnat_.size(); ++i)
-    if (dnat_[i].proto == p && dnat_[i].pub == e) return static_cast<int>(i);
-  return -1;
+  return find_dnat([&](const DnatRule& r) { return r.proto == p && r.pub == e; });
 }
 
 bool NatMap::to_public(NatProto p, NatEndpoint& src, NatEndpoint& dst) const noexcept {
@@ -186,7 +221,7 @@ void NatMap::apply(rte_mbuf** pkts, uint16_t n) const noexcept {
         changed = true;
       }
     }
-    if (ports && !dnat_.empty() && to_public(*p, src, dst)) changed = true;
+    if (ports && has_dnat() && to_public(*p, src, dst)) changed = true;
     if (!changed) continue;
     // ICMP's flow key has no ports (core/parse.h).
     m->hash.rss =

@@ -75,8 +75,10 @@ class NatMap final : public FlowHashRewrite {
   static constexpr unsigned kProbes = 64;
   static constexpr unsigned kMaxPools = 255;
 
+  static constexpr unsigned kMaxDnatRules = 255;
+
   // `pools`: the first SNAT addresses (network order), indexed as the rules name them.
-  NatMap(const std::vector<uint32_t>& pools, std::vector<DnatRule> dnat);
+  NatMap(const std::vector<uint32_t>& pools, const std::vector<DnatRule>& dnat);
 
   // ---- control thread ----
   // The index of pool address `addr`, added (its port words zeroed, then published) when new;
@@ -84,6 +86,12 @@ class NatMap final : public FlowHashRewrite {
   // rule leaves its address here, so the replies of the sessions that still use it are hashed
   // and translated until those sessions expire.
   int add_pool(uint32_t addr);
+  // Puts `rules` in force for new connections (a reload). A rule keeps its index for good
+  // (sessions name it): a rule seen before takes its old index, a new one the next; a rule
+  // left out stops taking new connections, but its sessions keep translating until they
+  // expire (as Linux keeps a NAT binding in its conntrack entry). False, and nothing changed,
+  // when the new rules would pass kMaxDnatRules since start.
+  bool set_dnat(const std::vector<DnatRule>& rules);
 
   // ---- any worker ----
   // The external port (network order) of `internal` in pool `pool` within [lo, hi] (host
@@ -105,14 +113,15 @@ class NatMap final : public FlowHashRewrite {
     }
   }
   uint32_t pool_address(unsigned pool) const noexcept { return pools_[pool]; }
-  // The rule for a packet entering through `in` to `dst`, or -1.
+  // The rule in force for a packet entering through `in` to `dst`, or -1.
   int dnat_match(uint16_t in, NatProto p, NatEndpoint dst) const noexcept;
-  // The rule whose target is `e`, or -1.
+  // The rule whose target is `e` (one in force first, then one retired), or -1.
   int dnat_target(NatProto p, NatEndpoint e) const noexcept;
   const DnatRule& dnat_rule(unsigned i) const noexcept { return dnat_[i]; }
-  bool has_dnat() const noexcept { return !dnat_.empty(); }
+  bool has_dnat() const noexcept { return ndnat_.load(std::memory_order_acquire) != 0; }
 
-  // The rule whose public endpoint is `e` (whatever its ingress port), or -1.
+  // The rule whose public endpoint is `e` (whatever its ingress port; one in force first), or
+  // -1.
   int dnat_public(NatProto p, NatEndpoint e) const noexcept;
   // Replaces a rule's target endpoint, in either position, by its public endpoint: the
   // endpoints a connection's flow hash is computed from. Returns whether one was replaced.
@@ -141,7 +150,17 @@ class NatMap final : public FlowHashRewrite {
   std::array<std::atomic<uint16_t>, kIndexSize> index_{};
   std::array<std::unique_ptr<PoolSlots>, kMaxPools> slots_;
   std::atomic<uint32_t> npools_{0};
-  std::vector<DnatRule> dnat_;
+
+  // Destination NAT rules, append-only (their indexes live in sessions), each with whether
+  // it is in force. Readers include the ports' receive path, which no grace period covers, so
+  // nothing here is freed or moved while the map lives: a reload only appends and flips
+  // flags. A packet racing a reload may see some flags old and some new, which only decides
+  // whether its new connection takes the old rules or the new.
+  template <typename Match>
+  int find_dnat(Match match) const noexcept;
+  std::array<DnatRule, kMaxDnatRules> dnat_{};
+  std::array<std::atomic<bool>, kMaxDnatRules> in_force_{};
+  std::atomic<uint32_t> ndnat_{0};
 };
 
 }  // namespace vecflow

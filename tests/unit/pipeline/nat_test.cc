@@ -44,6 +44,12 @@ std::vector<IpPrefix> pool(const std::string& text) {
   return {IpPrefix{address(text), 32}};
 }
 
+uint32_t address_v4(const std::string& text) {
+  uint32_t a;
+  std::memcpy(&a, address(text).bytes.data(), 4);
+  return a;
+}
+
 std::string v4_text(const uint8_t* p) {
   return fmt::format("{}.{}.{}.{}", p[0], p[1], p[2], p[3]);
 }
@@ -375,7 +381,7 @@ TEST_F(Nat, HairpinAConnectionFromLanToThePublicEndpointOfALanServer) {
 }
 
 // A reload of nat.snat: the open connection keeps its mapping both ways, a new one takes the
-// new rule; a change of nat.dnat is refused (a restart) and the rules stay as they were.
+// new rule.
 TEST_F(Nat, AReloadOfTheSourceRulesKeepsTheSessionsAndTheirMappings) {
   const ConntrackConfig first = snat_config();
   build(first);
@@ -406,21 +412,59 @@ TEST_F(Nat, AReloadOfTheSourceRulesKeepsTheSessionsAndTheirMappings) {
   EXPECT_LE(fresh->sport, 30099);
   EXPECT_EQ(stage_->nat()->pools(), 2u);  // the old address stays while its session lives
 
-  ConntrackConfig third = second;
-  DnatRuleConfig d;
-  d.dst = address(kPool);
-  d.dst_port = 8080;
-  d.to = address(kLanServer);
-  d.to_port = 80;
-  third.dnat.push_back(d);
-  third.snat[0].to = pool("192.0.2.78");
-  const auto refused = ct->reload.apply(*stage_, h.ctx, params(second), params(third));
-  ASSERT_FALSE(refused);
-  EXPECT_NE(refused.error().message.find("changing nat.dnat needs a restart"), std::string::npos)
-      << refused.error().message;
-  const auto still = run(frame(kClient, 5002, kServer, 53, kLan));
-  ASSERT_TRUE(still);
-  EXPECT_EQ(still->src, "192.0.2.77");
+  EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
+}
+
+// A reload of nat.dnat: a forwarding the reload drops takes no new connection, but the one it
+// forwarded keeps going both ways (as Linux keeps a NAT binding in its conntrack entry); the
+// new rule forwards; a rule that comes back takes its old place.
+TEST_F(Nat, AReloadOfTheForwardingRulesKeepsTheForwardedConnections) {
+  ConntrackConfig first;
+  DnatRuleConfig a;
+  a.dst = address(kPool);
+  a.dst_port = 8080;
+  a.to = address(kLanServer);
+  a.to_port = 80;
+  first.dnat.push_back(a);
+  build(first);
+  const auto in = run(frame(kServer, 41000, kPool, 8080, kWan, IPPROTO_TCP, kSyn));
+  ASSERT_TRUE(in);
+  EXPECT_EQ(in->dst, kLanServer);
+  EXPECT_EQ(in->dport, 80);
+
+  ConntrackConfig second;
+  DnatRuleConfig b = a;
+  b.dst_port = 8081;
+  b.to_port = 81;
+  second.dnat.push_back(b);
+  const StageModule* ct = StageRegistry::builtin().find("conntrack");
+  const auto params = [](const ConntrackConfig& c) { return stage("conntrack", c).params; };
+  ASSERT_TRUE(ct->reload.apply(*stage_, h.ctx, params(first), params(second)));
+
+  // The forwarded connection's answer still leaves from the public endpoint.
+  const auto answer = run(frame(kLanServer, 80, kServer, 41000, kLan, IPPROTO_TCP, kSyn | kAck));
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->src, kPool);
+  EXPECT_EQ(answer->sport, 8080);
+  EXPECT_TRUE(answer->l4_sum_ok);
+  // A new connection to the dropped public port goes on as addressed.
+  const auto dropped = run(frame(kServer, 41001, kPool, 8080, kWan, IPPROTO_TCP, kSyn));
+  ASSERT_TRUE(dropped);
+  EXPECT_EQ(dropped->dst, kPool);
+  EXPECT_EQ(dropped->dport, 8080);
+  const auto added = run(frame(kServer, 41002, kPool, 8081, kWan, IPPROTO_TCP, kSyn));
+  ASSERT_TRUE(added);
+  EXPECT_EQ(added->dst, kLanServer);
+  EXPECT_EQ(added->dport, 81);
+
+  ASSERT_TRUE(ct->reload.apply(*stage_, h.ctx, params(second), params(first)));
+  const auto back = run(frame(kServer, 41003, kPool, 8080, kWan, IPPROTO_TCP, kSyn));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->dst, kLanServer);
+  EXPECT_EQ(back->dport, 80);
+  EXPECT_EQ(
+      stage_->nat()->dnat_match(kWan, NatProto::Tcp, {address_v4(kPool), rte_cpu_to_be_16(8080)}),
+      0);  // its old index
   EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
 }
 
