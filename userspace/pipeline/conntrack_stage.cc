@@ -866,7 +866,7 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
   // the mbuf kMbufAhead packets ahead; its headers and table buckets (from the hash in the
   // mbuf) kBucketsAhead; the session whose signature matches kSessionAhead. With many flows
   // the vector's mbufs and sessions are rarely in cache when a vector reaches this stage.
-  constexpr size_t kMbufAhead = 16, kBucketsAhead = 10, kSessionAhead = 5;
+  constexpr size_t kMbufAhead = 24, kBucketsAhead = 12, kSessionAhead = 6;
   const size_t n = pkts.size();
   for (size_t i = 0; i < n && i < kMbufAhead; ++i)
     rte_prefetch0(pkts[i]);

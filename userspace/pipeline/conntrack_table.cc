@@ -86,7 +86,7 @@ uint32_t buckets_for(uint32_t max_sessions) noexcept {
 }  // namespace
 
 size_t ConnTable::memory_for(uint32_t max_sessions) noexcept {
-  return size_t(buckets_for(max_sessions)) * (sizeof(Bucket) + kWays * sizeof(ConnEntry));
+  return size_t(buckets_for(max_sessions)) * sizeof(Group);
 }
 
 ConnTable::ConnTable(uint32_t max_sessions) : max_(max_sessions) {
@@ -100,19 +100,16 @@ ConnTable::ConnTable(uint32_t max_sessions) : max_(max_sessions) {
   // "always" needs none); plain pages otherwise, correct but slower.
   (void)madvise(map_, map_bytes_, MADV_HUGEPAGE);
   // Zeroed by the kernel; written once here, so the memory is the process's from the start.
-  buckets_ = static_cast<Bucket*>(map_);
+  groups_ = static_cast<Group*>(map_);
   for (uint32_t b = 0; b < nbuckets_; ++b) {
-    new (&buckets_[b]) Bucket;
+    Group* g = new (&groups_[b]) Group;
     for (unsigned w = 0; w < kWays; ++w) {
-      buckets_[b].sig[w].store(0, std::memory_order_relaxed);
-      buckets_[b].expires[w].store(0, std::memory_order_relaxed);
+      g->bucket.sig[w].store(0, std::memory_order_relaxed);
+      g->bucket.expires[w].store(0, std::memory_order_relaxed);
+      std::memset(static_cast<void*>(&g->entries[w]), 0, sizeof(ConnEntry));
+      rte_seqcount_init(&g->entries[w].seq);
     }
   }
-  entries_ = reinterpret_cast<ConnEntry*>(static_cast<uint8_t*>(map_) +
-                                          size_t(nbuckets_) * sizeof(Bucket));
-  std::memset(static_cast<void*>(entries_), 0, size_t(nbuckets_) * kWays * sizeof(ConnEntry));
-  for (size_t i = 0; i < size_t(nbuckets_) * kWays; ++i)
-    rte_seqcount_init(&entries_[i].seq);
   cursor_.reset(new uint32_t[kClasses]());
 }
 
@@ -124,17 +121,18 @@ void ConnTable::prefetch_session(uint32_t hash) const noexcept {
   const uint32_t sig = sig_of(hash);
   const uint32_t b = first(hash);
   for (unsigned w = 0; w < kWays; ++w) {
-    if (buckets_[b].sig[w].load(std::memory_order_relaxed) == sig) {
+    if (bucket(b).sig[w].load(std::memory_order_relaxed) == sig) {
       const ConnEntry* e = at(b, w);
       rte_prefetch0(e);
       rte_prefetch0(reinterpret_cast<const uint8_t*>(e) + 64);
       return;
     }
   }
+  rte_prefetch0(&bucket(second(hash)));
 }
 
 size_t ConnTable::memory_bytes() const noexcept {
-  return size_t(nbuckets_) * (sizeof(Bucket) + kWays * sizeof(ConnEntry));
+  return size_t(nbuckets_) * sizeof(Group);
 }
 
 ConnEntry* ConnTable::find(uint32_t hash, const ConnKey& k, uint32_t now, bool& reply,
@@ -142,7 +140,7 @@ ConnEntry* ConnTable::find(uint32_t hash, const ConnKey& k, uint32_t now, bool& 
   const uint32_t sig = sig_of(hash);
   const uint32_t choices[2] = {first(hash), second(hash)};
   for (uint32_t b : choices) {
-    Bucket& bk = buckets_[b];
+    Bucket& bk = bucket(b);
     for (unsigned w = 0; w < kWays; ++w) {
       if (bk.sig[w].load(std::memory_order_relaxed) != sig) continue;
       ConnEntry* e = at(b, w);
@@ -167,7 +165,7 @@ ConnEntry* ConnTable::insert(uint32_t hash, const ConnKey& k, uint64_t tsc) noex
   // The less full of the two buckets; a free way, or one whose session expired.
   int best_b = -1, best_w = -1, best_free = -1;
   for (uint32_t b : {first(hash), second(hash)}) {
-    Bucket& bk = buckets_[b];
+    Bucket& bk = bucket(b);
     int free_ways = 0, way = -1;
     for (unsigned w = 0; w < kWays; ++w) {
       const uint32_t s = bk.sig[w].load(std::memory_order_relaxed);
@@ -203,21 +201,21 @@ ConnEntry* ConnTable::insert(uint32_t hash, const ConnKey& k, uint64_t tsc) noex
   e->tcp = {};
   e->last_seen = tsc;
   rte_seqcount_write_end(&e->seq);
-  Bucket& bk = buckets_[best_b];
+  Bucket& bk = bucket(best_b);
   bk.expires[best_w].store(now, std::memory_order_relaxed);
   bk.sig[best_w].store(sig, std::memory_order_release);
   return e;
 }
 
 void ConnTable::set_expiry(ConnEntry* e, uint32_t expires) noexcept {
-  const size_t i = static_cast<size_t>(e - entries_);
-  buckets_[i / kWays].expires[i % kWays].store(expires, std::memory_order_relaxed);
+  const auto [b, w] = place(e);
+  bucket(b).expires[w].store(expires, std::memory_order_relaxed);
 }
 
 void ConnTable::remove(ConnEntry* e) noexcept {
   if (e->flags & hook_flags_) hook_(hook_ctx_, *e);
-  const size_t i = static_cast<size_t>(e - entries_);
-  buckets_[i / kWays].sig[i % kWays].store(0, std::memory_order_release);
+  const auto [b, w] = place(e);
+  bucket(b).sig[w].store(0, std::memory_order_release);
   count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -229,7 +227,7 @@ unsigned ConnTable::sweep(uint32_t hash, uint32_t now, unsigned buckets) noexcep
   for (unsigned i = 0; i < buckets; ++i) {
     cur = cur + 1 < per_class ? cur + 1 : 0;
     const uint32_t b = (cur << kClassBits) | cls;
-    Bucket& bk = buckets_[b];
+    Bucket& bk = bucket(b);
     for (unsigned w = 0; w < kWays; ++w) {
       if (bk.sig[w].load(std::memory_order_relaxed) != 0 &&
           expired(bk.expires[w].load(std::memory_order_relaxed), now)) {
@@ -242,7 +240,7 @@ unsigned ConnTable::sweep(uint32_t hash, uint32_t now, unsigned buckets) noexcep
 }
 
 bool ConnTable::read(uint32_t b, unsigned w, uint32_t now, ConnSnapshot& out) const noexcept {
-  const Bucket& bk = buckets_[b];
+  const Bucket& bk = bucket(b);
   const ConnEntry* e = at(b, w);
   for (;;) {
     const uint32_t sig = bk.sig[w].load(std::memory_order_acquire);
@@ -274,7 +272,7 @@ bool ConnTable::lookup(uint32_t hash, const ConnKey& k, uint32_t now, ConnSnapsh
   const ConnKey rk = k.reversed();
   for (uint32_t b : {first(hash), second(hash)}) {
     for (unsigned w = 0; w < kWays; ++w) {
-      if (buckets_[b].sig[w].load(std::memory_order_relaxed) != sig) continue;
+      if (bucket(b).sig[w].load(std::memory_order_relaxed) != sig) continue;
       if (!read(b, w, now, out)) continue;
       if (out.key == k || out.key == rk) {
         reply = !(out.key == k);

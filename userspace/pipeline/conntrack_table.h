@@ -39,6 +39,7 @@
 #include <functional>
 #include <memory>
 #include <string_view>
+#include <utility>
 
 #include <rte_prefetch.h>
 #include <rte_seqcount.h>
@@ -194,10 +195,7 @@ class ConnTable {
   unsigned sweep(uint32_t hash, uint32_t now, unsigned buckets) noexcept;
   // Two steps ahead of find(): the first brings in the hash's buckets; the second, once they
   // are in, the session whose signature matches.
-  void prefetch_buckets(uint32_t hash) const noexcept {
-    rte_prefetch0(&buckets_[first(hash)]);
-    rte_prefetch0(&buckets_[second(hash)]);
-  }
+  void prefetch_buckets(uint32_t hash) const noexcept { rte_prefetch0(&bucket(first(hash))); }
   void prefetch_session(uint32_t hash) const noexcept;
 
   // ---- any thread ----
@@ -228,6 +226,15 @@ class ConnTable {
     std::array<std::atomic<uint32_t>, kWays> expires;  // tick
   };
   static_assert(sizeof(Bucket) == 64);
+  // A bucket followed by its sessions: a lookup's signature line and the session it finds
+  // share a page (most of the time: 1088 bytes a group), which halves the TLB misses of a
+  // lookup in a table far larger than the TLB covers (a million sessions: 272 MB; in a VM
+  // whose host backs it with small pages, each miss is a nested page walk).
+  struct Group {
+    Bucket bucket;
+    ConnEntry entries[kWays];
+  };
+  static_assert(sizeof(Group) == 64 + kWays * sizeof(ConnEntry));
 
   static uint32_t sig_of(uint32_t hash) noexcept { return hash != 0 ? hash : 1; }
   uint32_t first(uint32_t hash) const noexcept { return hash & mask_; }
@@ -240,7 +247,15 @@ class ConnTable {
     return (first(hash) ^ (offset << kClassBits)) & mask_;
   }
   ConnEntry* at(uint32_t bucket, unsigned way) const noexcept {
-    return &entries_[size_t(bucket) * kWays + way];
+    return &groups_[bucket].entries[way];
+  }
+  Bucket& bucket(uint32_t b) const noexcept { return groups_[b].bucket; }
+  // The bucket and way of a session.
+  std::pair<uint32_t, unsigned> place(const ConnEntry* e) const noexcept {
+    const size_t off = static_cast<size_t>(reinterpret_cast<const uint8_t*>(e) -
+                                           reinterpret_cast<const uint8_t*>(groups_));
+    const uint32_t b = static_cast<uint32_t>(off / sizeof(Group));
+    return {b, static_cast<unsigned>(e - groups_[b].entries)};
   }
   static bool expired(uint32_t expires, uint32_t now) noexcept {
     return static_cast<int32_t>(expires - now) <= 0;
@@ -255,8 +270,7 @@ class ConnTable {
   // benchmark: 377 cycles a packet at 1024 flows).
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
-  Bucket* buckets_;
-  ConnEntry* entries_;
+  Group* groups_;
   std::unique_ptr<uint32_t[]> cursor_;  // by class
   uint8_t hook_flags_ = 0;
   RemoveHook hook_ = nullptr;
