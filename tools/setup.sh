@@ -23,6 +23,8 @@ PACKAGES=(
   dpkg-dev debhelper lintian debootstrap systemd groff-base file
   # the benchmark suite's curves and its traffic sink (tools/bench/run.sh)
   gnuplot-nox nftables
+  # the scale-out lab and its test (tools/scaleout-lab.sh): BGP and BFD beside vecflowd
+  frr
 )
 
 missing=()
