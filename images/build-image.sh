@@ -108,6 +108,7 @@ packages=(
   systemd-sysv udev dbus kmod "$kernel_pkg" initramfs-tools zstd
   systemd-boot-efi             # BOOTX64.EFI for the UEFI path (files only)
   iproute2 iputils-ping procps ethtool less
+  frr                          # BGP and BFD for a box behind ECMP (images/README.md); off
 )
 
 mounted=()
@@ -213,6 +214,8 @@ in_root chage -d 0 root
 in_root systemctl enable vecflowd.service systemd-networkd.service >/dev/null 2>&1
 # An appliance does not fetch package lists or upgrade itself.
 in_root systemctl disable apt-daily.timer apt-daily-upgrade.timer >/dev/null 2>&1
+# FRR runs only where the operator configures it (images/README.md, "Behind BGP ECMP").
+in_root systemctl disable frr.service >/dev/null 2>&1 || true
 
 step "cleaning up"
 rm -f "$root/usr/sbin/policy-rc.d"

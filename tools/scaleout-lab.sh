@@ -327,7 +327,7 @@ box() {
       # forwards what is on its way; then vecflowd stops (SIGTERM drains it).
       vty "b$i" -c "configure terminal" -c "router bgp 65001" \
         -c "neighbor 10.1.$i.1 shutdown" >/dev/null
-      wait_paths "$(all_paths | tr ' ' '\n' | grep -vx "$i" | tr '\n' ' ' | sed 's/ $//')" 10
+      wait_paths "$(paths | tr ' ' '\n' | grep -vx "$i" | tr '\n' ' ' | sed 's/ $//')" 10
       sleep 0.2
       vecflowd_signal "$i" TERM
       ;;

@@ -108,6 +108,7 @@ std::vector<StaticRoute> KernelSync::convert_routes(const std::vector<KernelRout
     if (kr.table != kTableMain && kr.table != kTableLocal) continue;
     StaticRoute r;
     r.prefix = kr.prefix;
+    r.protocol = kr.protocol;
     switch (kr.type) {
       case RTN_UNICAST: {
         bool owned = !kr.foreign_gateway && !kr.nexthops.empty();

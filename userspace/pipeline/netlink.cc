@@ -109,6 +109,7 @@ std::optional<KernelRoute> parse_route(const nlmsghdr* nlh) {
   Attrs a = parse_attrs(nlh, sizeof(*rtm));
   KernelRoute r;
   r.type = rtm->rtm_type;
+  r.protocol = rtm->rtm_protocol;
   r.table = a[RTA_TABLE] ? mnl_attr_get_u32(a[RTA_TABLE]) : rtm->rtm_table;
   r.metric = a[RTA_PRIORITY] ? mnl_attr_get_u32(a[RTA_PRIORITY]) : 0;
   r.prefix.addr.version = rtm->rtm_family == AF_INET ? 4 : 6;

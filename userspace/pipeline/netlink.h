@@ -48,6 +48,7 @@ struct KernelRoute {
   uint8_t type = 0;  // RTN_UNICAST, RTN_LOCAL, RTN_BLACKHOLE ...
   uint32_t table = 0;
   uint32_t metric = 0;
+  uint8_t protocol = 0;  // who installed it: RTPROT_KERNEL, RTPROT_STATIC, RTPROT_BGP ...
   std::vector<KernelNextHop> nexthops;
   bool foreign_gateway = false;  // a next hop vecflow cannot express (RTA_VIA, nexthop object)
 };

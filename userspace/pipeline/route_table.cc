@@ -6,12 +6,37 @@
 #include <set>
 #include <unordered_map>
 
+#include <linux/rtnetlink.h>
 #include <rte_errno.h>
 
 #include "core/packet.h"
 #include "pipeline/neighbour_table.h"
 
 namespace vecflow {
+
+std::string kernel_protocol_name(uint8_t protocol) {
+  // linux/rtnetlink.h's RTPROT_* (the kernel's own, and those routing daemons register).
+  static const std::map<uint8_t, std::string_view> names = {
+      {RTPROT_UNSPEC, "unspec"},
+      {RTPROT_REDIRECT, "redirect"},
+      {RTPROT_KERNEL, "kernel"},
+      {RTPROT_BOOT, "boot"},
+      {RTPROT_STATIC, "static"},
+      {RTPROT_RA, "ra"},
+      {RTPROT_DHCP, "dhcp"},
+      {RTPROT_ZEBRA, "zebra"},
+      {RTPROT_BABEL, "babel"},
+      {RTPROT_OPENR, "openr"},
+      {RTPROT_BGP, "bgp"},
+      {RTPROT_ISIS, "isis"},
+      {RTPROT_OSPF, "ospf"},
+      {RTPROT_RIP, "rip"},
+      {RTPROT_EIGRP, "eigrp"},
+      // FRR's staticd installs with its own number.
+      {196, "static"}};
+  const auto it = names.find(protocol);
+  return it != names.end() ? std::string(it->second) : std::to_string(protocol);
+}
 
 namespace {
 

@@ -42,7 +42,12 @@ struct StaticRoute {
   RouteAction action = RouteAction::Forward;
   std::vector<NextHop> nexthops;  // more than one: ECMP by flow hash
   config::Location where;
+  uint8_t protocol = 0;  // routes from the kernel: its rtm_protocol (kernel_protocol_name)
 };
+
+// "kernel", "static", "bgp", "ospf" ...: who installed a kernel route (rtm_protocol, as
+// iproute2's rt_protos names them), or its number.
+std::string kernel_protocol_name(uint8_t protocol);
 
 // Where a route came from, for the control plane.
 enum class RouteSource : uint8_t { Config, Kernel };

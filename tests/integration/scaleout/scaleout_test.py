@@ -70,6 +70,11 @@ def main():
     try:
         print(lab("up", "--boxes", 3).strip().splitlines()[-1], flush=True)
         expect(lab("paths").split() == ["1", "2", "3"], "the router spreads over the 3 boxes")
+        routes = ctl(1, "routes")["routes"]
+        client = [r for r in routes if r["prefix"] == "10.0.1.0/24"]
+        expect(len(client) == 1 and client[0]["protocol"] == "bgp" and
+               client[0]["nexthops"] == ["via 10.1.1.1 dev wan"],
+               f"box 1 routes the client's prefix as BGP installed it ({client})")
 
         before = {b: wan_rx(b) for b in (1, 2, 3)}
         demo = lab("demo")

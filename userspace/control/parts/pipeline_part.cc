@@ -126,7 +126,9 @@ Json route_row(const std::string& stage, const RouteEntry& e) {
               {"prefix", e.route.prefix.to_string()},
               {"action", route_action_name(e.route.action)},
               {"nexthops", std::move(hops)},
-              {"source", e.source == RouteSource::Kernel ? "kernel" : "config"}};
+              {"source", e.source == RouteSource::Kernel ? "kernel" : "config"},
+              {"protocol", e.source == RouteSource::Kernel ? kernel_protocol_name(e.route.protocol)
+                                                           : "config"}};
 }
 
 // A port's name, or its index when the pipeline knows no such port.
@@ -332,6 +334,7 @@ void register_routes(Registry& registry, Pipeline& pipeline) {
                    {"PREFIX", "prefix"},
                    {"ACTION", "action"},
                    {"SOURCE", "source"},
+                   {"PROTOCOL", "protocol"},
                    {"NEXT HOPS", "nexthops"}}),
             table("lookup", "/lookup",
                   {{"STAGE", "stage"},
