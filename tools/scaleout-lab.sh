@@ -33,8 +33,8 @@
 #                                               restore, unplug (link down), plug, start
 #   tools/scaleout-lab.sh demo NAME             traffic over all boxes, vecflowctl of each
 #   tools/scaleout-lab.sh failover NAME ACTION I [FLOWS RATE]
-#                                               UDP flows (256, 20000 pps) for 4 s, ACTION on
-#                                               box I at 1.5 s (stop, kill, cut, unplug), then the
+#                                               UDP flows (256, 20000 pps) for 3 s, ACTION on
+#                                               box I at 1 s (stop, kill, cut, unplug), then the
 #                                               box back; one JSON line: packets lost, the
 #                                               outage of the box's flows (lost / their rate),
 #                                               when the router dropped the box, flows that
@@ -179,11 +179,19 @@ EOF
 }
 
 vecflowd_start() {
+  vecflowd_spawn "$1"
+  vecflowd_ready "$1"
+}
+
+vecflowd_spawn() {
   local i=$1 d=$dir/b$1
   # Not through in_ns: $! must be vecflowd itself (ip netns exec execs it), not a subshell.
   ip netns exec "$(ns "b$i")" "$VECFLOWD" -c "$d/appliance.yaml" >>"$d/vecflowd.log" 2>&1 &
   echo $! >"$d/vecflowd.pid"
-  local t
+}
+
+vecflowd_ready() {
+  local i=$1 d=$dir/b$1 t
   for t in $(seq 1 150); do
     [ -S "$d/control.sock" ] && in_ns "b$i" "$VECFLOWCTL" --socket "$d/control.sock" status \
       >/dev/null 2>&1 && return 0
@@ -237,10 +245,10 @@ spread() {
 
 down() {
   local i
-  for i in $(seq 1 "$(boxes)"); do
-    vecflowd_signal "$i" TERM
-    frr_stop "b$i"
-  done
+  # Every box at once: each vecflowd takes a second or so to drain and release its ports.
+  for i in $(seq 1 "$(boxes)"); do vecflowd_signal "$i" TERM & done
+  wait
+  for i in $(seq 1 "$(boxes)"); do frr_stop "b$i"; done
   frr_stop r
   for n in c r s $(for i in $(seq 1 16); do echo "b$i"; done); do
     if ip netns list | grep -qw "^$(ns "$n")"; then ip netns del "$(ns "$n")"; fi
@@ -308,8 +316,9 @@ up() {
   for i in $(seq 1 "$n"); do
     write_box_conf "$i"
     frr_start "b$i"
-    vecflowd_start "$i"
+    vecflowd_spawn "$i"
   done
+  for i in $(seq 1 "$n"); do vecflowd_ready "$i"; done
   wait_paths "$(all_paths)" 60
   # Every neighbour on the way resolved (router to boxes, boxes to server), so that measured
   # traffic does not start with the first packets of each path waiting on ARP.
@@ -381,13 +390,13 @@ failover() {
   mac=$(in_ns r cat /sys/class/net/eth0/address)
   others=$(all_paths | tr ' ' '\n' | grep -vx "$i" | tr '\n' ' ' | sed 's/ $//')
   spread "$flows" >"$dir/spread-before"
-  in_ns s "$TRAFGEN" recv --dev br0 --duration 5.5 --json >"$dir/failover-recv.json" 2>/dev/null &
+  in_ns s "$TRAFGEN" recv --dev br0 --duration 4.5 --json >"$dir/failover-recv.json" 2>/dev/null &
   local rp=$!
   sleep 0.5
   in_ns c "$TRAFGEN" send --dev eth0 --dst 10.9.0.100 --dst-mac "$mac" --flows "$flows" \
-    --rate "$rate" --duration 4 --json >"$dir/failover-send.json" &
+    --rate "$rate" --duration 3 --json >"$dir/failover-send.json" &
   local sp=$!
-  sleep 1.5
+  sleep 1
   rm -f "$dir/withdrawn-ms"
   t0=$(date +%s%N)
   # When the router's route loses the box, seen from beside the action (a stop waits for it, a

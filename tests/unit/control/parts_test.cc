@@ -532,6 +532,7 @@ TEST_F(PipelinePart, RoutesShowTheTableTheCountsAndALookup) {
   EXPECT_EQ((*lan)["action"], "forward");
   EXPECT_EQ((*lan)["nexthops"], Json::array({"dev lan"}));
   EXPECT_EQ((*lan)["source"], "config");
+  EXPECT_TRUE((*lan)["protocol"].is_null());  // kernel routes name who installed them
   const Json* def = row_with(res["routes"], "prefix", "0.0.0.0/0");
   ASSERT_NE(def, nullptr);
   EXPECT_EQ((*def)["nexthops"], Json::array({"via 192.0.2.254 dev wan"}));
@@ -541,8 +542,8 @@ TEST_F(PipelinePart, RoutesShowTheTableTheCountsAndALookup) {
 
   std::string text = human(reply);
   EXPECT_EQ(columns_of(text, "routes"),
-            (Columns{"STAGE", "PREFIX", "ACTION", "SOURCE", "NEXT HOPS"}));
-  EXPECT_NE(text.find("route  0.0.0.0/0        forward  config  via 192.0.2.254 dev wan"),
+            (Columns{"STAGE", "PREFIX", "ACTION", "SOURCE", "PROTOCOL", "NEXT HOPS"}));
+  EXPECT_NE(text.find("route  0.0.0.0/0        forward  config  -         via 192.0.2.254 dev wan"),
             std::string::npos)
       << text;
 

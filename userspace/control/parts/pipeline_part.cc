@@ -122,13 +122,15 @@ Json route_row(const std::string& stage, const RouteEntry& e) {
   Json hops = Json::array();
   for (const auto& h : e.route.nexthops)
     hops.push_back(hop_text(h));
-  return Json{{"stage", stage},
-              {"prefix", e.route.prefix.to_string()},
-              {"action", route_action_name(e.route.action)},
-              {"nexthops", std::move(hops)},
-              {"source", e.source == RouteSource::Kernel ? "kernel" : "config"},
-              {"protocol", e.source == RouteSource::Kernel ? kernel_protocol_name(e.route.protocol)
-                                                           : "config"}};
+  return Json{
+      {"stage", stage},
+      {"prefix", e.route.prefix.to_string()},
+      {"action", route_action_name(e.route.action)},
+      {"nexthops", std::move(hops)},
+      {"source", e.source == RouteSource::Kernel ? "kernel" : "config"},
+      // Who installed a kernel route; none for the file's.
+      {"protocol",
+       e.source == RouteSource::Kernel ? Json(kernel_protocol_name(e.route.protocol)) : Json()}};
 }
 
 // A port's name, or its index when the pipeline knows no such port.
