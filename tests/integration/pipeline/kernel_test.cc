@@ -199,6 +199,7 @@ TEST_F(KernelLab, RoutesFollowTheKernel) {
   ASSERT_EQ(r->route.nexthops.size(), 1u);
   EXPECT_EQ(r->route.nexthops[0].port, "lan");
   EXPECT_FALSE(r->route.nexthops[0].via);
+  EXPECT_EQ(kernel_protocol_name(r->route.protocol), "kernel");  // the kernel made it
   r = route_of("192.0.2.1");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->route.action, RouteAction::Kernel);
@@ -214,7 +215,7 @@ TEST_F(KernelLab, RoutesFollowTheKernel) {
   // an interface vecflow does not own.
   ASSERT_EQ(
       lab_->exec('a',
-                 "ip route add 203.0.113.0/24 via 198.51.100.2 dev lan0 && "
+                 "ip route add 203.0.113.0/24 via 198.51.100.2 dev lan0 proto bgp && "
                  "ip route add 10.9.0.0/16 nexthop via 198.51.100.2 dev lan0 "
                  "nexthop via 192.0.2.2 dev wan0 && "
                  "ip route add blackhole 10.66.0.0/16 && "
@@ -226,9 +227,11 @@ TEST_F(KernelLab, RoutesFollowTheKernel) {
   r = route_of("203.0.113.9");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->route.nexthops[0].via, address("198.51.100.2"));
+  EXPECT_EQ(kernel_protocol_name(r->route.protocol), "bgp");  // who installed it, kept
   r = route_of("10.9.1.1");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->route.nexthops.size(), 2u);
+  EXPECT_EQ(kernel_protocol_name(r->route.protocol), "boot");  // ip route's default
   EXPECT_EQ(route_of("10.66.1.1")->route.action, RouteAction::Drop);
   EXPECT_EQ(route_of("10.77.1.1")->route.action, RouteAction::Kernel);
   EXPECT_EQ(route_of("2001:db8:99::1")->route.nexthops[0].via, address("2001:db8:2::2"));
