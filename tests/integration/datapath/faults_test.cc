@@ -708,16 +708,11 @@ TEST_F(FaultsStall, AStalledWorkerIsShownAndTheOtherWorkersFlowsKeepMoving) {
 class FaultsNat : public FaultsStall {
  protected:
   std::string edit_config(std::string text) override {
-    text = FaultsStall::edit_config(std::move(text));
-    return std::regex_replace(
-        text, std::regex("  - stage: acl\n(.|\n)*?  - stage: route\n    fuse: true"),
-        R"(  - stage: conntrack
+    return replace_demo_acl(FaultsStall::edit_config(std::move(text)), R"(  - stage: conntrack
     sched: atomic
     nat:
       snat:
-        - {in_port: wan, src: 192.0.2.0/24, to: 198.51.100.1, ports: 20000-29999}
-  - stage: route
-    fuse: true)");
+        - {in_port: wan, src: 192.0.2.0/24, to: 198.51.100.1, ports: 20000-29999})");
   }
   uint64_t migrations() { return json("sched")["migrations"].get<uint64_t>(); }
 };

@@ -42,6 +42,14 @@ inline std::string test_config(const std::string& socket, const std::string& pre
   return text;
 }
 
+// The demo's pipeline with its acl stage replaced by `stages` (list items indented as the
+// pipeline's), the route stage still fused after them.
+inline std::string replace_demo_acl(const std::string& text, const std::string& stages) {
+  return std::regex_replace(text,
+                            std::regex("  - stage: acl\n(.|\n)*?  - stage: route\n    fuse: true"),
+                            stages + "\n  - stage: route\n    fuse: true");
+}
+
 class Forwarding : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -18,9 +18,7 @@ constexpr int kLowPort = 20000, kHighPort = 29999;
 class Nat : public Forwarding {
  protected:
   std::string edit_config(std::string text) override {
-    return std::regex_replace(
-        text, std::regex("  - stage: acl\n(.|\n)*?  - stage: route\n    fuse: true"),
-        R"(  - stage: conntrack
+    return replace_demo_acl(text, R"(  - stage: conntrack
     sched: atomic
     nat:
       snat:
@@ -28,9 +26,7 @@ class Nat : public Forwarding {
       dnat:
         - {proto: tcp, dst: 192.0.2.1, dst_port: 8080, to: 198.51.100.2, to_port: 5001}
         - {in_port: wan, proto: udp, dst: 192.0.2.1, dst_port: 8053, to: 198.51.100.2, to_port: 5353}
-        - {in_port: wan, proto: udp, dst: 192.0.2.1, dst_port: 8054, to: 198.51.100.2, to_port: 5354}
-  - stage: route
-    fuse: true)");
+        - {in_port: wan, proto: udp, dst: 192.0.2.1, dst_port: 8054, to: 198.51.100.2, to_port: 5354})");
   }
 
   uint64_t dropped(const std::string& reason) {
