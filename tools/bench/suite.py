@@ -627,6 +627,7 @@ class Suite:
         f"        - {{in_port: p0, src: 192.0.2.{2 + i}/32, to: 203.0.113.{1 + i}, "
         f"ports: 1024-65535}}\n" for i in range(18)).rstrip("\n")
     ENGINE_GROUP = "engine per core (net_pcap replay, 1 lcore, 64 B)"
+    ENGINE_QUICK_ROWS = ("io", "rn-builtin", "rn-dsw", "ncarn-builtin")
 
     @contextlib.contextmanager
     def bench_lock(self, what):
@@ -860,6 +861,15 @@ class Suite:
         affinity = os.sched_getaffinity(0)
         os.sched_setaffinity(0, {0})
         samples, reasons = {}, {}
+        if self.a.quick:
+            # The smoke run keeps the rows whose code the others' is part of: testpmd io, both
+            # backends, and the whole stateful pipeline (conntrack, nat, acl, route, neighbour).
+            for key, *_ in self.ENGINE_ROWS:
+                if key not in self.ENGINE_QUICK_ROWS:
+                    for flows in flows_list:
+                        reasons[(key, flows)] = (
+                            "not measured in a --quick run (it measures "
+                            + ", ".join(self.ENGINE_QUICK_ROWS) + ")")
         pcaps = {}
         try:
             for flows in flows_list:
