@@ -648,7 +648,7 @@ void ConntrackStage::nat_release(void* self, const ConnEntry& e) noexcept {
 }
 
 ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_t now,
-                                              LcoreState& st) noexcept {
+                                              LcoreState& st, LastLookup& last) noexcept {
   ConnKey k;
   uint32_t l4_room;  // bytes of the IP payload
   if (pkt::is_ipv4(m)) {
@@ -691,28 +691,45 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
 
   const uint32_t hash = m->hash.rss;
   bool reply = false;
-  uint64_t expired = 0;
   NatPre pre;
   ConnEntry* e;
-  if (nat_ && k.version == 4 && !fragment && (has_l4_ports(k.proto) || echo)) {
-    const ConnKey untranslated = k;
-    pre = nat_key(m, k, echo);
-    e = table_->find(hash, k, now, reply, expired);
-    if (pre.pool >= 0 && (e == nullptr || !(e->flags & kConnSnat) || !reply)) {
-      // Not a reply of the connection the pool port maps (the filtering is address and port
-      // dependent): the packet goes on as addressed.
-      pre.pool = -1;
-      k = untranslated;
+  const uint8_t shape = static_cast<uint8_t>(fragment | echo << 1);
+  if (last.entry != nullptr && last.hash == hash && last.port == m->port && last.shape == shape &&
+      last.key == k) {
+    e = last.entry;
+    reply = last.reply;
+  } else {
+    last.hash = hash;
+    last.port = m->port;
+    last.shape = shape;
+    last.key = k;
+    uint64_t expired = 0;
+    if (nat_ && k.version == 4 && !fragment && (has_l4_ports(k.proto) || echo)) {
+      pre = nat_key(m, k, echo);
+      e = table_->find(hash, k, now, reply, expired);
+      if (pre.pool >= 0 && (e == nullptr || !(e->flags & kConnSnat) || !reply)) {
+        // Not a reply of the connection the pool port maps (the filtering is address and port
+        // dependent): the packet goes on as addressed.
+        pre.pool = -1;
+        k = last.key;
+        e = table_->find(hash, k, now, reply, expired);
+      }
+    } else {
       e = table_->find(hash, k, now, reply, expired);
     }
-  } else {
-    e = table_->find(hash, k, now, reply, expired);
+    if (expired) st.expired.add(expired);
+    last.entry = e;
+    last.reply = reply;
   }
-  if (expired) st.expired.add(expired);
   const unsigned dir = reply ? 1 : 0;
-  // A new session's translation; refused when its source NAT rule has no free port.
+  // A new session's translation; refused when its source NAT rule has no free port. A bound
+  // session is what the next packets of the flow find.
   const auto bind = [&](ConnEntry* c) noexcept {
-    if (!nat_ || nat_open(c, m, pre)) return true;
+    if (!nat_ || nat_open(c, m, pre)) {
+      last.entry = c;
+      last.reply = false;
+      return true;
+    }
     table_->remove(c);
     return false;
   };
@@ -862,6 +879,7 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
   const uint64_t tsc = env.now() != 0 ? env.now() : rte_rdtsc();
   const uint32_t now = ConnTable::tick(tsc);
   std::array<uint64_t, kCtMarkCount> marks{};
+  LastLookup last;
   // Three steps ahead of the packet being tracked, each on lines the step before brought in:
   // the mbuf kMbufAhead packets ahead; its headers and table buckets (from the hash in the
   // mbuf) kBucketsAhead; the session whose signature matches kSessionAhead. With many flows
@@ -885,7 +903,7 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     if (i + kSessionAhead < n) table_->prefetch_session(pkts[i + kSessionAhead]->hash.rss);
     rte_mbuf* m = pkts[i];
     if (!pkt::is_ipv4(m) && !pkt::is_ipv6(m)) continue;
-    const Tracked t = track(m, tsc, now, st);
+    const Tracked t = track(m, tsc, now, st, last);
     if (t.refused) {
       (*t.refused == DropReason::NAT_NO_PORT ? st.nat_no_port : st.table_full).add();
       set_drop(m, *t.refused);

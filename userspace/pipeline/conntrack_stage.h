@@ -168,7 +168,21 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
     int dnat_rule = -1;  // an original to a rule's public endpoint
     int pool = -1;       // a packet to a mapped pool port, its key translated back
   };
-  Tracked track(rte_mbuf* m, uint64_t tsc, uint32_t now, LcoreState& st) noexcept;
+  // The session the previous packet of a process() call found (or opened), by what decided
+  // the lookup: the key as received, hash, ingress port and shape. The next packet alike takes
+  // it without a lookup, so a run of a flow's packets in a vector is looked up once. Only the
+  // packet just before is remembered, so nothing ran between the two lookups that could have
+  // changed the answer; sessions never move in the table, and one found live at the call's
+  // tick stays live until the call ends.
+  struct LastLookup {
+    ConnEntry* entry = nullptr;
+    uint32_t hash = 0;
+    uint16_t port = 0;  // the ingress port (destination NAT rules match it)
+    uint8_t shape = 0;  // fragment, ICMP echo: they change how the key is looked up
+    bool reply = false;
+    ConnKey key;  // as received, before nat_key
+  };
+  Tracked track(rte_mbuf* m, uint64_t tsc, uint32_t now, LcoreState& st, LastLookup& last) noexcept;
   // NAT, before the lookup: translates `k` back to what the session is keyed by.
   // `echo`: an ICMP echo, whose identifier stands in both ports.
   NatPre nat_key(const rte_mbuf* m, ConnKey& k, bool echo) const noexcept;

@@ -468,6 +468,121 @@ TEST_F(Nat, AReloadOfTheForwardingRulesKeepsTheForwardedConnections) {
   EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
 }
 
+// The stage looks a flow up once per run of its packets in a vector: the next packet with the
+// same key, hash, ingress port and shape takes the session the one before found. A vector
+// must leave exactly as its packets do one call at a time, whatever runs, replies, new
+// connections and ingress ports it mixes: the same translations, sessions and marks.
+TEST_F(Nat, AVectorLeavesAsItsPacketsDoOneCallAtATime) {
+  ConntrackConfig c = snat_config();
+  DnatRuleConfig d;
+  d.in_port = "wan";
+  d.proto = IPPROTO_TCP;
+  d.dst = address(kPool);
+  d.dst_port = 8080;
+  d.to = address(kLanServer);
+  d.to_port = 80;
+  c.dnat.push_back(d);
+  build(c);
+  struct Spec {
+    std::string src;
+    uint16_t sport;
+    std::string dst;
+    uint16_t dport;
+    uint16_t port;
+    uint8_t proto;
+    uint8_t flags;
+  };
+  const Spec syn{kClient, 40000, kServer, 80, kLan, IPPROTO_TCP, kSyn};
+  // The flow hash each frame had from its port's receive-side rewrite (NatMap::apply), which
+  // names a reply by its connection once the mapping exists.
+  std::vector<uint32_t> hashes;
+  const auto make = [&](const Spec& x) {
+    rte_mbuf* m = frame(x.src, x.sport, x.dst, x.dport, x.port, x.proto, x.flags);
+    hashes.push_back(m->hash.rss);
+    return m;
+  };
+  const std::optional<Seen> first = run(make(syn));
+  ASSERT_TRUE(first);
+  const uint16_t mapped = first->sport;
+  const Spec forwarded{kServer, 33000, kPool, 8080, kWan, IPPROTO_TCP, kSyn};
+  Spec from_lan = forwarded;  // the same key from the other port: no destination NAT for it
+  from_lan.port = kLan;
+  const std::vector<Spec> specs = {
+      syn,
+      syn,  // retransmitted
+      {kClient, 40000, kServer, 80, kLan, IPPROTO_UDP, 0},
+      {kClient, 40000, kServer, 80, kLan, IPPROTO_UDP, 0},
+      {kServer, 80, kPool, mapped, kWan, IPPROTO_TCP, kSyn | kAck},
+      {kClient, 40000, kServer, 80, kLan, IPPROTO_TCP, kAck},
+      {kClient, 40000, kServer, 80, kLan, IPPROTO_TCP, kAck},
+      {kServer, 80, kPool, mapped, kWan, IPPROTO_TCP, kAck},
+      {kServer, 80, kPool, mapped, kWan, IPPROTO_UDP, 0},
+      forwarded,
+      from_lan,
+      from_lan,
+      forwarded,
+      {kClient, 7, kServer, 7, kLan, IPPROTO_ICMP, 8},
+      {kClient, 7, kServer, 7, kLan, IPPROTO_ICMP, 8},
+  };
+  std::vector<std::optional<Seen>> one_by_one = {first};
+  for (size_t i = 1; i < specs.size(); ++i)
+    one_by_one.push_back(run(make(specs[i])));
+  // What the single calls did, where it is known beforehand.
+  ASSERT_TRUE(one_by_one[4] && one_by_one[9] && one_by_one[10]);
+  EXPECT_EQ(one_by_one[4]->dst, kClient);
+  EXPECT_EQ(one_by_one[4]->dport, 40000);
+  EXPECT_EQ(one_by_one[9]->dst, kLanServer);
+  EXPECT_EQ(one_by_one[10]->dst, kPool);
+  EXPECT_EQ(one_by_one[10]->dport, 8080);
+
+  ConntrackStage* const single = stage_;
+  Harness vector_run;
+  RouteConfig r;
+  r.routes = {route("198.51.100.0/24", "lan"), route("0.0.0.0/0", "wan", "192.0.2.254")};
+  ASSERT_TRUE(vector_run.build({stage("conntrack", c), stage("route", r, true)}));
+  stage_ = vector_run.pipeline->find<ConntrackStage>("conntrack");
+  ASSERT_NE(stage_, nullptr);
+  // Built before any of them ran, the replies carry the hash their port gives them once the
+  // connection is mapped, as when they arrive after the packet that mapped it.
+  std::vector<rte_mbuf*> pkts;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const Spec& x = specs[i];
+    pkts.push_back(frame(x.src, x.sport, x.dst, x.dport, x.port, x.proto, x.flags));
+    pkts.back()->hash.rss = hashes[i];
+  }
+  vector_run.run(pkts);
+  ASSERT_EQ(vector_run.sinks.tx.size(), specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_TRUE(one_by_one[i]);
+    const Seen v = seen(vector_run.sinks.tx[i]);
+    EXPECT_EQ(v.src, one_by_one[i]->src);
+    EXPECT_EQ(v.dst, one_by_one[i]->dst);
+    EXPECT_EQ(v.sport, one_by_one[i]->sport);
+    EXPECT_EQ(v.dport, one_by_one[i]->dport);
+    EXPECT_TRUE(v.ip_sum_ok);
+    EXPECT_TRUE(v.l4_sum_ok);
+  }
+  const auto a = single->sessions({});
+  const auto b = stage_->sessions({});
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(a[i].key == b[i].key);
+    EXPECT_EQ(a[i].state, b[i].state);
+    EXPECT_EQ(a[i].flags, b[i].flags);
+    EXPECT_EQ(a[i].packets, b[i].packets);
+    EXPECT_EQ(a[i].bytes, b[i].bytes);
+    EXPECT_EQ(a[i].nat_port, b[i].nat_port);
+    EXPECT_EQ(a[i].nat_pool, b[i].nat_pool);
+    EXPECT_EQ(a[i].nat_rule, b[i].nat_rule);
+  }
+  EXPECT_EQ(single->counters().marks, stage_->counters().marks);
+  EXPECT_EQ(single->counters().created, stage_->counters().created);
+  vector_run.sinks.free_all();
+  EXPECT_EQ(vector_run.accounting().unaccounted(), 0) << vector_run.accounting().to_string();
+}
+
 // A pool of four addresses (a /30) is paired (RFC 4787 REQ-2): every connection of an internal
 // address leaves from the same pool address, the clients spread over the four, and the
 // replies to each address come back.
