@@ -51,9 +51,10 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
   for (rte_mbuf* m : pkts) {
     const PacketMeta& pm = meta(m);
     // The common case in one test: transmitted, through a port this adapter sends on, and not
-    // a copy. (out_port < 64 always holds for a port: kMaxPorts.)
+    // a copy (the other flags, a conntrack mark or a trace, change nothing here). (out_port <
+    // 64 always holds for a port: kMaxPorts.)
     const uint16_t out = pm.out_port;
-    if (pm.verdict == Verdict::Transmit && pm.flags == 0 && out < kMaxPorts &&
+    if (pm.verdict == Verdict::Transmit && !(pm.flags & kMetaFlagCopy) && out < kMaxPorts &&
         (tx_ports_ >> out & 1)) [[likely]] {
       Buffer& b = tx[out];
       if (b.n == 0) tx_dirty_ |= uint64_t{1} << out;
