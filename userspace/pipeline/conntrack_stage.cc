@@ -612,6 +612,18 @@ bool ConntrackStage::nat_open(ConnEntry* e, const rte_mbuf* m, const NatPre& pre
   return true;
 }
 
+bool ConntrackStage::fragment_source_translated(const rte_mbuf* m,
+                                                const ConnKey& k) const noexcept {
+  const std::optional<NatProto> p = nat_proto(k.proto);
+  if (!p) return false;
+  uint32_t src;
+  std::memcpy(&src, k.src.data(), 4);
+  if (nat_->dnat_target_address(*p, src)) return true;
+  for (const SnatRule& r : *snat_->load())
+    if ((r.in_port == kNoPort || r.in_port == m->port) && (src & r.mask) == r.src) return true;
+  return false;
+}
+
 void ConntrackStage::nat_apply(rte_mbuf* m, const ConnEntry& e, bool reply) const noexcept {
   rte_ipv4_hdr* ip = pkt::ipv4(m);
   const Rewrite r{ip, rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len + m->l3_len),
@@ -667,6 +679,14 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
     l4_room = rte_be_to_cpu_16(ip->payload_len) + sizeof(rte_ipv6_hdr) - m->l3_len;
   }
   const bool fragment = (m->packet_type & RTE_PTYPE_L4_MASK) == RTE_PTYPE_L4_FRAG;
+  // Fragments are not reassembled, and only the first carries the ports a translation
+  // rewrites: the later ones, without ports and hashed on addresses alone, reach another flow
+  // bucket than their connection's, so no owner could hand them its mapping. One whose source
+  // the NAT would rewrite is dropped and counted rather than sent out with an internal
+  // address or a rewritten payload. Fragments to a pool or public address go on as addressed
+  // (to the box itself, in the common case).
+  if (fragment && nat_ && k.version == 4 && fragment_source_translated(m, k))
+    return Tracked::refuse(DropReason::NAT_FRAGMENT);
   uint8_t* l4 = rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len + m->l3_len);
   bool tcp = false;
   bool echo = false;
@@ -905,7 +925,8 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     if (!pkt::is_ipv4(m) && !pkt::is_ipv6(m)) continue;
     const Tracked t = track(m, tsc, now, st, last);
     if (t.refused) {
-      (*t.refused == DropReason::NAT_NO_PORT ? st.nat_no_port : st.table_full).add();
+      if (*t.refused == DropReason::NAT_NO_PORT) st.nat_no_port.add();
+      if (*t.refused == DropReason::CT_TABLE_FULL) st.table_full.add();
       set_drop(m, *t.refused);
       continue;
     }

@@ -161,7 +161,7 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
     CtMark mark = CtMark::Invalid;
     ConnEntry* entry = nullptr;  // nullptr for related, invalid-without-session, refused
     bool reply = false;
-    std::optional<DropReason> refused;  // CT_TABLE_FULL, NAT_NO_PORT
+    std::optional<DropReason> refused;  // CT_TABLE_FULL, NAT_NO_PORT, NAT_FRAGMENT
   };
   // What the NAT made of a packet's key before the lookup (nat_key).
   struct NatPre {
@@ -188,6 +188,9 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
   NatPre nat_key(const rte_mbuf* m, ConnKey& k, bool echo) const noexcept;
   // NAT, on a new session: binds its translation. False: no port (the session is removed).
   bool nat_open(ConnEntry* e, const rte_mbuf* m, const NatPre& pre) noexcept;
+  // NAT, on an IPv4 fragment: whether its source is one the NAT rewrites (a source NAT rule
+  // takes it, or it is a forwarded server answering).
+  bool fragment_source_translated(const rte_mbuf* m, const ConnKey& k) const noexcept;
   // NAT, on each packet of a translated session.
   void nat_apply(rte_mbuf* m, const ConnEntry& e, bool reply) const noexcept;
   static void nat_release(void* self, const ConnEntry& e) noexcept;

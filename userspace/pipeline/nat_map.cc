@@ -178,6 +178,10 @@ int NatMap::dnat_target(NatProto p, NatEndpoint e) const noexcept {
   return find_dnat([&](const DnatRule& r) { return r.proto == p && r.target == e; });
 }
 
+bool NatMap::dnat_target_address(NatProto p, uint32_t addr) const noexcept {
+  return find_dnat([&](const DnatRule& r) { return r.proto == p && r.target.addr == addr; }) >= 0;
+}
+
 int NatMap::dnat_public(NatProto p, NatEndpoint e) const noexcept {
   return find_dnat([&](const DnatRule& r) { return r.proto == p && r.pub == e; });
 }

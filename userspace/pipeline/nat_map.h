@@ -117,6 +117,8 @@ class NatMap final : public FlowHashRewrite {
   int dnat_match(uint16_t in, NatProto p, NatEndpoint dst) const noexcept;
   // The rule whose target is `e` (one in force first, then one retired), or -1.
   int dnat_target(NatProto p, NatEndpoint e) const noexcept;
+  // Whether `addr` (network order) is the target address of a rule for `p`, whatever port.
+  bool dnat_target_address(NatProto p, uint32_t addr) const noexcept;
   const DnatRule& dnat_rule(unsigned i) const noexcept { return dnat_[i]; }
   bool has_dnat() const noexcept { return ndnat_.load(std::memory_order_acquire) != 0; }
 

@@ -65,7 +65,8 @@
   /* Connection tracking and NAT (pipeline/conntrack_stage.h). */                                  \
   X(CT_INVALID, "ct_invalid", "conntrack: packet fits no connection's state (invalid)")            \
   X(CT_TABLE_FULL, "ct_table_full", "conntrack: new connection refused, session table full")       \
-  X(NAT_NO_PORT, "nat_no_port", "NAT: new connection refused, no free port in its range")
+  X(NAT_NO_PORT, "nat_no_port", "NAT: new connection refused, no free port in its range")      \
+  X(NAT_FRAGMENT, "nat_fragment", "NAT: IPv4 fragment whose source NAT would rewrite")
 
 enum vf_drop_reason {
 #define VF_DROP_ENUM(name, wire, text) VF_DROP_##name,

@@ -14,6 +14,7 @@
 #include <rte_tcp.h>
 
 #include "core/packet.h"
+#include "core/parse.h"
 #include "fixture.h"
 #include "pipeline/conntrack_stage.h"
 #include "pipeline/packet_view.h"
@@ -581,6 +582,66 @@ TEST_F(Nat, AVectorLeavesAsItsPacketsDoOneCallAtATime) {
   EXPECT_EQ(single->counters().created, stage_->counters().created);
   vector_run.sinks.free_all();
   EXPECT_EQ(vector_run.accounting().unaccounted(), 0) << vector_run.accounting().to_string();
+}
+
+// An IPv4 fragment of a UDP datagram from `src` to `dst`, entering at `port`: the first (with
+// the UDP header, more to come) or a later one (payload only), classified as a port would.
+rte_mbuf* fragment(const std::string& src, const std::string& dst, uint16_t port, bool first) {
+  FrameSpec s;
+  s.src = src, s.dst = dst, s.sport = 40000, s.dport = 53, s.port = port, s.payload = 64;
+  rte_mbuf* m = make_frame(s);
+  auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, m->l2_len);
+  ip->fragment_offset = rte_cpu_to_be_16(first ? RTE_IPV4_HDR_MF_FLAG : 185);  // 1480 bytes on
+  ip->hdr_checksum = 0;
+  ip->hdr_checksum = rte_ipv4_cksum(ip);
+  EXPECT_FALSE(parse_packet(m, true));
+  return m;
+}
+
+// Fragments are not reassembled and the later ones carry no ports: the NAT cannot give them
+// their connection's mapping. Those whose source it would rewrite are dropped and counted
+// (nat_fragment), never sent with the internal address or with bytes of their payload taken
+// for ports; the others go on as addressed.
+TEST_F(Nat, FragmentsItWouldRewriteAreDroppedAndCountedNotSentHalfTranslated) {
+  ConntrackConfig c = snat_config();
+  DnatRuleConfig d;
+  d.in_port = "wan";
+  d.proto = IPPROTO_UDP;
+  d.dst = address(kPool);
+  d.dst_port = 5353;
+  d.to = address("198.51.100.9");
+  d.to_port = 53;
+  c.dnat.push_back(d);
+  build(c);
+  // From the lan host the source NAT takes: the first fragment and a later one.
+  EXPECT_FALSE(run(fragment(kClient, kServer, kLan, true)));
+  EXPECT_FALSE(run(fragment(kClient, kServer, kLan, false)));
+  // From the forwarded server, entering on wan (no source NAT rule for wan): its address is
+  // one the NAT rewrites to the public one.
+  EXPECT_FALSE(run(fragment("198.51.100.9", kServer, kWan, false)));
+  AccountingSnapshot a = h.accounting();
+  EXPECT_EQ(a.drops[size_t(DropReason::NAT_FRAGMENT)], 3u) << a.to_string();
+  EXPECT_EQ(stage_->nat()->ports_in_use(0, NatProto::Udp), 0u);
+  EXPECT_TRUE(stage_->sessions({}).empty());
+  EXPECT_EQ(stage_->counters().nat_no_port, 0u);
+  EXPECT_EQ(stage_->counters().table_full, 0u);
+
+  // To the pool address from outside, and between hosts no rule names: as addressed.
+  const auto in = run(fragment(kServer, kPool, kWan, false));
+  ASSERT_TRUE(in);
+  EXPECT_EQ(in->src, kServer);
+  EXPECT_EQ(in->dst, kPool);
+  const auto other = run(fragment(kServer, "203.0.113.77", kWan, true));
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->src, kServer);
+  EXPECT_EQ(other->sport, 40000);  // its UDP header untouched
+  // An unfragmented datagram of the same lan host is still translated.
+  const auto whole = run(frame(kClient, 40000, kServer, 53, kLan));
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(whole->src, kPool);
+  a = h.accounting();
+  EXPECT_EQ(a.drops[size_t(DropReason::NAT_FRAGMENT)], 3u);
+  EXPECT_EQ(a.unaccounted(), 0) << a.to_string();
 }
 
 // A pool of four addresses (a /30) is paired (RFC 4787 REQ-2): every connection of an internal
