@@ -14,6 +14,7 @@
 #include "core/flow.h"
 #include "core/log.h"
 #include "core/packet.h"
+#include "pipeline/ip_util.h"
 #include "pipeline/kernel_sync.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/stage_registry.h"
@@ -34,6 +35,10 @@ uint32_t be32(const uint8_t* p) noexcept {
 }
 uint16_t be16(const uint8_t* p) noexcept {
   return static_cast<uint16_t>(p[0] << 8 | p[1]);
+}
+
+FragmentTable::Datagram datagram_of(const rte_ipv4_hdr* ip) noexcept {
+  return {ip->src_addr, ip->dst_addr, ip->packet_id, ip->next_proto_id};
 }
 
 // Sequence-space comparisons (RFC 793 arithmetic modulo 2^32).
@@ -216,8 +221,13 @@ ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx
     snat_ = std::make_unique<RcuPtr<std::vector<SnatRule>>>(
         std::make_unique<std::vector<SnatRule>>(*snat_rules(cfg_.snat)));
     table_->set_remove_hook(kConnSnat, &ConntrackStage::nat_release, this);
+    fragments_ = std::make_unique<FragmentTable>();
   }
   const double ticks_per_s = double(tsc_hz_) / double(uint64_t{1} << ConnTable::kTickShift);
+  // A datagram's fragments follow each other within microseconds on a path that does not
+  // reorder; seconds cover a slow one. Linux keeps a reassembly 30 s, bounded by memory.
+  constexpr double kFragmentLifetimeSeconds = 2;
+  fragment_ticks_ = static_cast<uint32_t>(std::max(1.0, kFragmentLifetimeSeconds * ticks_per_s));
   for (size_t s = 0; s < kConnStateCount; ++s) {
     const double t = double(cfg_.timeouts.of(static_cast<ConnState>(s))) * ticks_per_s;
     ticks_[s] = static_cast<uint32_t>(std::clamp(t, 1.0, double(INT32_MAX / 2)));
@@ -612,6 +622,16 @@ bool ConntrackStage::nat_open(ConnEntry* e, const rte_mbuf* m, const NatPre& pre
   return true;
 }
 
+void ConntrackStage::translate_fragment(rte_mbuf* m, const FragmentTable::Outcome& o) noexcept {
+  rte_ipv4_hdr* ip = pkt::ipv4(m);
+  if (ip->src_addr == o.src && ip->dst_addr == o.dst) return;
+  ip->src_addr = o.src;
+  ip->dst_addr = o.dst;
+  // No L4 header to update; the IP header summed again (fragments are rare).
+  ip->hdr_checksum = 0;
+  ip->hdr_checksum = rte_ipv4_cksum(ip);
+}
+
 bool ConntrackStage::fragment_source_translated(const rte_mbuf* m,
                                                 const ConnKey& k) const noexcept {
   const std::optional<NatProto> p = nat_proto(k.proto);
@@ -678,15 +698,24 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
     std::memcpy(k.dst.data(), ip->dst_addr, 16);
     l4_room = rte_be_to_cpu_16(ip->payload_len) + sizeof(rte_ipv6_hdr) - m->l3_len;
   }
-  const bool fragment = (m->packet_type & RTE_PTYPE_L4_MASK) == RTE_PTYPE_L4_FRAG;
-  // Fragments are not reassembled, and only the first carries the ports a translation
-  // rewrites: the later ones, without ports and hashed on addresses alone, reach another flow
-  // bucket than their connection's, so no owner could hand them its mapping. One whose source
-  // the NAT would rewrite is dropped and counted rather than sent out with an internal
-  // address or a rewritten payload. Fragments to a pool or public address go on as addressed
-  // (to the box itself, in the common case).
-  if (fragment && nat_ && k.version == 4 && fragment_source_translated(m, k))
-    return Tracked::refuse(DropReason::NAT_FRAGMENT);
+  bool fragment = (m->packet_type & RTE_PTYPE_L4_MASK) == RTE_PTYPE_L4_FRAG;
+  if (fragment && nat_ && k.version == 4) [[unlikely]] {
+    // NAT without reassembly (pipeline/fragment_table.h): a first fragment carries its ports
+    // and is tracked and translated as its connection; a later one takes what its first
+    // fragment became. One whose first fragment is not known and whose source the NAT would
+    // rewrite is dropped and counted rather than sent with an internal address; the others
+    // go on as addressed (to the box itself, in the common case).
+    const rte_ipv4_hdr* ip = pkt::ipv4(m);
+    if (!later_fragment(ip)) {
+      fragment = false;
+    } else if (const FragmentTable::Outcome* o =
+                   fragments_->find(m->hash.rss, datagram_of(ip), now)) {
+      translate_fragment(m, *o);
+      return Tracked(o->mark);
+    } else if (fragment_source_translated(m, k)) {
+      return Tracked::refuse(DropReason::NAT_FRAGMENT);
+    }
+  }
   uint8_t* l4 = rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len + m->l3_len);
   bool tcp = false;
   bool echo = false;
@@ -923,6 +952,13 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     if (i + kSessionAhead < n) table_->prefetch_session(pkts[i + kSessionAhead]->hash.rss);
     rte_mbuf* m = pkts[i];
     if (!pkt::is_ipv4(m) && !pkt::is_ipv6(m)) continue;
+    // A first fragment's outcome is kept for its later fragments (with nat).
+    const bool first_fragment = fragments_ &&
+                                (m->packet_type & RTE_PTYPE_L4_MASK) == RTE_PTYPE_L4_FRAG &&
+                                pkt::is_ipv4(m) && !later_fragment(pkt::ipv4(m));
+    FragmentTable::Datagram datagram;
+    if (first_fragment) [[unlikely]]
+      datagram = datagram_of(pkt::ipv4(m));
     const Tracked t = track(m, tsc, now, st, last);
     if (t.refused) {
       if (*t.refused == DropReason::NAT_NO_PORT) st.nat_no_port.add();
@@ -934,10 +970,14 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     ++marks[size_t(t.mark)];
     if (t.mark == CtMark::Invalid) {
       if (cfg_.drop_invalid) set_drop(m, DropReason::CT_INVALID);
-      continue;
-    }
-    if (t.entry != nullptr && (t.entry->flags & (kConnSnat | kConnDnat)))
+    } else if (t.entry != nullptr && (t.entry->flags & (kConnSnat | kConnDnat))) {
       nat_apply(m, *t.entry, t.reply);
+    }
+    if (first_fragment) [[unlikely]] {
+      const rte_ipv4_hdr* ip = pkt::ipv4(m);
+      fragments_->remember(m->hash.rss, datagram, {ip->src_addr, ip->dst_addr, t.mark}, now,
+                           now + fragment_ticks_);
+    }
   }
   for (size_t c = 0; c < kCtMarkCount; ++c)
     if (marks[c]) st.marks[c].add(marks[c]);

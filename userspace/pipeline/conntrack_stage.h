@@ -51,6 +51,7 @@
 #include "config/config.h"
 #include "core/counter.h"
 #include "pipeline/conntrack_table.h"
+#include "pipeline/fragment_table.h"
 #include "pipeline/nat_map.h"
 #include "pipeline/rcu_ptr.h"
 #include "pipeline/stage.h"
@@ -191,6 +192,9 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
   // NAT, on an IPv4 fragment: whether its source is one the NAT rewrites (a source NAT rule
   // takes it, or it is a forwarded server answering).
   bool fragment_source_translated(const rte_mbuf* m, const ConnKey& k) const noexcept;
+  // NAT, on a later IPv4 fragment whose first fragment was seen: its addresses as the first
+  // fragment left with.
+  static void translate_fragment(rte_mbuf* m, const FragmentTable::Outcome& o) noexcept;
   // NAT, on each packet of a translated session.
   void nat_apply(rte_mbuf* m, const ConnEntry& e, bool reply) const noexcept;
   static void nat_release(void* self, const ConnEntry& e) noexcept;
@@ -206,6 +210,9 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
   std::array<uint32_t, kConnStateCount> ticks_{};  // timeouts in table ticks
   std::unique_ptr<ConnTable> table_;
   std::unique_ptr<NatMap> nat_;
+  // With nat: what each first fragment became, for its later fragments.
+  std::unique_ptr<FragmentTable> fragments_;
+  uint32_t fragment_ticks_ = 1;  // how long a first fragment's outcome is kept
   struct SnatRule {
     uint16_t in_port;
     uint32_t src, mask;          // network order

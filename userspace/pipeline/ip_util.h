@@ -1,4 +1,4 @@
-// Small header checks and rewrites the route stage does per packet.
+// Small header checks and rewrites the route and conntrack stages do per packet.
 #pragma once
 
 #include <bit>
@@ -8,6 +8,11 @@
 #include <rte_ip.h>
 
 namespace vecflow {
+
+// An IPv4 fragment other than the first (a non-zero offset): it carries no L4 header.
+inline bool later_fragment(const rte_ipv4_hdr* ip) noexcept {
+  return (rte_be_to_cpu_16(ip->fragment_offset) & RTE_IPV4_HDR_OFFSET_MASK) != 0;
+}
 
 // Decrements an IPv4 TTL and updates the header checksum incrementally (RFC 1624, eqn. 3:
 // HC' = ~(~HC + ~m + m')), without summing the header again. The one's-complement sum does not

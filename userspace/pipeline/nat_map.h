@@ -34,7 +34,8 @@
 // endpoint opened; anything else to the pool goes on untranslated to the later stages.
 //
 // IPv4 only (NAT44); TCP, UDP and ICMP echo (its identifier is the port). Fragments are not
-// translated.
+// reassembled: a later fragment is translated as its first fragment was
+// (pipeline/fragment_table.h).
 #pragma once
 
 #include <array>
@@ -129,7 +130,9 @@ class NatMap final : public FlowHashRewrite {
   // endpoints a connection's flow hash is computed from. Returns whether one was replaced.
   bool to_public(NatProto p, NatEndpoint& src, NatEndpoint& dst) const noexcept;
 
-  // The receive-side hash (see above), on each classified packet of a burst.
+  // The receive-side hash (see above), on each classified packet of a burst. A first IPv4
+  // fragment is hashed as its connection, and its later fragments as it (see
+  // pipeline/fragment_table.h).
   void apply(rte_mbuf** pkts, uint16_t n) const noexcept override;
 
   // ---- control thread ----
@@ -138,6 +141,10 @@ class NatMap final : public FlowHashRewrite {
   size_t pools() const noexcept { return npools_.load(std::memory_order_acquire); }
 
  private:
+  // apply() on one packet: the hash of the connection a translation touches.
+  void rehash(rte_mbuf* m) const noexcept;
+  // apply() on a first fragment: rehash, and remember the hash for its later fragments.
+  void first_fragment(rte_mbuf* m) const noexcept;
   using Slots = std::array<std::atomic<uint64_t>, 65536>;
   using PoolSlots = std::array<Slots, kNatProtoCount>;
   Slots& slots(unsigned pool, NatProto p) const noexcept { return (*slots_[pool])[size_t(p)]; }

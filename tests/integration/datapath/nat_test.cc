@@ -39,11 +39,14 @@ class Nat : public Forwarding {
 };
 
 // A probe (what a host sees of one connection attempt: "ok" and the address the server saw,
-// or why not) and a server that answers with the address and port it saw, as files.
+// or why not) and a server that answers with the address and port it saw, as files. A UDP
+// probe given a size sends a datagram that large (fragmented above the MTU) and the server
+// pads its answer to the same size: the probe then prints the size it got back too.
 void write_scripts(const std::string& dir) {
   std::ofstream(dir + "/probe.py")
       << "import socket, sys\n"
          "kind, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
+         "size = int(sys.argv[4]) if len(sys.argv) > 4 else 0\n"
          "try:\n"
          "    if kind == 'tcp':\n"
          "        s = socket.create_connection((host, port), timeout=2)\n"
@@ -52,8 +55,9 @@ void write_scripts(const std::string& dir) {
          "        s.settimeout(2)\n"
          "        s.connect((host, port))\n"
          "    s.settimeout(2)\n"
-         "    s.send(b'hello')\n"
-         "    print('ok', s.recv(100).decode())\n"
+         "    s.send(b'h' * size if size else b'hello')\n"
+         "    r = s.recv(65535)\n"
+         "    print('ok', r.decode().strip(), *([len(r)] if size else []))\n"
          "except ConnectionRefusedError:\n"
          "    print('refused')\n"
          "except (socket.timeout, TimeoutError):\n"
@@ -80,8 +84,8 @@ void write_scripts(const std::string& dir) {
          "            c.sendall(a[0].encode())\n"
          "            c.close()\n"
          "        else:\n"
-         "            d, a = s.recvfrom(100)\n"
-         "            s.sendto(a[0].encode(), a)\n"
+         "            d, a = s.recvfrom(65535)\n"
+         "            s.sendto(a[0].encode().ljust(len(d) if len(d) > 1000 else 0), a)\n"
          "        print(a[0], a[1], file=log, flush=True)\n"
          "except (socket.timeout, TimeoutError):\n"
          "    pass\n";
@@ -114,11 +118,14 @@ std::map<std::string, std::string> scenarios(const Lab& lab, const std::string& 
   seen["tcp lan->wan, closed port"] = probe('s', "tcp 192.0.2.2 5003");
   seen["udp lan->wan"] = probe('s', "udp 192.0.2.2 5355");
   seen["udp lan->wan, closed port"] = probe('s', "udp 192.0.2.2 5354");
+  seen["udp lan->wan, 4000 bytes each way (fragments)"] = probe('s', "udp 192.0.2.2 5355 4000");
   seen["ping lan->wan"] =
       lab.exec('s', "ping -c 2 -i 0.2 -W 1 192.0.2.2 >/dev/null") == 0 ? "ok" : "lost";
   seen["tcp wan->public port"] = probe('c', "tcp 192.0.2.1 8080");
   seen["udp wan->public port"] = probe('c', "udp 192.0.2.1 8053");
   seen["udp wan->public port, closed"] = probe('c', "udp 192.0.2.1 8054");
+  seen["udp wan->public port, 4000 bytes each way (fragments)"] =
+      probe('c', "udp 192.0.2.1 8053 4000");
   seen["tcp lan->public port (hairpin)"] = probe('s', "tcp 192.0.2.1 8080");
   seen["tcp wan->lan, untranslated"] = probe('c', "tcp 198.51.100.2 5001");
   sh("pkill -f " + dir + "/whoami.py");
@@ -172,12 +179,15 @@ TEST_F(Nat, HostsSeeWhatTheyWouldThroughLinuxNat) {
   EXPECT_EQ(linux_saw.at("udp lan->wan, closed port"), "refused");
   EXPECT_EQ(linux_saw.at("udp wan->public port, closed"), "refused");
   EXPECT_EQ(linux_saw.at("tcp lan->public port (hairpin)"), "ok 192.0.2.1");
+  EXPECT_EQ(linux_saw.at("udp lan->wan, 4000 bytes each way (fragments)"), "ok 192.0.2.1 4000");
+  EXPECT_EQ(linux_saw.at("udp wan->public port, 4000 bytes each way (fragments)"),
+            "ok 192.0.2.2 4000");
   for (const auto& [what, saw] : vecflow_saw)
     RecordProperty(what, saw);
   // The ports the lan's connections left from: the rule's range, as both translate.
   for (const std::string& d : {dir_, kdir}) {
     const auto ports = wan_peer_ports(d);
-    EXPECT_EQ(ports.size(), 2u) << d;  // the TCP and the UDP probe
+    EXPECT_EQ(ports.size(), 3u) << d;  // the TCP and the two UDP probes
     for (int p : ports) {
       EXPECT_GE(p, kLowPort) << d;
       EXPECT_LE(p, kHighPort) << d;

@@ -15,6 +15,7 @@
 #include "fixture.h"
 #include "pipeline/acl_stage.h"
 #include "pipeline/conntrack_stage.h"
+#include "pipeline/fragment_table.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/stage_registry.h"
 #include "support/appliances.h"
@@ -476,6 +477,43 @@ TEST(ConnTableTest, SessionsExpireOnLookupAndInTheSweep) {
     gone += t.sweep(0xabcd1234, now + 11, 1);
   EXPECT_EQ(gone, 1u);
   EXPECT_EQ(t.in_use(), 0u);
+}
+
+// The first fragments' outcomes: found by datagram until they expire; a full bucket gives
+// the way that expires first to a new datagram, and a first fragment seen again updates its
+// own entry.
+TEST(FragmentTableTest, DatagramsLiveTheirTimeAndAFullBucketGivesUpTheOldest) {
+  FragmentTable t;
+  const uint32_t hash = 0x5a5a0001, now = 1000;
+  const auto datagram = [](uint16_t id) { return FragmentTable::Datagram{10, 20, id, 17}; };
+  for (uint16_t id = 1; id <= FragmentTable::kWays; ++id)
+    t.remember(hash, datagram(id), {100u + id, 200, CtMark::New}, now, now + 10u * id);
+  for (uint16_t id = 1; id <= FragmentTable::kWays; ++id) {
+    const FragmentTable::Outcome* o = t.find(hash, datagram(id), now + 5);
+    ASSERT_NE(o, nullptr) << id;
+    EXPECT_EQ(o->src, 100u + id);
+  }
+  EXPECT_EQ(t.find(hash, datagram(99), now), nullptr);
+  // Another class's bucket does not hold them.
+  EXPECT_EQ(t.find(hash + 1, datagram(1), now), nullptr);
+  // Past its time a datagram is gone.
+  EXPECT_EQ(t.find(hash, datagram(1), now + 10), nullptr);
+  EXPECT_NE(t.find(hash, datagram(2), now + 10), nullptr);
+
+  // Seen again: its own entry, with the new outcome.
+  t.remember(hash, datagram(3), {7, 8, CtMark::Established}, now + 1, now + 100);
+  ASSERT_NE(t.find(hash, datagram(3), now + 50), nullptr);
+  EXPECT_EQ(t.find(hash, datagram(3), now + 50)->mark, CtMark::Established);
+  // Full, none expired: the new datagram takes the way that expires first (id 2 at now + 20,
+  // id 1's way has expired by now + 15 and goes first).
+  t.remember(hash, datagram(50), {1, 2, CtMark::New}, now + 15, now + 200);
+  EXPECT_NE(t.find(hash, datagram(2), now + 16), nullptr);
+  t.remember(hash, datagram(51), {1, 2, CtMark::New}, now + 16, now + 200);
+  EXPECT_EQ(t.find(hash, datagram(2), now + 17), nullptr);
+  EXPECT_NE(t.find(hash, datagram(3), now + 17), nullptr);
+  EXPECT_NE(t.find(hash, datagram(4), now + 17), nullptr);
+  EXPECT_NE(t.find(hash, datagram(50), now + 17), nullptr);
+  EXPECT_NE(t.find(hash, datagram(51), now + 17), nullptr);
 }
 
 TEST(ConnTableTest, OneHashClassFillsBothItsBucketsBeforeRefusing) {

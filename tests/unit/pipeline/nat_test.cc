@@ -584,63 +584,168 @@ TEST_F(Nat, AVectorLeavesAsItsPacketsDoOneCallAtATime) {
   EXPECT_EQ(vector_run.accounting().unaccounted(), 0) << vector_run.accounting().to_string();
 }
 
-// An IPv4 fragment of a UDP datagram from `src` to `dst`, entering at `port`: the first (with
-// the UDP header, more to come) or a later one (payload only), classified as a port would.
-rte_mbuf* fragment(const std::string& src, const std::string& dst, uint16_t port, bool first) {
+// A UDP datagram of 48 bytes (header and 40 bytes of payload, its checksum over all of them)
+// from src:sport to dst:dport, entering at `port`, cut into three IPv4 fragments of 24, 16
+// and 8 bytes, each classified as a port would (the NAT's receive-side hash included).
+std::vector<rte_mbuf*> fragmented(ConntrackStage& stage, const std::string& src, uint16_t sport,
+                                  const std::string& dst, uint16_t dport, uint16_t port,
+                                  uint16_t id) {
   FrameSpec s;
-  s.src = src, s.dst = dst, s.sport = 40000, s.dport = 53, s.port = port, s.payload = 64;
-  rte_mbuf* m = make_frame(s);
-  auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, m->l2_len);
-  ip->fragment_offset = rte_cpu_to_be_16(first ? RTE_IPV4_HDR_MF_FLAG : 185);  // 1480 bytes on
-  ip->hdr_checksum = 0;
-  ip->hdr_checksum = rte_ipv4_cksum(ip);
-  EXPECT_FALSE(parse_packet(m, true));
-  return m;
+  s.src = src, s.dst = dst, s.sport = sport, s.dport = dport, s.port = port, s.payload = 40;
+  rte_mbuf* whole = make_frame(s);
+  uint8_t* l4 = rte_pktmbuf_mtod_offset(whole, uint8_t*, whole->l2_len + whole->l3_len);
+  for (int i = 0; i < 40; ++i)
+    l4[8 + i] = static_cast<uint8_t>(i * 7 + 1);
+  fill_l4_checksum(whole);
+  std::vector<rte_mbuf*> out;
+  const std::array<std::pair<uint16_t, uint16_t>, 3> pieces = {{{0, 24}, {24, 16}, {40, 8}}};
+  for (const auto& [off, len] : pieces) {
+    FrameSpec f = s;
+    f.payload = static_cast<uint16_t>(len - 8);
+    rte_mbuf* m = make_frame(f);
+    auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, m->l2_len);
+    std::memcpy(reinterpret_cast<uint8_t*>(ip) + m->l3_len, l4 + off, len);
+    ip->packet_id = rte_cpu_to_be_16(id);
+    const bool more = off + len < 48;
+    ip->fragment_offset =
+        rte_cpu_to_be_16(static_cast<uint16_t>(off / 8 | (more ? RTE_IPV4_HDR_MF_FLAG : 0)));
+    ip->hdr_checksum = 0;
+    ip->hdr_checksum = rte_ipv4_cksum(ip);
+    EXPECT_FALSE(parse_packet(m, true));
+    stage.nat()->apply(&m, 1);
+    out.push_back(m);
+  }
+  rte_pktmbuf_free(whole);
+  return out;
 }
 
-// Fragments are not reassembled and the later ones carry no ports: the NAT cannot give them
-// their connection's mapping. Those whose source it would rewrite are dropped and counted
-// (nat_fragment), never sent with the internal address or with bytes of their payload taken
-// for ports; the others go on as addressed.
-TEST_F(Nat, FragmentsItWouldRewriteAreDroppedAndCountedNotSentHalfTranslated) {
+// The datagram the fragments `pkts` carry, put back together: its addresses (from the first)
+// and whether each IP header checksum and the UDP checksum over the whole datagram hold.
+struct Reassembled {
+  Seen first;  // the first fragment's addresses and ports
+  bool ip_sums_ok = true;
+  bool udp_sum_ok = false;
+  bool same_addresses = true;
+};
+Reassembled reassemble(const std::vector<rte_mbuf*>& pkts) {
+  Reassembled r;
+  std::array<uint8_t, 48> data{};
+  uint32_t src = 0, dst = 0;
+  for (size_t i = 0; i < pkts.size(); ++i) {
+    rte_mbuf* m = pkts[i];
+    auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, m->l2_len);
+    if (i == 0) {
+      r.first = seen(m);
+      src = ip->src_addr;
+      dst = ip->dst_addr;
+    }
+    r.same_addresses &= ip->src_addr == src && ip->dst_addr == dst;
+    r.ip_sums_ok &= rte_raw_cksum(ip, m->l3_len) == 0xffff;
+    const size_t off = size_t(rte_be_to_cpu_16(ip->fragment_offset) & RTE_IPV4_HDR_OFFSET_MASK) * 8;
+    const size_t len = rte_be_to_cpu_16(ip->total_length) - m->l3_len;
+    if (off + len > data.size()) return r;
+    std::memcpy(data.data() + off, reinterpret_cast<uint8_t*>(ip) + m->l3_len, len);
+  }
+  const struct __attribute__((packed)) {
+    uint32_t src, dst;
+    uint8_t zero, proto;
+    uint16_t len;
+  } pseudo = {src, dst, 0, IPPROTO_UDP, rte_cpu_to_be_16(48)};
+  uint32_t sum =
+      uint32_t{rte_raw_cksum(&pseudo, sizeof(pseudo))} + rte_raw_cksum(data.data(), data.size());
+  sum = (sum & 0xffff) + (sum >> 16);
+  r.udp_sum_ok = ((sum & 0xffff) + (sum >> 16)) == 0xffff;
+  return r;
+}
+
+// NAT without reassembly: a first fragment carries its ports and is translated as its
+// connection; the later ones (no ports) reach the same worker through the receive-side hash
+// and leave with the addresses their first fragment left with. Both ways, the datagram put
+// back together has its translated endpoints and a UDP checksum that holds.
+TEST_F(Nat, FragmentedDatagramsAreTranslatedAsTheirFirstFragment) {
+  build(snat_config());
+  std::vector<rte_mbuf*> out = fragmented(*stage_, kClient, 40000, kServer, 53, kLan, 77);
+  const uint32_t hash = out[0]->hash.rss;
+  EXPECT_EQ(out[1]->hash.rss, hash);
+  EXPECT_EQ(out[2]->hash.rss, hash);
+  h.sinks.free_all();
+  h.run(out);
+  ASSERT_EQ(h.sinks.tx.size(), 3u);
+  const Reassembled up = reassemble(h.sinks.tx);
+  EXPECT_EQ(up.first.src, kPool);
+  EXPECT_GE(up.first.sport, 20000);
+  EXPECT_LE(up.first.sport, 20099);
+  EXPECT_EQ(up.first.dst, kServer);
+  EXPECT_TRUE(up.same_addresses);
+  EXPECT_TRUE(up.ip_sums_ok);
+  EXPECT_TRUE(up.udp_sum_ok);
+
+  // The server's fragmented answer to the pool's port, one fragment per call.
+  std::vector<rte_mbuf*> back = fragmented(*stage_, kServer, 53, kPool, up.first.sport, kWan, 9);
+  EXPECT_EQ(back[0]->hash.rss, hash);  // its connection's, as the port's rewrite hashes it
+  EXPECT_EQ(back[2]->hash.rss, hash);
+  std::vector<rte_mbuf*> down;
+  for (rte_mbuf* m : back) {
+    h.sinks.free_all();
+    h.run({m});
+    ASSERT_EQ(h.sinks.tx.size(), 1u);
+    down.push_back(h.sinks.tx.front());
+    h.sinks.tx.clear();
+  }
+  const Reassembled r = reassemble(down);
+  for (rte_mbuf* m : down)
+    rte_pktmbuf_free(m);
+  EXPECT_EQ(r.first.src, kServer);
+  EXPECT_EQ(r.first.dst, kClient);
+  EXPECT_EQ(r.first.dport, 40000);
+  EXPECT_TRUE(r.same_addresses);
+  EXPECT_TRUE(r.ip_sums_ok);
+  EXPECT_TRUE(r.udp_sum_ok);
+
+  // One session (the connection), one port; the fragments made no session of their own.
+  EXPECT_EQ(stage_->sessions({}).size(), 1u);
+  EXPECT_EQ(stage_->nat()->ports_in_use(0, NatProto::Udp), 1u);
+  EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
+}
+
+// A later fragment whose first fragment was not seen (lost, reordered, or its entry gone)
+// cannot be translated: if the NAT would rewrite its source it is dropped and counted
+// (nat_fragment), never sent with the internal address; others go on as addressed.
+TEST_F(Nat, ALaterFragmentWithoutItsFirstIsDroppedWhereItWouldLeakAnAddress) {
   ConntrackConfig c = snat_config();
   DnatRuleConfig d;
   d.in_port = "wan";
   d.proto = IPPROTO_UDP;
   d.dst = address(kPool);
   d.dst_port = 5353;
-  d.to = address("198.51.100.9");
+  d.to = address(kLanServer);
   d.to_port = 53;
   c.dnat.push_back(d);
   build(c);
-  // From the lan host the source NAT takes: the first fragment and a later one.
-  EXPECT_FALSE(run(fragment(kClient, kServer, kLan, true)));
-  EXPECT_FALSE(run(fragment(kClient, kServer, kLan, false)));
-  // From the forwarded server, entering on wan (no source NAT rule for wan): its address is
-  // one the NAT rewrites to the public one.
-  EXPECT_FALSE(run(fragment("198.51.100.9", kServer, kWan, false)));
+  // The later fragments only (the first is freed unseen): from the lan host the source NAT
+  // takes, and from the forwarded server entering on wan (its address is rewritten to the
+  // public one).
+  for (const auto& [src, port] : {std::pair{kClient, kLan}, std::pair{kLanServer, kWan}}) {
+    std::vector<rte_mbuf*> f = fragmented(*stage_, src, 40000, kServer, 53, port, 5);
+    rte_pktmbuf_free(f[0]);
+    EXPECT_FALSE(run(f[1]));
+    EXPECT_FALSE(run(f[2]));
+  }
   AccountingSnapshot a = h.accounting();
-  EXPECT_EQ(a.drops[size_t(DropReason::NAT_FRAGMENT)], 3u) << a.to_string();
-  EXPECT_EQ(stage_->nat()->ports_in_use(0, NatProto::Udp), 0u);
+  EXPECT_EQ(a.drops[size_t(DropReason::NAT_FRAGMENT)], 4u) << a.to_string();
   EXPECT_TRUE(stage_->sessions({}).empty());
-  EXPECT_EQ(stage_->counters().nat_no_port, 0u);
-  EXPECT_EQ(stage_->counters().table_full, 0u);
+  EXPECT_EQ(stage_->nat()->ports_in_use(0, NatProto::Udp), 0u);
 
-  // To the pool address from outside, and between hosts no rule names: as addressed.
-  const auto in = run(fragment(kServer, kPool, kWan, false));
-  ASSERT_TRUE(in);
-  EXPECT_EQ(in->src, kServer);
-  EXPECT_EQ(in->dst, kPool);
-  const auto other = run(fragment(kServer, "203.0.113.77", kWan, true));
-  ASSERT_TRUE(other);
-  EXPECT_EQ(other->src, kServer);
-  EXPECT_EQ(other->sport, 40000);  // its UDP header untouched
-  // An unfragmented datagram of the same lan host is still translated.
-  const auto whole = run(frame(kClient, 40000, kServer, 53, kLan));
-  ASSERT_TRUE(whole);
-  EXPECT_EQ(whole->src, kPool);
+  // To the pool address from outside: as addressed (to the box itself).
+  std::vector<rte_mbuf*> in = fragmented(*stage_, kServer, 53, kPool, 20001, kWan, 6);
+  rte_pktmbuf_free(in[0]);
+  rte_pktmbuf_free(in[2]);
+  const auto to_box = run(in[1]);
+  ASSERT_TRUE(to_box);
+  EXPECT_EQ(to_box->src, kServer);
+  EXPECT_EQ(to_box->dst, kPool);
   a = h.accounting();
-  EXPECT_EQ(a.drops[size_t(DropReason::NAT_FRAGMENT)], 3u);
+  EXPECT_EQ(a.drops[size_t(DropReason::NAT_FRAGMENT)], 4u);
   EXPECT_EQ(a.unaccounted(), 0) << a.to_string();
 }
 
