@@ -129,14 +129,19 @@ Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtim
   auto pipeline = Pipeline::build(cfg.pipeline, std::move(ctx));
   if (!pipeline) return fail("pipeline: {}", pipeline.error().message);
   pipeline_ = std::move(*pipeline);
-  // A NAT's replies must reach the flow bucket of their connection: every port hashes them
-  // through its map (pipeline/nat_map.h). The configuration check allows one NAT.
+  // A NAT's replies, and the later fragments of a datagram, must reach the flow bucket of
+  // their connection: every port hashes them through the conntrack stage's rewrite
+  // (pipeline/nat_map.h, pipeline/fragment_hash.h). The configuration check allows one NAT,
+  // whose rewrite covers fragments too; without one, any conntrack stage's does.
+  const FlowHashRewrite* rewrite = nullptr;
   for (size_t i = 0; i < pipeline_->size(); ++i) {
     const auto* ct = dynamic_cast<const ConntrackStage*>(&pipeline_->stage(i));
-    if (ct == nullptr || ct->nat() == nullptr) continue;
-    for (auto& port : ports_)
-      port->set_flow_hash_rewrite(ct->nat());
+    if (ct != nullptr && (rewrite == nullptr || ct->nat() != nullptr))
+      rewrite = ct->flow_hash_rewrite();
   }
+  if (rewrite != nullptr)
+    for (auto& port : ports_)
+      port->set_flow_hash_rewrite(rewrite);
   control_services_ = pipeline_->control_services();
   for (auto& s : control_services_)
     runtime.control().add_service(s);

@@ -221,8 +221,8 @@ ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx
     snat_ = std::make_unique<RcuPtr<std::vector<SnatRule>>>(
         std::make_unique<std::vector<SnatRule>>(*snat_rules(cfg_.snat)));
     table_->set_remove_hook(kConnSnat, &ConntrackStage::nat_release, this);
-    fragments_ = std::make_unique<FragmentTable>();
   }
+  fragments_ = std::make_unique<FragmentTable>();
   const double ticks_per_s = double(tsc_hz_) / double(uint64_t{1} << ConnTable::kTickShift);
   // A datagram's fragments follow each other within microseconds on a path that does not
   // reorder; seconds cover a slow one. Linux keeps a reassembly 30 s, bounded by memory.
@@ -699,12 +699,12 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
     l4_room = rte_be_to_cpu_16(ip->payload_len) + sizeof(rte_ipv6_hdr) - m->l3_len;
   }
   bool fragment = (m->packet_type & RTE_PTYPE_L4_MASK) == RTE_PTYPE_L4_FRAG;
-  if (fragment && nat_ && k.version == 4) [[unlikely]] {
-    // NAT without reassembly (pipeline/fragment_table.h): a first fragment carries its ports
-    // and is tracked and translated as its connection; a later one takes what its first
-    // fragment became. One whose first fragment is not known and whose source the NAT would
-    // rewrite is dropped and counted rather than sent with an internal address; the others
-    // go on as addressed (to the box itself, in the common case).
+  if (fragment && k.version == 4) [[unlikely]] {
+    // IPv4 fragments without reassembly (pipeline/fragment_table.h): a first fragment carries
+    // its ports and is tracked (and translated) as its connection; a later one takes what its
+    // first fragment became, its mark and its addresses. A later fragment of a datagram not
+    // known goes on tracked by its addresses alone; with NAT, one whose source would be
+    // rewritten is dropped and counted rather than sent with an internal address.
     const rte_ipv4_hdr* ip = pkt::ipv4(m);
     if (!later_fragment(ip)) {
       fragment = false;
@@ -712,7 +712,7 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
                    fragments_->find(m->hash.rss, datagram_of(ip), now)) {
       translate_fragment(m, *o);
       return Tracked(o->mark);
-    } else if (fragment_source_translated(m, k)) {
+    } else if (nat_ && fragment_source_translated(m, k)) {
       return Tracked::refuse(DropReason::NAT_FRAGMENT);
     }
   }
@@ -952,9 +952,8 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     if (i + kSessionAhead < n) table_->prefetch_session(pkts[i + kSessionAhead]->hash.rss);
     rte_mbuf* m = pkts[i];
     if (!pkt::is_ipv4(m) && !pkt::is_ipv6(m)) continue;
-    // A first fragment's outcome is kept for its later fragments (with nat).
-    const bool first_fragment = fragments_ &&
-                                (m->packet_type & RTE_PTYPE_L4_MASK) == RTE_PTYPE_L4_FRAG &&
+    // A first fragment's outcome is kept for its later fragments.
+    const bool first_fragment = (m->packet_type & RTE_PTYPE_L4_MASK) == RTE_PTYPE_L4_FRAG &&
                                 pkt::is_ipv4(m) && !later_fragment(pkt::ipv4(m));
     FragmentTable::Datagram datagram;
     if (first_fragment) [[unlikely]]

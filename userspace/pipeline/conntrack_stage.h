@@ -51,6 +51,7 @@
 #include "config/config.h"
 #include "core/counter.h"
 #include "pipeline/conntrack_table.h"
+#include "pipeline/fragment_hash.h"
 #include "pipeline/fragment_table.h"
 #include "pipeline/nat_map.h"
 #include "pipeline/rcu_ptr.h"
@@ -127,9 +128,13 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
   // All of them, for tests and small tables.
   std::vector<ConnSnapshot> sessions(const SessionFilter& f) const;
   const ConnTable& table() const noexcept { return *table_; }
-  // The NAT's shared state, nullptr without `nat:`; ports install it as their flow hash
-  // rewrite.
+  // The NAT's shared state, nullptr without `nat:`.
   const NatMap* nat() const noexcept { return nat_.get(); }
+  // What every port runs over its received bursts for this stage: the NAT's hash (which
+  // covers fragments), or the fragments' alone (pipeline/fragment_hash.h).
+  const FlowHashRewrite* flow_hash_rewrite() const noexcept {
+    return nat_ ? static_cast<const FlowHashRewrite*>(nat_.get()) : &fragment_rewrite_;
+  }
   const ConntrackConfig& config() const noexcept { return cfg_; }
   // A reload of `nat`: the source and destination NAT rules are swapped in for new
   // connections (pools and forwarding rules are added, never removed: sessions keep their
@@ -192,8 +197,8 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
   // NAT, on an IPv4 fragment: whether its source is one the NAT rewrites (a source NAT rule
   // takes it, or it is a forwarded server answering).
   bool fragment_source_translated(const rte_mbuf* m, const ConnKey& k) const noexcept;
-  // NAT, on a later IPv4 fragment whose first fragment was seen: its addresses as the first
-  // fragment left with.
+  // A later IPv4 fragment whose first fragment was seen: its addresses as the first fragment
+  // left with (changed only by NAT).
   static void translate_fragment(rte_mbuf* m, const FragmentTable::Outcome& o) noexcept;
   // NAT, on each packet of a translated session.
   void nat_apply(rte_mbuf* m, const ConnEntry& e, bool reply) const noexcept;
@@ -210,8 +215,9 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
   std::array<uint32_t, kConnStateCount> ticks_{};  // timeouts in table ticks
   std::unique_ptr<ConnTable> table_;
   std::unique_ptr<NatMap> nat_;
-  // With nat: what each first fragment became, for its later fragments.
+  // What each first fragment became, for its later fragments.
   std::unique_ptr<FragmentTable> fragments_;
+  FragmentHashRewrite fragment_rewrite_;
   uint32_t fragment_ticks_ = 1;  // how long a first fragment's outcome is kept
   struct SnatRule {
     uint16_t in_port;

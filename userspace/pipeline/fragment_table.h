@@ -1,18 +1,20 @@
-// What the NAT did to the first fragment of an IPv4 datagram, for its later fragments.
+// What the conntrack stage made of the first fragment of an IPv4 datagram, for its later
+// fragments.
 //
-// Only a first fragment carries the ports a translation is looked up by; the later ones carry
+// Only a first fragment carries the ports a connection is looked up by; the later ones carry
 // the IP header alone. vecflow does not reassemble: as VPP's virtual reassembly, it remembers
-// each first fragment's outcome (the addresses it left with, its conntrack mark) by the
+// each first fragment's outcome (its conntrack mark, the addresses NAT gave it) by the
 // datagram's identity (source, destination, protocol, IP id) and gives the later fragments
 // the same. For that they must reach the owner of the first fragment's flow bucket: the
-// receive-side hash (pipeline/nat_map.h) gives a later fragment its first fragment's flow
-// hash, and this table is laid out by flow hash class like the connection table
+// receive-side hash (pipeline/fragment_hash.h) gives a later fragment its first fragment's
+// flow hash, and this table is laid out by flow hash class like the connection table
 // (pipeline/conntrack_table.h): a bucket holds the datagrams of one class, so only the worker
 // holding that flow bucket reads or writes it, without a lock.
 //
 // Bounded: 4-way buckets; a new datagram takes a free or expired way, else the one that
 // expires first. A datagram whose entry is gone (expired, replaced) is not known to its later
-// fragments: the conntrack stage drops those it would have translated (nat_fragment).
+// fragments: the conntrack stage tracks them by their addresses, and with NAT drops those it
+// would have translated (nat_fragment).
 #pragma once
 
 #include <array>

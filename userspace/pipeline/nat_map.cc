@@ -7,6 +7,7 @@
 #include <rte_byteorder.h>
 
 #include "core/packet.h"
+#include "pipeline/fragment_hash.h"
 #include "pipeline/ip_util.h"
 #include "pipeline/packet_view.h"
 #include "vecflow/flow.h"
@@ -200,66 +201,23 @@ bool NatMap::to_public(NatProto p, NatEndpoint& src, NatEndpoint& dst) const noe
   return changed;
 }
 
-namespace {
-
-// The flow hash each recent first fragment left this receive path with, by datagram, so that
-// its later fragments (no ports: the parser hashed them on addresses) carry the same and reach
-// the same flow bucket (pipeline/fragment_table.h). One per receiving thread: the fragments
-// of a datagram arrive on one queue (a NIC's RSS hashes fragments on addresses). Direct
-// mapped; a datagram whose slot another took before its later fragments came loses them to
-// nat_fragment, counted where the conntrack stage drops them.
-struct FirstFragmentHashes {
-  struct Slot {
-    uint32_t src = 0, dst = 0;
-    uint16_t id = 0;
-    uint8_t proto = 0;
-    bool used = false;
-    uint32_t hash = 0;
-  };
-  static constexpr unsigned kBits = 8;
-  std::array<Slot, 1u << kBits> slots;
-
-  static unsigned index(uint32_t src, uint32_t dst, uint16_t id) noexcept {
-    const uint64_t x = (uint64_t{src} << 32 | dst) ^ (uint64_t{id} * 0x9e3779b97f4a7c15ull);
-    return static_cast<unsigned>((x * 0xbf58476d1ce4e5b9ull) >> (64 - kBits));
-  }
-  Slot& at(const rte_ipv4_hdr* ip) noexcept {
-    return slots[index(ip->src_addr, ip->dst_addr, ip->packet_id)];
-  }
-  static bool names(const Slot& s, const rte_ipv4_hdr* ip) noexcept {
-    return s.used && s.src == ip->src_addr && s.dst == ip->dst_addr && s.id == ip->packet_id &&
-           s.proto == ip->next_proto_id;
-  }
-};
-thread_local FirstFragmentHashes tl_first_fragments;
-
-}  // namespace
-
 void NatMap::apply(rte_mbuf** pkts, uint16_t n) const noexcept {
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     if (!pkt::is_ipv4(m)) continue;
-    const rte_ipv4_hdr* ip = pkt::ipv4(m);
     if ((m->packet_type & RTE_PTYPE_L4_MASK) == RTE_PTYPE_L4_FRAG) [[unlikely]] {
-      if (later_fragment(ip)) {
-        const FirstFragmentHashes::Slot& s = tl_first_fragments.at(ip);
-        if (FirstFragmentHashes::names(s, ip)) m->hash.rss = s.hash;
-        continue;
+      // A first fragment carries its ports: hashed as its connection, and that hash given to
+      // its later fragments (pipeline/fragment_hash.h).
+      if (later_fragment(pkt::ipv4(m))) {
+        fragment_hash::give_later(m);
+      } else {
+        rehash(m);
+        fragment_hash::remember_first(m);
       }
-      // A first fragment carries its ports: hashed as its connection, below.
-      first_fragment(m);
       continue;
     }
     rehash(m);
   }
-}
-
-void NatMap::first_fragment(rte_mbuf* m) const noexcept {
-  rehash(m);
-  const rte_ipv4_hdr* ip = pkt::ipv4(m);
-  FirstFragmentHashes::Slot& s = tl_first_fragments.at(ip);
-  s = {ip->src_addr,      ip->dst_addr, ip->packet_id,
-       ip->next_proto_id, true,         static_cast<uint32_t>(m->hash.rss)};
 }
 
 void NatMap::rehash(rte_mbuf* m) const noexcept {

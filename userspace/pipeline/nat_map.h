@@ -131,8 +131,8 @@ class NatMap final : public FlowHashRewrite {
   bool to_public(NatProto p, NatEndpoint& src, NatEndpoint& dst) const noexcept;
 
   // The receive-side hash (see above), on each classified packet of a burst. A first IPv4
-  // fragment is hashed as its connection, and its later fragments as it (see
-  // pipeline/fragment_table.h).
+  // fragment is hashed as its connection, and its later fragments as it
+  // (pipeline/fragment_hash.h).
   void apply(rte_mbuf** pkts, uint16_t n) const noexcept override;
 
   // ---- control thread ----
@@ -143,8 +143,6 @@ class NatMap final : public FlowHashRewrite {
  private:
   // apply() on one packet: the hash of the connection a translation touches.
   void rehash(rte_mbuf* m) const noexcept;
-  // apply() on a first fragment: rehash, and remember the hash for its later fragments.
-  void first_fragment(rte_mbuf* m) const noexcept;
   using Slots = std::array<std::atomic<uint64_t>, 65536>;
   using PoolSlots = std::array<Slots, kNatProtoCount>;
   Slots& slots(unsigned pool, NatProto p) const noexcept { return (*slots_[pool])[size_t(p)]; }

@@ -379,6 +379,54 @@ TEST_F(Conntrack, AStatefulFirewallLetsRepliesInAndRefusesNewConnectionsFromWan)
   EXPECT_EQ(a.unaccounted(), 0) << a.to_string();
 }
 
+// A reply too large for one packet arrives in fragments; only the first carries the ports
+// that name its connection. The later ones take what the first became (through the ports'
+// receive-side hash and the stage's fragment table): the firewall lets the whole reply in,
+// and keeps a whole unasked datagram out.
+TEST_F(Conntrack, AStatefulFirewallTakesAFragmentedReplyWholeAndAnUnaskedOneNot) {
+  AclConfig acl;
+  acl.default_action = AclAction::Deny;
+  AclRule back;
+  back.name = "established";
+  back.action = AclAction::Permit;
+  back.ct = {CtMark::Established, CtMark::Related};
+  AclRule out;
+  out.name = "new-from-lan";
+  out.action = AclAction::Permit;
+  out.ct = {CtMark::New};
+  out.in_port = "lan";
+  acl.rules = {back, out};
+  build({}, acl);
+  ASSERT_EQ(run(udp(true, 8000)), CtMark::New);
+
+  const auto from_wan = [&](uint16_t lan_port, uint16_t id) {
+    FrameSpec s;
+    s.src = "203.0.113.5", s.dst = "198.51.100.7", s.sport = 53, s.dport = lan_port;
+    s.port = kWan;
+    std::vector<rte_mbuf*> f = make_fragments(s, id, {24, 16, 8});
+    stage_->flow_hash_rewrite()->apply(f.data(), static_cast<uint16_t>(f.size()));
+    return f;
+  };
+  const std::vector<rte_mbuf*> reply = from_wan(8000, 1);
+  EXPECT_EQ(reply[1]->hash.rss, reply[0]->hash.rss);
+  EXPECT_EQ(reply[2]->hash.rss, reply[0]->hash.rss);
+  for (rte_mbuf* m : reply) {
+    bool sent = false;
+    EXPECT_EQ(run(m, &sent), CtMark::Established);
+    EXPECT_TRUE(sent);
+  }
+  for (rte_mbuf* m : from_wan(8001, 2)) {
+    bool sent = true;
+    EXPECT_EQ(run(m, &sent), CtMark::New);
+    EXPECT_FALSE(sent);
+  }
+  const auto all = sessions();
+  ASSERT_EQ(all.size(), 2u);  // the connection, and the unasked datagram's first fragment
+  const AccountingSnapshot a = h.accounting();
+  EXPECT_EQ(a.drops[size_t(DropReason::ACL_DENY)], 3u);
+  EXPECT_EQ(a.unaccounted(), 0) << a.to_string();
+}
+
 // The errors a file gets, one string.
 std::string load_errors(const std::string& text) {
   auto cfg = config::load_config_text(text, "t.yaml", builtin_stage_types());

@@ -11,6 +11,7 @@
 
 #include "core/flow.h"
 #include "core/packet.h"
+#include "core/parse.h"
 #include "pipeline/packet_view.h"
 
 namespace vecflow::test {
@@ -151,6 +152,44 @@ void CollectSinks::free_all() {
       rte_pktmbuf_free(m);
     v->clear();
   }
+}
+
+std::vector<rte_mbuf*> make_fragments(FrameSpec s, uint16_t id,
+                                      const std::vector<uint16_t>& sizes) {
+  uint16_t total = 0;
+  for (uint16_t n : sizes)
+    total = static_cast<uint16_t>(total + n);
+  s.version = 4;
+  s.proto = IPPROTO_UDP;
+  s.payload = static_cast<uint16_t>(total - sizeof(rte_udp_hdr));
+  rte_mbuf* whole = make_frame(s);
+  auto* ip = rte_pktmbuf_mtod_offset(whole, rte_ipv4_hdr*, whole->l2_len);
+  auto* udp = reinterpret_cast<rte_udp_hdr*>(reinterpret_cast<uint8_t*>(ip) + whole->l3_len);
+  auto* data = reinterpret_cast<uint8_t*>(udp);
+  for (uint16_t i = sizeof(rte_udp_hdr); i < total; ++i)
+    data[i] = static_cast<uint8_t>(i * 7 + 1);
+  udp->dgram_cksum = 0;
+  udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
+  std::vector<rte_mbuf*> out;
+  uint16_t off = 0;
+  for (uint16_t n : sizes) {
+    FrameSpec f = s;
+    f.payload = static_cast<uint16_t>(n - sizeof(rte_udp_hdr));
+    rte_mbuf* m = make_frame(f);
+    auto* fip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, m->l2_len);
+    std::memcpy(reinterpret_cast<uint8_t*>(fip) + m->l3_len, data + off, n);
+    fip->packet_id = rte_cpu_to_be_16(id);
+    const bool more = off + n < total;
+    fip->fragment_offset =
+        rte_cpu_to_be_16(static_cast<uint16_t>(off / 8 | (more ? RTE_IPV4_HDR_MF_FLAG : 0)));
+    fip->hdr_checksum = 0;
+    fip->hdr_checksum = rte_ipv4_cksum(fip);
+    if (parse_packet(m, true)) throw std::runtime_error("a fragment the parser refuses");
+    out.push_back(m);
+    off = static_cast<uint16_t>(off + n);
+  }
+  rte_pktmbuf_free(whole);
+  return out;
 }
 
 }  // namespace vecflow::test

@@ -14,7 +14,6 @@
 #include <rte_tcp.h>
 
 #include "core/packet.h"
-#include "core/parse.h"
 #include "fixture.h"
 #include "pipeline/conntrack_stage.h"
 #include "pipeline/packet_view.h"
@@ -584,38 +583,16 @@ TEST_F(Nat, AVectorLeavesAsItsPacketsDoOneCallAtATime) {
   EXPECT_EQ(vector_run.accounting().unaccounted(), 0) << vector_run.accounting().to_string();
 }
 
-// A UDP datagram of 48 bytes (header and 40 bytes of payload, its checksum over all of them)
-// from src:sport to dst:dport, entering at `port`, cut into three IPv4 fragments of 24, 16
-// and 8 bytes, each classified as a port would (the NAT's receive-side hash included).
+// A UDP datagram of 48 bytes (header and 40 bytes of payload) from src:sport to dst:dport,
+// entering at `port`, in three IPv4 fragments of 24, 16 and 8 bytes, each classified as a
+// port would (the NAT's receive-side hash included).
 std::vector<rte_mbuf*> fragmented(ConntrackStage& stage, const std::string& src, uint16_t sport,
                                   const std::string& dst, uint16_t dport, uint16_t port,
                                   uint16_t id) {
   FrameSpec s;
-  s.src = src, s.dst = dst, s.sport = sport, s.dport = dport, s.port = port, s.payload = 40;
-  rte_mbuf* whole = make_frame(s);
-  uint8_t* l4 = rte_pktmbuf_mtod_offset(whole, uint8_t*, whole->l2_len + whole->l3_len);
-  for (int i = 0; i < 40; ++i)
-    l4[8 + i] = static_cast<uint8_t>(i * 7 + 1);
-  fill_l4_checksum(whole);
-  std::vector<rte_mbuf*> out;
-  const std::array<std::pair<uint16_t, uint16_t>, 3> pieces = {{{0, 24}, {24, 16}, {40, 8}}};
-  for (const auto& [off, len] : pieces) {
-    FrameSpec f = s;
-    f.payload = static_cast<uint16_t>(len - 8);
-    rte_mbuf* m = make_frame(f);
-    auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, m->l2_len);
-    std::memcpy(reinterpret_cast<uint8_t*>(ip) + m->l3_len, l4 + off, len);
-    ip->packet_id = rte_cpu_to_be_16(id);
-    const bool more = off + len < 48;
-    ip->fragment_offset =
-        rte_cpu_to_be_16(static_cast<uint16_t>(off / 8 | (more ? RTE_IPV4_HDR_MF_FLAG : 0)));
-    ip->hdr_checksum = 0;
-    ip->hdr_checksum = rte_ipv4_cksum(ip);
-    EXPECT_FALSE(parse_packet(m, true));
-    stage.nat()->apply(&m, 1);
-    out.push_back(m);
-  }
-  rte_pktmbuf_free(whole);
+  s.src = src, s.dst = dst, s.sport = sport, s.dport = dport, s.port = port;
+  std::vector<rte_mbuf*> out = make_fragments(s, id, {24, 16, 8});
+  stage.nat()->apply(out.data(), static_cast<uint16_t>(out.size()));
   return out;
 }
 

@@ -1,0 +1,41 @@
+// The receive side of IPv4 fragments without reassembly (pipeline/fragment_table.h).
+//
+// A first fragment carries its ports and the parser hashes it as its connection; a later
+// fragment carries none and is hashed on addresses, so it would reach another flow bucket,
+// whose owner knows nothing of the connection. The port's flow hash rewrite therefore
+// remembers the hash each first fragment leaves the receive path with, by datagram
+// (addresses, protocol, IP id), and gives it to the datagram's later fragments: all of it
+// reaches the owner of the connection's bucket, in order.
+//
+// One memory per receiving thread (the fragments of a datagram arrive on one queue: a NIC's
+// RSS hashes fragments on addresses), direct mapped: a datagram whose slot another took before
+// its later fragments came keeps them on their own hash, and the conntrack stage treats them
+// as fragments of an unknown datagram.
+#pragma once
+
+#include <rte_mbuf.h>
+
+#include "core/flow.h"
+
+namespace vecflow {
+
+namespace fragment_hash {
+// On an IPv4 first fragment (more to come, offset 0) whose hash is final.
+void remember_first(const rte_mbuf* m) noexcept;
+// On a later IPv4 fragment: its first fragment's hash, when remembered.
+void give_later(rte_mbuf* m) noexcept;
+// On any classified packet: the two above for IPv4 fragments. Returns whether it was one.
+bool on_fragment(rte_mbuf* m) noexcept;
+}  // namespace fragment_hash
+
+// The rewrite a port runs for a conntrack stage without NAT: fragments only (the NAT's own,
+// pipeline/nat_map.h, does this too).
+class FragmentHashRewrite final : public FlowHashRewrite {
+ public:
+  void apply(rte_mbuf** pkts, uint16_t n) const noexcept override {
+    for (uint16_t i = 0; i < n; ++i)
+      fragment_hash::on_fragment(pkts[i]);
+  }
+};
+
+}  // namespace vecflow
