@@ -173,11 +173,15 @@ TEST_F(StatefulFirewall, NothingNewGetsInFromLan) {
 
 // ---- against Linux -------------------------------------------------------------------------
 
-// A probe (what a host sees of one connection attempt) and an echo server, as files.
+// A probe (what a host sees of one connection attempt) and an echo server, as files. A UDP
+// probe given a size asks for an answer that large (fragmented above the MTU) with a small
+// request: only the answer's first fragment names the connection.
 void write_scripts(const std::string& dir) {
   std::ofstream(dir + "/probe.py")
       << "import socket, sys\n"
          "kind, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
+         "size = int(sys.argv[4]) if len(sys.argv) > 4 else 0\n"
+         "data, want = (b'size %d' % size, b'h' * size) if size else (b'hello', b'hello')\n"
          "try:\n"
          "    if kind == 'tcp':\n"
          "        s = socket.create_connection((host, port), timeout=2)\n"
@@ -186,8 +190,8 @@ void write_scripts(const std::string& dir) {
          "        s.settimeout(2)\n"
          "        s.connect((host, port))\n"
          "    s.settimeout(2)\n"
-         "    s.send(b'hello')\n"
-         "    print('ok' if s.recv(100) == b'hello' else 'bad')\n"
+         "    s.send(data)\n"
+         "    print('ok' if s.recv(65535) == want else 'bad')\n"
          "except ConnectionRefusedError:\n"
          "    print('refused')\n"
          "except (socket.timeout, TimeoutError):\n"
@@ -209,22 +213,27 @@ void write_scripts(const std::string& dir) {
          "    c.close()\n"
          "else:\n"
          "    d, a = s.recvfrom(100)\n"
-         "    s.sendto(d, a)\n";
+         "    s.sendto(b'h' * int(d[5:]) if d.startswith(b'size ') else d, a)\n";
 }
 
 // The same connection attempts, in order; what the initiating host saw of each.
 std::map<std::string, std::string> scenarios(const Lab& lab, const std::string& dir) {
-  // Servers: TCP 5001 and UDP 5353 on the server, TCP 5002 and UDP 5355 on the client;
-  // TCP 5003 and UDP 5354 closed (a reset, a port unreachable).
-  for (const auto& [side, what] : std::initializer_list<std::pair<char, std::string>>{
-           {'s', "tcp 5001"}, {'s', "udp 5353"}, {'c', "tcp 5002"}, {'c', "udp 5355"}})
+  // Servers: TCP 5001 and UDP 5353 and 5356 on the server, TCP 5002 and UDP 5355 on the
+  // client; TCP 5003 and UDP 5354 closed (a reset, a port unreachable).
+  for (const auto& [side, what] :
+       std::initializer_list<std::pair<char, std::string>>{{'s', "tcp 5001"},
+                                                           {'s', "udp 5353"},
+                                                           {'s', "udp 5356"},
+                                                           {'c', "tcp 5002"},
+                                                           {'c', "udp 5355"}})
     lab.exec(side, "timeout 10 python3 " + dir + "/echo.py " + what + " >/dev/null 2>&1 &");
   // Every server listening before the first probe (python starts slowly on a loaded machine).
   const auto listening = [&](char side, const std::string& tcp, const std::string& udp) {
     return lab.exec(side, "ss -Htln sport = :" + tcp + " | grep -q . && ss -Huln sport = :" + udp +
                               " | grep -q .") == 0;
   };
-  for (int i = 0; i < 100 && !(listening('s', "5001", "5353") && listening('c', "5002", "5355"));
+  for (int i = 0; i < 100 && !(listening('s', "5001", "5353") && listening('s', "5001", "5356") &&
+                               listening('c', "5002", "5355"));
        ++i)
     std::this_thread::sleep_for(100ms);
   const auto probe = [&](char side, const std::string& what) {
@@ -238,6 +247,7 @@ std::map<std::string, std::string> scenarios(const Lab& lab, const std::string& 
   seen["tcp wan->lan, closed port"] = probe('c', "tcp 198.51.100.2 5003");
   seen["udp wan->lan"] = probe('c', "udp 198.51.100.2 5353");
   seen["udp wan->lan, closed port"] = probe('c', "udp 198.51.100.2 5354");
+  seen["udp wan->lan, a 4000-byte answer (fragments)"] = probe('c', "udp 198.51.100.2 5356 4000");
   seen["tcp lan->wan"] = probe('s', "tcp 192.0.2.2 5002");
   seen["udp lan->wan"] = probe('s', "udp 192.0.2.2 5355");
   seen["ping wan->lan"] =
@@ -270,6 +280,7 @@ TEST_F(StatefulFirewall, HostsSeeWhatTheyWouldThroughLinuxConntrack) {
   EXPECT_EQ(linux_saw.at("tcp wan->lan"), "ok");
   EXPECT_EQ(linux_saw.at("udp wan->lan, closed port"), "refused");
   EXPECT_EQ(linux_saw.at("tcp lan->wan"), "timeout");
+  EXPECT_EQ(linux_saw.at("udp wan->lan, a 4000-byte answer (fragments)"), "ok");
   for (const auto& [what, saw] : vecflow_saw)
     RecordProperty(what, saw);
   expect_exact(settled_accounting());
