@@ -710,10 +710,13 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
       fragment = false;
     } else if (const FragmentTable::Outcome* o =
                    fragments_->find(m->hash.rss, datagram_of(ip), now)) {
+      st.fragments_known.add();
       translate_fragment(m, *o);
       return Tracked(o->mark);
-    } else if (nat_ && fragment_source_translated(m, k)) {
-      return Tracked::refuse(DropReason::NAT_FRAGMENT);
+    } else {
+      st.fragments_unknown.add();
+      if (nat_ && fragment_source_translated(m, k))
+        return Tracked::refuse(DropReason::NAT_FRAGMENT);
     }
   }
   uint8_t* l4 = rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len + m->l3_len);
@@ -1000,6 +1003,8 @@ ConntrackCounters ConntrackStage::counters() const noexcept {
     c.expired += s.expired.load();
     c.table_full += s.table_full.load();
     c.nat_no_port += s.nat_no_port.load();
+    c.fragments_known += s.fragments_known.load();
+    c.fragments_unknown += s.fragments_unknown.load();
   }
   return c;
 }

@@ -98,6 +98,10 @@ struct ConntrackCounters {
   uint64_t expired = 0;
   uint64_t table_full = 0;   // new connections refused
   uint64_t nat_no_port = 0;  // new connections refused: their rule's ports were all in use
+  // Later IPv4 fragments: of a datagram whose first fragment's outcome was known, and of one
+  // not known (tracked by their addresses, or dropped as nat_fragment).
+  uint64_t fragments_known = 0;
+  uint64_t fragments_unknown = 0;
 };
 
 // `vecflowctl sessions` filters.
@@ -154,6 +158,8 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
     Counter expired;
     Counter table_full;
     Counter nat_no_port;
+    Counter fragments_known;
+    Counter fragments_unknown;
   };
   // What track() found: the packet's mark and session, or why a new connection was refused.
   struct Tracked {

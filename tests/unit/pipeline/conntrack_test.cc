@@ -422,6 +422,7 @@ TEST_F(Conntrack, AStatefulFirewallTakesAFragmentedReplyWholeAndAnUnaskedOneNot)
   }
   const auto all = sessions();
   ASSERT_EQ(all.size(), 2u);  // the connection, and the unasked datagram's first fragment
+  EXPECT_EQ(stage_->counters().fragments_known, 4u);
   const AccountingSnapshot a = h.accounting();
   EXPECT_EQ(a.drops[size_t(DropReason::ACL_DENY)], 3u);
   EXPECT_EQ(a.unaccounted(), 0) << a.to_string();

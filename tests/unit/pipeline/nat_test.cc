@@ -681,6 +681,8 @@ TEST_F(Nat, FragmentedDatagramsAreTranslatedAsTheirFirstFragment) {
 
   // One session (the connection), one port; the fragments made no session of their own.
   EXPECT_EQ(stage_->sessions({}).size(), 1u);
+  EXPECT_EQ(stage_->counters().fragments_known, 4u);
+  EXPECT_EQ(stage_->counters().fragments_unknown, 0u);
   EXPECT_EQ(stage_->nat()->ports_in_use(0, NatProto::Udp), 1u);
   EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
 }
@@ -723,6 +725,8 @@ TEST_F(Nat, ALaterFragmentWithoutItsFirstIsDroppedWhereItWouldLeakAnAddress) {
   EXPECT_EQ(to_box->dst, kPool);
   a = h.accounting();
   EXPECT_EQ(a.drops[size_t(DropReason::NAT_FRAGMENT)], 4u);
+  EXPECT_EQ(stage_->counters().fragments_unknown, 5u);
+  EXPECT_EQ(stage_->counters().fragments_known, 0u);
   EXPECT_EQ(a.unaccounted(), 0) << a.to_string();
 }
 

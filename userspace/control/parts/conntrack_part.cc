@@ -41,6 +41,13 @@ inline const MetricFamily kCtTableFull{
     "New connections a conntrack stage refused because its table was full (ct_table_full)",
     MetricType::Counter,
     {"stage"}};
+inline const MetricFamily kCtFragments{
+    "vecflow_conntrack_fragments_total",
+    "Later IPv4 fragments a conntrack stage saw, by whether their datagram's first fragment "
+    "was known (known: they took its mark and addresses; unknown: tracked by their addresses, "
+    "or dropped as nat_fragment)",
+    MetricType::Counter,
+    {"stage", "first"}};
 
 inline const MetricFamily kNatNoPort{
     "vecflow_nat_no_port_total",
@@ -226,6 +233,8 @@ void register_conntrack(Registry& registry, Pipeline& pipeline) {
       s.add(kCtCreated, {n}, c.created);
       s.add(kCtExpired, {n}, c.expired);
       s.add(kCtTableFull, {n}, c.table_full);
+      s.add(kCtFragments, {n, "known"}, c.fragments_known);
+      s.add(kCtFragments, {n, "unknown"}, c.fragments_unknown);
       if (const NatMap* nat = st->nat()) {
         s.add(kNatNoPort, {n}, c.nat_no_port);
         for (unsigned p = 0; p < nat->pools(); ++p)
