@@ -680,7 +680,8 @@ void ConntrackStage::nat_release(void* self, const ConnEntry& e) noexcept {
 }
 
 ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_t now,
-                                              LcoreState& st, LastLookup& last) noexcept {
+                                              LcoreState& st, LastLookup& last,
+                                              bool run_follows) noexcept {
   ConnKey k;
   uint32_t l4_room;  // bytes of the IP payload
   if (pkt::is_ipv4(m)) {
@@ -751,35 +752,45 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
     e = last.entry;
     reply = last.reply;
   } else {
-    last.hash = hash;
-    last.port = m->port;
-    last.shape = shape;
-    last.key = k;
+    // Remembered only when the next packet may be of the same flow: with many flows a copy
+    // of the key per packet would cost more than the lookups it saves.
+    last.entry = nullptr;
+    if (run_follows) {
+      last.hash = hash;
+      last.port = m->port;
+      last.shape = shape;
+      last.key = k;
+    }
     uint64_t expired = 0;
     if (nat_ && k.version == 4 && !fragment && (has_l4_ports(k.proto) || echo)) {
+      const ConnKey untranslated = k;
       pre = nat_key(m, k, echo);
       e = table_->find(hash, k, now, reply, expired);
       if (pre.pool >= 0 && (e == nullptr || !(e->flags & kConnSnat) || !reply)) {
         // Not a reply of the connection the pool port maps (the filtering is address and port
         // dependent): the packet goes on as addressed.
         pre.pool = -1;
-        k = last.key;
+        k = untranslated;
         e = table_->find(hash, k, now, reply, expired);
       }
     } else {
       e = table_->find(hash, k, now, reply, expired);
     }
     if (expired) st.expired.add(expired);
-    last.entry = e;
-    last.reply = reply;
+    if (run_follows) {
+      last.entry = e;
+      last.reply = reply;
+    }
   }
   const unsigned dir = reply ? 1 : 0;
   // A new session's translation; refused when its source NAT rule has no free port. A bound
   // session is what the next packets of the flow find.
   const auto bind = [&](ConnEntry* c) noexcept {
     if (!nat_ || nat_open(c, m, pre)) {
-      last.entry = c;
-      last.reply = false;
+      if (run_follows) {
+        last.entry = c;
+        last.reply = false;
+      }
       return true;
     }
     table_->remove(c);
@@ -961,7 +972,9 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     FragmentTable::Datagram datagram;
     if (first_fragment) [[unlikely]]
       datagram = datagram_of(pkt::ipv4(m));
-    const Tracked t = track(m, tsc, now, st, last);
+    // The next packet carries this one's flow hash: it may be of the same flow.
+    const bool run_follows = i + 1 < n && pkts[i + 1]->hash.rss == m->hash.rss;
+    const Tracked t = track(m, tsc, now, st, last, run_follows);
     if (t.refused) {
       if (*t.refused == DropReason::NAT_NO_PORT) st.nat_no_port.add();
       if (*t.refused == DropReason::CT_TABLE_FULL) st.table_full.add();

@@ -181,8 +181,9 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
     int pool = -1;       // a packet to a mapped pool port, its key translated back
   };
   // The session the previous packet of a process() call found (or opened), by what decided
-  // the lookup: the key as received, hash, ingress port and shape. The next packet alike takes
-  // it without a lookup, so a run of a flow's packets in a vector is looked up once. Only the
+  // the lookup: the key as received, hash, ingress port and shape; kept only when the next
+  // packet carries the same flow hash. The next packet alike takes it without a lookup, so a
+  // run of a flow's packets in a vector is looked up once. Only the
   // packet just before is remembered, so nothing ran between the two lookups that could have
   // changed the answer; sessions never move in the table, and one found live at the call's
   // tick stays live until the call ends.
@@ -194,7 +195,9 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
     bool reply = false;
     ConnKey key;  // as received, before nat_key
   };
-  Tracked track(rte_mbuf* m, uint64_t tsc, uint32_t now, LcoreState& st, LastLookup& last) noexcept;
+  // `run_follows`: the next packet has this one's flow hash (worth remembering the lookup).
+  Tracked track(rte_mbuf* m, uint64_t tsc, uint32_t now, LcoreState& st, LastLookup& last,
+                bool run_follows) noexcept;
   // NAT, before the lookup: translates `k` back to what the session is keyed by.
   // `echo`: an ICMP echo, whose identifier stands in both ports.
   NatPre nat_key(const rte_mbuf* m, ConnKey& k, bool echo) const noexcept;

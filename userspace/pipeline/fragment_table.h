@@ -27,12 +27,13 @@ namespace vecflow {
 
 class FragmentTable {
  public:
-  // A datagram as received (addresses in network order).
+  // A datagram as received (addresses in network order). No default values: the conntrack
+  // stage keeps one on its per-packet path and fills it only for a first fragment.
   struct Datagram {
-    uint32_t src = 0;
-    uint32_t dst = 0;
-    uint16_t id = 0;
-    uint8_t proto = 0;
+    uint32_t src;
+    uint32_t dst;
+    uint16_t id;
+    uint8_t proto;
   };
   // What its first fragment became: the addresses it left with, and its mark.
   struct Outcome {
