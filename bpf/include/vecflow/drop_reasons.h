@@ -65,7 +65,7 @@
   /* Connection tracking and NAT (pipeline/conntrack_stage.h). */                                  \
   X(CT_INVALID, "ct_invalid", "conntrack: packet fits no connection's state (invalid)")            \
   X(CT_TABLE_FULL, "ct_table_full", "conntrack: new connection refused, session table full")       \
-  X(NAT_NO_PORT, "nat_no_port", "NAT: new connection refused, no free port in its range")      \
+  X(NAT_NO_PORT, "nat_no_port", "NAT: new connection refused, no free port in its range")          \
   X(NAT_FRAGMENT, "nat_fragment", "NAT: later fragment, first not seen, source to rewrite")
 
 enum vf_drop_reason {
