@@ -62,6 +62,23 @@ class Conntrack : public ::testing::Test {
 
   std::vector<ConnSnapshot> sessions() const { return stage_->sessions({}); }
 
+  // A stateful firewall: replies in, new connections from lan only, the rest denied.
+  static AclConfig firewall() {
+    AclConfig acl;
+    acl.default_action = AclAction::Deny;
+    AclRule back;
+    back.name = "established";
+    back.action = AclAction::Permit;
+    back.ct = {CtMark::Established, CtMark::Related};
+    AclRule out;
+    out.name = "new-from-lan";
+    out.action = AclAction::Permit;
+    out.ct = {CtMark::New};
+    out.in_port = "lan";
+    acl.rules = {back, out};
+    return acl;
+  }
+
   Harness h;
   ConntrackStage* stage_ = nullptr;
   ConntrackCounters last_;
@@ -344,19 +361,7 @@ TEST_F(Conntrack, SessionsFollowTheirFlowBucketAcrossConcurrentWorkers) {
 }
 
 TEST_F(Conntrack, AStatefulFirewallLetsRepliesInAndRefusesNewConnectionsFromWan) {
-  AclConfig acl;
-  acl.default_action = AclAction::Deny;
-  AclRule back;
-  back.name = "established";
-  back.action = AclAction::Permit;
-  back.ct = {CtMark::Established, CtMark::Related};
-  AclRule out;
-  out.name = "new-from-lan";
-  out.action = AclAction::Permit;
-  out.ct = {CtMark::New};
-  out.in_port = "lan";
-  acl.rules = {back, out};
-  build({}, acl);
+  build({}, firewall());
 
   bool sent = false;
   EXPECT_EQ(run(udp(true, 8000), &sent), CtMark::New);
@@ -384,19 +389,7 @@ TEST_F(Conntrack, AStatefulFirewallLetsRepliesInAndRefusesNewConnectionsFromWan)
 // receive-side hash and the stage's fragment table): the firewall lets the whole reply in,
 // and keeps a whole unasked datagram out.
 TEST_F(Conntrack, AStatefulFirewallTakesAFragmentedReplyWholeAndAnUnaskedOneNot) {
-  AclConfig acl;
-  acl.default_action = AclAction::Deny;
-  AclRule back;
-  back.name = "established";
-  back.action = AclAction::Permit;
-  back.ct = {CtMark::Established, CtMark::Related};
-  AclRule out;
-  out.name = "new-from-lan";
-  out.action = AclAction::Permit;
-  out.ct = {CtMark::New};
-  out.in_port = "lan";
-  acl.rules = {back, out};
-  build({}, acl);
+  build({}, firewall());
   ASSERT_EQ(run(udp(true, 8000)), CtMark::New);
 
   const auto from_wan = [&](uint16_t lan_port, uint16_t id) {

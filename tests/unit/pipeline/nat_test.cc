@@ -108,6 +108,19 @@ class Nat : public ::testing::Test {
     ASSERT_NE(stage_, nullptr);
     ASSERT_NE(stage_->nat(), nullptr);
   }
+  // Port forwarding: kPool:`public_port` entering at `in_port` ("": any) goes to
+  // kLanServer:`to_port`.
+  static DnatRuleConfig forward(uint8_t proto, uint16_t public_port, uint16_t to_port,
+                                const std::string& in_port) {
+    DnatRuleConfig d;
+    d.in_port = in_port;
+    d.proto = proto;
+    d.dst = address(kPool);
+    d.dst_port = public_port;
+    d.to = address(kLanServer);
+    d.to_port = to_port;
+    return d;
+  }
   static ConntrackConfig snat_config(uint16_t lo = 20000, uint16_t hi = 20099) {
     ConntrackConfig c;
     SnatRuleConfig s;
@@ -314,14 +327,7 @@ TEST_F(Nat, PortExhaustionIsCountedAndExpiredSessionsGiveTheirPortsBack) {
 // from the public endpoint, and hash as the connection did on the way in.
 TEST_F(Nat, DestinationNatForwardsAPublicPortAndRepliesLeaveFromIt) {
   ConntrackConfig c;
-  DnatRuleConfig d;
-  d.in_port = "wan";
-  d.proto = IPPROTO_TCP;
-  d.dst = address(kPool);
-  d.dst_port = 8080;
-  d.to = address(kLanServer);
-  d.to_port = 80;
-  c.dnat.push_back(d);
+  c.dnat.push_back(forward(IPPROTO_TCP, 8080, 80, "wan"));
   build(c);
   rte_mbuf* syn = frame(kServer, 33000, kPool, 8080, kWan, IPPROTO_TCP, kSyn);
   const uint32_t hash = syn->hash.rss;
@@ -351,13 +357,7 @@ TEST_F(Nat, DestinationNatForwardsAPublicPortAndRepliesLeaveFromIt) {
 // as well the server answers the box, which sends the answer back as from the public side.
 TEST_F(Nat, HairpinAConnectionFromLanToThePublicEndpointOfALanServer) {
   ConntrackConfig c = snat_config();
-  DnatRuleConfig d;  // no in_port: any port
-  d.proto = IPPROTO_TCP;
-  d.dst = address(kPool);
-  d.dst_port = 8080;
-  d.to = address(kLanServer);
-  d.to_port = 80;
-  c.dnat.push_back(d);
+  c.dnat.push_back(forward(IPPROTO_TCP, 8080, 80, ""));  // "": any port
   build(c);
   rte_mbuf* syn = frame(kClient, 41000, kPool, 8080, kLan, IPPROTO_TCP, kSyn);
   const uint32_t hash = syn->hash.rss;
@@ -474,14 +474,7 @@ TEST_F(Nat, AReloadOfTheForwardingRulesKeepsTheForwardedConnections) {
 // connections and ingress ports it mixes: the same translations, sessions and marks.
 TEST_F(Nat, AVectorLeavesAsItsPacketsDoOneCallAtATime) {
   ConntrackConfig c = snat_config();
-  DnatRuleConfig d;
-  d.in_port = "wan";
-  d.proto = IPPROTO_TCP;
-  d.dst = address(kPool);
-  d.dst_port = 8080;
-  d.to = address(kLanServer);
-  d.to_port = 80;
-  c.dnat.push_back(d);
+  c.dnat.push_back(forward(IPPROTO_TCP, 8080, 80, "wan"));
   build(c);
   struct Spec {
     std::string src;
@@ -692,14 +685,7 @@ TEST_F(Nat, FragmentedDatagramsAreTranslatedAsTheirFirstFragment) {
 // (nat_fragment), never sent with the internal address; others go on as addressed.
 TEST_F(Nat, ALaterFragmentWithoutItsFirstIsDroppedWhereItWouldLeakAnAddress) {
   ConntrackConfig c = snat_config();
-  DnatRuleConfig d;
-  d.in_port = "wan";
-  d.proto = IPPROTO_UDP;
-  d.dst = address(kPool);
-  d.dst_port = 5353;
-  d.to = address(kLanServer);
-  d.to_port = 53;
-  c.dnat.push_back(d);
+  c.dnat.push_back(forward(IPPROTO_UDP, 5353, 53, "wan"));
   build(c);
   // The later fragments only (the first is freed unseen): from the lan host the source NAT
   // takes, and from the forwarded server entering on wan (its address is rewritten to the
@@ -918,14 +904,7 @@ TEST_F(Nat, AnIcmpErrorAboutASourceNatedConnectionReachesTheClientTranslated) {
 // datagram as its sender addressed it.
 TEST_F(Nat, AnIcmpErrorFromAForwardedServerLeavesFromThePublicEndpoint) {
   ConntrackConfig c;
-  DnatRuleConfig d;
-  d.in_port = "wan";
-  d.proto = IPPROTO_UDP;
-  d.dst = address(kPool);
-  d.dst_port = 5353;
-  d.to = address(kLanServer);
-  d.to_port = 53;
-  c.dnat.push_back(d);
+  c.dnat.push_back(forward(IPPROTO_UDP, 5353, 53, "wan"));
   build(c);
   const auto in = run(frame(kServer, 7000, kPool, 5353, kWan));
   ASSERT_TRUE(in);
