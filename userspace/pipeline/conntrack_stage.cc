@@ -37,10 +37,6 @@ uint16_t be16(const uint8_t* p) noexcept {
   return static_cast<uint16_t>(p[0] << 8 | p[1]);
 }
 
-FragmentTable::Datagram datagram_of(const rte_ipv4_hdr* ip) noexcept {
-  return {ip->src_addr, ip->dst_addr, ip->packet_id, ip->next_proto_id};
-}
-
 // Sequence-space comparisons (RFC 793 arithmetic modulo 2^32).
 bool before(uint32_t a, uint32_t b) noexcept {
   return static_cast<int32_t>(a - b) < 0;
@@ -699,24 +695,23 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
     std::memcpy(k.dst.data(), ip->dst_addr, 16);
     l4_room = rte_be_to_cpu_16(ip->payload_len) + sizeof(rte_ipv6_hdr) - m->l3_len;
   }
-  bool fragment = (m->packet_type & RTE_PTYPE_L4_MASK) == RTE_PTYPE_L4_FRAG;
-  if (fragment && k.version == 4) [[unlikely]] {
-    // IPv4 fragments without reassembly (pipeline/fragment_table.h): a first fragment carries
-    // its ports and is tracked (and translated) as its connection; a later one takes what its
-    // first fragment became, its mark and its addresses. A later fragment of a datagram not
-    // known goes on tracked by its addresses alone; with NAT, one whose source would be
+  bool fragment = is_fragment(m);
+  if (fragment) [[unlikely]] {
+    // Fragments without reassembly (pipeline/fragment_table.h): a first fragment carries its
+    // ports and is tracked (and translated) as its connection; a later one takes what its
+    // first fragment became, its mark and (IPv4) its addresses. A later fragment of a datagram
+    // not known goes on tracked by its addresses alone; with NAT, one whose source would be
     // rewritten is dropped and counted rather than sent with an internal address.
-    const rte_ipv4_hdr* ip = pkt::ipv4(m);
-    if (!later_fragment(ip)) {
+    const FragmentOf f = fragment_of(m);
+    if (!f.later) {
       fragment = false;
-    } else if (const FragmentTable::Outcome* o =
-                   fragments_->find(m->hash.rss, datagram_of(ip), now)) {
+    } else if (const FragmentTable::Outcome* o = fragments_->find(m->hash.rss, f.datagram, now)) {
       st.fragments_known.add();
-      translate_fragment(m, *o);
+      if (k.version == 4) translate_fragment(m, *o);
       return Tracked(o->mark);
     } else {
       st.fragments_unknown.add();
-      if (nat_ && fragment_source_translated(m, k))
+      if (nat_ && k.version == 4 && fragment_source_translated(m, k))
         return Tracked::refuse(DropReason::NAT_FRAGMENT);
     }
   }
@@ -966,12 +961,14 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     if (i + kSessionAhead < n) table_->prefetch_session(pkts[i + kSessionAhead]->hash.rss);
     rte_mbuf* m = pkts[i];
     if (!pkt::is_ipv4(m) && !pkt::is_ipv6(m)) continue;
-    // A first fragment's outcome is kept for its later fragments.
-    const bool first_fragment = (m->packet_type & RTE_PTYPE_L4_MASK) == RTE_PTYPE_L4_FRAG &&
-                                pkt::is_ipv4(m) && !later_fragment(pkt::ipv4(m));
-    FragmentTable::Datagram datagram;
-    if (first_fragment) [[unlikely]]
-      datagram = datagram_of(pkt::ipv4(m));
+    // A first fragment's outcome is kept for its later fragments, under the datagram it
+    // arrived as (NAT may rewrite its addresses).
+    FragmentOf fragment;
+    bool first_fragment = false;
+    if (is_fragment(m)) [[unlikely]] {
+      fragment = fragment_of(m);
+      first_fragment = !fragment.later;
+    }
     // The next packet carries this one's flow hash: it may be of the same flow.
     const bool run_follows = i + 1 < n && pkts[i + 1]->hash.rss == m->hash.rss;
     const Tracked t = track(m, tsc, now, st, last, run_follows);
@@ -989,9 +986,14 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
       nat_apply(m, *t.entry, t.reply);
     }
     if (first_fragment) [[unlikely]] {
-      const rte_ipv4_hdr* ip = pkt::ipv4(m);
-      fragments_->remember(m->hash.rss, datagram, {ip->src_addr, ip->dst_addr, t.mark}, now,
-                           now + fragment_ticks_);
+      FragmentTable::Outcome o;
+      o.mark = t.mark;
+      if (fragment.datagram.version == 4) {
+        const rte_ipv4_hdr* ip = pkt::ipv4(m);
+        o.src = ip->src_addr;
+        o.dst = ip->dst_addr;
+      }
+      fragments_->remember(m->hash.rss, fragment.datagram, o, now, now + fragment_ticks_);
     }
   }
   for (size_t c = 0; c < kCtMarkCount; ++c)

@@ -15,7 +15,9 @@
 // TCP follows a simplified state machine (syn_sent, syn_recv, established, fin_wait, time_wait,
 // close) with the window checks Linux uses; a connection first seen mid-stream is picked up as
 // established and its windows are not checked (as Linux with nf_conntrack_tcp_loose). Fragments
-// are not reassembled: each is tracked by its addresses and protocol only. Timeouts by state
+// are not reassembled (pipeline/fragment_table.h): an IPv4 or IPv6 first fragment is tracked
+// as its connection and the later fragments take what it became; those of a datagram whose
+// first fragment was not seen are tracked by their addresses and protocol. Timeouts by state
 // (ConnTimeouts) run from a session's last packet.
 //
 // NAT44 (`nat:`): source NAT of the connections a rule takes (entering through `in_port`,
@@ -98,8 +100,8 @@ struct ConntrackCounters {
   uint64_t expired = 0;
   uint64_t table_full = 0;   // new connections refused
   uint64_t nat_no_port = 0;  // new connections refused: their rule's ports were all in use
-  // Later IPv4 fragments: of a datagram whose first fragment's outcome was known, and of one
-  // not known (tracked by their addresses, or dropped as nat_fragment).
+  // Later fragments (IPv4, IPv6): of a datagram whose first fragment's outcome was known, and
+  // of one not known (tracked by their addresses, or dropped as nat_fragment).
   uint64_t fragments_known = 0;
   uint64_t fragments_unknown = 0;
 };

@@ -1,11 +1,11 @@
-// The receive side of IPv4 fragments without reassembly (pipeline/fragment_table.h).
+// The receive side of IP fragments without reassembly (pipeline/fragment_table.h).
 //
 // A first fragment carries its ports and the parser hashes it as its connection; a later
 // fragment carries none and is hashed on addresses, so it would reach another flow bucket,
 // whose owner knows nothing of the connection. The port's flow hash rewrite therefore
 // remembers the hash each first fragment leaves the receive path with, by datagram
-// (addresses, protocol, IP id), and gives it to the datagram's later fragments: all of it
-// reaches the owner of the connection's bucket, in order.
+// (addresses, protocol, identification), and gives it to the datagram's later fragments: all
+// of it reaches the owner of the connection's bucket, in order. IPv4 and IPv6 alike.
 //
 // One memory per receiving thread (the fragments of a datagram arrive on one queue: a NIC's
 // RSS hashes fragments on addresses), direct mapped: a datagram whose slot another took before
@@ -16,15 +16,16 @@
 #include <rte_mbuf.h>
 
 #include "core/flow.h"
+#include "pipeline/fragment_table.h"
 
 namespace vecflow {
 
 namespace fragment_hash {
-// On an IPv4 first fragment (more to come, offset 0) whose hash is final.
-void remember_first(const rte_mbuf* m) noexcept;
-// On a later IPv4 fragment: its first fragment's hash, when remembered.
-void give_later(rte_mbuf* m) noexcept;
-// On any classified packet: the two above for IPv4 fragments. Returns whether it was one.
+// On a first fragment (offset 0, more to come) whose hash is final.
+void remember_first(const rte_mbuf* m, const FragmentTable::Datagram& d) noexcept;
+// On a later fragment: its first fragment's hash, when remembered.
+void give_later(rte_mbuf* m, const FragmentTable::Datagram& d) noexcept;
+// On any classified packet: the two above for fragments. Returns whether it was one.
 bool on_fragment(rte_mbuf* m) noexcept;
 }  // namespace fragment_hash
 

@@ -204,19 +204,19 @@ bool NatMap::to_public(NatProto p, NatEndpoint& src, NatEndpoint& dst) const noe
 void NatMap::apply(rte_mbuf** pkts, uint16_t n) const noexcept {
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
-    if (!pkt::is_ipv4(m)) continue;
-    if ((m->packet_type & RTE_PTYPE_L4_MASK) == RTE_PTYPE_L4_FRAG) [[unlikely]] {
+    if (is_fragment(m)) [[unlikely]] {
       // A first fragment carries its ports: hashed as its connection, and that hash given to
-      // its later fragments (pipeline/fragment_hash.h).
-      if (later_fragment(pkt::ipv4(m))) {
-        fragment_hash::give_later(m);
+      // its later fragments (pipeline/fragment_hash.h). IPv6 ones too (NAT leaves them be).
+      const FragmentOf f = fragment_of(m);
+      if (f.later) {
+        fragment_hash::give_later(m, f.datagram);
       } else {
-        rehash(m);
-        fragment_hash::remember_first(m);
+        if (f.datagram.version == 4) rehash(m);
+        fragment_hash::remember_first(m, f.datagram);
       }
       continue;
     }
-    rehash(m);
+    if (pkt::is_ipv4(m)) rehash(m);
   }
 }
 

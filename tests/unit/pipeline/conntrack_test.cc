@@ -104,14 +104,23 @@ rte_mbuf* tcp(bool from_lan, uint8_t flags, uint32_t seq, uint32_t ack, uint16_t
   return m;
 }
 
-rte_mbuf* udp(bool from_lan, uint16_t lan_port = 5353) {
+// A UDP packet between lan host 198.51.100.7 (2001:db8:2::7) and wan host 203.0.113.5
+// (2001:db8:9::5), from lan port `lan_port` to wan port 53 or back.
+FrameSpec udp_spec(bool from_lan, uint16_t lan_port = 5353, uint8_t version = 4) {
   FrameSpec s;
+  s.version = version;
+  const std::string lan = version == 4 ? "198.51.100.7" : "2001:db8:2::7";
+  const std::string wan = version == 4 ? "203.0.113.5" : "2001:db8:9::5";
   if (from_lan) {
-    s.src = "198.51.100.7", s.dst = "203.0.113.5", s.sport = lan_port, s.dport = 53, s.port = kLan;
+    s.src = lan, s.dst = wan, s.sport = lan_port, s.dport = 53, s.port = kLan;
   } else {
-    s.src = "203.0.113.5", s.dst = "198.51.100.7", s.sport = 53, s.dport = lan_port, s.port = kWan;
+    s.src = wan, s.dst = lan, s.sport = 53, s.dport = lan_port, s.port = kWan;
   }
-  return make_frame(s);
+  return s;
+}
+
+rte_mbuf* udp(bool from_lan, uint16_t lan_port = 5353, uint8_t version = 4) {
+  return make_frame(udp_spec(from_lan, lan_port, version));
 }
 
 // An ICMP echo request (lan -> wan) or reply (wan -> lan) with identifier `id`.
@@ -387,37 +396,38 @@ TEST_F(Conntrack, AStatefulFirewallLetsRepliesInAndRefusesNewConnectionsFromWan)
 // A reply too large for one packet arrives in fragments; only the first carries the ports
 // that name its connection. The later ones take what the first became (through the ports'
 // receive-side hash and the stage's fragment table): the firewall lets the whole reply in,
-// and keeps a whole unasked datagram out.
+// and keeps a whole unasked datagram out. IPv4 and IPv6 (whose fragment header carries a
+// 32-bit identification; the two datagrams of each version share their low 16 bits).
 TEST_F(Conntrack, AStatefulFirewallTakesAFragmentedReplyWholeAndAnUnaskedOneNot) {
   build({}, firewall());
-  ASSERT_EQ(run(udp(true, 8000)), CtMark::New);
-
-  const auto from_wan = [&](uint16_t lan_port, uint16_t id) {
-    FrameSpec s;
-    s.src = "203.0.113.5", s.dst = "198.51.100.7", s.sport = 53, s.dport = lan_port;
-    s.port = kWan;
-    std::vector<rte_mbuf*> f = make_fragments(s, id, {24, 16, 8});
-    stage_->flow_hash_rewrite()->apply(f.data(), static_cast<uint16_t>(f.size()));
-    return f;
-  };
-  const std::vector<rte_mbuf*> reply = from_wan(8000, 1);
-  EXPECT_EQ(reply[1]->hash.rss, reply[0]->hash.rss);
-  EXPECT_EQ(reply[2]->hash.rss, reply[0]->hash.rss);
-  for (rte_mbuf* m : reply) {
-    bool sent = false;
-    EXPECT_EQ(run(m, &sent), CtMark::Established);
-    EXPECT_TRUE(sent);
+  for (const uint8_t version : {4, 6}) {
+    SCOPED_TRACE(version);
+    ASSERT_EQ(run(udp(true, 8000, version)), CtMark::New);
+    const auto from_wan = [&](uint16_t lan_port, uint32_t id) {
+      std::vector<rte_mbuf*> f =
+          make_fragments(udp_spec(false, lan_port, version), id, {24, 16, 8});
+      stage_->flow_hash_rewrite()->apply(f.data(), static_cast<uint16_t>(f.size()));
+      return f;
+    };
+    const std::vector<rte_mbuf*> reply = from_wan(8000, 0x10001);
+    EXPECT_EQ(reply[1]->hash.rss, reply[0]->hash.rss);
+    EXPECT_EQ(reply[2]->hash.rss, reply[0]->hash.rss);
+    for (rte_mbuf* m : reply) {
+      bool sent = false;
+      EXPECT_EQ(run(m, &sent), CtMark::Established);
+      EXPECT_TRUE(sent);
+    }
+    for (rte_mbuf* m : from_wan(8001, version == 4 ? 2 : 0x20001)) {
+      bool sent = true;
+      EXPECT_EQ(run(m, &sent), CtMark::New);
+      EXPECT_FALSE(sent);
+    }
   }
-  for (rte_mbuf* m : from_wan(8001, 2)) {
-    bool sent = true;
-    EXPECT_EQ(run(m, &sent), CtMark::New);
-    EXPECT_FALSE(sent);
-  }
-  const auto all = sessions();
-  ASSERT_EQ(all.size(), 2u);  // the connection, and the unasked datagram's first fragment
-  EXPECT_EQ(stage_->counters().fragments_known, 4u);
+  // Per version: the connection, and the unasked datagram's first fragment.
+  EXPECT_EQ(sessions().size(), 4u);
+  EXPECT_EQ(stage_->counters().fragments_known, 8u);
   const AccountingSnapshot a = h.accounting();
-  EXPECT_EQ(a.drops[size_t(DropReason::ACL_DENY)], 3u);
+  EXPECT_EQ(a.drops[size_t(DropReason::ACL_DENY)], 6u);
   EXPECT_EQ(a.unaccounted(), 0) << a.to_string();
 }
 
@@ -527,7 +537,11 @@ TEST(ConnTableTest, SessionsExpireOnLookupAndInTheSweep) {
 TEST(FragmentTableTest, DatagramsLiveTheirTimeAndAFullBucketGivesUpTheOldest) {
   FragmentTable t;
   const uint32_t hash = 0x5a5a0001, now = 1000;
-  const auto datagram = [](uint16_t id) { return FragmentTable::Datagram{10, 20, id, 17}; };
+  const auto datagram = [](uint32_t id) {
+    FragmentTable::Datagram d{};
+    d.src[0] = 10, d.dst[0] = 20, d.id = id, d.proto = 17, d.version = 4;
+    return d;
+  };
   for (uint16_t id = 1; id <= FragmentTable::kWays; ++id)
     t.remember(hash, datagram(id), {100u + id, 200, CtMark::New}, now, now + 10u * id);
   for (uint16_t id = 1; id <= FragmentTable::kWays; ++id) {

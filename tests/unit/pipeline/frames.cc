@@ -154,36 +154,50 @@ void CollectSinks::free_all() {
   }
 }
 
-std::vector<rte_mbuf*> make_fragments(FrameSpec s, uint16_t id,
+std::vector<rte_mbuf*> make_fragments(FrameSpec s, uint32_t id,
                                       const std::vector<uint16_t>& sizes) {
   uint16_t total = 0;
   for (uint16_t n : sizes)
     total = static_cast<uint16_t>(total + n);
-  s.version = 4;
+  const bool v4 = s.version == 4;
   s.proto = IPPROTO_UDP;
   s.payload = static_cast<uint16_t>(total - sizeof(rte_udp_hdr));
   rte_mbuf* whole = make_frame(s);
-  auto* ip = rte_pktmbuf_mtod_offset(whole, rte_ipv4_hdr*, whole->l2_len);
-  auto* udp = reinterpret_cast<rte_udp_hdr*>(reinterpret_cast<uint8_t*>(ip) + whole->l3_len);
+  uint8_t* ip = rte_pktmbuf_mtod_offset(whole, uint8_t*, whole->l2_len);
+  auto* udp = reinterpret_cast<rte_udp_hdr*>(ip + whole->l3_len);
   auto* data = reinterpret_cast<uint8_t*>(udp);
   for (uint16_t i = sizeof(rte_udp_hdr); i < total; ++i)
     data[i] = static_cast<uint8_t>(i * 7 + 1);
   udp->dgram_cksum = 0;
-  udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
+  udp->dgram_cksum = v4 ? rte_ipv4_udptcp_cksum(reinterpret_cast<rte_ipv4_hdr*>(ip), udp)
+                        : rte_ipv6_udptcp_cksum(reinterpret_cast<rte_ipv6_hdr*>(ip), udp);
+  // An IPv6 fragment's IP payload starts with the fragment header (RFC 8200 4.5).
+  const uint16_t frag_hdr = v4 ? 0 : sizeof(rte_ipv6_fragment_ext);
   std::vector<rte_mbuf*> out;
   uint16_t off = 0;
   for (uint16_t n : sizes) {
     FrameSpec f = s;
-    f.payload = static_cast<uint16_t>(n - sizeof(rte_udp_hdr));
+    f.payload = static_cast<uint16_t>(n + frag_hdr - sizeof(rte_udp_hdr));
     rte_mbuf* m = make_frame(f);
-    auto* fip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, m->l2_len);
-    std::memcpy(reinterpret_cast<uint8_t*>(fip) + m->l3_len, data + off, n);
-    fip->packet_id = rte_cpu_to_be_16(id);
+    uint8_t* fip = rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len);
     const bool more = off + n < total;
-    fip->fragment_offset =
-        rte_cpu_to_be_16(static_cast<uint16_t>(off / 8 | (more ? RTE_IPV4_HDR_MF_FLAG : 0)));
-    fip->hdr_checksum = 0;
-    fip->hdr_checksum = rte_ipv4_cksum(fip);
+    if (v4) {
+      auto* h = reinterpret_cast<rte_ipv4_hdr*>(fip);
+      h->packet_id = rte_cpu_to_be_16(static_cast<uint16_t>(id));
+      h->fragment_offset =
+          rte_cpu_to_be_16(static_cast<uint16_t>(off / 8 | (more ? RTE_IPV4_HDR_MF_FLAG : 0)));
+      h->hdr_checksum = 0;
+      h->hdr_checksum = rte_ipv4_cksum(h);
+    } else {
+      auto* h = reinterpret_cast<rte_ipv6_hdr*>(fip);
+      h->proto = IPPROTO_FRAGMENT;
+      auto* fh = reinterpret_cast<rte_ipv6_fragment_ext*>(h + 1);
+      fh->next_header = IPPROTO_UDP;
+      fh->reserved = 0;
+      fh->frag_data = rte_cpu_to_be_16(static_cast<uint16_t>(off | (more ? 1 : 0)));
+      fh->id = rte_cpu_to_be_32(id);
+    }
+    std::memcpy(fip + (v4 ? sizeof(rte_ipv4_hdr) : sizeof(rte_ipv6_hdr)) + frag_hdr, data + off, n);
     if (parse_packet(m, true)) throw std::runtime_error("a fragment the parser refuses");
     out.push_back(m);
     off = static_cast<uint16_t>(off + n);

@@ -39,11 +39,12 @@ rte_mbuf* make_frame(const FrameSpec& spec);
 rte_mbuf* make_arp(uint16_t port);
 // A frame of an ethertype the pipeline does not know (LLDP).
 rte_mbuf* make_lldp(uint16_t port);
-// An IPv4 UDP datagram as `spec` describes it (its payload a pattern, its UDP checksum over
-// all of it), cut into fragments of `sizes` bytes of IP payload each (multiples of 8 but
-// the last; the first holds the UDP header), each parsed as a port parses it (flow hash:
-// the first on its ports, the later ones on addresses), with IP id `id`.
-std::vector<rte_mbuf*> make_fragments(FrameSpec spec, uint16_t id,
+// A UDP datagram as `spec` describes it (IPv4 or IPv6; its payload a pattern, its UDP
+// checksum over all of it), cut into fragments of `sizes` bytes of IP payload each (multiples
+// of 8 but the last; the first holds the UDP header; an IPv6 fragment's fragment header comes
+// on top), each parsed as a port parses it (flow hash: the first on its ports, the later ones
+// on addresses), with identification `id` (IPv4: its low 16 bits).
+std::vector<rte_mbuf*> make_fragments(FrameSpec spec, uint32_t id,
                                       const std::vector<uint16_t>& sizes);
 
 IpAddress address(const std::string& text);

@@ -98,11 +98,13 @@ class Nat : public ::testing::Test {
  protected:
   void SetUp() override { VECFLOW_REQUIRE_EAL(); }
 
-  // conntrack with `nat`, then the route stage (fused): lan is 198.51.100.0/24, the rest is
-  // beyond wan. The default NAT: lan's connections leave from kPool, ports 20000-20099.
+  // conntrack with `nat`, then the route stage (fused): lan is 198.51.100.0/24 and
+  // 2001:db8:2::/64, the rest is beyond wan. The default NAT: lan's connections leave from
+  // kPool, ports 20000-20099.
   void build(ConntrackConfig ct) {
     RouteConfig r;
-    r.routes = {route("198.51.100.0/24", "lan"), route("0.0.0.0/0", "wan", "192.0.2.254")};
+    r.routes = {route("198.51.100.0/24", "lan"), route("0.0.0.0/0", "wan", "192.0.2.254"),
+                route("2001:db8:2::/64", "lan"), route("::/0", "wan", "2001:db8:1::1")};
     ASSERT_TRUE(h.build({stage("conntrack", ct), stage("route", r, true)}));
     stage_ = h.pipeline->find<ConntrackStage>("conntrack");
     ASSERT_NE(stage_, nullptr);
@@ -677,6 +679,39 @@ TEST_F(Nat, FragmentedDatagramsAreTranslatedAsTheirFirstFragment) {
   EXPECT_EQ(stage_->counters().fragments_known, 4u);
   EXPECT_EQ(stage_->counters().fragments_unknown, 0u);
   EXPECT_EQ(stage_->nat()->ports_in_use(0, NatProto::Udp), 1u);
+  EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
+}
+
+// NAT44 leaves IPv6 alone, fragments too: beside it, an IPv6 datagram's later fragments get
+// their first fragment's hash from the NAT's receive-side rewrite and its connection's mark
+// in the stage, and all of them leave as they came.
+TEST_F(Nat, IPv6FragmentsGoUntranslatedWithTheirFirstFragment) {
+  build(snat_config());
+  FrameSpec s;
+  s.version = 6, s.src = "2001:db8:2::7", s.dst = "2001:db8:9::5", s.sport = 40000, s.dport = 53;
+  s.port = kLan;
+  std::vector<rte_mbuf*> out = make_fragments(s, 0x12345, {24, 16, 8});
+  stage_->nat()->apply(out.data(), static_cast<uint16_t>(out.size()));
+  EXPECT_EQ(out[1]->hash.rss, out[0]->hash.rss);
+  EXPECT_EQ(out[2]->hash.rss, out[0]->hash.rss);
+  std::vector<std::vector<uint8_t>> before;
+  for (rte_mbuf* m : out) {
+    const auto* p = rte_pktmbuf_mtod_offset(m, const uint8_t*, m->l2_len);
+    before.emplace_back(p, p + m->pkt_len - m->l2_len);
+  }
+  h.sinks.free_all();
+  h.run(out);
+  ASSERT_EQ(h.sinks.tx.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    rte_mbuf* m = h.sinks.tx[i];
+    auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv6_hdr*, m->l2_len);
+    ++ip->hop_limits;  // the route stage's one change
+    const auto* p = reinterpret_cast<const uint8_t*>(ip);
+    EXPECT_EQ(std::vector<uint8_t>(p, p + m->pkt_len - m->l2_len), before[i]) << i;
+  }
+  EXPECT_EQ(stage_->sessions({}).size(), 1u);
+  EXPECT_EQ(stage_->counters().fragments_known, 2u);
+  EXPECT_EQ(stage_->nat()->ports_in_use(0, NatProto::Udp), 0u);
   EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
 }
 

@@ -43,7 +43,7 @@ inline const MetricFamily kCtTableFull{
     {"stage"}};
 inline const MetricFamily kCtFragments{
     "vecflow_conntrack_fragments_total",
-    "Later IPv4 fragments a conntrack stage saw, by whether their datagram's first fragment "
+    "Later IP fragments a conntrack stage saw, by whether their datagram's first fragment "
     "was known (known: they took its mark and addresses; unknown: tracked by their addresses, "
     "or dropped as nat_fragment)",
     MetricType::Counter,
