@@ -11,6 +11,7 @@
 //   PacketMeta       the dynamic field below: steering rule, and the pipeline's verdict
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include <rte_mbuf.h>
@@ -71,14 +72,19 @@ struct PacketMeta {
 };
 static_assert(sizeof(PacketMeta) == 16);
 
-// Offset of PacketMeta in the mbuf, set once by register_packet_meta().
-extern int g_packet_meta_offset;
+// PacketMeta's place in the mbuf: the start of the dynamic field area, claimed by
+// register_packet_meta() at start-up before any port or library registers a field. A
+// constant, not the offset a registration returns kept in a global: every stage reads the
+// metadata of every packet, and the compiler reloads a global after each store through a
+// pointer that may alias it.
+inline constexpr size_t kPacketMetaOffset = offsetof(rte_mbuf, dynfield1);
 
-// Registers the dynamic field. Needs EAL; called once at start-up before any port receives.
+// Registers the dynamic field at kPacketMetaOffset. Needs EAL; called at start-up before any
+// port receives (again: a no-op).
 Result<void> register_packet_meta();
 
 inline PacketMeta& meta(rte_mbuf* m) noexcept {
-  return *RTE_MBUF_DYNFIELD(m, g_packet_meta_offset, PacketMeta*);
+  return *RTE_MBUF_DYNFIELD(m, kPacketMetaOffset, PacketMeta*);
 }
 
 // Resets the metadata of a freshly received packet.
@@ -87,7 +93,7 @@ inline void reset_meta(rte_mbuf* m) noexcept {
 }
 
 inline CtMark ct_mark(const rte_mbuf* m) noexcept {
-  const uint8_t f = RTE_MBUF_DYNFIELD(m, g_packet_meta_offset, const PacketMeta*)->flags;
+  const uint8_t f = RTE_MBUF_DYNFIELD(m, kPacketMetaOffset, const PacketMeta*)->flags;
   return static_cast<CtMark>((f & kMetaCtMask) >> kMetaCtShift);
 }
 inline void set_ct_mark(rte_mbuf* m, CtMark c) noexcept {
