@@ -943,7 +943,10 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
   // mbuf) kBucketsAhead; the session whose signature matches kSessionAhead. With many flows
   // the vector's mbufs and sessions are rarely in cache when a vector reaches this stage.
   constexpr size_t kMbufAhead = 24, kBucketsAhead = 12, kSessionAhead = 6;
+  // The buckets the call sweeps at its end, brought in while its packets are tracked.
+  constexpr unsigned kSweepBuckets = 2;
   const size_t n = pkts.size();
+  table_->prefetch_sweep(pkts[0]->hash.rss, kSweepBuckets);
   for (size_t i = 0; i < n && i < kMbufAhead; ++i)
     rte_prefetch0(pkts[i]);
   for (size_t i = 0; i < n && i < kBucketsAhead; ++i) {
@@ -1000,7 +1003,8 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     if (marks[c]) st.marks[c].add(marks[c]);
   // The first packet's flow bucket is this worker's while the call runs: a class of it is
   // this worker's to sweep.
-  if (const unsigned gone = table_->sweep(pkts[0]->hash.rss, now, 2)) st.expired.add(gone);
+  if (const unsigned gone = table_->sweep(pkts[0]->hash.rss, now, kSweepBuckets))
+    st.expired.add(gone);
 }
 
 size_t ConntrackStage::describe(rte_mbuf* m, std::span<char> out) const noexcept {

@@ -239,6 +239,16 @@ unsigned ConnTable::sweep(uint32_t hash, uint32_t now, unsigned buckets) noexcep
   return gone;
 }
 
+void ConnTable::prefetch_sweep(uint32_t hash, unsigned buckets) const noexcept {
+  const uint32_t cls = hash & (kClasses - 1);
+  const uint32_t per_class = nbuckets_ >> kClassBits;
+  uint32_t cur = cursor_[cls];
+  for (unsigned i = 0; i < buckets; ++i) {
+    cur = cur + 1 < per_class ? cur + 1 : 0;
+    rte_prefetch0(&bucket((cur << kClassBits) | cls));
+  }
+}
+
 bool ConnTable::read(uint32_t b, unsigned w, uint32_t now, ConnSnapshot& out) const noexcept {
   const Bucket& bk = bucket(b);
   const ConnEntry* e = at(b, w);

@@ -193,6 +193,10 @@ class ConnTable {
   void remove(ConnEntry* e) noexcept;
   // Sweeps `buckets` buckets of `hash`'s class for expired sessions; returns how many went.
   unsigned sweep(uint32_t hash, uint32_t now, unsigned buckets) noexcept;
+  // Brings in the buckets the next sweep(hash, ..., buckets) reads: with a large table they
+  // are rarely in cache, and a sweep that waits for them costs more than the packets of a
+  // call together (two memory accesses per call).
+  void prefetch_sweep(uint32_t hash, unsigned buckets) const noexcept;
   // Two steps ahead of find(): the first brings in the hash's buckets; the second, once they
   // are in, the session whose signature matches.
   void prefetch_buckets(uint32_t hash) const noexcept { rte_prefetch0(&bucket(first(hash))); }
