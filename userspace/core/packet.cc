@@ -4,13 +4,14 @@
 
 namespace vecflow {
 
+int g_packet_meta_offset = -1;
+
 Result<void> register_packet_meta() {
   static const rte_mbuf_dynfield desc = {"vecflow_packet_meta", sizeof(PacketMeta),
                                          alignof(PacketMeta), 0};
-  if (rte_mbuf_dynfield_register_offset(&desc, kPacketMetaOffset) < 0) {
-    return fail("cannot register the mbuf metadata field at offset {}: {}", kPacketMetaOffset,
-                rte_strerror(rte_errno));
-  }
+  int off = rte_mbuf_dynfield_register(&desc);
+  if (off < 0) return fail("cannot register the mbuf metadata field: {}", rte_strerror(rte_errno));
+  g_packet_meta_offset = off;
   return {};
 }
 

@@ -11,7 +11,6 @@
 //   PacketMeta       the dynamic field below: steering rule, and the pipeline's verdict
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 
 #include <rte_mbuf.h>
@@ -72,19 +71,14 @@ struct PacketMeta {
 };
 static_assert(sizeof(PacketMeta) == 16);
 
-// PacketMeta's place in the mbuf: the start of the dynamic field area, claimed by
-// register_packet_meta() at start-up before any port or library registers a field. A
-// constant, not the offset a registration returns kept in a global: every stage reads the
-// metadata of every packet, and the compiler reloads a global after each store through a
-// pointer that may alias it.
-inline constexpr size_t kPacketMetaOffset = offsetof(rte_mbuf, dynfield1);
+// Offset of PacketMeta in the mbuf, set once by register_packet_meta().
+extern int g_packet_meta_offset;
 
-// Registers the dynamic field at kPacketMetaOffset. Needs EAL; called at start-up before any
-// port receives (again: a no-op).
+// Registers the dynamic field. Needs EAL; called once at start-up before any port receives.
 Result<void> register_packet_meta();
 
 inline PacketMeta& meta(rte_mbuf* m) noexcept {
-  return *RTE_MBUF_DYNFIELD(m, kPacketMetaOffset, PacketMeta*);
+  return *RTE_MBUF_DYNFIELD(m, g_packet_meta_offset, PacketMeta*);
 }
 
 // Resets the metadata of a freshly received packet.
@@ -93,7 +87,7 @@ inline void reset_meta(rte_mbuf* m) noexcept {
 }
 
 inline CtMark ct_mark(const rte_mbuf* m) noexcept {
-  const uint8_t f = RTE_MBUF_DYNFIELD(m, kPacketMetaOffset, const PacketMeta*)->flags;
+  const uint8_t f = RTE_MBUF_DYNFIELD(m, g_packet_meta_offset, const PacketMeta*)->flags;
   return static_cast<CtMark>((f & kMetaCtMask) >> kMetaCtShift);
 }
 inline void set_ct_mark(rte_mbuf* m, CtMark c) noexcept {

@@ -56,11 +56,12 @@ size_t separate(Classes& c, size_t n, PortOutcomes* outcomes) noexcept {
   uint8_t* const tags = c.tags;
   rte_mbuf** const decided = c.decided;
   uint8_t* const decided_tags = c.decided_tags;
+  const int meta_offset = g_packet_meta_offset;
   size_t ndecided = c.ndecided;
   size_t keep = 0;
   for (size_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
-    PacketMeta& pm = meta(m);
+    PacketMeta& pm = *RTE_MBUF_DYNFIELD(m, meta_offset, PacketMeta*);
     if constexpr (kLast) {
       if (pm.verdict == Verdict::Continue) {
         if (pm.out_port != kNoPort) {
