@@ -72,15 +72,32 @@ inline uint32_t common_l4(const uint8_t* l4, uint32_t room, uint8_t proto) noexc
 
 }  // namespace parse_detail
 
+// What vf_flow_hash_parts hashes, as a common frame gives it (classify_common_parts). Kept
+// apart from the hash so that a burst's frames can be read in one pass and hashed in another
+// (io/rx_classify.h).
+struct FlowHashParts {
+  uint32_t src;  // vf_addr_hash of each address
+  uint32_t dst;
+  uint16_t sport;  // network order
+  uint16_t dport;
+  uint8_t proto;
+  uint8_t version;
+
+  uint32_t hash(bool symmetric) const noexcept {
+    return vf_flow_hash_parts(src, dst, sport, dport, proto, version, symmetric);
+  }
+};
+
 // The frames a router sees nearly always, read in a few straight-line checks: untagged
 // Ethernet with IPv4 (no options, not a fragment) or IPv6 (no extension header) carrying TCP
 // or UDP, well-formed. For such a frame it fills `out` exactly as the general parse would
-// (packet_type_of, l2_len, l3_len, flow_hash: a test and a fuzz target hold them equal) and
-// returns true; for any other frame, well-formed or not, it returns false and the caller
-// parses it in full (parse_frame names the fault of a malformed one). Reads only [d, d + len).
-// `hash`: compute out.hash (false when the flow id comes from the NIC's RSS hash).
-inline bool classify_common(const uint8_t* d, uint32_t len, bool symmetric, bool hash,
-                            RxFields& out) noexcept {
+// (packet_type_of, l2_len, l3_len; with `hash`, `parts` gives the flow hash: a test and a fuzz
+// target hold them equal) and returns true; for any other frame, well-formed or not, it
+// returns false and the caller parses it in full (parse_frame names the fault of a malformed
+// one). Reads only [d, d + len). `hash` false: the flow id comes from the NIC's RSS hash, and
+// `parts` is left alone (the addresses of an IPv6 frame cost six multiplications).
+inline bool classify_common_parts(const uint8_t* d, uint32_t len, bool hash, RxFields& out,
+                                  FlowHashParts& parts) noexcept {
   using parse_detail::be16;
   if (len < VF_ETH_HLEN + VF_IPV4_HLEN) return false;
   const uint32_t type = be16(d + 12);
@@ -100,13 +117,14 @@ inline bool classify_common(const uint8_t* d, uint32_t len, bool symmetric, bool
     out.l3_len = VF_IPV4_HLEN;
     if (!hash) return true;
     uint32_t src, dst;
-    uint16_t sport, dport;
     __builtin_memcpy(&src, ip + 12, 4);
     __builtin_memcpy(&dst, ip + 16, 4);
-    __builtin_memcpy(&sport, l4, 2);
-    __builtin_memcpy(&dport, l4 + 2, 2);
-    out.hash = vf_flow_hash_parts(vf_addr4_hash(src), vf_addr4_hash(dst), sport, dport, proto, 4,
-                                  symmetric);
+    parts.src = vf_addr4_hash(src);
+    parts.dst = vf_addr4_hash(dst);
+    __builtin_memcpy(&parts.sport, l4, 2);
+    __builtin_memcpy(&parts.dport, l4 + 2, 2);
+    parts.proto = proto;
+    parts.version = 4;
     return true;
   }
   if (type == VF_ETH_P_IPV6) {
@@ -122,16 +140,34 @@ inline bool classify_common(const uint8_t* d, uint32_t len, bool symmetric, bool
     out.l3_len = VF_IPV6_HLEN;
     if (!hash) return true;
     __u32 src[4], dst[4];
-    uint16_t sport, dport;
     __builtin_memcpy(src, ip + 8, 16);
     __builtin_memcpy(dst, ip + 24, 16);
-    __builtin_memcpy(&sport, l4, 2);
-    __builtin_memcpy(&dport, l4 + 2, 2);
-    out.hash =
-        vf_flow_hash_parts(vf_addr_hash(src), vf_addr_hash(dst), sport, dport, proto, 6, symmetric);
+    parts.src = vf_addr_hash(src);
+    parts.dst = vf_addr_hash(dst);
+    __builtin_memcpy(&parts.sport, l4, 2);
+    __builtin_memcpy(&parts.dport, l4 + 2, 2);
+    parts.proto = proto;
+    parts.version = 6;
     return true;
   }
   return false;
+}
+
+// classify_common_parts with the hash in out.hash (when `hash`).
+inline bool classify_common(const uint8_t* d, uint32_t len, bool symmetric, bool hash,
+                            RxFields& out) noexcept {
+  FlowHashParts parts;
+  if (!classify_common_parts(d, len, hash, out, parts)) return false;
+  if (hash) out.hash = parts.hash(symmetric);
+  return true;
+}
+
+// Stores what classify_common found of a frame (not the hash) in its mbuf.
+inline void set_common_fields(rte_mbuf* m, const RxFields& f) noexcept {
+  m->packet_type = f.packet_type;
+  // l2_len and l3_len are bit-fields of tx_offload, whose other fields mean nothing on
+  // receive: one store instead of two read-modify-writes.
+  m->tx_offload = rte_mbuf_tx_offload(f.l2_len, f.l3_len, 0, 0, 0, 0, 0);
 }
 
 // Any frame, in full (parse_frame): fills the same mbuf fields as parse_packet. Returns
@@ -152,10 +188,7 @@ inline std::optional<DropReason> parse_packet(rte_mbuf* m, bool symmetric,
   RxFields f;
   if (m->nb_segs == 1 && classify_common(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len,
                                          symmetric, hash, f)) [[likely]] {
-    m->packet_type = f.packet_type;
-    // l2_len and l3_len are bit-fields of tx_offload, whose other fields mean nothing on
-    // receive: one store instead of two read-modify-writes.
-    m->tx_offload = rte_mbuf_tx_offload(f.l2_len, f.l3_len, 0, 0, 0, 0, 0);
+    set_common_fields(m, f);
     if (hash) {
       m->hash.rss = f.hash;
       m->ol_flags |= RTE_MBUF_F_RX_RSS_HASH;

@@ -75,47 +75,102 @@ inline void apply_xdp_meta(rte_mbuf* m, const vf_xdp_meta& md) noexcept {
   meta(m).steer_rule = md.rule_id;
 }
 
+// The start of classifying a frame received on `c.port`: port id, reset PacketMeta, and the
+// fields the XDP metadata in front of the frame gives, if it has any (then returns true).
+inline bool classify_from_meta(rte_mbuf* m, const RxClassify& c, bool try_meta) noexcept {
+  m->port = to_index(c.port);
+  reset_meta(m);
+  if (try_meta) {
+    if (const vf_xdp_meta* md = take_xdp_meta(m)) {
+      apply_xdp_meta(m, *md);
+      return true;
+    }
+  }
+  return false;
+}
+
+// Whether the frame keeps the NIC's RSS hash as its flow id (else it is hashed in software).
+inline bool keeps_rss(const rte_mbuf* m, const RxClassify& c) noexcept {
+  return c.flow_id != FlowIdFrom::Software && (m->ol_flags & RTE_MBUF_F_RX_RSS_HASH);
+}
+
+// A frame the common path did not take, parsed in full. Returns the drop reason when it is
+// malformed and the port drops such frames.
+inline std::optional<DropReason> classify_full(rte_mbuf* m, const RxClassify& c,
+                                               bool keep_rss) noexcept {
+  const uint32_t rss = m->hash.rss;
+  const int r = parse_packet_full(m, c.symmetric);
+  if (keep_rss) m->hash.rss = rss;  // the full parse hashes anyway
+  if (r != VF_PARSE_OK && c.drop_malformed) return static_cast<DropReason>(r);
+  return std::nullopt;
+}
+
 // Finishes a frame received on `c.port`: port id, reset PacketMeta, then the flow id and
 // packet fields from the metadata or from one software parse. Returns the drop reason when
 // the frame is malformed and the port drops such frames; the caller frees it and counts it.
 // Inline, like parse_packet, so that the result stays in registers.
 inline std::optional<DropReason> classify_rx(rte_mbuf* m, const RxClassify& c,
                                              bool try_meta) noexcept {
-  m->port = to_index(c.port);
-  reset_meta(m);
-  if (try_meta) {
-    if (const vf_xdp_meta* md = take_xdp_meta(m)) {
-      apply_xdp_meta(m, *md);
-      return std::nullopt;
+  if (classify_from_meta(m, c, try_meta)) return std::nullopt;
+  const bool keep_rss = keeps_rss(m, c);
+  RxFields f;
+  if (m->nb_segs == 1 && classify_common(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len,
+                                         c.symmetric, !keep_rss, f)) [[likely]] {
+    set_common_fields(m, f);
+    if (!keep_rss) {
+      m->hash.rss = f.hash;
+      m->ol_flags |= RTE_MBUF_F_RX_RSS_HASH;
     }
+    return std::nullopt;
   }
-  const bool keep_rss = c.flow_id != FlowIdFrom::Software && (m->ol_flags & RTE_MBUF_F_RX_RSS_HASH);
-  const uint32_t rss = m->hash.rss;
-  auto bad = parse_packet(m, c.symmetric, !keep_rss);
-  if (keep_rss) m->hash.rss = rss;  // the full parse (uncommon frames) hashes anyway
-  if (bad && c.drop_malformed) return bad;
-  return std::nullopt;
+  return classify_full(m, c, keep_rss);
 }
 
-// Classifies a received burst in place (classify_rx on each frame, the next frames' lines
+// Classifies a received burst in place (as classify_rx each frame, the next frames' lines
 // prefetched): the frames a port keeps stay at the front in their order, a malformed one it
 // drops is freed and counted in `drops`. Returns how many are kept; `bytes` gets their bytes.
 // Inline: the port's rx_burst and this loop are one pass over the burst.
+//
+// The common frames are hashed in a second pass: a flow hash is a chain of dependent
+// multiplications (~16 cycles), which one frame at a time each frame waited for; in a pass of
+// their own the chains of several frames overlap.
 inline uint16_t classify_burst(rte_mbuf** pkts, uint16_t n, const RxClassify& c, bool try_meta,
                                DropCounters& drops, uint64_t& bytes) noexcept {
+  constexpr unsigned kHashBatch = 64;
+  FlowHashParts parts[kHashBatch];
+  rte_mbuf* to_hash[kHashBatch];
+  unsigned pending = 0;
+  const auto hash_pending = [&]() noexcept {
+    for (unsigned k = 0; k < pending; ++k)
+      to_hash[k]->hash.rss = parts[k].hash(c.symmetric);
+    pending = 0;
+  };
   uint16_t kept = 0;
   uint64_t sum = 0;
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     if (i + kPrefetchAhead < n) prefetch_rx(pkts[i + kPrefetchAhead]);
-    if (auto bad = classify_rx(m, c, try_meta)) {
-      drops.add(*bad);
-      rte_pktmbuf_free(m);
-      continue;
+    if (!classify_from_meta(m, c, try_meta)) {
+      const bool keep_rss = keeps_rss(m, c);
+      RxFields f;
+      if (m->nb_segs == 1 && classify_common_parts(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len,
+                                                   !keep_rss, f, parts[pending])) [[likely]] {
+        set_common_fields(m, f);
+        if (!keep_rss) {
+          m->ol_flags |= RTE_MBUF_F_RX_RSS_HASH;
+          to_hash[pending++] = m;
+          if (pending == kHashBatch) hash_pending();
+        }
+      } else if (auto bad = classify_full(m, c, keep_rss)) {
+        drops.add(*bad);
+        rte_pktmbuf_free(m);
+        continue;
+      }
     }
     sum += m->pkt_len;
     pkts[kept++] = m;
   }
+  hash_pending();
   bytes = sum;
   if (c.rewrite != nullptr) [[unlikely]]
     c.rewrite->apply(pkts, kept);
