@@ -83,6 +83,18 @@ struct FlowHashParts {
   uint8_t proto;
   uint8_t version;
 
+  // From the address hashes and the L4 header (its first 4 bytes are the ports).
+  static FlowHashParts of(uint32_t src, uint32_t dst, const uint8_t* l4, uint8_t proto,
+                          uint8_t version) noexcept {
+    FlowHashParts p;
+    p.src = src;
+    p.dst = dst;
+    __builtin_memcpy(&p.sport, l4, 2);
+    __builtin_memcpy(&p.dport, l4 + 2, 2);
+    p.proto = proto;
+    p.version = version;
+    return p;
+  }
   uint32_t hash(bool symmetric) const noexcept {
     return vf_flow_hash_parts(src, dst, sport, dport, proto, version, symmetric);
   }
@@ -119,12 +131,7 @@ inline bool classify_common_parts(const uint8_t* d, uint32_t len, bool hash, RxF
     uint32_t src, dst;
     __builtin_memcpy(&src, ip + 12, 4);
     __builtin_memcpy(&dst, ip + 16, 4);
-    parts.src = vf_addr4_hash(src);
-    parts.dst = vf_addr4_hash(dst);
-    __builtin_memcpy(&parts.sport, l4, 2);
-    __builtin_memcpy(&parts.dport, l4 + 2, 2);
-    parts.proto = proto;
-    parts.version = 4;
+    parts = FlowHashParts::of(vf_addr4_hash(src), vf_addr4_hash(dst), l4, proto, 4);
     return true;
   }
   if (type == VF_ETH_P_IPV6) {
@@ -142,12 +149,7 @@ inline bool classify_common_parts(const uint8_t* d, uint32_t len, bool hash, RxF
     __u32 src[4], dst[4];
     __builtin_memcpy(src, ip + 8, 16);
     __builtin_memcpy(dst, ip + 24, 16);
-    parts.src = vf_addr_hash(src);
-    parts.dst = vf_addr_hash(dst);
-    __builtin_memcpy(&parts.sport, l4, 2);
-    __builtin_memcpy(&parts.dport, l4 + 2, 2);
-    parts.proto = proto;
-    parts.version = 6;
+    parts = FlowHashParts::of(vf_addr_hash(src), vf_addr_hash(dst), l4, proto, 6);
     return true;
   }
   return false;
