@@ -440,15 +440,20 @@ TEST_F(Faults, ControlSocketAbuseUnderLoadDoesNotTouchForwarding) {
     std::vector<std::unique_ptr<ControlClient>> silent;
     for (int i = 0; i < 50; ++i)
       silent.push_back(std::make_unique<ControlClient>(socket_));
+    // Connected here, before the crowd: one of the connections the server serves, whenever
+    // its thread runs.
+    auto slow_client = std::make_unique<ControlClient>(socket_);
+    ASSERT_TRUE(slow_client->ok());
     std::thread slow([&] {
-      ControlClient c(socket_);
+      ControlClient& c = *slow_client;
       std::string req = R"({"version":1,"command":"status"})"
                         "\n";
       for (char ch : req) {
         c.send(std::string_view(&ch, 1));
         std::this_thread::sleep_for(20ms);
       }
-      EXPECT_NE(c.reply().find("\"result\""), std::string::npos);
+      const std::string reply = c.reply();
+      EXPECT_NE(reply.find("\"result\""), std::string::npos) << reply << c.ended();
     });
     const auto crowd_start = std::chrono::steady_clock::now();
     std::vector<std::unique_ptr<ControlClient>> crowd;
