@@ -569,9 +569,8 @@ ConntrackStage::NatPre ConntrackStage::nat_key(const rte_mbuf* m, ConnKey& k,
   dst.port = k.dst_port;
   if (const int pool = nat_->pool_of(dst.addr); pool >= 0) {
     if (const auto e = nat_->internal(static_cast<unsigned>(pool), *p, dst.port)) {
-      std::memcpy(k.dst.data(), &e->addr, 4);
-      k.dst_port = e->port;
-      if (echo) k.src_port = e->port;
+      k.set_dst_v4(e->addr);
+      k.set_ports(echo ? e->port : k.src_port, e->port);
       pre.pool = pool;
       return pre;
     }
@@ -579,8 +578,8 @@ ConntrackStage::NatPre ConntrackStage::nat_key(const rte_mbuf* m, ConnKey& k,
   if (nat_->has_dnat() && !echo) {
     if (const int r = nat_->dnat_match(m->port, *p, dst); r >= 0) {
       const NatEndpoint to = nat_->dnat_rule(unsigned(r)).target;
-      std::memcpy(k.dst.data(), &to.addr, 4);
-      k.dst_port = to.port;
+      k.set_dst_v4(to.addr);
+      k.set_ports(k.src_port, to.port);
       pre.dnat_rule = r;
     }
   }
@@ -682,17 +681,11 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
   uint32_t l4_room;  // bytes of the IP payload
   if (pkt::is_ipv4(m)) {
     const rte_ipv4_hdr* ip = pkt::ipv4(m);
-    k.version = 4;
-    k.proto = ip->next_proto_id;
-    std::memcpy(k.src.data(), &ip->src_addr, 4);
-    std::memcpy(k.dst.data(), &ip->dst_addr, 4);
+    k = ConnKey::v4(ip->src_addr, ip->dst_addr, ip->next_proto_id);
     l4_room = rte_be_to_cpu_16(ip->total_length) - m->l3_len;
   } else {
     const rte_ipv6_hdr* ip = pkt::ipv6(m);
-    k.version = 6;
-    k.proto = pkt::l4_proto(m);
-    std::memcpy(k.src.data(), ip->src_addr, 16);
-    std::memcpy(k.dst.data(), ip->dst_addr, 16);
+    k = ConnKey::v6(ip->src_addr, ip->dst_addr, pkt::l4_proto(m));
     l4_room = rte_be_to_cpu_16(ip->payload_len) + sizeof(rte_ipv6_hdr) - m->l3_len;
   }
   bool fragment = is_fragment(m);
@@ -721,14 +714,17 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
   bool echo_reply = false;
   if (!fragment) {
     if (has_l4_ports(k.proto)) {
-      std::memcpy(&k.src_port, l4, 2);
-      std::memcpy(&k.dst_port, l4 + 2, 2);
+      uint16_t sp, dp;
+      std::memcpy(&sp, l4, 2);
+      std::memcpy(&dp, l4 + 2, 2);
+      k.set_ports(sp, dp);
       tcp = k.proto == IPPROTO_TCP;
     } else if (k.proto == (k.version == 4 ? int{IPPROTO_ICMP} : int{IPPROTO_ICMPV6})) {
       bool request;
       if (icmp_echo(k.version, l4[0], request)) {
-        std::memcpy(&k.src_port, l4 + 4, 2);
-        k.dst_port = k.src_port;
+        uint16_t id;
+        std::memcpy(&id, l4 + 4, 2);
+        k.set_ports(id, id);
         echo = true;
         echo_reply = !request;
       } else if (icmp_error(k.version, l4[0])) {
@@ -758,14 +754,19 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
     }
     uint64_t expired = 0;
     if (nat_ && k.version == 4 && !fragment && (has_l4_ports(k.proto) || echo)) {
-      const ConnKey untranslated = k;
+      // What nat_key may change, kept as fields: a copy of the key would read it as 16-byte
+      // words (see ConnKey).
+      uint32_t dst;
+      std::memcpy(&dst, k.dst.data(), 4);
+      const uint16_t src_port = k.src_port, dst_port = k.dst_port;
       pre = nat_key(m, k, echo);
       e = table_->find(hash, k, now, reply, expired);
       if (pre.pool >= 0 && (e == nullptr || !(e->flags & kConnSnat) || !reply)) {
         // Not a reply of the connection the pool port maps (the filtering is address and port
         // dependent): the packet goes on as addressed.
         pre.pool = -1;
-        k = untranslated;
+        k.set_dst_v4(dst);
+        k.set_ports(src_port, dst_port);
         e = table_->find(hash, k, now, reply, expired);
       }
     } else {
@@ -1185,7 +1186,7 @@ void read_nat(config::Ctx& ctx, config::MapReader& m, ConntrackConfig& c) {
 ConntrackConfig read_conntrack(config::Ctx& ctx, config::MapReader& m) {
   ConntrackConfig c;
   if (m.has("nat")) read_nat(ctx, m, c);
-  m.get("max_sessions", c.max_sessions, 1, 1u << 26);
+  m.get("max_sessions", c.max_sessions, 1, ConnTable::kMaxSessions);
   m.get_enum<bool>("invalid", c.drop_invalid, {{"mark", false}, {"drop", true}});
   if (m.has("timeouts")) {
     std::vector<std::string_view> keys;

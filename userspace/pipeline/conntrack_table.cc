@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 
 #include <sys/mman.h>
 
@@ -68,71 +69,92 @@ uint32_t ConnTimeouts::of(ConnState s) const noexcept {
   return other_unreplied;
 }
 
-ConnKey ConnKey::reversed() const noexcept {
-  ConnKey r = *this;
-  std::swap(r.src, r.dst);
-  std::swap(r.src_port, r.dst_port);
-  return r;
-}
-
 namespace {
 // Two-choice 8-way buckets stay below a few per mille of refused inserts up to ~90 % full;
 // max_sessions / 7 buckets keep the table at most 7/8 full before the count refuses.
-uint32_t buckets_for(uint32_t max_sessions) noexcept {
+constexpr uint32_t buckets_for(uint32_t max_sessions) noexcept {
   const uint64_t want =
       std::max<uint64_t>(2 * ConnTable::kClasses, (uint64_t{max_sessions} + 6) / 7);
   return static_cast<uint32_t>(std::bit_ceil(want));
 }
+constexpr size_t kHugePage = size_t{2} << 20;
+// The sessions start on their own huge page.
+size_t buckets_bytes(uint32_t nbuckets) noexcept {
+  return (size_t{nbuckets} * 64 + kHugePage - 1) / kHugePage * kHugePage;
+}
 }  // namespace
 
 size_t ConnTable::memory_for(uint32_t max_sessions) noexcept {
-  return size_t(buckets_for(max_sessions)) * sizeof(Group);
+  const uint32_t n = buckets_for(max_sessions);
+  return buckets_bytes(n) + size_t{n} * kWays * sizeof(ConnEntry);
 }
 
 ConnTable::ConnTable(uint32_t max_sessions) : max_(max_sessions) {
+  static_assert(buckets_for(kMaxSessions) / kClasses * kWays <= kRowMask + 1,
+                "a class's rows fit a way's word");
+  if (max_sessions > kMaxSessions) throw std::length_error("ConnTable: too many sessions");
   nbuckets_ = buckets_for(max_sessions);
   mask_ = nbuckets_ - 1;
-  constexpr size_t kHuge = size_t{2} << 20;
-  map_bytes_ = (memory_bytes() + kHuge - 1) / kHuge * kHuge;
+  map_bytes_ = (memory_bytes() + kHugePage - 1) / kHugePage * kHugePage;
   map_ = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map_ == MAP_FAILED) throw std::bad_alloc();
   // Transparent huge pages where the kernel has them (its "madvise" mode takes this hint, and
   // "always" needs none); plain pages otherwise, correct but slower.
   (void)madvise(map_, map_bytes_, MADV_HUGEPAGE);
   // Zeroed by the kernel; written once here, so the memory is the process's from the start.
-  groups_ = static_cast<Group*>(map_);
+  buckets_ = static_cast<Bucket*>(map_);
   for (uint32_t b = 0; b < nbuckets_; ++b) {
-    Group* g = new (&groups_[b]) Group;
+    Bucket* bk = new (&buckets_[b]) Bucket;
     for (unsigned w = 0; w < kWays; ++w) {
-      g->bucket.sig[w].store(0, std::memory_order_relaxed);
-      g->bucket.expires[w].store(0, std::memory_order_relaxed);
-      std::memset(static_cast<void*>(&g->entries[w]), 0, sizeof(ConnEntry));
-      rte_seqcount_init(&g->entries[w].seq);
+      bk->way[w].store(0, std::memory_order_relaxed);
+      bk->expires[w].store(0, std::memory_order_relaxed);
     }
   }
+  sessions_ = reinterpret_cast<ConnEntry*>(static_cast<uint8_t*>(map_) + buckets_bytes(nbuckets_));
+  for (size_t i = 0; i < size_t{nbuckets_} * kWays; ++i) {
+    std::memset(static_cast<void*>(&sessions_[i]), 0, sizeof(ConnEntry));
+    rte_seqcount_init(&sessions_[i].seq);
+  }
   cursor_.reset(new uint32_t[kClasses]());
+  free_head_.reset(new uint32_t[kClasses]());
+  fresh_.reset(new uint32_t[kClasses]());
 }
 
 ConnTable::~ConnTable() {
   munmap(map_, map_bytes_);
 }
 
+size_t ConnTable::memory_bytes() const noexcept {
+  return buckets_bytes(nbuckets_) + size_t{nbuckets_} * kWays * sizeof(ConnEntry);
+}
+
+uint32_t ConnTable::take_row(uint32_t cls) noexcept {
+  const uint32_t head = free_head_[cls];
+  if (head == 0) return fresh_[cls]++;
+  free_head_[cls] = sessions_[size_t(head - 1) << kClassBits | cls].slot;
+  return head - 1;
+}
+
+void ConnTable::give_row(uint32_t cls, uint32_t row, ConnEntry* e) noexcept {
+  rte_seqcount_write_begin(&e->seq);
+  e->slot = free_head_[cls];
+  rte_seqcount_write_end(&e->seq);
+  free_head_[cls] = row + 1;
+}
+
 void ConnTable::prefetch_session(uint32_t hash) const noexcept {
   const uint32_t sig = sig_of(hash);
   const uint32_t b = first(hash);
   for (unsigned w = 0; w < kWays; ++w) {
-    if (bucket(b).sig[w].load(std::memory_order_relaxed) == sig) {
-      const ConnEntry* e = at(b, w);
+    const uint32_t word = bucket(b).way[w].load(std::memory_order_relaxed);
+    if (holds(word, sig)) {
+      const ConnEntry* e = session(b, word);
       rte_prefetch0(e);
       rte_prefetch0(reinterpret_cast<const uint8_t*>(e) + 64);
       return;
     }
   }
   rte_prefetch0(&bucket(second(hash)));
-}
-
-size_t ConnTable::memory_bytes() const noexcept {
-  return size_t(nbuckets_) * sizeof(Group);
 }
 
 ConnEntry* ConnTable::find(uint32_t hash, const ConnKey& k, uint32_t now, bool& reply,
@@ -142,8 +164,9 @@ ConnEntry* ConnTable::find(uint32_t hash, const ConnKey& k, uint32_t now, bool& 
   for (uint32_t b : choices) {
     Bucket& bk = bucket(b);
     for (unsigned w = 0; w < kWays; ++w) {
-      if (bk.sig[w].load(std::memory_order_relaxed) != sig) continue;
-      ConnEntry* e = at(b, w);
+      const uint32_t word = bk.way[w].load(std::memory_order_relaxed);
+      if (!holds(word, sig)) continue;
+      ConnEntry* e = session(b, word);
       const bool fwd = e->key == k;
       if (!fwd && !(e->key == k.reversed())) continue;
       if (expired(bk.expires[w].load(std::memory_order_relaxed), now)) {
@@ -160,7 +183,6 @@ ConnEntry* ConnTable::find(uint32_t hash, const ConnKey& k, uint32_t now, bool& 
 
 ConnEntry* ConnTable::insert(uint32_t hash, const ConnKey& k, uint64_t tsc) noexcept {
   if (count_.load(std::memory_order_relaxed) >= max_) return nullptr;
-  const uint32_t sig = sig_of(hash);
   const uint32_t now = tick(tsc);
   // The less full of the two buckets; a free way, or one whose session expired.
   int best_b = -1, best_w = -1, best_free = -1;
@@ -168,10 +190,10 @@ ConnEntry* ConnTable::insert(uint32_t hash, const ConnKey& k, uint64_t tsc) noex
     Bucket& bk = bucket(b);
     int free_ways = 0, way = -1;
     for (unsigned w = 0; w < kWays; ++w) {
-      const uint32_t s = bk.sig[w].load(std::memory_order_relaxed);
-      if (s != 0 && expired(bk.expires[w].load(std::memory_order_relaxed), now)) {
-        remove(at(b, w));
-      } else if (s != 0) {
+      const uint32_t word = bk.way[w].load(std::memory_order_relaxed);
+      if (word != 0 && expired(bk.expires[w].load(std::memory_order_relaxed), now)) {
+        remove(session(b, word));
+      } else if (word != 0) {
         continue;
       }
       ++free_ways;
@@ -185,9 +207,12 @@ ConnEntry* ConnTable::insert(uint32_t hash, const ConnKey& k, uint64_t tsc) noex
   }
   if (best_b < 0) return nullptr;
   count_.fetch_add(1, std::memory_order_relaxed);
-  ConnEntry* e = at(static_cast<uint32_t>(best_b), static_cast<unsigned>(best_w));
+  const uint32_t b = static_cast<uint32_t>(best_b);
+  const uint32_t row = take_row(b & (kClasses - 1));
+  const uint32_t word = sig_of(hash) | row;
+  ConnEntry* e = session(b, word);
   rte_seqcount_write_begin(&e->seq);
-  e->hash = hash;
+  e->slot = b << 3 | static_cast<uint32_t>(best_w);
   e->key = k;
   e->state = ConnState::OtherUnreplied;
   e->flags = 0;
@@ -201,21 +226,18 @@ ConnEntry* ConnTable::insert(uint32_t hash, const ConnKey& k, uint64_t tsc) noex
   e->tcp = {};
   e->last_seen = tsc;
   rte_seqcount_write_end(&e->seq);
-  Bucket& bk = bucket(best_b);
+  Bucket& bk = bucket(b);
   bk.expires[best_w].store(now, std::memory_order_relaxed);
-  bk.sig[best_w].store(sig, std::memory_order_release);
+  bk.way[best_w].store(word, std::memory_order_release);
   return e;
-}
-
-void ConnTable::set_expiry(ConnEntry* e, uint32_t expires) noexcept {
-  const auto [b, w] = place(e);
-  bucket(b).expires[w].store(expires, std::memory_order_relaxed);
 }
 
 void ConnTable::remove(ConnEntry* e) noexcept {
   if (e->flags & hook_flags_) hook_(hook_ctx_, *e);
-  const auto [b, w] = place(e);
-  bucket(b).sig[w].store(0, std::memory_order_release);
+  const uint32_t b = e->slot >> 3;
+  bucket(b).way[e->slot & 7].store(0, std::memory_order_release);
+  const size_t index = static_cast<size_t>(e - sessions_);
+  give_row(b & (kClasses - 1), static_cast<uint32_t>(index >> kClassBits), e);
   count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -229,9 +251,9 @@ unsigned ConnTable::sweep(uint32_t hash, uint32_t now, unsigned buckets) noexcep
     const uint32_t b = (cur << kClassBits) | cls;
     Bucket& bk = bucket(b);
     for (unsigned w = 0; w < kWays; ++w) {
-      if (bk.sig[w].load(std::memory_order_relaxed) != 0 &&
-          expired(bk.expires[w].load(std::memory_order_relaxed), now)) {
-        remove(at(b, w));
+      const uint32_t word = bk.way[w].load(std::memory_order_relaxed);
+      if (word != 0 && expired(bk.expires[w].load(std::memory_order_relaxed), now)) {
+        remove(session(b, word));
         ++gone;
       }
     }
@@ -251,10 +273,10 @@ void ConnTable::prefetch_sweep(uint32_t hash, unsigned buckets) const noexcept {
 
 bool ConnTable::read(uint32_t b, unsigned w, uint32_t now, ConnSnapshot& out) const noexcept {
   const Bucket& bk = bucket(b);
-  const ConnEntry* e = at(b, w);
   for (;;) {
-    const uint32_t sig = bk.sig[w].load(std::memory_order_acquire);
-    if (sig == 0) return false;
+    const uint32_t word = bk.way[w].load(std::memory_order_acquire);
+    if (word == 0) return false;
+    const ConnEntry* e = session(b, word);
     const uint32_t sn = rte_seqcount_read_begin(&e->seq);
     out.key = e->key;
     out.state = e->state;
@@ -266,10 +288,11 @@ bool ConnTable::read(uint32_t b, unsigned w, uint32_t now, ConnSnapshot& out) co
     out.last_seen = e->last_seen;
     out.packets = e->packets;
     out.bytes = e->bytes;
-    const uint32_t hash = e->hash;
+    const uint32_t slot = e->slot;
     const uint32_t exp = bk.expires[w].load(std::memory_order_relaxed);
     if (rte_seqcount_read_retry(&e->seq, sn)) continue;
-    if (sig_of(hash) != sig || bk.sig[w].load(std::memory_order_acquire) != sig) continue;
+    // The session this way names, not a freed or another way's one read meanwhile.
+    if (slot != (b << 3 | w) || bk.way[w].load(std::memory_order_acquire) != word) continue;
     if (expired(exp, now)) return false;
     out.expires_in_ticks = static_cast<int32_t>(exp - now);
     return true;
@@ -282,7 +305,7 @@ bool ConnTable::lookup(uint32_t hash, const ConnKey& k, uint32_t now, ConnSnapsh
   const ConnKey rk = k.reversed();
   for (uint32_t b : {first(hash), second(hash)}) {
     for (unsigned w = 0; w < kWays; ++w) {
-      if (bucket(b).sig[w].load(std::memory_order_relaxed) != sig) continue;
+      if (!holds(bucket(b).way[w].load(std::memory_order_relaxed), sig)) continue;
       if (!read(b, w, now, out)) continue;
       if (out.key == k || out.key == rk) {
         reply = !(out.key == k);

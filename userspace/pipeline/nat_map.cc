@@ -34,19 +34,6 @@ uint32_t probe_start(NatEndpoint e, NatProto p, uint32_t size) noexcept {
 
 }  // namespace
 
-std::optional<NatProto> nat_proto(uint8_t ip_proto) noexcept {
-  switch (ip_proto) {
-    case IPPROTO_TCP:
-      return NatProto::Tcp;
-    case IPPROTO_UDP:
-      return NatProto::Udp;
-    case IPPROTO_ICMP:
-      return NatProto::Icmp;
-    default:
-      return std::nullopt;
-  }
-}
-
 NatMap::NatMap(const std::vector<uint32_t>& pools, const std::vector<DnatRule>& dnat) {
   for (uint32_t a : pools)
     add_pool(a);

@@ -46,6 +46,8 @@
 #include <span>
 #include <vector>
 
+#include <netinet/in.h>
+
 #include "core/flow.h"
 
 namespace vecflow {
@@ -53,7 +55,19 @@ namespace vecflow {
 // Which slot array a protocol uses.
 enum class NatProto : uint8_t { Tcp, Udp, Icmp };
 inline constexpr size_t kNatProtoCount = 3;
-std::optional<NatProto> nat_proto(uint8_t ip_proto) noexcept;
+// Inline: every packet of a NAT port asks, twice.
+inline std::optional<NatProto> nat_proto(uint8_t ip_proto) noexcept {
+  switch (ip_proto) {
+    case IPPROTO_TCP:
+      return NatProto::Tcp;
+    case IPPROTO_UDP:
+      return NatProto::Udp;
+    case IPPROTO_ICMP:
+      return NatProto::Icmp;
+    default:
+      return std::nullopt;
+  }
+}
 
 // An IPv4 endpoint as it sits in the header: address and port in network order.
 struct NatEndpoint {

@@ -2,8 +2,10 @@
 // ICMP errors, the TCP window check, the table's limit and expiry, and a stateful firewall
 // (conntrack + acl with ct: and in_port:).
 
+#include <algorithm>
 #include <barrier>
 #include <thread>
+#include <vector>
 
 #include <unistd.h>
 
@@ -529,6 +531,51 @@ TEST(ConnTableTest, SessionsExpireOnLookupAndInTheSweep) {
     gone += t.sweep(0xabcd1234, now + 11, 1);
   EXPECT_EQ(gone, 1u);
   EXPECT_EQ(t.in_use(), 0u);
+}
+
+// A table sized for a million sessions that holds a thousand keeps them within a few hundred
+// kilobytes (the lookups' lines and pages stay cached), and a session that goes gives its
+// place to the next one of its class. Every session stays found by its key meanwhile.
+TEST(ConnTableTest, FewSessionsInALargeTableLieTogether) {
+  ConnTable t(1'100'000);
+  const uint64_t tsc = uint64_t{1000} << ConnTable::kTickShift;
+  const uint32_t now = ConnTable::tick(tsc);
+  const auto key = [](uint32_t i) {
+    ConnKey k = ConnKey::v4(0x0a000000u + i, 0x0b000000u, IPPROTO_UDP);
+    k.set_ports(uint16_t(i), 53);
+    return k;
+  };
+  const auto hash = [](uint32_t i) { return i * 0x9e3779b1u; };  // spread over every class
+  constexpr uint32_t kSessions = 1000;
+  std::vector<ConnEntry*> entries;
+  for (uint32_t i = 0; i < kSessions; ++i) {
+    ConnEntry* e = t.insert(hash(i), key(i), tsc);
+    ASSERT_NE(e, nullptr) << i;
+    t.set_expiry(e, now + 100);
+    entries.push_back(e);
+  }
+  const auto [lo, hi] = std::minmax_element(entries.begin(), entries.end());
+  const size_t span = size_t(reinterpret_cast<uint8_t*>(*hi) - reinterpret_cast<uint8_t*>(*lo));
+  EXPECT_LE(span, size_t{ConnTable::kClasses} * 2 * sizeof(ConnEntry))
+      << "of " << t.memory_bytes() / (1 << 20) << " MiB";
+  for (uint32_t i = 0; i < kSessions; ++i) {
+    bool reply = true;
+    uint64_t expired = 0;
+    ASSERT_EQ(t.find(hash(i), key(i), now, reply, expired), entries[i]) << i;
+    EXPECT_FALSE(reply);
+  }
+  // Session 7 expires and is removed by its lookup; a new one of its class takes its place.
+  t.set_expiry(entries[7], now + 1);
+  bool reply = false;
+  uint64_t expired = 0;
+  EXPECT_EQ(t.find(hash(7), key(7), now + 2, reply, expired), nullptr);
+  EXPECT_EQ(expired, 1u);
+  ConnEntry* e = t.insert(hash(7), key(kSessions), tsc);
+  ASSERT_EQ(e, entries[7]);
+  t.set_expiry(e, now + 100);
+  EXPECT_EQ(t.find(hash(7), key(kSessions), now, reply, expired), e);
+  EXPECT_EQ(t.find(hash(7), key(7), now, reply, expired), nullptr);
+  EXPECT_EQ(t.in_use(), kSessions);
 }
 
 // The first fragments' outcomes: found by datagram until they expire; a full bucket gives
