@@ -19,19 +19,19 @@
 // connection an ICMP error is about, which sits in another flow bucket) read a session under
 // its sequence count (rte_seqcount) and retry when its owner wrote meanwhile.
 //
-// Layout: 8-way buckets in one cache line, each way a 32-bit word (15 bits of the flow hash
-// above the ones that chose the bucket, and the row of its session) and a 32-bit expiry time,
-// so a lookup reads one line before it compares a key, and the sweep reads only those. Two
-// choices per hash: a connection goes to the less full of two buckets of its class. The
-// sessions (128 bytes each) sit apart from the buckets, by class: row r of class c is session
-// r * 1024 + c, and each class hands out its most recently freed row first, so a large table
-// that holds few sessions keeps them together (a thousand in a table for a million: within
-// 256 KB, not spread over its 285 MB). The buckets of a million sessions take 16 MB, whose
-// pages stay in the TLB. Measured against buckets that each held their 8 sessions beside
-// them, 1M flows through conntrack(+NAT)+ACL+route+neighbour: the stage's cycles a packet
+// Layout: 8-way buckets in one cache line, each way a 32-bit word (15 bits of the flow hash above
+// the ones that chose the bucket, and the row of its session) and a 32-bit expiry time, so a lookup
+// reads one line before it compares a key, and the sweep reads only those. Two choices per hash: a
+// connection goes to the first of two buckets of its class while it has room to spare, else to the
+// less full (insert() says why). The sessions (128 bytes each) sit apart from the buckets, by
+// class: row r of class c is session r * 1024 + c, and each class hands out its most recently freed
+// row first, so a large table that holds few sessions keeps them together (a thousand in a table
+// for a million: within 256 KB, not spread over its 285 MB). The buckets of a million sessions take
+// 16 MB, whose pages stay in the TLB. Measured against buckets that each held their 8 sessions
+// beside them, 1M flows through conntrack(+NAT)+ACL+route+neighbour: the stage's cycles a packet
 // 233 -> 229 and 270 -> 253; at 1024 flows no change. The table holds 2^k buckets, at least
-// max_sessions / 7 of them and never fewer than 2048 (two per class), and as many sessions
-// as bucket ways.
+// max_sessions / 7 of them and never fewer than 2048 (two per class), and as many sessions as
+// bucket ways.
 //
 // Expiry without a global scan: a lookup that finds its session expired removes it; each
 // process() call also sweeps a few buckets of the class of its first packet (a cursor per
