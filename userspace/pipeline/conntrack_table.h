@@ -241,7 +241,7 @@ class ConnTable {
   static constexpr unsigned kTickShift = 22;
 
   // Reserves the buckets and sessions for `max_sessions` and touches them; std::bad_alloc when
-  // the memory cannot be mapped.
+  // the memory cannot be mapped, std::length_error above kMaxSessions (the file refuses those).
   explicit ConnTable(uint32_t max_sessions);
   // The bytes a table for `max_sessions` reserves (buckets and sessions).
   static size_t memory_for(uint32_t max_sessions) noexcept;
