@@ -99,50 +99,61 @@ struct Segment {
   int wscale;    // offered in a SYN, else -1
 };
 
-// RFC 1624 (eqn. 3): a one's-complement checksum over words of which `n` changed from `from`
-// to `to`. Words as they sit in the header: one's-complement sums do not depend on byte order.
-uint16_t checksum_adjust(uint16_t sum, const uint16_t* from, const uint16_t* to,
-                         unsigned n) noexcept {
-  uint32_t acc = static_cast<uint16_t>(~sum);
+// RFC 1624 (eqn. 3), in two parts: what changed, ~from + to over `n` 16-bit words (unfolded),
+// and that change applied to a checksum, so that one change summed once updates both the IP
+// header's checksum and the L4 one. Words as they sit in the header: one's-complement sums do
+// not depend on byte order.
+uint32_t checksum_change(const uint16_t* from, const uint16_t* to, unsigned n) noexcept {
+  uint32_t acc = 0;
   for (unsigned i = 0; i < n; ++i)
     acc += static_cast<uint16_t>(~from[i]) + uint32_t{to[i]};
+  return acc;
+}
+uint16_t checksum_apply(uint16_t sum, uint32_t change) noexcept {
+  uint32_t acc = static_cast<uint16_t>(~sum) + change;  // a few words: two folds suffice
   acc = (acc & 0xffff) + (acc >> 16);
   acc = (acc & 0xffff) + (acc >> 16);
   return static_cast<uint16_t>(~acc);
 }
 
 // Rewrites an IPv4 address and the port (or echo identifier) at `port_at` in a packet, with
-// the IP header's checksum and the L4 checksum (`l4_sum`, which covers the address through
-// the pseudo-header unless it is ICMP's) kept right. UDP's checksum 0 means none.
+// the IP header's checksum and the L4 checksum (which covers the address through the
+// pseudo-header unless it is ICMP's) kept right: one sum of the change, applied to both.
 struct Rewrite {
   rte_ipv4_hdr* ip;
   uint8_t* l4;
   uint8_t proto;
 };
 void rewrite_endpoint(const Rewrite& r, uint8_t* addr, uint8_t* port_at, NatEndpoint to) noexcept {
-  uint16_t* sum = nullptr;
-  if (r.proto == IPPROTO_TCP) sum = reinterpret_cast<uint16_t*>(r.l4 + 16);
-  if (r.proto == IPPROTO_UDP) sum = reinterpret_cast<uint16_t*>(r.l4 + 6);
-  if (r.proto == IPPROTO_ICMP) sum = reinterpret_cast<uint16_t*>(r.l4 + 2);
-  uint16_t old_words[3], new_words[3];
-  std::memcpy(old_words, addr, 4);
-  std::memcpy(old_words + 2, port_at, 2);
-  std::memcpy(new_words, &to.addr, 4);
-  std::memcpy(new_words + 2, &to.port, 2);
-  const uint16_t ip_sum = r.ip->hdr_checksum;
-  r.ip->hdr_checksum = checksum_adjust(ip_sum, old_words, new_words, 2);
+  uint32_t old_addr;
+  uint16_t old_port;
+  std::memcpy(&old_addr, addr, 4);
+  std::memcpy(&old_port, port_at, 2);
+  const uint32_t addr_change =
+      static_cast<uint16_t>(~old_addr) + (~old_addr >> 16) + (to.addr & 0xffff) + (to.addr >> 16);
+  const uint32_t port_change = static_cast<uint16_t>(~old_port) + uint32_t{to.port};
+  r.ip->hdr_checksum = checksum_apply(r.ip->hdr_checksum, addr_change);
   std::memcpy(addr, &to.addr, 4);
   std::memcpy(port_at, &to.port, 2);
-  if (sum == nullptr) return;  // an IP header only
-  uint16_t l4_sum;
-  std::memcpy(&l4_sum, sum, 2);
-  if (r.proto == IPPROTO_ICMP) {
-    l4_sum = checksum_adjust(l4_sum, old_words + 2, new_words + 2, 1);
-  } else if (r.proto == IPPROTO_TCP || l4_sum != 0) {
-    l4_sum = checksum_adjust(l4_sum, old_words, new_words, 3);
-    if (r.proto == IPPROTO_UDP && l4_sum == 0) l4_sum = 0xffff;
+  // The L4 checksum: where it sits, and what it covers (a UDP checksum 0 means none).
+  uint8_t* at;
+  uint32_t change = addr_change + port_change;
+  if (r.proto == IPPROTO_UDP) {
+    at = r.l4 + 6;
+  } else if (r.proto == IPPROTO_TCP) {
+    at = r.l4 + 16;
+  } else if (r.proto == IPPROTO_ICMP) {
+    at = r.l4 + 2;
+    change = port_change;  // no pseudo-header: the identifier alone
+  } else {
+    return;  // an IP header only
   }
-  std::memcpy(sum, &l4_sum, 2);
+  uint16_t sum;
+  std::memcpy(&sum, at, 2);
+  if (r.proto == IPPROTO_UDP && sum == 0) return;
+  sum = checksum_apply(sum, change);
+  if (r.proto == IPPROTO_UDP && sum == 0) sum = 0xffff;
+  std::memcpy(at, &sum, 2);
 }
 
 bool valid_flags(uint8_t f) noexcept {
@@ -514,7 +525,7 @@ void ConntrackStage::nat_related(rte_mbuf* m, uint8_t* l4, uint8_t* in, uint8_t*
     std::memcpy(from, outer + at, 4);
     std::memcpy(to, &addr, 4);
     const uint16_t sum = ip->hdr_checksum;
-    ip->hdr_checksum = checksum_adjust(sum, from, to, 2);
+    ip->hdr_checksum = checksum_apply(sum, checksum_change(from, to, 2));
     std::memcpy(outer + at, &addr, 4);
   };
   const auto set_quoted = [&](bool src, NatEndpoint to) {

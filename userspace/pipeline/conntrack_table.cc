@@ -142,31 +142,15 @@ void ConnTable::give_row(uint32_t cls, uint32_t row, ConnEntry* e) noexcept {
   free_head_[cls] = row + 1;
 }
 
-void ConnTable::prefetch_session(uint32_t hash) const noexcept {
-  const uint32_t sig = sig_of(hash);
-  const uint32_t b = first(hash);
-  for (unsigned w = 0; w < kWays; ++w) {
-    const uint32_t word = bucket(b).way[w].load(std::memory_order_relaxed);
-    if (holds(word, sig)) {
-      const ConnEntry* e = session(b, word);
-      rte_prefetch0(e);
-      rte_prefetch0(reinterpret_cast<const uint8_t*>(e) + 64);
-      return;
-    }
-  }
-  rte_prefetch0(&bucket(second(hash)));
-}
-
 ConnEntry* ConnTable::find(uint32_t hash, const ConnKey& k, uint32_t now, bool& reply,
                            uint64_t& expired_count) noexcept {
   const uint32_t sig = sig_of(hash);
   const uint32_t choices[2] = {first(hash), second(hash)};
   for (uint32_t b : choices) {
     Bucket& bk = bucket(b);
-    for (unsigned w = 0; w < kWays; ++w) {
-      const uint32_t word = bk.way[w].load(std::memory_order_relaxed);
-      if (!holds(word, sig)) continue;
-      ConnEntry* e = session(b, word);
+    for (unsigned m = ways_holding(bk, sig); m != 0; m &= m - 1) {
+      const unsigned w = static_cast<unsigned>(std::countr_zero(m));
+      ConnEntry* e = session(b, bk.way[w].load(std::memory_order_relaxed));
       const bool fwd = e->key == k;
       if (!fwd && !(e->key == k.reversed())) continue;
       if (expired(bk.expires[w].load(std::memory_order_relaxed), now)) {
@@ -313,9 +297,8 @@ bool ConnTable::lookup(uint32_t hash, const ConnKey& k, uint32_t now, ConnSnapsh
   const uint32_t sig = sig_of(hash);
   const ConnKey rk = k.reversed();
   for (uint32_t b : {first(hash), second(hash)}) {
-    for (unsigned w = 0; w < kWays; ++w) {
-      if (!holds(bucket(b).way[w].load(std::memory_order_relaxed), sig)) continue;
-      if (!read(b, w, now, out)) continue;
+    for (unsigned m = ways_holding(bucket(b), sig); m != 0; m &= m - 1) {
+      if (!read(b, static_cast<unsigned>(std::countr_zero(m)), now, out)) continue;
       if (out.key == k || out.key == rk) {
         reply = !(out.key == k);
         return true;

@@ -42,12 +42,17 @@
 
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <string_view>
 #include <utility>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <rte_prefetch.h>
 #include <rte_seqcount.h>
@@ -272,7 +277,17 @@ class ConnTable {
   // Two steps ahead of find(): the first brings in the hash's buckets; the second, once they
   // are in, the session whose signature matches.
   void prefetch_buckets(uint32_t hash) const noexcept { rte_prefetch0(&buckets_[first(hash)]); }
-  void prefetch_session(uint32_t hash) const noexcept;
+  void prefetch_session(uint32_t hash) const noexcept {
+    const uint32_t b = first(hash);
+    if (const unsigned m = ways_holding(bucket(b), sig_of(hash))) {
+      const ConnEntry* e =
+          session(b, bucket(b).way[unsigned(std::countr_zero(m))].load(std::memory_order_relaxed));
+      rte_prefetch0(e);
+      rte_prefetch0(reinterpret_cast<const uint8_t*>(e) + 64);
+    } else {
+      rte_prefetch0(&bucket(second(hash)));
+    }
+  }
 
   // ---- any thread ----
   // The live session of `k` or its reverse, copied consistently.
@@ -311,7 +326,30 @@ class ConnTable {
     return (s != 0 ? s : 1) << kRowBits;
   }
   static bool holds(uint32_t word, uint32_t sig) noexcept { return (word & ~kRowMask) == sig; }
-  uint32_t first(uint32_t hash) const noexcept { return hash & mask_; }
+  // The ways of `b` holding `sig`, one bit each. With SSE2, both halves of the bucket compared
+  // at once: a lookup runs this on every packet, and the eight compares and branches of a loop
+  // over the ways cost it more than the rest of its search at a few thousand sessions. The
+  // vector loads read the words as relaxed atomic loads do (aligned, element by element); a
+  // bucket's writer is the lcore that owns its class, the one calling this on the data path.
+  static unsigned ways_holding(const Bucket& b, uint32_t sig) noexcept {
+#if defined(__SSE2__)
+    const auto* v = reinterpret_cast<const __m128i*>(b.way.data());
+    const __m128i top = _mm_set1_epi32(static_cast<int>(~kRowMask));
+    const __m128i want = _mm_set1_epi32(static_cast<int>(sig));
+    const __m128i lo = _mm_cmpeq_epi32(_mm_and_si128(_mm_load_si128(v), top), want);
+    const __m128i hi = _mm_cmpeq_epi32(_mm_and_si128(_mm_load_si128(v + 1), top), want);
+    return static_cast<unsigned>(_mm_movemask_ps(_mm_castsi128_ps(lo)) |
+                                 _mm_movemask_ps(_mm_castsi128_ps(hi)) << 4);
+#else
+    unsigned m = 0;
+    for (unsigned w = 0; w < kWays; ++w)
+      m |= unsigned{holds(b.way[w].load(std::memory_order_relaxed), sig)} << w;
+    return m;
+#endif
+  }
+  uint32_t first(uint32_t hash) const noexcept {
+    return hash & mask_;
+  }
   // The same class (low kClassBits bits), another bucket: a non-zero offset above the class
   // bits, taken from the hash's high half by a multiply-shift (no division) into
   // [1, buckets per class) (nbuckets_ >= 2 * kClasses, so there is one).
@@ -320,7 +358,9 @@ class ConnTable {
     const uint32_t offset = 1 + (((hash >> 16) * (above - 1)) >> 16);
     return (first(hash) ^ (offset << kClassBits)) & mask_;
   }
-  Bucket& bucket(uint32_t b) const noexcept { return buckets_[b]; }
+  Bucket& bucket(uint32_t b) const noexcept {
+    return buckets_[b];
+  }
   // The session a way's word names; a bucket's class is its low kClassBits bits.
   ConnEntry* session(uint32_t bucket, uint32_t word) const noexcept {
     return &sessions_[size_t(word & kRowMask) << kClassBits | (bucket & (kClasses - 1))];

@@ -189,6 +189,9 @@ bool NatMap::to_public(NatProto p, NatEndpoint& src, NatEndpoint& dst) const noe
 }
 
 void NatMap::apply(rte_mbuf** pkts, uint16_t n) const noexcept {
+  // Without destination NAT only a packet to a pool address can change its hash: the others
+  // (most, on a LAN's outbound traffic) are passed over on one probe of the pool index.
+  const bool dnat = has_dnat();
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     if (is_fragment(m)) [[unlikely]] {
@@ -203,7 +206,7 @@ void NatMap::apply(rte_mbuf** pkts, uint16_t n) const noexcept {
       }
       continue;
     }
-    if (pkt::is_ipv4(m)) rehash(m);
+    if (pkt::is_ipv4(m) && (dnat || pool_of(pkt::ipv4(m)->dst_addr) >= 0)) rehash(m);
   }
 }
 
