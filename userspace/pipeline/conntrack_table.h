@@ -330,7 +330,8 @@ class ConnTable {
   // at once: a lookup runs this on every packet, and the eight compares and branches of a loop
   // over the ways cost it more than the rest of its search at a few thousand sessions. The
   // vector loads read the words as relaxed atomic loads do (aligned, element by element); a
-  // bucket's writer is the lcore that owns its class, the one calling this on the data path.
+  // bucket's writer is the lcore that owns its class, the one calling this on the data path,
+  // and other readers (lookup()) check what they find under the session's seqcount.
   static unsigned ways_holding(const Bucket& b, uint32_t sig) noexcept {
 #if defined(__SSE2__)
     const auto* v = reinterpret_cast<const __m128i*>(b.way.data());
