@@ -186,6 +186,30 @@ bool in_window(TcpWindow& s, TcpWindow& r, const Segment& g, uint32_t swin) noex
   return true;
 }
 
+// A TCP segment's fields; `l4_room`: the bytes of the IP payload. The parser guarantees the
+// whole header, options included, in the first segment.
+Segment segment_of(const uint8_t* l4, uint32_t l4_room) noexcept {
+  const uint32_t doff = uint32_t(l4[12] >> 4) * 4;
+  Segment g;
+  g.flags = l4[13] & (kTcpFin | kTcpSyn | kTcpRst | kTcpAck);
+  g.seq = be32(l4 + 4);
+  g.ack = be32(l4 + 8);
+  g.win = be16(l4 + 14);
+  g.end = g.seq + (l4_room - doff) + ((g.flags & kTcpSyn) ? 1 : 0) + ((g.flags & kTcpFin) ? 1 : 0);
+  g.wscale = (g.flags & kTcpSyn) ? window_scale(l4, doff) : -1;
+  return g;
+}
+
+// Whether an ACK, FIN or RST segment of `e` in direction `dir` is acceptable (then both
+// directions' windows are updated): always on a connection picked up mid-stream, and before
+// the other side announced a window.
+bool segment_accepted(ConnEntry& e, unsigned dir, const Segment& g) noexcept {
+  const bool scaled = (e.flags & kConnWscaleOrig) && (e.flags & kConnWscaleReply);
+  const uint32_t swin = g.win << (scaled ? e.wscale[dir] : 0);
+  TcpWindow& r = e.tcp[dir ^ 1];
+  return (e.flags & kConnLiberal) || r.maxwin == 0 || in_window(e.tcp[dir], r, g, swin);
+}
+
 }  // namespace
 
 std::string_view ct_mark_name(CtMark c) noexcept {
@@ -685,6 +709,80 @@ void ConntrackStage::nat_release(void* self, const ConnEntry& e) noexcept {
   if (const auto p = nat_proto(e.key.proto)) stage->nat_->release(e.nat_pool, *p, e.nat_port);
 }
 
+inline CtMark ConntrackStage::count_datagram(ConnEntry* e, bool reply, const rte_mbuf* m,
+                                             uint64_t tsc, uint32_t now) noexcept {
+  const unsigned dir = reply ? 1 : 0;
+  rte_seqcount_write_begin(&e->seq);
+  if (reply && !(e->flags & kConnSeenReply)) {
+    e->flags |= kConnSeenReply;
+    e->state = replied(e->key.proto);
+  }
+  e->packets[dir] += 1;
+  e->bytes[dir] += m->pkt_len;
+  e->last_seen = tsc;
+  rte_seqcount_write_end(&e->seq);
+  table_->set_expiry(e, expiry(e->state, now));
+  return (e->flags & kConnSeenReply) ? CtMark::Established : CtMark::New;
+}
+
+inline bool ConntrackStage::track_established(rte_mbuf* m, uint64_t tsc, uint32_t now,
+                                              std::array<uint64_t, kCtMarkCount>& marks) noexcept {
+  if (!pkt::is_ipv4(m) || is_fragment(m)) return false;
+  const rte_ipv4_hdr* ip = pkt::ipv4(m);
+  const uint8_t proto = ip->next_proto_id;
+  if (proto != IPPROTO_UDP && proto != IPPROTO_TCP) return false;
+  const uint8_t* l4 = rte_pktmbuf_mtod_offset(m, const uint8_t*, m->l2_len + m->l3_len);
+  uint16_t sp, dp;
+  std::memcpy(&sp, l4, 2);
+  std::memcpy(&dp, l4 + 2, 2);
+  ConnKey k = ConnKey::v4(ip->src_addr, ip->dst_addr, proto);
+  bool pool_reply = false;
+  if (nat_) {
+    // nat_key()'s cases: to a pool port, the key translated back (the session must be the
+    // source NAT that port maps, seen as a reply); to a forwarding rule, track()'s alone.
+    if (const int pool = nat_->pool_of(ip->dst_addr); pool >= 0) {
+      const auto to = nat_->internal(static_cast<unsigned>(pool),
+                                     proto == IPPROTO_TCP ? NatProto::Tcp : NatProto::Udp, dp);
+      if (!to) return false;
+      k.set_dst_v4(to->addr);
+      dp = to->port;
+      pool_reply = true;
+    } else if (nat_->has_dnat()) {
+      return false;
+    }
+  }
+  k.set_ports(sp, dp);
+  bool reply = false;
+  ConnEntry* e = table_->find_first_live(m->hash.rss, k, now, reply);
+  if (e == nullptr || (pool_reply && (!reply || !(e->flags & kConnSnat)))) return false;
+  CtMark mark;
+  if (proto == IPPROTO_UDP) {
+    mark = count_datagram(e, reply, m, tsc, now);
+  } else {
+    // An ACK of an established connection within its window: what track() does to it.
+    if (e->state != ConnState::TcpEstablished) return false;
+    const Segment g = segment_of(l4, rte_be_to_cpu_16(ip->total_length) - m->l3_len);
+    if (g.flags != kTcpAck) return false;
+    const unsigned dir = reply ? 1 : 0;
+    rte_seqcount_write_begin(&e->seq);
+    const bool accepted = segment_accepted(*e, dir, g);
+    if (accepted) {
+      if (reply) e->flags |= kConnSeenReply;
+      e->packets[dir] += 1;
+      e->bytes[dir] += m->pkt_len;
+      e->last_seen = tsc;
+    }
+    rte_seqcount_write_end(&e->seq);
+    if (!accepted) return false;  // track() marks it invalid
+    table_->set_expiry(e, expiry(ConnState::TcpEstablished, now));
+    mark = (e->flags & kConnSeenReply) ? CtMark::Established : CtMark::New;
+  }
+  set_ct_mark(m, mark);
+  ++marks[size_t(mark)];
+  if (e->flags & (kConnSnat | kConnDnat)) nat_apply(m, *e, reply);
+  return true;
+}
+
 ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_t now,
                                               LcoreState& st, LastLookup& last,
                                               bool run_follows) noexcept {
@@ -813,28 +911,10 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
       st.created.add();
       e->state = unreplied(k.proto);
     }
-    rte_seqcount_write_begin(&e->seq);
-    if (reply && !(e->flags & kConnSeenReply)) {
-      e->flags |= kConnSeenReply;
-      e->state = replied(k.proto);
-    }
-    e->packets[dir] += 1;
-    e->bytes[dir] += m->pkt_len;
-    e->last_seen = tsc;
-    rte_seqcount_write_end(&e->seq);
-    table_->set_expiry(e, expiry(e->state, now));
-    return Tracked((e->flags & kConnSeenReply) ? CtMark::Established : CtMark::New, e, reply);
+    return Tracked(count_datagram(e, reply, m, tsc, now), e, reply);
   }
 
-  // TCP. The parser guarantees the whole header, options included, in the first segment.
-  const uint32_t doff = uint32_t(l4[12] >> 4) * 4;
-  Segment g;
-  g.flags = l4[13] & (kTcpFin | kTcpSyn | kTcpRst | kTcpAck);
-  g.seq = be32(l4 + 4);
-  g.ack = be32(l4 + 8);
-  g.win = be16(l4 + 14);
-  g.end = g.seq + (l4_room - doff) + ((g.flags & kTcpSyn) ? 1 : 0) + ((g.flags & kTcpFin) ? 1 : 0);
-  g.wscale = (g.flags & kTcpSyn) ? window_scale(l4, doff) : -1;
+  const Segment g = segment_of(l4, l4_room);
   if (!valid_flags(g.flags)) return Tracked(CtMark::Invalid);
 
   const auto open = [&](ConnEntry* c, ConnState state, uint8_t flags) noexcept {
@@ -877,7 +957,6 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
   ConnState state = e->state;
   TcpWindow& s = e->tcp[dir];
   TcpWindow& r = e->tcp[dir ^ 1];
-  const bool liberal = e->flags & kConnLiberal;
   if (g.flags == kTcpSyn) {
     if (!reply && (state == ConnState::TcpTimeWait || state == ConnState::TcpClose)) {
       open(e, ConnState::TcpSynSent, 0);  // the port pair is used again
@@ -906,9 +985,7 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
     }
   } else if (state != ConnState::TcpSynSent || !reply) {
     // ACK, FIN or RST (the originator's ACKs while the SYN waits for its answer, too).
-    const bool scaled = (e->flags & kConnWscaleOrig) && (e->flags & kConnWscaleReply);
-    const uint32_t swin = g.win << (scaled ? e->wscale[dir] : 0);
-    if (liberal || r.maxwin == 0 || in_window(s, r, g, swin)) {
+    if (segment_accepted(*e, dir, g)) {
       if (reply) e->flags |= kConnSeenReply;
       if (g.flags & kTcpRst) {
         state = ConnState::TcpClose;
@@ -975,6 +1052,7 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     }
     if (i + kSessionAhead < n) table_->prefetch_session(pkts[i + kSessionAhead]->hash.rss);
     rte_mbuf* m = pkts[i];
+    if (track_established(m, tsc, now, marks)) continue;
     if (!pkt::is_ipv4(m) && !pkt::is_ipv6(m)) continue;
     // A first fragment's outcome is kept for its later fragments, under the datagram it
     // arrived as (NAT may rewrite its addresses).

@@ -197,6 +197,17 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
     bool reply = false;
     ConnKey key;  // as received, before nat_key
   };
+  // The most common packets on a path of their own: a UDP datagram or a TCP ACK of an
+  // established connection, IPv4, not a fragment, whose live session is in its first bucket.
+  // Marks, counts and translates it as track() and process() would; false for any other
+  // packet, which track() then takes (the sessions it may have read are left as they were).
+  // Measured at 1024 flows (UDP, source NAT, one lcore): the stage's cycles a packet 80 -> 57;
+  // track() builds a Tracked, copies the key for the next packet, and keeps every case apart.
+  bool track_established(rte_mbuf* m, uint64_t tsc, uint32_t now,
+                         std::array<uint64_t, kCtMarkCount>& marks) noexcept;
+  // A datagram of session `e` (not TCP): its counters, reply state and expiry. Its mark.
+  CtMark count_datagram(ConnEntry* e, bool reply, const rte_mbuf* m, uint64_t tsc,
+                        uint32_t now) noexcept;
   // `run_follows`: the next packet has this one's flow hash (worth remembering the lookup).
   Tracked track(rte_mbuf* m, uint64_t tsc, uint32_t now, LcoreState& st, LastLookup& last,
                 bool run_follows) noexcept;

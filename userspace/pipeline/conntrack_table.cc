@@ -145,24 +145,9 @@ void ConnTable::give_row(uint32_t cls, uint32_t row, ConnEntry* e) noexcept {
 ConnEntry* ConnTable::find(uint32_t hash, const ConnKey& k, uint32_t now, bool& reply,
                            uint64_t& expired_count) noexcept {
   const uint32_t sig = sig_of(hash);
-  const uint32_t choices[2] = {first(hash), second(hash)};
-  for (uint32_t b : choices) {
-    Bucket& bk = bucket(b);
-    for (unsigned m = ways_holding(bk, sig); m != 0; m &= m - 1) {
-      const unsigned w = static_cast<unsigned>(std::countr_zero(m));
-      ConnEntry* e = session(b, bk.way[w].load(std::memory_order_relaxed));
-      const bool fwd = e->key == k;
-      if (!fwd && !(e->key == k.reversed())) continue;
-      if (expired(bk.expires[w].load(std::memory_order_relaxed), now)) {
-        remove(e);
-        ++expired_count;
-        return nullptr;
-      }
-      reply = !fwd;
-      return e;
-    }
-  }
-  return nullptr;
+  const Found f = search<true>(first(hash), sig, k, now, reply, expired_count);
+  if (f.matched) return f.entry;
+  return search<true>(second(hash), sig, k, now, reply, expired_count).entry;
 }
 
 ConnEntry* ConnTable::insert(uint32_t hash, const ConnKey& k, uint64_t tsc) noexcept {

@@ -144,13 +144,14 @@ struct ConnKey {
             (word(3) ^ o.word(3)) | (word(4) ^ o.word(4))) == 0;
   }
   ConnKey reversed() const noexcept {
-    uint8_t t[8];
-    const uint64_t w4 = word(4);
-    std::memcpy(t, &w4, 8);
-    uint16_t sp, dp;
-    std::memcpy(&sp, t, 2);
-    std::memcpy(&dp, t + 2, 2);
-    return words({word(2), word(3), word(0), word(1), tail(dp, sp, t[4], t[5])});
+    return words({word(2), word(3), word(0), word(1), reversed_tail()});
+  }
+  // Whether this key is `o.reversed()`, compared without building that key: a lookup asks it
+  // of every session whose signature matches and whose key is not `o`, and a reversed copy
+  // made ahead of that search was spilled to the stack on every packet.
+  bool is_reverse_of(const ConnKey& o) const noexcept {
+    return ((word(0) ^ o.word(2)) | (word(1) ^ o.word(3)) | (word(2) ^ o.word(0)) |
+            (word(3) ^ o.word(1)) | (word(4) ^ o.reversed_tail())) == 0;
   }
 
  private:
@@ -169,6 +170,16 @@ struct ConnKey {
     uint64_t w;
     std::memcpy(&w, t, 8);
     return w;
+  }
+  // The last word with the ports swapped.
+  uint64_t reversed_tail() const noexcept {
+    uint8_t t[8];
+    const uint64_t w4 = word(4);
+    std::memcpy(t, &w4, 8);
+    uint16_t sp, dp;
+    std::memcpy(&sp, t, 2);
+    std::memcpy(&dp, t + 2, 2);
+    return tail(dp, sp, t[4], t[5]);
   }
   static ConnKey words(const std::array<uint64_t, 5>& w) noexcept {
     ConnKey k;
@@ -261,6 +272,12 @@ class ConnTable {
   // removed (and counted in `expired`) and nullptr returned.
   ConnEntry* find(uint32_t hash, const ConnKey& k, uint32_t now, bool& reply,
                   uint64_t& expired) noexcept;
+  // find() in the first bucket, for a live session only: nullptr, with nothing changed, where
+  // find() would look further or remove an expired session.
+  ConnEntry* find_first_live(uint32_t hash, const ConnKey& k, uint32_t now, bool& reply) noexcept {
+    uint64_t none = 0;
+    return search<false>(first(hash), sig_of(hash), k, now, reply, none).entry;
+  }
   // A new session for `k` with zeroed counters, state and flags; nullptr when max_sessions
   // are in use or both of its buckets are full.
   ConnEntry* insert(uint32_t hash, const ConnKey& k, uint64_t tsc) noexcept;
@@ -368,6 +385,34 @@ class ConnTable {
   }
   static bool expired(uint32_t expires, uint32_t now) noexcept {
     return static_cast<int32_t>(expires - now) <= 0;
+  }
+  // find() in one bucket: `matched` when a way holds `k` or its reverse; `entry` is its
+  // session, or nullptr when that had expired (kRemove: it is removed and counted in
+  // `expired_count`).
+  struct Found {
+    bool matched;
+    ConnEntry* entry;
+  };
+  template <bool kRemove>
+  Found search(uint32_t b, uint32_t sig, const ConnKey& k, uint32_t now, bool& reply,
+               uint64_t& expired_count) noexcept {
+    Bucket& bk = bucket(b);
+    for (unsigned m = ways_holding(bk, sig); m != 0; m &= m - 1) {
+      const unsigned w = static_cast<unsigned>(std::countr_zero(m));
+      ConnEntry* e = session(b, bk.way[w].load(std::memory_order_relaxed));
+      const bool fwd = e->key == k;
+      if (!fwd && !e->key.is_reverse_of(k)) continue;
+      if (expired(bk.expires[w].load(std::memory_order_relaxed), now)) {
+        if (kRemove) {
+          remove(e);
+          ++expired_count;
+        }
+        return {true, nullptr};
+      }
+      reply = !fwd;
+      return {true, e};
+    }
+    return {false, nullptr};
   }
   // A free row of `cls` (there is one while a way of the class is free); gives one back.
   uint32_t take_row(uint32_t cls) noexcept;

@@ -619,6 +619,58 @@ TEST(FragmentTableTest, DatagramsLiveTheirTimeAndAFullBucketGivesUpTheOldest) {
   EXPECT_NE(t.find(hash, datagram(51), now + 17), nullptr);
 }
 
+// The conntrack stage's short path (ConntrackStage::track_established) looks in the first
+// bucket only and takes only a live session; what it cannot answer it leaves untouched for
+// find(), which looks further and removes what expired.
+TEST(ConnTableTest, TheFirstBucketSearchAnswersOnlyWhatFindWouldAnswerTheSame) {
+  ConnTable t(1000);
+  const uint64_t tsc = uint64_t{5} << 40;
+  const uint32_t now = ConnTable::tick(tsc);
+  std::vector<std::pair<ConnKey, ConnEntry*>> keys;
+  for (uint16_t p = 1; p <= 2 * ConnTable::kWays; ++p) {
+    ConnKey k;
+    k.version = 4, k.proto = IPPROTO_UDP, k.src_port = p, k.dst_port = 53;
+    ConnEntry* e = t.insert(42, k, tsc);  // one hash: both of its buckets fill
+    ASSERT_NE(e, nullptr);
+    t.set_expiry(e, now + 100);
+    keys.emplace_back(k, e);
+  }
+  unsigned first = 0;
+  for (const auto& [k, e] : keys) {
+    bool reply = true;
+    uint64_t expired = 0;
+    ASSERT_EQ(t.find(42, k, now, reply, expired), e);
+    ConnEntry* f = t.find_first_live(42, k, now, reply);
+    if (f == nullptr) continue;  // in the second bucket
+    ++first;
+    EXPECT_EQ(f, e);
+    EXPECT_FALSE(reply);
+    EXPECT_EQ(t.find_first_live(42, k.reversed(), now, reply), e);
+    EXPECT_TRUE(reply);
+  }
+  EXPECT_EQ(first, ConnTable::kWays);  // the rest only find() reaches
+
+  // Expired: left in place by the first-bucket search, removed and counted by find().
+  ConnEntry* gone = nullptr;
+  ConnKey key;
+  for (const auto& [k, e] : keys) {
+    bool reply;
+    if (t.find_first_live(42, k, now, reply) == e) {
+      gone = e, key = k;
+      break;
+    }
+  }
+  ASSERT_NE(gone, nullptr);
+  t.set_expiry(gone, now + 1);
+  bool reply;
+  uint64_t expired = 0;
+  EXPECT_EQ(t.find_first_live(42, key, now + 2, reply), nullptr);
+  EXPECT_EQ(t.in_use(), 2 * ConnTable::kWays);
+  EXPECT_EQ(t.find(42, key, now + 2, reply, expired), nullptr);
+  EXPECT_EQ(expired, 1u);
+  EXPECT_EQ(t.in_use(), 2 * ConnTable::kWays - 1);
+}
+
 TEST(ConnTableTest, OneHashClassFillsBothItsBucketsBeforeRefusing) {
   // Every key with the same hash: the two buckets of that hash hold 2 x 8.
   ConnTable t(1000);
