@@ -124,7 +124,10 @@ struct Rewrite {
   uint8_t* l4;
   uint8_t proto;
 };
-void rewrite_endpoint(const Rewrite& r, uint8_t* addr, uint8_t* port_at, NatEndpoint to) noexcept {
+// Inlined (as nat_apply() is): called on every translated packet, each call spilled and
+// reloaded what the caller had in registers.
+[[gnu::always_inline]] inline void rewrite_endpoint(const Rewrite& r, uint8_t* addr,
+                                                    uint8_t* port_at, NatEndpoint to) noexcept {
   uint32_t old_addr;
   uint16_t old_port;
   std::memcpy(&old_addr, addr, 4);
@@ -674,7 +677,8 @@ bool ConntrackStage::fragment_source_translated(const rte_mbuf* m,
   return false;
 }
 
-void ConntrackStage::nat_apply(rte_mbuf* m, const ConnEntry& e, bool reply) const noexcept {
+[[gnu::always_inline]] inline void ConntrackStage::nat_apply(rte_mbuf* m, const ConnEntry& e,
+                                                             bool reply) const noexcept {
   rte_ipv4_hdr* ip = pkt::ipv4(m);
   const Rewrite r{ip, rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len + m->l3_len),
                   ip->next_proto_id};

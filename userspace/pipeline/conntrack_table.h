@@ -146,9 +146,8 @@ struct ConnKey {
   ConnKey reversed() const noexcept {
     return words({word(2), word(3), word(0), word(1), reversed_tail()});
   }
-  // Whether this key is `o.reversed()`, compared without building that key: a lookup asks it
-  // of every session whose signature matches and whose key is not `o`, and a reversed copy
-  // made ahead of that search was spilled to the stack on every packet.
+  // Whether this key is `o.reversed()`, compared without building that key (a lookup asks it
+  // of the sessions whose signature matches when none holds `o`).
   bool is_reverse_of(const ConnKey& o) const noexcept {
     return ((word(0) ^ o.word(2)) | (word(1) ^ o.word(3)) | (word(2) ^ o.word(0)) |
             (word(3) ^ o.word(1)) | (word(4) ^ o.reversed_tail())) == 0;
@@ -393,15 +392,16 @@ class ConnTable {
     bool matched;
     ConnEntry* entry;
   };
+  // The ways are asked for `k` first, then for its reverse, so that the reversed key's words
+  // are formed only when the key was not found as it is (the compiler hoisted them out of a
+  // single loop and spilled them on every packet). A table never holds both a key and its
+  // reverse: insert() follows a find() that looked for both.
   template <bool kRemove>
   Found search(uint32_t b, uint32_t sig, const ConnKey& k, uint32_t now, bool& reply,
                uint64_t& expired_count) noexcept {
     Bucket& bk = bucket(b);
-    for (unsigned m = ways_holding(bk, sig); m != 0; m &= m - 1) {
-      const unsigned w = static_cast<unsigned>(std::countr_zero(m));
-      ConnEntry* e = session(b, bk.way[w].load(std::memory_order_relaxed));
-      const bool fwd = e->key == k;
-      if (!fwd && !e->key.is_reverse_of(k)) continue;
+    const unsigned holding = ways_holding(bk, sig);
+    const auto found = [&](unsigned w, ConnEntry* e, bool reverse) noexcept -> Found {
       if (expired(bk.expires[w].load(std::memory_order_relaxed), now)) {
         if (kRemove) {
           remove(e);
@@ -409,8 +409,18 @@ class ConnTable {
         }
         return {true, nullptr};
       }
-      reply = !fwd;
+      reply = reverse;
       return {true, e};
+    };
+    for (unsigned m = holding; m != 0; m &= m - 1) {
+      const unsigned w = static_cast<unsigned>(std::countr_zero(m));
+      ConnEntry* e = session(b, bk.way[w].load(std::memory_order_relaxed));
+      if (e->key == k) return found(w, e, false);
+    }
+    for (unsigned m = holding; m != 0; m &= m - 1) {
+      const unsigned w = static_cast<unsigned>(std::countr_zero(m));
+      ConnEntry* e = session(b, bk.way[w].load(std::memory_order_relaxed));
+      if (e->key.is_reverse_of(k)) return found(w, e, true);
     }
     return {false, nullptr};
   }
