@@ -48,6 +48,12 @@ void TxAdapter::finish(std::span<rte_event> events) noexcept {
 
 void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
   Buffer* const tx = tx_.data();
+  // The fill of the buffer being filled is kept in a register and written back when another
+  // buffer is taken: through memory (b.n loaded and stored per packet, its stores possibly
+  // aliasing the uint16_t ingress ports) each packet waited for the last one's store.
+  Buffer* b = nullptr;
+  uint16_t to = kNoPort;
+  uint16_t n = 0;
   for (rte_mbuf* m : pkts) {
     const PacketMeta& pm = meta(m);
     // The common case in one test: transmitted, through a port this adapter sends on, and not
@@ -56,16 +62,31 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
     const uint16_t out = pm.out_port;
     if (pm.verdict == Verdict::Transmit && !(pm.flags & kMetaFlagCopy) && out < kMaxPorts &&
         (tx_ports_ >> out & 1)) [[likely]] {
-      Buffer& b = tx[out];
-      if (b.n == 0) tx_dirty_ |= uint64_t{1} << out;
-      b.pkts[b.n] = m;
-      b.ingress[b.n] = m->port;
-      b.bytes[b.n] = m->pkt_len;
-      if (++b.n == kTxBurst) send(out, false);
+      if (out != to) {
+        if (b != nullptr) b->n = n;
+        b = &tx[out];
+        to = out;
+        n = b->n;
+      }
+      if (n == 0) tx_dirty_ |= uint64_t{1} << out;
+      b->pkts[n] = m;
+      b->ingress[n] = m->port;
+      b->bytes[n] = m->pkt_len;
+      if (++n == kTxBurst) {
+        b->n = n;
+        send(out, false);
+        n = 0;
+      }
       continue;
+    }
+    if (b != nullptr) {  // packet() may fill the same buffers
+      b->n = n;
+      b = nullptr;
+      to = kNoPort;
     }
     packet(m);
   }
+  if (b != nullptr) b->n = n;
   free_dropped();
 }
 

@@ -628,6 +628,51 @@ TEST_F(TxAdapterTest, ABurstForAPortWhoseLinkIsDownIsCountedLinkDown) {
   rte_pktmbuf_free_bulk(got, n);
 }
 
+// take() keeps the fill of the buffer it is filling in a register while packets go to the
+// same port: switching ports, a packet off the common path in between, a buffer sent full
+// mid-call, and calls that end part-way must each leave every port's packets whole and in
+// order.
+TEST_F(TxAdapterTest, TakeKeepsEachPortsPacketsInOrderAcrossPortsVerdictsAndFullBursts) {
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {{kernel_.get(), 0}}, outcomes.row(1));
+  const uint32_t total = 3 * sched::kTxBurst + 11;
+  std::vector<rte_mbuf*> pkts;
+  std::vector<uint32_t> want_in, want_out, want_kernel;
+  for (uint32_t i = 0; i < total; ++i) {
+    rte_mbuf* m = make_packet(kIn, 1, i);
+    if (i % 7 == 3) {
+      meta(m).verdict = Verdict::Kernel;
+      want_kernel.push_back(i);
+    } else if (i % 5 == 0 || (i / 16) % 2 == 1) {  // runs to one port, and single switches
+      set_transmit(m, kOut);
+      want_out.push_back(i);
+    } else {
+      set_transmit(m, kIn);
+      want_in.push_back(i);
+    }
+    pkts.push_back(m);
+  }
+  for (size_t at = 0; at < pkts.size(); at += 13)
+    tx.take(std::span(pkts).subspan(at, std::min<size_t>(13, pkts.size() - at)));
+  tx.flush();
+  const auto sent = [](RingPort& port) {
+    std::vector<uint32_t> seqs;
+    rte_mbuf* got[64];
+    while (unsigned n = port.collect(0, got, 64)) {
+      for (unsigned i = 0; i < n; ++i)
+        seqs.push_back(static_cast<uint32_t>(packet_words(got[i])[1]));
+      rte_pktmbuf_free_bulk(got, n);
+    }
+    return seqs;
+  };
+  EXPECT_EQ(sent(*out_), want_out);
+  EXPECT_EQ(sent(*in_), want_in);
+  EXPECT_EQ(sent(*kernel_), want_kernel);
+  AccountingSnapshot s = outcomes.port_snapshot(kIn);
+  EXPECT_EQ(s.tx, want_in.size() + want_out.size());
+  EXPECT_EQ(s.to_kernel, want_kernel.size());
+  EXPECT_EQ(s.dropped(), 0u);
+}
+
 TEST_F(TxAdapterTest, AFullBufferIsSentWithoutWaitingForFlush) {
   sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1));
   for (uint32_t i = 0; i < sched::kTxBurst; ++i) {
