@@ -1,7 +1,9 @@
 // ns per frame of the XDP steering program, through BPF_PROG_TEST_RUN, for 1, 100, 10 000
-// and 100 000 rules, IPv4 and IPv6. Each measurement runs 256 distinct flows (each frame hits
-// a different rule, one in eight matches none), every frame repeated inside the kernel, and
-// reports the mean kernel time per frame. Two rule-set series:
+// and 100 000 rules, IPv4 and IPv6, beside two reference programs in the same harness: one
+// that only returns XDP_PASS (what the harness costs a frame) and one that does nothing but one
+// hash map lookup with the rules' key size (what one tuple's lookup costs). Each measurement runs
+// 256 distinct flows (each frame hits a different rule, one in eight matches none), every frame
+// repeated inside the kernel, and reports the mean kernel time per frame. Two rule-set series:
 //   fixed: every rule has one shape (source prefix + protocol + destination port), so the
 //          series isolates the number of rules;
 //   mixed: rules drawn from six shapes (prefixes of different lengths, ports, ranges, VLAN),
@@ -13,9 +15,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <array>
+#include <cerrno>
+#include <cstring>
 #include <random>
+#include <vector>
 
 #include "../bpf/harness.h"
+#include "vecflow/steer_abi.h"
 
 using namespace vecflow;
 using namespace vecflow::test;
@@ -181,6 +188,95 @@ void BM_Steer(benchmark::State& state, Mix mix, int family) {
   state.SetItemsProcessed(int64_t(frames) * kRepeat);
 }
 
+// Reference programs written as instructions (a few, loaded as they are): what the harness
+// costs a frame, and what one lookup in a hash map keyed like the steering's rules costs.
+class RawProgram {
+ public:
+  enum class Kind {
+    Pass,    // return XDP_PASS
+    Lookup,  // look a zeroed 48-byte key up in a hash map holding it, return XDP_PASS
+  };
+  explicit RawProgram(Kind kind) {
+    constexpr int kKey = 48;  // sizeof(vf_rule_key)
+    static_assert(sizeof(vf_rule_key) == kKey);
+    std::vector<bpf_insn> insns;
+    const auto op = [&](uint8_t code, uint8_t dst, uint8_t src, int16_t off, int32_t imm) {
+      insns.push_back(bpf_insn{code, dst, src, off, imm});
+    };
+    if (kind == Kind::Lookup) {
+      const uint32_t value = 0;
+      const std::array<uint8_t, kKey> key{};
+      map_ = bpf_map_create(BPF_MAP_TYPE_HASH, "vf_bench_rules", kKey, sizeof(value), 16, nullptr);
+      if (map_ < 0 || bpf_map_update_elem(map_, key.data(), &value, BPF_ANY) != 0) {
+        error_ = fmt::format("a hash map for the lookup program: {}", std::strerror(errno));
+        return;
+      }
+      op(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_1, 0, 0, 0);  // r1 = 0
+      for (int16_t off = -kKey; off < 0; off += 8)          // the key on the stack, zeroed
+        op(BPF_STX | BPF_MEM | BPF_DW, BPF_REG_10, BPF_REG_1, off, 0);
+      op(BPF_LD | BPF_DW | BPF_IMM, BPF_REG_1, BPF_PSEUDO_MAP_FD, 0, map_);  // r1 = the map
+      op(0, 0, 0, 0, 0);
+      op(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_2, BPF_REG_10, 0, 0);  // r2 = &key
+      op(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_2, 0, 0, -kKey);
+      op(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_map_lookup_elem);
+    }
+    op(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, XDP_PASS);  // return XDP_PASS
+    op(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
+    fd_ = bpf_prog_load(BPF_PROG_TYPE_XDP, "vf_bench_ref", "GPL", insns.data(), insns.size(),
+                        nullptr);
+    if (fd_ < 0) error_ = fmt::format("loading a reference XDP program: {}", std::strerror(-fd_));
+  }
+  ~RawProgram() {
+    if (fd_ >= 0) close(fd_);
+    if (map_ >= 0) close(map_);
+  }
+  RawProgram(const RawProgram&) = delete;
+  RawProgram& operator=(const RawProgram&) = delete;
+  bool ok() const { return fd_ >= 0; }
+  const std::string& error() const { return error_; }
+  double ns_per_run(const Bytes& frame, int repeat) const {
+    return ns_per_test_run(fd_, frame, repeat);
+  }
+
+ private:
+  int fd_ = -1;
+  int map_ = -1;
+  std::string error_;
+};
+
+// The references: the same frames as one rule of the fixed series through RawProgram, in the
+// same harness. The steering program's cost is read against them.
+void BM_Reference(benchmark::State& state, RawProgram::Kind kind, int family) {
+  if (geteuid() != 0) {
+    state.SkipWithError("needs root (BPF_PROG_TEST_RUN)");
+    return;
+  }
+  const auto frames = make(Mix::Fixed, family, 1).frames;
+  RawProgram pass(kind);
+  if (!pass.ok()) {
+    state.SkipWithError(pass.error().c_str());
+    return;
+  }
+  double total_ns = 0;
+  uint64_t runs = 0;
+  for (auto _ : state) {
+    double iteration_ns = 0;
+    for (const auto& f : frames) {
+      const double ns = pass.ns_per_run(f, kRepeat);
+      if (ns < 0) {
+        state.SkipWithError("BPF_PROG_TEST_RUN failed");
+        return;
+      }
+      iteration_ns += ns;
+    }
+    state.SetIterationTime(iteration_ns * kRepeat / 1e9);
+    total_ns += iteration_ns;
+    runs += frames.size();
+  }
+  state.counters["ns_per_frame"] = total_ns / double(runs);
+  state.SetItemsProcessed(int64_t(runs) * kRepeat);
+}
+
 void args(benchmark::internal::Benchmark* b) {
   // A fixed number of rounds over the flows: each round is 256 system calls whose kernel time
   // is measured by the kernel itself, so few rounds give a stable mean.
@@ -188,8 +284,15 @@ void args(benchmark::internal::Benchmark* b) {
   b->Iterations(kRounds);
 }
 
+void reference(benchmark::internal::Benchmark* b) {
+  b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(kRounds);
+}
+
 }  // namespace
 
+BENCHMARK_CAPTURE(BM_Reference, xdp_pass_ipv4, RawProgram::Kind::Pass, 4)->Apply(reference);
+BENCHMARK_CAPTURE(BM_Reference, xdp_pass_ipv6, RawProgram::Kind::Pass, 6)->Apply(reference);
+BENCHMARK_CAPTURE(BM_Reference, hash_lookup_ipv4, RawProgram::Kind::Lookup, 4)->Apply(reference);
 BENCHMARK_CAPTURE(BM_Steer, fixed_ipv4, Mix::Fixed, 4)->Apply(args);
 BENCHMARK_CAPTURE(BM_Steer, fixed_ipv6, Mix::Fixed, 6)->Apply(args);
 BENCHMARK_CAPTURE(BM_Steer, mixed_ipv4, Mix::Mixed, 4)->Apply(args);

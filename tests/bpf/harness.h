@@ -34,6 +34,25 @@ struct RunResult {
   vf_xdp_meta meta{};
 };
 
+// Filled field by field rather than with LIBBPF_OPTS, whose designated initialiser leaves
+// fields out (clang 19's -Wmissing-designated-field-initializers).
+inline bpf_test_run_opts test_run_opts(const Bytes& frame, int repeat) {
+  bpf_test_run_opts opts{};
+  opts.sz = sizeof(opts);
+  opts.data_in = frame.data();
+  opts.data_size_in = uint32_t(frame.size());
+  opts.repeat = repeat;
+  return opts;
+}
+
+// Average ns per run of `frame` through program `prog_fd` over `repeat` runs inside the
+// kernel (BPF_PROG_TEST_RUN's own timing), or -1.
+inline double ns_per_test_run(int prog_fd, const Bytes& frame, int repeat) {
+  bpf_test_run_opts opts = test_run_opts(frame, repeat);
+  if (bpf_prog_test_run_opts(prog_fd, &opts) != 0) return -1;
+  return double(opts.duration);
+}
+
 class SteerHarness {
  public:
   // Loads a fresh instance; `limits` sized for the largest set this harness will install.
@@ -64,7 +83,7 @@ class SteerHarness {
   RunResult run(const Bytes& frame) {
     RunResult r;
     std::vector<uint8_t> out(frame.size() + 256);
-    bpf_test_run_opts opts = run_opts(frame, 1);
+    bpf_test_run_opts opts = test_run_opts(frame, 1);
     opts.data_out = out.data();
     opts.data_size_out = uint32_t(out.size());
     if (int err = bpf_prog_test_run_opts(program_->prog_fd(), &opts); err != 0) {
@@ -81,23 +100,10 @@ class SteerHarness {
 
   // Average ns per run of `frame` over `repeat` runs inside the kernel.
   double ns_per_run(const Bytes& frame, int repeat) {
-    bpf_test_run_opts opts = run_opts(frame, repeat);
-    if (bpf_prog_test_run_opts(program_->prog_fd(), &opts) != 0) return -1;
-    return double(opts.duration);
+    return ns_per_test_run(program_->prog_fd(), frame, repeat);
   }
 
  private:
-  // Filled field by field rather than with LIBBPF_OPTS, whose designated initialiser leaves
-  // fields out (clang 19's -Wmissing-designated-field-initializers).
-  static bpf_test_run_opts run_opts(const Bytes& frame, int repeat) {
-    bpf_test_run_opts opts{};
-    opts.sz = sizeof(opts);
-    opts.data_in = frame.data();
-    opts.data_size_in = uint32_t(frame.size());
-    opts.repeat = repeat;
-    return opts;
-  }
-
   std::unique_ptr<steer::SteerProgram> program_;
   std::string error_;
 };
