@@ -146,6 +146,30 @@ Workload make(Mix mix, int family, uint32_t n) {
   return w;
 }
 
+// The benchmark loop: each iteration runs every frame kRepeat times through `prog_fd`, the
+// kernel timing it; reports the mean ns a frame. False (the state says why) when a run fails.
+bool measure(benchmark::State& state, int prog_fd, const std::vector<Bytes>& frames) {
+  double total_ns = 0;
+  uint64_t runs = 0;
+  for (auto _ : state) {
+    double iteration_ns = 0;
+    for (const auto& f : frames) {
+      const double ns = ns_per_test_run(prog_fd, f, kRepeat);
+      if (ns < 0) {
+        state.SkipWithError("BPF_PROG_TEST_RUN failed");
+        return false;
+      }
+      iteration_ns += ns;
+    }
+    state.SetIterationTime(iteration_ns * kRepeat / 1e9);
+    total_ns += iteration_ns;
+    runs += frames.size();
+  }
+  state.counters["ns_per_frame"] = total_ns / double(runs);
+  state.SetItemsProcessed(int64_t(runs) * kRepeat);
+  return true;
+}
+
 void BM_Steer(benchmark::State& state, Mix mix, int family) {
   if (geteuid() != 0) {
     state.SkipWithError("needs root (BPF_PROG_TEST_RUN)");
@@ -166,26 +190,9 @@ void BM_Steer(benchmark::State& state, Mix mix, int family) {
     state.SkipWithError(compiled.error().message.c_str());
     return;
   }
-  double total_ns = 0;
-  uint64_t frames = 0;
-  for (auto _ : state) {
-    double iteration_ns = 0;
-    for (const auto& f : w.frames) {
-      double ns = h.ns_per_run(f, kRepeat);
-      if (ns < 0) {
-        state.SkipWithError("BPF_PROG_TEST_RUN failed");
-        return;
-      }
-      iteration_ns += ns;
-    }
-    state.SetIterationTime(iteration_ns * kRepeat / 1e9);
-    total_ns += iteration_ns;
-    frames += w.frames.size();
-  }
-  state.counters["ns_per_frame"] = total_ns / double(frames);
+  if (!measure(state, h.program().prog_fd(), w.frames)) return;
   state.counters["tuples"] = compiled->set.tuple_count;
   state.counters["entries"] = double(compiled->entries.size());
-  state.SetItemsProcessed(int64_t(frames) * kRepeat);
 }
 
 // Reference programs written as instructions (a few, loaded as they are): what the harness
@@ -234,9 +241,7 @@ class RawProgram {
   RawProgram& operator=(const RawProgram&) = delete;
   bool ok() const { return fd_ >= 0; }
   const std::string& error() const { return error_; }
-  double ns_per_run(const Bytes& frame, int repeat) const {
-    return ns_per_test_run(fd_, frame, repeat);
-  }
+  int fd() const { return fd_; }
 
  private:
   int fd_ = -1;
@@ -252,29 +257,12 @@ void BM_Reference(benchmark::State& state, RawProgram::Kind kind, int family) {
     return;
   }
   const auto frames = make(Mix::Fixed, family, 1).frames;
-  RawProgram pass(kind);
-  if (!pass.ok()) {
-    state.SkipWithError(pass.error().c_str());
+  RawProgram ref(kind);
+  if (!ref.ok()) {
+    state.SkipWithError(ref.error().c_str());
     return;
   }
-  double total_ns = 0;
-  uint64_t runs = 0;
-  for (auto _ : state) {
-    double iteration_ns = 0;
-    for (const auto& f : frames) {
-      const double ns = pass.ns_per_run(f, kRepeat);
-      if (ns < 0) {
-        state.SkipWithError("BPF_PROG_TEST_RUN failed");
-        return;
-      }
-      iteration_ns += ns;
-    }
-    state.SetIterationTime(iteration_ns * kRepeat / 1e9);
-    total_ns += iteration_ns;
-    runs += frames.size();
-  }
-  state.counters["ns_per_frame"] = total_ns / double(runs);
-  state.SetItemsProcessed(int64_t(runs) * kRepeat);
+  measure(state, ref.fd(), frames);
 }
 
 void args(benchmark::internal::Benchmark* b) {

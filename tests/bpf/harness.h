@@ -98,11 +98,6 @@ class SteerHarness {
     return r;
   }
 
-  // Average ns per run of `frame` over `repeat` runs inside the kernel.
-  double ns_per_run(const Bytes& frame, int repeat) {
-    return ns_per_test_run(program_->prog_fd(), frame, repeat);
-  }
-
  private:
   std::unique_ptr<steer::SteerProgram> program_;
   std::string error_;
