@@ -19,8 +19,9 @@ tree so that all rows are measured in the same run under the same machine load:
   engine       engine per core: vecflowd on a DPDK net_pcap vdev replaying a pcap from memory
                (trafgen pcap; 64 B, 1 .. 1M flows), one data lcore, pipelines route+neighbour
                and acl+route+neighbour on the builtin and event_dsw schedulers, beside
-               dpdk-testpmd io and macswap on the same vdev and lcore. Ratios are to testpmd io
-               of the same flow count. Each vecflowd point ends with SIGTERM and must exit 0
+               dpdk-testpmd io and macswap and DPDK's l3fwd (LPM, built from Debian's
+               dpdk-doc) on the same vdev and lcore. Ratios are to testpmd io of the same
+               flow count. Each vecflowd point ends with SIGTERM and must exit 0
                with exact final accounting, else the point has that failure as its reason.
 
 A row carries a number, or an explicit reason why there is none ("not measured: ..."): no
@@ -38,6 +39,7 @@ import re
 import select
 import shutil
 import signal
+import socket
 import statistics
 import string
 import subprocess
@@ -584,6 +586,7 @@ class Suite:
     ENGINE_ROWS = [
         ("io", "testpmd io", "testpmd", "io"),
         ("macswap", "testpmd macswap", "testpmd", "macswap"),
+        ("l3fwd", "DPDK l3fwd (LPM)", "l3fwd", None),
         ("rn-builtin", "vecflowd route+neighbour, builtin", "vecflowd", ("rn", "builtin")),
         ("rn-dsw", "vecflowd route+neighbour, event_dsw", "vecflowd", ("rn", "eventdev")),
         ("arn-builtin", "vecflowd acl+route+neighbour, builtin", "vecflowd", ("arn", "builtin")),
@@ -662,8 +665,15 @@ class Suite:
 
     @staticmethod
     def remove_runtime_dir(prefix):
-        """EAL's runtime directory of a prefix: testpmd (and a vecflowd that crashed) leave it."""
+        """EAL's runtime directory of a prefix, which testpmd (and a vecflowd that crashed)
+        leave, and the prefix's hugepage files: a process that exits with pages still
+        allocated (l3fwd never frees its pool) or is killed leaves them taken."""
         shutil.rmtree(f"/var/run/dpdk/{prefix}", ignore_errors=True)
+        for line in Path("/proc/mounts").read_text().splitlines():
+            f = line.split()
+            if len(f) > 2 and f[2] == "hugetlbfs":
+                for page in Path(f[1]).glob(f"{prefix}map_*"):
+                    page.unlink(missing_ok=True)
 
     def engine_testpmd(self, mode, flows, pcap, prefix, warm, seconds):
         """One testpmd run. Returns ({mpps, ...}, None) or (None, reason). The rate is testpmd's
@@ -718,6 +728,125 @@ class Suite:
                           f"the file's {flows} frames in the pool of {pool} mbufs: a pool "
                           "without room beyond them leaves rx empty)")
         return {"mpps": statistics.mean(window) / 1e6, "periods": len(window)}, None
+
+    # DPDK's l3fwd, the router sample each DPDK release is measured with, in LPM mode: per
+    # packet what pipeline (a) does at its core (longest-prefix lookup, the RFC 1812 header
+    # checks, TTL and checksum update, MAC rewrite), with no flow hash and no scheduler. It
+    # tells what a router's own work leaves of testpmd io's rate on this port and lcore. Built
+    # from the source Debian ships (package dpdk-doc) with two edits, each checked to apply:
+    # l3fwd asks every port for Rx checksum offload, which no vdev offers (it would not start),
+    # and sizes its pool at 8192 mbufs at least, where net_pcap's replay keeps every frame of
+    # the file in the pool (the pool here is testpmd's: frames + ENGINE_POOL_SPARE).
+    L3FWD_SRC = Path("/usr/share/dpdk/examples")
+    L3FWD_EDITS = [
+        (".offloads = RTE_ETH_RX_OFFLOAD_CHECKSUM,", ".offloads = 0,"),
+        ("(unsigned)8192)",
+         '(unsigned)(getenv("VF_MBUFS") ? atoi(getenv("VF_MBUFS")) : 8192))'),
+    ]
+
+    def l3fwd_binary(self):
+        """Builds l3fwd once per run under BUILD_DIR/l3fwd-ref. Returns (path, None) or
+        (None, reason)."""
+        if getattr(self, "l3fwd", None):
+            return self.l3fwd
+        main = self.L3FWD_SRC / "l3fwd" / "main.c"
+        if not main.exists():
+            self.l3fwd = None, ("not measured: DPDK's l3fwd source is not installed (Debian "
+                                "package dpdk-doc, " + str(main.parent) + ")")
+            return self.l3fwd
+        dst = self.build / "l3fwd-ref"
+        shutil.rmtree(dst, ignore_errors=True)
+        for part in ("l3fwd", "common"):
+            shutil.copytree(self.L3FWD_SRC / part, dst / part)
+        text = (dst / "l3fwd" / "main.c").read_text()
+        for old, new in self.L3FWD_EDITS:
+            if text.count(old) != 1:
+                self.l3fwd = None, (f"not measured: l3fwd's main.c no longer has '{old}' once "
+                                    "(the suite's edits need updating)")
+                return self.l3fwd
+            text = text.replace(old, new)
+        (dst / "l3fwd" / "main.c").write_text(text)
+        r = subprocess.run(["make", "-C", str(dst / "l3fwd"), "-j2"], capture_output=True,
+                           text=True)
+        exe = dst / "l3fwd" / "build" / "l3fwd"
+        if r.returncode != 0 or not exe.exists():
+            err = [l for l in (r.stderr or r.stdout).splitlines() if "error" in l]
+            self.l3fwd = None, ("not measured: l3fwd does not build: "
+                                + (err[0][:150] if err else f"make exit {r.returncode}"))
+            return self.l3fwd
+        self.l3fwd = str(exe), None
+        return self.l3fwd
+
+    @staticmethod
+    def telemetry(path, cmd):
+        """One request to a DPDK process's telemetry socket (v2: JSON over SEQPACKET)."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            s.settimeout(5)
+            s.connect(path)
+            s.recv(4096)  # the greeting: version, pid, max output length
+            s.send(cmd.encode())
+            return json.loads(s.recv(1 << 16))
+        finally:
+            s.close()
+
+    def engine_l3fwd(self, flows, pcap, prefix, warm, seconds):
+        """One l3fwd run on lcore 1 (its only lcore: main and forwarding), the route covering
+        the frames' destination out of the port they came in on. The rate is the port's
+        opackets over the window, read through DPDK telemetry (l3fwd prints no statistics).
+        Returns ({mpps, ...}, None) or (None, reason)."""
+        exe, why = self.l3fwd_binary()
+        if why:
+            return None, why
+        rules = self.raw / "l3fwd-routes"
+        (rules.with_suffix(".v4")).write_text("R198.51.100.0/24 0\n")
+        (rules.with_suffix(".v6")).write_text("R2001:db8::/32 0\n")
+        argv = [exe, "-l", "1", "--no-pci", "--file-prefix", prefix,
+                "--vdev", f"net_pcap0,rx_pcap={pcap},infinite_rx=1"]
+        pool = self.engine_pool(flows)
+        if not self.a.hugepages:
+            argv += ["--no-huge", "-m", str(pool * 2560 // (1 << 20) + 256)]
+        argv += ["--", "-p", "0x1", "--config", "(0,0,1)", "--lookup", "lpm",
+                 f"--rule_ipv4={rules.with_suffix('.v4')}",
+                 f"--rule_ipv6={rules.with_suffix('.v6')}",
+                 "--eth-dest=0,02:00:00:00:00:02", "-P", "--parse-ptype"]
+        logp = self.raw / f"engine-l3fwd-{flows}.log"
+        tele = f"/var/run/dpdk/{prefix}/dpdk_telemetry.v2"
+        with self.bench_lock(f"l3fwd, {flows} flows") as why:
+            if why:
+                return None, why
+            log(f"engine: VF_MBUFS={pool} {' '.join(argv)}")
+            f = open(logp, "w")
+            p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, cwd=ROOT,
+                                 env=dict(os.environ, VF_MBUFS=str(pool)))
+            p.log_file = f
+            self.children.append(p)
+            try:
+                p, why = self.wait_ready(p, "entering main loop", "l3fwd", timeout=120)
+                if why:
+                    return None, why
+                time.sleep(warm)
+                try:
+                    snaps = []
+                    for i in range(2):
+                        if i:
+                            time.sleep(seconds)
+                        t0 = time.monotonic()
+                        st = self.telemetry(tele, "/ethdev/stats,0")["/ethdev/stats"]
+                        snaps.append(((t0 + time.monotonic()) / 2, st))
+                except (OSError, ValueError, KeyError) as e:
+                    return None, f"not measured: l3fwd telemetry: {e}"
+            finally:
+                if p is not None:
+                    self.stop(p, timeout=20)  # on SIGTERM l3fwd stops its port and exits
+                self.remove_runtime_dir(prefix)
+        (t0, a), (t1, b) = snaps
+        tx = b["opackets"] - a["opackets"]
+        if tx <= 0:
+            return None, "not measured: l3fwd forwarded nothing over the window"
+        return {"mpps": tx / (t1 - t0) / 1e6, "seconds": t1 - t0,
+                "rx": b["ipackets"] - a["ipackets"], "tx": tx}, None
 
     def engine_ctl(self, sock, *cmd):
         out = subprocess.run([self.bin("tools/vecflowctl/vecflowctl"), "--socket", sock,
@@ -895,6 +1024,8 @@ class Suite:
                         if kind == "testpmd":
                             d, why = self.engine_testpmd(detail, flows, pcap, prefix, warm,
                                                          seconds)
+                        elif kind == "l3fwd":
+                            d, why = self.engine_l3fwd(flows, pcap, prefix, warm, seconds)
                         else:
                             d, why = self.engine_vecflowd(*detail, flows, pcap, prefix, warm,
                                                           seconds)
@@ -911,6 +1042,8 @@ class Suite:
         for flows in flows_list:
             io = samples.get(("io", flows))
             base = statistics.median(d["mpps"] for d in io) if io else None
+            l3 = samples.get(("l3fwd", flows))
+            l3fwd = statistics.median(d["mpps"] for d in l3) if l3 else None
             for key, name, kind, _ in self.ENGINE_ROWS:
                 point = plural(flows, "flow")
                 ss = samples.get((key, flows))
@@ -928,8 +1061,18 @@ class Suite:
                     self.res.add(group, name, point, mpps, "Mpps",
                                  vs="testpmd io" if ratio else None, ratio=ratio, note=note)
                     continue
+                if kind == "l3fwd":
+                    note = (f"the port's opackets over {ss[0]['seconds']:.1f} s (DPDK "
+                            f"telemetry) after a {warm:g} s warm-up; LPM, software ptype "
+                            f"parse; pool {self.engine_pool(flows)} mbufs; built from Debian's "
+                            "dpdk-doc without its Rx checksum offload request")
+                    self.res.add(group, name, point, mpps, "Mpps",
+                                 vs="testpmd io" if ratio else None, ratio=ratio, note=note)
+                    continue
                 mid = sorted(ss, key=lambda d: d["mpps"])[len(ss) // 2]
                 parts = [f"tx over {mid['seconds']:.1f} s after a {warm:g} s warm-up"]
+                if l3fwd:
+                    parts.append(f"{mpps / l3fwd:.2f}x DPDK l3fwd")
                 if mid["mean_vector"] is not None:
                     parts.append(f"mean vector {mid['mean_vector']:.1f}")
                 for st, queue, ppc, cpp in mid["stages"]:
@@ -1198,10 +1341,11 @@ class Suite:
         if any(r["group"] == PART_GROUPS["engine"] for r in self.res.rows):
             lines += [
                 "",
-                "Engine per core: vecflowd and dpdk-testpmd on the same net_pcap vdev replaying "
-                "a pcap of 64 B UDP frames from memory (one frame per flow, tx dropped by the "
-                "PMD), one data lcore (1) each. Rate = packets forwarded per second; ratio = to "
-                "testpmd io of the same flow count in this run; memory = vecflowd's VmRSS "
+                "Engine per core: vecflowd, dpdk-testpmd and DPDK's l3fwd (LPM) on the same "
+                "net_pcap vdev replaying a pcap of 64 B UDP frames from memory (one frame per "
+                "flow, tx dropped by the PMD), one data lcore (1) each. Rate = packets "
+                "forwarded per second; ratio = to testpmd io of the same flow count in this "
+                "run (a vecflowd note also gives its ratio to l3fwd); memory = vecflowd's VmRSS "
                 "(hugepages are not in it; the note gives them).",
             ]
         lines += [""] + self.targets() + [""] + [
