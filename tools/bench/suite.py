@@ -165,9 +165,9 @@ class Suite:
                 f" ({tail[0][:120]})" if tail else "")
         return text, None
 
-    def spawn(self, argv, log_path):
+    def spawn(self, argv, log_path, env=None):
         f = open(log_path, "w")
-        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
+        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         p.log_file = f
         self.children.append(p)
         return p
@@ -816,12 +816,7 @@ class Suite:
             if why:
                 return None, why
             log(f"engine: VF_MBUFS={pool} {' '.join(argv)}")
-            f = open(logp, "w")
-            p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, cwd=ROOT,
-                                 env=dict(os.environ, VF_MBUFS=str(pool)))
-            p.log_file = f
-            self.children.append(p)
+            p = self.spawn(argv, logp, env=dict(os.environ, VF_MBUFS=str(pool)))
             try:
                 p, why = self.wait_ready(p, "entering main loop", "l3fwd", timeout=120)
                 if why:
