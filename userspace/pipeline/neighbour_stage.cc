@@ -193,7 +193,13 @@ struct KeyWords {
   uint64_t w0;  // port, version, pad, ip[0..3]
   uint64_t w1;  // ip[4..11]
   uint32_t w2;  // ip[12..15]
-  bool operator==(const KeyWords&) const noexcept = default;
+  // The same key: an equal first word holds the same version, and an IPv4 key's other words
+  // are zero in both, so an IPv4 destination is compared in one word. The all-zero key
+  // (version 0) equals no key of a packet.
+  bool same(const KeyWords& o) const noexcept {
+    return w0 == o.w0 && (version() == 4 || (w1 == o.w1 && w2 == o.w2));
+  }
+  uint8_t version() const noexcept { return static_cast<uint8_t>(w0 >> 16); }
   void store(NeighbourKey& k) const noexcept {
     static_assert(sizeof(NeighbourKey) == 20 && offsetof(NeighbourKey, ip) == 4);
     auto* p = reinterpret_cast<uint8_t*>(&k);
@@ -242,8 +248,7 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
   // few directly connected servers): the last resolved next hop is kept, and a packet going
   // there costs two stores. The others wait for one bulk lookup per batch.
   uint32_t last_id = NeighbourTable::kNotFound;  // a gateway's id, resolved
-  KeyWords last_key{};                           // a connected destination's key, resolved
-  bool have_last_key = false;
+  KeyWords last_key{};    // a connected destination's key, resolved; all zero: none
   uint64_t dst_word = 0;  // MAC of the last resolved next hop
   uint16_t last_port = kNoPort;
   uint64_t src_word = 0;  // MAC of last_port
@@ -326,7 +331,7 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
           rewrite(m, port);
         } else if (resolve(m, port, pm.nexthop, nullptr)) {
           last_id = pm.nexthop;
-          have_last_key = false;
+          last_key = KeyWords{};
         }
         continue;
       }
@@ -337,7 +342,7 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
         ++unplaced;
         continue;
       }
-      if (have_last_key && k == last_key) {
+      if (k.same(last_key)) {
         rewrite(m, port);
         continue;
       }
@@ -349,7 +354,6 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
         k.store(key);
         if (resolve(m, port, table_->find(key), &key)) {
           last_key = k;
-          have_last_key = true;
           last_id = NeighbourTable::kNotFound;
           continue;
         }
@@ -357,7 +361,7 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
         // this destination wait for the bulk lookup like any other miss.
         continue;
       }
-      if (nkeys == 0 || !(k == key_words[nkeys - 1])) {
+      if (nkeys == 0 || !k.same(key_words[nkeys - 1])) {
         key_words[nkeys] = k;
         k.store(*key_at(nkeys));
         key_ptrs[nkeys] = key_at(nkeys);
@@ -373,7 +377,6 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
       const unsigned k = key_of[w];
       if (resolve(m, meta(m).out_port, found[k], key_at(k))) {
         last_key = key_words[k];
-        have_last_key = true;
         last_id = NeighbourTable::kNotFound;
       }
     }

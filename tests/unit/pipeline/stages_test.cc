@@ -137,6 +137,36 @@ TEST_F(Stages, LearnedAddressesTakeEffectForGatewaysAndConnectedHosts) {
   EXPECT_TRUE(t.take_used().empty());
 }
 
+// The stage remembers the last connected destination it resolved and rewrites the packets
+// behind it to the same one without a lookup: each packet must still get its own destination's
+// address when consecutive keys share words (IPv6 destinations equal but for their last four
+// bytes, IPv4 ones of another version or address) or come back after another.
+TEST_F(Stages, ConsecutiveConnectedDestinationsEachGetTheirOwnAddress) {
+  Harness h;
+  ASSERT_TRUE(h.build(
+      {stage("route", lab_routes()), stage("neighbour", neighbours(Unresolved::Drop), true)}));
+  NeighbourTable& t = h.pipeline->neighbours();
+  const std::vector<std::pair<std::string, MacAddress>> hosts = {
+      {"198.51.100.9", mac("02:00:00:00:04:09")},
+      {"198.51.100.10", mac("02:00:00:00:04:0a")},
+      {"2001:db8:2::9", mac("02:00:00:00:06:09")},
+      {"2001:db8:2::a", mac("02:00:00:00:06:0a")},
+      {"2001:db8:2:0:1::9", mac("02:00:00:00:06:19")}};
+  for (const auto& [ip, m] : hosts)
+    ASSERT_TRUE(t.learn(PortId{kLan}, address(ip), m));
+  const std::vector<size_t> order = {0, 0, 2, 3, 3, 2, 4, 2, 1, 0, 1, 3};
+  std::vector<rte_mbuf*> pkts;
+  for (size_t i : order)
+    pkts.push_back(make_frame(to(hosts[i].first)));
+  h.run(pkts);
+  ASSERT_EQ(h.sinks.tx.size(), order.size());
+  for (size_t k = 0; k < order.size(); ++k)
+    EXPECT_TRUE(has_mac(h.sinks.tx[k], hosts[order[k]].second, kLanMac))
+        << "packet " << k << " to " << hosts[order[k]].first;
+  EXPECT_EQ(h.pipeline->find<NeighbourStage>("neighbour")->counters().resolved, order.size());
+  EXPECT_EQ(h.accounting().unaccounted(), 0);
+}
+
 namespace {
 
 NeighbourConfig holding(uint16_t packets = 4, uint32_t timeout_ms = 3000) {
