@@ -258,6 +258,10 @@ void RouteStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
 template <bool kChecksum, bool kMartians>
 void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   const RouteTable* t = table_.load();
+  const std::span<const RouteTable::Leaf> leaves = t->leaves();
+  const std::span<const RouteTable::Hop> hops = t->hops();
+  // Read once: the packets' stores may alias the global, which meta() reads each time.
+  const int meta_offset = g_packet_meta_offset;
   const AddressSet* addrs = addresses_.load();
   LcoreState& st = lcores_[env.slot()];
   const uint64_t now = env.now();
@@ -358,7 +362,7 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
       const bool v6 = k >= n4;
       const uint16_t at = v6 ? at6[k - n4] : at4[k];
       rte_mbuf* m = pkts[base + at];
-      const RouteTable::Leaf& leaf = t->leaf(v6 ? leaf6[k - n4] : leaf4[k]);
+      const RouteTable::Leaf& leaf = leaves[v6 ? leaf6[k - n4] : leaf4[k]];
       switch (leaf.action) {
         case RouteAction::Kernel:
           set_kernel(m);
@@ -391,8 +395,8 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
         }
         ip->hop_limits--;
       }
-      const RouteTable::Hop& hop = t->hop(leaf.first_hop + pick(m, leaf.hop_count));
-      PacketMeta& pm = meta(m);
+      const RouteTable::Hop& hop = hops[leaf.first_hop + pick(m, leaf.hop_count)];
+      PacketMeta& pm = *RTE_MBUF_DYNFIELD(m, meta_offset, PacketMeta*);
       pm.out_port = hop.port;
       pm.nexthop = hop.neighbour;
       ++forwarded;

@@ -100,8 +100,10 @@ class RouteTable {
         leaves[i] = kNoRoute;
     }
   }
-  const Leaf& leaf(uint64_t i) const noexcept { return leaves_[i]; }
-  const Hop& hop(uint32_t i) const noexcept { return hops_[i]; }
+  // The leaves and hops whole: a loop holds their addresses in registers, where an accessor
+  // read the vector's pointer again after each store into a packet (which may alias it).
+  std::span<const Leaf> leaves() const noexcept { return leaves_; }
+  std::span<const Hop> hops() const noexcept { return hops_; }
 
   // ---- control plane ----
   const std::vector<RouteEntry>& routes() const noexcept { return routes_; }
