@@ -790,6 +790,12 @@ class Suite:
         finally:
             s.close()
 
+    def port_stats(self, tele):
+        """Port 0's ethdev counters through telemetry, time-stamped at the middle of the call."""
+        t0 = time.monotonic()
+        st = self.telemetry(tele, "/ethdev/stats,0")["/ethdev/stats"]
+        return (t0 + time.monotonic()) / 2, st
+
     def engine_l3fwd(self, flows, pcap, prefix, warm, seconds):
         """One l3fwd run on lcore 1 (its only lcore: main and forwarding), the route covering
         the frames' destination out of the port they came in on. The rate is the port's
@@ -823,20 +829,15 @@ class Suite:
                     return None, why
                 time.sleep(warm)
                 try:
-                    snaps = []
-                    for i in range(2):
-                        if i:
-                            time.sleep(seconds)
-                        t0 = time.monotonic()
-                        st = self.telemetry(tele, "/ethdev/stats,0")["/ethdev/stats"]
-                        snaps.append(((t0 + time.monotonic()) / 2, st))
+                    t0, a = self.port_stats(tele)
+                    time.sleep(seconds)
+                    t1, b = self.port_stats(tele)
                 except (OSError, ValueError, KeyError) as e:
                     return None, f"not measured: l3fwd telemetry: {e}"
             finally:
                 if p is not None:
                     self.stop(p, timeout=20)  # on SIGTERM l3fwd stops its port and exits
                 self.remove_runtime_dir(prefix)
-        (t0, a), (t1, b) = snaps
         tx = b["opackets"] - a["opackets"]
         if tx <= 0:
             return None, "not measured: l3fwd forwarded nothing over the window"
