@@ -587,6 +587,8 @@ class Suite:
         ("io", "testpmd io", "testpmd", "io"),
         ("macswap", "testpmd macswap", "testpmd", "macswap"),
         ("l3fwd", "DPDK l3fwd (LPM)", "l3fwd", None),
+        ("floor-builtin", "vecflowd floor: one dscp stage, no route (rx rate), builtin",
+         "vecflowd", ("floor", "builtin")),
         ("rn-builtin", "vecflowd route+neighbour, builtin", "vecflowd", ("rn", "builtin")),
         ("rn-dsw", "vecflowd route+neighbour, event_dsw", "vecflowd", ("rn", "eventdev")),
         ("arn-builtin", "vecflowd acl+route+neighbour, builtin", "vecflowd", ("arn", "builtin")),
@@ -596,6 +598,26 @@ class Suite:
         ("ncarn-builtin", "vecflowd conntrack+nat+acl+route+neighbour, builtin", "vecflowd",
          ("ncarn", "builtin")),
     ]
+    # Pipeline (a), and the end of every other: the route covers the frames' destination and
+    # its next hop is a static neighbour on the same port, so every packet is forwarded.
+    ENGINE_ROUTE = """  - stage: route
+    $route_sched
+    routes:
+      - {prefix: 198.51.100.0/24, port: p0}
+  - stage: neighbour
+    fuse: true
+    from_kernel: false
+    unresolved: drop
+    static:
+      - {ip: 198.51.100.2, mac: "02:00:00:00:00:02", port: p0}"""
+    # The floor under every pipeline: the receive classification, the rx adapter's vectors,
+    # the scheduler, the worker's run and the accounting carry each packet through one stage
+    # that rewrites one header field (the DSCP, with the checksum); with no route every packet
+    # is dropped at the end (no_route) and freed in bulk, so its rate is what was received.
+    # What a pipeline costs beyond it is its stages' own work plus the transmit.
+    ENGINE_FLOOR = """  - stage: dscp
+    sched: atomic
+    dscp: 46"""
     # The ACL of pipeline (b): a handful of rules the test traffic (UDP to 198.51.100.2:9)
     # never matches, default permit; route and neighbour are fused with it (one atomic queue,
     # one scheduler pass, as pipeline (a) has), so (b) - (a) is the ACL stage's cost.
@@ -630,7 +652,7 @@ class Suite:
         f"        - {{in_port: p0, src: 192.0.2.{2 + i}/32, to: 203.0.113.{1 + i}, "
         f"ports: 1024-65535}}\n" for i in range(18)).rstrip("\n")
     ENGINE_GROUP = "engine per core (net_pcap replay, 1 lcore, 64 B)"
-    ENGINE_QUICK_ROWS = ("io", "rn-builtin", "rn-dsw", "ncarn-builtin")
+    ENGINE_QUICK_ROWS = ("io", "floor-builtin", "rn-builtin", "rn-dsw", "ncarn-builtin")
 
     @contextlib.contextmanager
     def bench_lock(self, what):
@@ -883,6 +905,18 @@ class Suite:
                         int(m.group(6))))
         return out
 
+    def engine_stages(self, pipeline):
+        """The pipeline section's stages of vecflowd-engine.yaml for `pipeline`."""
+        if pipeline == "floor":
+            return self.ENGINE_FLOOR
+        front = {"arn": self.ENGINE_ACL, "carn": self.ENGINE_CT,
+                 "ncarn": self.ENGINE_CT.replace("max_sessions: 1100000",
+                                                 "max_sessions: 1100000" + self.ENGINE_NAT)
+                 }.get(pipeline)
+        route = string.Template(self.ENGINE_ROUTE).substitute(
+            route_sched="fuse: true" if front else "sched: atomic")
+        return f"{front}\n{route}" if front else route
+
     def engine_vecflowd(self, pipeline, backend, flows, pcap, prefix, warm, seconds):
         """One vecflowd run: start, warm up, a timed window between two counter snapshots,
         SIGTERM, and the exact-accounting check of what it leaves. Returns (d, None) or
@@ -898,11 +932,7 @@ class Suite:
                      else "backend: eventdev\n  device: event_dsw0")
             # conntrack takes its flow ids from vecflow's own (symmetric) hash.
             + ("\n  flow_id: software" if pipeline in ("carn", "ncarn") else ""),
-            acl={"arn": self.ENGINE_ACL, "carn": self.ENGINE_CT,
-                 "ncarn": self.ENGINE_CT.replace("max_sessions: 1100000",
-                                                 "max_sessions: 1100000" + self.ENGINE_NAT)
-                 }.get(pipeline, ""),
-            route_sched="sched: atomic" if pipeline == "rn" else "fuse: true"))
+            stages=self.engine_stages(pipeline)))
         logp = self.raw / f"engine-vecflowd-{pipeline}-{backend}-{flows}.log"
         with self.bench_lock(f"vecflowd {pipeline} {backend}, {flows} flows") as why:
             if why:
@@ -932,7 +962,9 @@ class Suite:
              "rss_kib": int(rss.group(1)) if rss else None,
              "hugetlb_kib": int(huge.group(1)) if huge else None,
              "backend": b["backend"], "exit": p.returncode}
-        d["mpps"] = d["tx"] / dt / 1e6
+        # The floor forwards nothing: its rate is what it received and carried to the end.
+        d["mpps"] = (d["rx"] if pipeline == "floor" else d["tx"]) / dt / 1e6
+        d["floor"] = pipeline == "floor"
         dv = b["vectors"] - a["vectors"]
         d["mean_vector"] = (b["vector_packets"] - a["vector_packets"]) / dv if dv > 0 else None
         stages = []
@@ -1066,7 +1098,11 @@ class Suite:
                                  vs="testpmd io" if ratio else None, ratio=ratio, note=note)
                     continue
                 mid = sorted(ss, key=lambda d: d["mpps"])[len(ss) // 2]
-                parts = [f"tx over {mid['seconds']:.1f} s after a {warm:g} s warm-up"]
+                parts = [f"{'rx' if mid['floor'] else 'tx'} over {mid['seconds']:.1f} s "
+                         f"after a {warm:g} s warm-up"]
+                if mid["floor"]:
+                    parts.append("every packet dropped at the pipeline's end (no route): "
+                                 "the framework's floor under any pipeline")
                 if l3fwd:
                     parts.append(f"{mpps / l3fwd:.2f}x DPDK l3fwd")
                 if mid["mean_vector"] is not None:
@@ -1075,7 +1111,7 @@ class Suite:
                     parts.append(f"{st}: {ppc:.1f} pkts/call, {cpp:.0f} cycles/pkt"
                                  if ppc is not None and cpp is not None else f"{st}: idle")
                 parts.append(f"queue {mid['stages'][0][1]}" if mid["stages"] else "no stages")
-                if mid["rx"] != mid["tx"]:
+                if mid["rx"] != mid["tx"] and not mid["floor"]:
                     parts.append(f"rx - tx over the window {mid['rx'] - mid['tx']} (in flight "
                                  "at its ends)")
                 if mid["hugetlb_kib"]:
@@ -1405,8 +1441,8 @@ class Suite:
         eng = self.out / "engine.dat"
         keys = [k for k, *_ in self.ENGINE_ROWS]
         with open(eng, "w") as f:
-            f.write("# flows " + " ".join(keys) + " (Mpps forwarded, 1 lcore, 64 B; ? = not "
-                    "measured)\n")
+            f.write("# flows " + " ".join(keys) + " (Mpps forwarded, the floor's received; "
+                    "1 lcore, 64 B; ? = not measured)\n")
             measured = getattr(self, "engine", {})
             for flows in sorted({fl for _, fl in measured}):
                 f.write(f"{flows} " + " ".join(
