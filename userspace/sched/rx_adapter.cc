@@ -233,18 +233,32 @@ uint64_t RxAdapter::add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n,
                                 uint64_t now) noexcept {
   Slot* const slots = &slots_[q.first_slot];
   const uint16_t size = cfg_.vector_size;
+  // The vector a run of packets of one bucket goes to, and its fill, kept in registers and
+  // written back when the bucket changes: through memory, each packet of a run (every packet
+  // of a flow that has the queue to itself) waited for the previous one's store of nb_elem.
+  constexpr uint16_t kNoBucket = 0xffff;
+  rte_event_vector* v = nullptr;
+  uint16_t bucket = kNoBucket;
+  uint16_t fill = 0;
   uint64_t bytes = 0;
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     bytes += m->pkt_len;
     const uint16_t b = static_cast<uint16_t>(m->hash.rss & bucket_mask_);
     const uint8_t traced = kTraced && trace::marked(m) ? trace::kEventTraced : 0;
-    if (!slots[b].vec && !open(static_cast<uint16_t>(q.first_slot + b), q, now)) [[unlikely]] {
-      stats_.no_vector.add();
-      emit_packet(m, b, traced);
-      continue;
+    if (b != bucket) {
+      if (v != nullptr) v->nb_elem = fill;
+      if (!slots[b].vec && !open(static_cast<uint16_t>(q.first_slot + b), q, now)) [[unlikely]] {
+        v = nullptr;
+        bucket = kNoBucket;
+        stats_.no_vector.add();
+        emit_packet(m, b, traced);
+        continue;
+      }
+      v = slots[b].vec;
+      bucket = b;
+      fill = v->nb_elem;
     }
-    rte_event_vector* v = slots[b].vec;
     if (kTraced && traced) {
       slots[b].traced = traced;
       trace::Record r;
@@ -252,12 +266,18 @@ uint64_t RxAdapter::add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n,
       r.port = q.port_id;
       r.queue = q.queue;
       r.index = b;
-      r.value = v->nb_elem;
+      r.value = fill;
       trace::tracer().add(m, r);
     }
-    vector_mbufs(v)[v->nb_elem++] = m;
-    if (v->nb_elem == size) close(static_cast<uint16_t>(q.first_slot + b), Closed::Full);
+    vector_mbufs(v)[fill++] = m;
+    if (fill == size) {
+      v->nb_elem = fill;
+      close(static_cast<uint16_t>(q.first_slot + b), Closed::Full);
+      v = nullptr;
+      bucket = kNoBucket;
+    }
   }
+  if (v != nullptr) v->nb_elem = fill;
   return bytes;
 }
 
