@@ -50,14 +50,16 @@ struct Classes {
 // decided here: Transmit where a stage chose an egress port, else a no_route drop.
 template <bool kTags, bool kLast>
 size_t separate(Classes& c, size_t n, PortOutcomes* outcomes) noexcept {
-  // Locals, not the struct's fields: the tag stores are byte stores, which may alias anything,
-  // and would make the compiler reload every field from memory on every packet.
+  // Locals, not the struct's fields (the drop count too): the tag stores are byte stores,
+  // which may alias anything, and would make the compiler reload every field from memory on
+  // every packet.
   rte_mbuf** const pkts = c.pkts;
   uint8_t* const tags = c.tags;
   rte_mbuf** const decided = c.decided;
   uint8_t* const decided_tags = c.decided_tags;
   const int meta_offset = g_packet_meta_offset;
   size_t ndecided = c.ndecided;
+  uint16_t ndrops = c.drops.count;
   size_t keep = 0;
   for (size_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
@@ -79,8 +81,12 @@ size_t separate(Classes& c, size_t n, PortOutcomes* outcomes) noexcept {
         ++keep;
         break;
       case Verdict::Drop:
-        c.drops.push(m);
-        if (c.drops.full()) flush_drops(c.drops, outcomes);
+        c.drops.pkts[ndrops++] = m;
+        if (ndrops == kMaxBurst) {
+          c.drops.count = ndrops;
+          flush_drops(c.drops, outcomes);
+          ndrops = 0;
+        }
         break;
       case Verdict::Transmit:
       case Verdict::Kernel:
@@ -93,6 +99,7 @@ size_t separate(Classes& c, size_t n, PortOutcomes* outcomes) noexcept {
     }
   }
   c.ndecided = ndecided;
+  c.drops.count = ndrops;
   return keep;
 }
 
