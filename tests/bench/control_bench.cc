@@ -87,7 +87,7 @@ class Rig {
 };
 
 void BM_RoundTripSpinning(benchmark::State& state) {
-  Rig rig(BackoffConfig{0, 0});  // never naps, never sleeps
+  Rig rig(BackoffConfig{.busy_poll = true});  // never naps, never sleeps
   for (auto _ : state) {
     if (!rig.round_trip()) state.SkipWithError("no reply");
   }
@@ -95,7 +95,8 @@ void BM_RoundTripSpinning(benchmark::State& state) {
 BENCHMARK(BM_RoundTripSpinning)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 void BM_RoundTripFromSleep(benchmark::State& state) {
-  Rig rig(BackoffConfig{1000, 2});  // the control lcore's back-off in vecflowd
+  Rig rig(BackoffConfig{.spin_us = 20,
+                        .idle_sleep_max_us = 1000});  // the control lcore's back-off in vecflowd
   for (auto _ : state) {
     state.PauseTiming();
     rig.wait_asleep();

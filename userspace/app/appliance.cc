@@ -29,11 +29,12 @@ namespace vecflow {
 namespace {
 
 // The control lcore's back-off when it serves only the control plane: after a request it
-// spins, naps up to 1 ms, and after 2 ms without work sleeps on the control server's
-// descriptors. A control request then waits at most one nap (1 ms) or one wake-up from
-// poll(2); an idle box wakes its control lcore once per sampling tick plus a few naps,
-// instead of napping through the data lcores' longer interrupt_after_ms.
-constexpr BackoffConfig kControlBackoff{1000, 2};
+// spins 20 us, then sleeps on its services' descriptors, or naps up to 1 ms when one of them
+// has none (kernel sync). A control request then waits at most one nap (1 ms) or one wake-up
+// from poll(2): control-plane work tolerates milliseconds.
+constexpr BackoffConfig kControlBackoff{
+    .busy_poll = false, .spin_us = 20, .idle_sleep_max_us = 1000};
+static_assert(config::CpuSection{}.spin_us == kDefaultSpinUs);
 
 }  // namespace
 
@@ -60,8 +61,9 @@ RuntimeOptions runtime_options(const config::ApplianceConfig& cfg) {
     auto* d = std::get_if<config::DpdkPort>(&p.kind);
     return d && d->is_pci;
   });
+  o.backoff.busy_poll = cfg.cpu.profile == config::CpuProfile::Latency;
+  o.backoff.spin_us = cfg.cpu.spin_us;
   o.backoff.idle_sleep_max_us = cfg.cpu.idle_sleep_max_us;
-  o.backoff.interrupt_after_ms = cfg.cpu.interrupt_after_ms;
   o.backoff.stall_after_ms = cfg.cpu.stall_after_ms;
   o.control_backoff = kControlBackoff;
   o.control_backoff->stall_after_ms = cfg.cpu.stall_after_ms;

@@ -42,17 +42,20 @@ struct ApplianceSection {
   std::string name = "vecflow";
 };
 
+enum class CpuProfile : uint8_t { Power, Latency };
+
 struct CpuSection {
   unsigned control = 0;
   // Lcores that run data-plane services. May include the control lcore (one-core boxes): then
   // the control server and the data path share that lcore's service loop.
   std::vector<unsigned> workers;
-  // Idle back-off: after `idle_spin_rounds` rounds without work an lcore naps, doubling from
-  // 1 us up to `idle_sleep_max_us`; 0 keeps it busy-polling for lowest latency.
+  // What a data lcore does when its queues run dry (runtime/lcore.h has the trade-offs).
+  // power: polls spin_us more, then sleeps until a frame arrives (on its ports' sockets or rx
+  // interrupts and its scheduler port's doorbell), or naps up to idle_sleep_max_us when one of
+  // them cannot wake it. latency: never sleeps, a core per data lcore at 100 %.
+  CpuProfile profile = CpuProfile::Power;
+  uint32_t spin_us = 50;  // runtime's kDefaultSpinUs (app/appliance.cc checks they agree)
   uint32_t idle_sleep_max_us = 200;
-  // After this long without work, an lcore whose services can all be woken by a file
-  // descriptor (AF_XDP socket, DPDK rx interrupt) sleeps on them instead of napping.
-  uint32_t interrupt_after_ms = 100;
   // One round of an lcore's services lasting this long is reported as a stall (status,
   // log, metrics): a service is stuck and the flows it serves wait.
   uint32_t stall_after_ms = 250;

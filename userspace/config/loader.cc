@@ -185,13 +185,23 @@ void read_appliance(Ctx& ctx, const YAML::Node& n, ApplianceSection& out) {
 
 void read_cpu(Ctx& ctx, const YAML::Node& n, CpuSection& out) {
   MapReader m(ctx, n, "cpu",
-              {"control", "workers", "idle_sleep_max_us", "interrupt_after_ms", "stall_after_ms"});
+              {"control", "workers", "profile", "spin_us", "idle_sleep_max_us", "stall_after_ms"});
   m.get_lcore("control", out.control);
   if (m.get_lcores("workers", out.workers) && out.workers.empty()) {
     ctx.error(m.child("workers"), "cpu.workers", "needs at least one lcore");
   }
-  m.get("idle_sleep_max_us", out.idle_sleep_max_us, 0, 1'000'000);
-  m.get("interrupt_after_ms", out.interrupt_after_ms, 0, 3'600'000);
+  m.get_enum<CpuProfile>("profile", out.profile,
+                         {{"power", CpuProfile::Power}, {"latency", CpuProfile::Latency}});
+  m.get("spin_us", out.spin_us, 0, 1'000'000);
+  m.get("idle_sleep_max_us", out.idle_sleep_max_us, 1, 1'000'000);
+  if (out.profile == CpuProfile::Latency) {
+    // Both tune how an lcore sleeps, which it never does with this profile.
+    for (std::string_view key : {"spin_us", "idle_sleep_max_us"}) {
+      if (m.has(key))
+        ctx.error(m.child(key), m.key_path(key),
+                  "has no effect with profile latency, whose lcores never sleep");
+    }
+  }
   m.get("stall_after_ms", out.stall_after_ms, 1, 3'600'000);
 }
 

@@ -99,7 +99,7 @@ void register_introspection(Registry& registry) {
             rows.push_back({{"name", f.name}, {"labels", text}, {"value", v}});
           }
           families.push_back({{"name", f.name},
-                              {"type", f.type == MetricType::Counter ? "counter" : "gauge"},
+                              {"type", to_string(f.type)},
                               {"help", f.help},
                               {"series", std::move(series)}});
         }

@@ -246,8 +246,9 @@ Json config_to_json(const ApplianceConfig& c) {
   j["appliance"] = {{"name", c.appliance.name}};
   j["cpu"] = {{"control", c.cpu.control},
               {"workers", c.cpu.workers},
+              {"profile", c.cpu.profile == CpuProfile::Latency ? "latency" : "power"},
+              {"spin_us", c.cpu.spin_us},
               {"idle_sleep_max_us", c.cpu.idle_sleep_max_us},
-              {"interrupt_after_ms", c.cpu.interrupt_after_ms},
               {"stall_after_ms", c.cpu.stall_after_ms}};
   j["dpdk"] = {{"memory_mb", c.dpdk.memory_mb},
                {"hugepages", hugepages_name(c.dpdk.hugepages)},

@@ -76,15 +76,28 @@ Snapshot::Family& Snapshot::family(const MetricFamily& f) {
   return families_.back();
 }
 
+std::string_view to_string(MetricType t) noexcept {
+  switch (t) {
+    case MetricType::Counter:
+      return "counter";
+    case MetricType::Gauge:
+      return "gauge";
+    case MetricType::Histogram:
+      return "histogram";
+  }
+  return "untyped";
+}
+
 void Snapshot::subtract(const Snapshot& base) {
   for (const Family& b : base.families_) {
-    if (b.family->type != MetricType::Counter) continue;
+    if (!is_cumulative(b.family->type)) continue;
     for (Family& f : families_) {
       if (f.family->name != b.family->name) continue;
       for (auto& [labels, value] : f.series) {
         auto it = b.series.find(labels);
-        if (it == b.series.end() || !value.integral) continue;
-        if (it->second.count <= value.count) value.count -= it->second.count;
+        if (it == b.series.end() || it->second.integral != value.integral) continue;
+        if (value.integral && it->second.count <= value.count) value.count -= it->second.count;
+        if (!value.integral && it->second.real <= value.real) value.real -= it->second.real;
       }
     }
   }
@@ -107,6 +120,25 @@ void Snapshot::add(const MetricFamily& f, Labels labels, uint64_t value) {
   MetricValue& v = family(f).series[to_vector(labels)];
   v.integral = true;
   v.count += value;
+}
+
+void Snapshot::add_histogram(const MetricFamily& f, Labels labels, std::span<const double> bounds,
+                             std::span<const uint64_t> cumulative, double sum) {
+  assert(f.type == MetricType::Histogram && labels.size() + 1 == f.labels.size());
+  assert(cumulative.size() == bounds.size() + 1);
+  Family& fam = family(f);
+  std::vector<std::string> key = to_vector(labels);
+  key.emplace_back();
+  for (size_t i = 0; i < cumulative.size(); ++i) {
+    key.back() = i < bounds.size() ? fmt::format("{}", bounds[i]) : "+Inf";
+    MetricValue& v = fam.series[key];
+    v.integral = true;
+    v.count += cumulative[i];
+  }
+  key.back().clear();
+  MetricValue& v = fam.series[key];
+  v.integral = false;
+  v.real += sum;
 }
 
 void Snapshot::set(const MetricFamily& f, Labels labels, double value) {
@@ -207,6 +239,61 @@ std::unordered_map<std::string, std::optional<double>> RateWindow::rate_by(
   return rates;
 }
 
+namespace {
+
+// One sample line: name, suffix, the first `nlabels` labels.
+void append_sample(std::string& out, const MetricFamily& f, std::string_view suffix,
+                   const std::vector<std::string>& labels, size_t nlabels,
+                   const MetricValue& value) {
+  out += f.name;
+  out += suffix;
+  if (nlabels > 0) {
+    out += '{';
+    for (size_t i = 0; i < nlabels; ++i) {
+      if (i) out += ',';
+      out += f.labels[i];
+      out += "=\"";
+      append_escaped(out, labels[i], true);
+      out += '"';
+    }
+    out += '}';
+  }
+  out += ' ';
+  append_value(out, value);
+  out += '\n';
+}
+
+// A histogram's series, each label set's buckets in ascending order of their bound (the series
+// map orders le as text), then its sum and count.
+void append_histogram(std::string& out, const Snapshot::Family& fam) {
+  const MetricFamily& f = *fam.family;
+  using Entry = std::pair<const std::vector<std::string>*, const MetricValue*>;
+  std::vector<Entry> entries;
+  for (const auto& [labels, value] : fam.series)
+    entries.emplace_back(&labels, &value);
+  auto bound = [](const std::string& le) {
+    return le.empty() ? INFINITY : le == "+Inf" ? HUGE_VAL : std::stod(le);
+  };
+  std::stable_sort(entries.begin(), entries.end(), [&](const Entry& a, const Entry& b) {
+    const auto& la = *a.first;
+    const auto& lb = *b.first;
+    if (!std::equal(la.begin(), la.end() - 1, lb.begin(), lb.end() - 1))
+      return std::lexicographical_compare(la.begin(), la.end() - 1, lb.begin(), lb.end() - 1);
+    return bound(la.back()) < bound(lb.back()) || (la.back() == "+Inf" && lb.back().empty());
+  });
+  const size_t prefix = f.labels.size() - 1;
+  for (const auto& [labels, value] : entries) {
+    if (labels->back().empty()) {
+      append_sample(out, f, "_sum", *labels, prefix, *value);
+      continue;
+    }
+    append_sample(out, f, "_bucket", *labels, prefix + 1, *value);
+    if (labels->back() == "+Inf") append_sample(out, f, "_count", *labels, prefix, *value);
+  }
+}
+
+}  // namespace
+
 std::string render_prometheus(const Snapshot& s) {
   std::string out;
   for (const auto& fam : s.families()) {
@@ -217,24 +304,15 @@ std::string render_prometheus(const Snapshot& s) {
     append_escaped(out, f.help, false);
     out += "\n# TYPE ";
     out += f.name;
-    out += f.type == MetricType::Counter ? " counter\n" : " gauge\n";
-    for (const auto& [labels, value] : fam.series) {
-      out += f.name;
-      if (!labels.empty()) {
-        out += '{';
-        for (size_t i = 0; i < labels.size(); ++i) {
-          if (i) out += ',';
-          out += f.labels[i];
-          out += "=\"";
-          append_escaped(out, labels[i], true);
-          out += '"';
-        }
-        out += '}';
-      }
-      out += ' ';
-      append_value(out, value);
-      out += '\n';
+    out += ' ';
+    out += to_string(f.type);
+    out += '\n';
+    if (f.type == MetricType::Histogram) {
+      append_histogram(out, fam);
+      continue;
     }
+    for (const auto& [labels, value] : fam.series)
+      append_sample(out, f, "", labels, labels.size(), value);
   }
   return out;
 }

@@ -16,6 +16,7 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,7 +25,16 @@
 
 namespace vecflow::control {
 
-enum class MetricType { Counter, Gauge };
+// Histogram: a Prometheus histogram. The family's last label is "le"; its series are the
+// cumulative bucket counts (le: the bucket's bound, "+Inf" for the last) and the sum of what
+// was observed (le empty: a real number, in the family's unit). Rendered as name_bucket,
+// name_sum and name_count (the "+Inf" bucket). Like counters, its series only grow.
+enum class MetricType { Counter, Gauge, Histogram };
+
+constexpr bool is_cumulative(MetricType t) noexcept {
+  return t != MetricType::Gauge;
+}
+std::string_view to_string(MetricType t) noexcept;
 
 // A family is declared once, as a constant with static storage duration (snapshots keep
 // pointers to it):
@@ -70,6 +80,11 @@ class Snapshot {
   void add(const MetricFamily& f, Labels labels, uint64_t value);
   // Sets a gauge series.
   void set(const MetricFamily& f, Labels labels, double value);
+  // Adds one histogram to a Histogram family (`labels`: its labels but le): bucket i counts
+  // what was at most bounds[i] (ascending; the last bucket, +Inf, is `cumulative`'s last
+  // entry, so it has one entry more than `bounds`), `sum` what was observed in all.
+  void add_histogram(const MetricFamily& f, Labels labels, std::span<const double> bounds,
+                     std::span<const uint64_t> cumulative, double sum);
   // Declares a family with no series yet, so it still appears (with HELP/TYPE) in a scrape.
   void declare(const MetricFamily& f);
 

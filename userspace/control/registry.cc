@@ -178,7 +178,7 @@ size_t Registry::clear(const std::function<bool(const MetricFamily&)>& which) {
   Snapshot now = collect();
   size_t n = 0;
   baseline_.replace(now, [&](const MetricFamily& f) {
-    const bool cleared = f.type == MetricType::Counter && which(f);
+    const bool cleared = is_cumulative(f.type) && which(f);
     n += cleared;
     return cleared;
   });

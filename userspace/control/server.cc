@@ -694,8 +694,9 @@ bool ControlServer::poll() noexcept {
   return worked;
 }
 
-int ControlServer::arm_wakeup() noexcept {
-  return impl_->wake.arm();
+bool ControlServer::arm_wakeup(WakeFds& fds) noexcept {
+  const int fd = impl_->wake.arm();
+  return fd >= 0 && fds.add(fd);
 }
 
 void ControlServer::post(std::function<void()> fn) {

@@ -59,7 +59,7 @@ class ControlServer final : public Service {
   ~ControlServer() override;  // closes every connection and removes the socket file
 
   bool poll() noexcept override;
-  int arm_wakeup() noexcept override;
+  bool arm_wakeup(WakeFds& fds) noexcept override;
 
   // Any thread: runs `fn` on the control thread.
   void post(std::function<void()> fn);

@@ -53,6 +53,7 @@ class PipelineHandler final : public sched::EventHandler, private CopySink {
   void process(std::span<rte_event> events) noexcept override;
   // Held packets that are due (sent or dropped), and all of them at stop.
   bool tick() noexcept override { return worker_.tick(*this); }
+  bool holding() const noexcept override { return worker_.holding(); }
   void stop() noexcept override { worker_.stop(*this); }
 
  private:

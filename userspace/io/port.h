@@ -154,8 +154,8 @@ class Port {
   virtual MacAddress mac() const noexcept { return {}; }
 
   // Sleeping on rx queue `q` (runtime/service.h's arm_wakeup contract, per queue): called by
-  // the service polling `q` on its own lcore once the lcore has been idle for
-  // cpu.interrupt_after_ms. Arms the queue's wake-up and returns a descriptor that becomes
+  // the service polling `q` on its own lcore once the lcore has been idle for cpu.spin_us.
+  // Arms the queue's wake-up and returns a descriptor that becomes
   // readable (POLLIN) when packets arrive, or -1 if the queue cannot wake anyone (the lcore
   // then keeps napping). Every successful arm is paired with one disarm_wakeup(q) after the
   // sleep, on the same lcore, before the next rx_burst(q).

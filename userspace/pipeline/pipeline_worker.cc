@@ -179,6 +179,14 @@ bool PipelineWorker::tick_stages(CopySink& sink, bool stop) noexcept {
   return gave;
 }
 
+bool PipelineWorker::holding() const noexcept {
+  if (!holders_) return false;
+  for (size_t i : pipeline_->holders()) {
+    if (pipeline_->stage(i).holding(slot_)) return true;
+  }
+  return false;
+}
+
 void PipelineWorker::finish_released(size_t holder, std::span<rte_mbuf*> pkts,
                                      CopySink& sink) noexcept {
   // The stages after the holder, which are the rest of the last group (Pipeline::build), as

@@ -108,6 +108,9 @@ class PipelineWorker {
     if (holders_) tick_stages(sink, true);
   }
 
+  // Whether a stage holds packets of this lcore now (they are given back by tick()).
+  bool holding() const noexcept;
+
   unsigned slot() const noexcept { return slot_; }
 
  private:

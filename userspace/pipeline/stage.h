@@ -192,6 +192,9 @@ class Stage {
   // returns whether it gave back any packet.
   virtual bool holds_packets() const noexcept { return false; }
   virtual bool tick(StageEnv& /*env*/, bool /*stop*/) noexcept { return false; }
+  // Whether it holds packets on the worker lcore of `slot` now (that lcore only): a worker
+  // that sleeps then wakes in time for tick() to give them back.
+  virtual bool holding(unsigned /*slot*/) const noexcept { return false; }
 
   StageLcoreStats& lcore_stats(unsigned slot) noexcept { return stats_[slot]; }
   // Summed over lcores; read by the control plane while workers run.

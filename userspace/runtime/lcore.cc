@@ -107,28 +107,29 @@ bool Lcore::remove_service(const Service* service) {
 }
 
 bool Lcore::sleep_on_descriptors(const ServiceList& list) noexcept {
-  // At most a handful of services per lcore; a fixed array keeps this allocation-free.
-  constexpr size_t kMaxFds = 64;
   const auto& services = list.services;
-  if (services.empty() || services.size() > kMaxFds) return false;
-  pollfd fds[kMaxFds + 1];
-  fds[0] = pollfd{wake_fd_, POLLIN, 0};
+  if (services.empty()) return false;
+  wake_fds_.clear();
   size_t armed = 0;
   for (; armed < services.size(); ++armed) {
-    int fd = services[armed]->arm_wakeup();
-    if (fd < 0) break;
-    fds[armed + 1] = pollfd{fd, POLLIN, 0};
+    if (!services[armed]->arm_wakeup(wake_fds_)) break;
   }
-  bool slept = armed == services.size();
+  const bool slept = armed == services.size();
   if (slept) {
+    pollfd fds[WakeFds::kMaxFds + 1];
+    fds[0] = pollfd{wake_fd_, POLLIN, 0};
+    for (size_t i = 0; i < wake_fds_.size(); ++i)
+      fds[i + 1] = pollfd{wake_fds_.fd(i), POLLIN, 0};
     for (const auto& s : services) {
       s->stats().sleeps.add();
       s->stats().sleeping.store(true, std::memory_order_relaxed);
     }
     stats_.interrupt_sleeps.add();
-    // No timeout: every service has said its descriptor will wake it, and a stop or a
-    // service change writes the eventfd.
-    poll(fds, armed + 1, -1);
+    // Without a deadline from a service, no timeout: every service has said its descriptors
+    // will wake it, and a stop or a service change writes the eventfd.
+    const uint64_t us = wake_fds_.within_us();
+    timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
+    ppoll(fds, wake_fds_.size() + 1, us == WakeFds::kForever ? nullptr : &ts, nullptr);
     for (const auto& s : services)
       s->stats().sleeping.store(false, std::memory_order_relaxed);
     if (fds[0].revents & POLLIN) {
@@ -142,7 +143,7 @@ bool Lcore::sleep_on_descriptors(const ServiceList& list) noexcept {
   return slept;
 }
 
-void Lcore::idle_wait(uint64_t idle_since_tsc, uint32_t& nap_us) noexcept {
+void Lcore::idle_wait(uint32_t& nap_us) noexcept {
   const ServiceList* list = list_.load(std::memory_order_acquire);
   for (const auto& s : list->services) {
     if (s->has_pending()) {
@@ -150,15 +151,11 @@ void Lcore::idle_wait(uint64_t idle_since_tsc, uint32_t& nap_us) noexcept {
       return;
     }
   }
-  uint64_t t0 = rte_rdtsc();
-  uint64_t hz = tsc_hz();
-  if (backoff_.interrupt_after_ms > 0 && hz > 0 &&
-      t0 - idle_since_tsc >= hz / 1000 * backoff_.interrupt_after_ms) {
-    if (sleep_on_descriptors(*list)) {
-      stats_.sleep_cycles.add(rte_rdtsc() - t0);
-      nap_us = 1;
-      return;
-    }
+  const uint64_t t0 = rte_rdtsc();
+  if (sleep_on_descriptors(*list)) {
+    stats_.sleep_cycles.add(rte_rdtsc() - t0);
+    nap_us = 1;
+    return;
   }
   // Nap on the eventfd so a stop or a service change ends the nap at once.
   pollfd pfd{wake_fd_, POLLIN, 0};
@@ -179,9 +176,10 @@ void Lcore::run() noexcept {
   tsc_hz();  // measured once, before the loop needs it
   thread_.store(std::this_thread::get_id());
   running_.store(true, std::memory_order_release);
-  uint32_t idle_rounds = 0;
+  bool idle = false;
   uint32_t nap_us = 1;
-  uint64_t idle_since = rte_rdtsc();
+  uint64_t idle_since = 0;
+  const uint64_t spin_cycles = tsc_hz() / 1000000 * backoff_.spin_us;
   uint64_t round = round_.load(std::memory_order_relaxed);
   const uint64_t stall_cycles = tsc_hz() / 1000 * backoff_.stall_after_ms;
   if (qsbr_ != nullptr) qsbr_->online(qsbr_reader_);
@@ -219,13 +217,15 @@ void Lcore::run() noexcept {
     if (!retired_.empty()) retired_.clear();
 
     if (any) {
-      idle_rounds = 0;
+      idle = false;
       nap_us = 1;
       continue;
     }
-    if (idle_rounds == 0) idle_since = t;
-    if (idle_rounds < kSpinRounds || backoff_.idle_sleep_max_us == 0) {
-      ++idle_rounds;
+    if (!idle) {
+      idle = true;
+      idle_since = t;
+    }
+    if (backoff_.busy_poll || t - idle_since < spin_cycles) {
       uint64_t p0 = rte_rdtsc();
       rte_pause();
       stats_.idle_cycles.add(rte_rdtsc() - p0);
@@ -234,7 +234,7 @@ void Lcore::run() noexcept {
     // Offline while napping or sleeping, so that table writers do not wait for an idle lcore.
     round_start_tsc_.store(0, std::memory_order_relaxed);
     if (qsbr_ != nullptr) qsbr_->offline(qsbr_reader_);
-    idle_wait(idle_since, nap_us);
+    idle_wait(nap_us);
     if (qsbr_ != nullptr) qsbr_->online(qsbr_reader_);
   }
   if (qsbr_ != nullptr) qsbr_->offline(qsbr_reader_);

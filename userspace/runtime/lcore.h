@@ -1,13 +1,17 @@
 // An lcore runs its services round-robin on one thread until stopped.
 //
-// Idle back-off, in three steps, each a named trade-off:
-//   1. spin: for kSpinRounds idle rounds keep polling (rte_pause between rounds); traffic that
-//      pauses for a few microseconds costs no latency;
-//   2. nap: then sleep 1 us, doubling up to `idle_sleep_max_us`, between rounds; an idle box
-//      stops burning its cores, and the first packet after a pause waits at most one nap;
-//   3. interrupt: after `interrupt_after_ms` without work, if every service can be woken by a
-//      file descriptor, sleep on those descriptors until traffic comes back.
-// Services with work due by time (has_pending) keep the lcore spinning.
+// Idle back-off, each step a named trade-off:
+//   1. spin: for `spin_us` after the last round that did work, keep polling (rte_pause between
+//      rounds). The answer to a packet just sent (a ping's reply, a TCP ACK) comes back within
+//      tens of microseconds and finds the lcore awake; so does the next packet of a burst.
+//   2. sleep: then, if every service can be woken by file descriptors (its ports' sockets or
+//      rx interrupts, its scheduler port's doorbell), sleep on them until one is readable. A
+//      frame's arrival wakes the lcore within a wake-up of the kernel's scheduler (a few
+//      microseconds) and an idle box costs no CPU at all.
+//   3. nap: otherwise sleep 1 us, doubling up to `idle_sleep_max_us`, between rounds: the
+//      first packet after a pause waits at most one nap.
+// Services with work due by time (has_pending) keep the lcore spinning. With `busy_poll` the
+// lcore never leaves step 1: the lowest latency, at the price of a core held at 100 %.
 //
 // The set of services can change while the lcore runs: set_services() publishes a new list
 // and returns only after the lcore finished every round that could still use the old one
@@ -36,9 +40,16 @@
 
 namespace vecflow {
 
+// Idle time an lcore keeps polling before it sleeps (`cpu.spin_us`). 50 us covers a reply
+// from a host one hop away (a ping through the box comes back 10-30 us after its request left
+// here), so one exchange costs one wake-up, not two; polling longer buys little: the next
+// exchange of a slow flow (1 ms apart and more) wakes the lcore anyway.
+inline constexpr uint32_t kDefaultSpinUs = 50;
+
 struct BackoffConfig {
-  uint32_t idle_sleep_max_us = 200;   // 0: never nap, poll continuously
-  uint32_t interrupt_after_ms = 100;  // 0: never sleep on descriptors
+  bool busy_poll = false;             // never nap or sleep (cpu.profile: latency)
+  uint32_t spin_us = kDefaultSpinUs;  // idle time polled before sleeping or napping
+  uint32_t idle_sleep_max_us = 200;   // longest nap, when some service cannot sleep
   uint32_t stall_after_ms = 250;      // a round this long is a stall
 };
 
@@ -48,18 +59,13 @@ struct LcoreStats {
   Counter idle_cycles;   // in polls that found nothing, and spinning between them
   Counter sleep_cycles;  // napping or sleeping on descriptors
   Counter naps;
-  Counter interrupt_sleeps;
-  Counter stalls;          // rounds that lasted stall_after_ms or longer
-  Counter stalled_cycles;  // the length of those rounds
+  Counter interrupt_sleeps;  // sleeps on the services' descriptors
+  Counter stalls;            // rounds that lasted stall_after_ms or longer
+  Counter stalled_cycles;    // the length of those rounds
 };
 
 class Lcore {
  public:
-  // Idle rounds spent spinning before the first nap. At ~100 ns per idle round of a few
-  // services this is tens of microseconds: shorter than a typical inter-burst gap under load,
-  // long enough that a busy port never naps.
-  static constexpr uint32_t kSpinRounds = 256;
-
   Lcore(unsigned id, BackoffConfig backoff);
   ~Lcore();
   Lcore(const Lcore&) = delete;
@@ -111,13 +117,14 @@ class Lcore {
   void publish(std::vector<std::shared_ptr<Service>> services, bool wait);
   // Frees the deferred lists the lcore can no longer be using. Holds writer_mutex_.
   void free_deferred_locked() noexcept;
-  void idle_wait(uint64_t idle_since_tsc, uint32_t& nap_us) noexcept;
+  void idle_wait(uint32_t& nap_us) noexcept;
   bool sleep_on_descriptors(const ServiceList& list) noexcept;
 
   unsigned id_;
   BackoffConfig backoff_;
   LcoreStats stats_;
   int wake_fd_ = -1;  // eventfd: stop and service changes wake a sleeping lcore
+  WakeFds wake_fds_;  // filled by the services at each sleep
   std::atomic<bool> stop_{false};
   std::atomic<bool> running_{false};
   std::atomic<uint64_t> round_{0};

@@ -3,13 +3,49 @@
 // nothing happens and busy/idle time can be measured per service (as DPDK's service cores do).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 
 #include "core/counter.h"
 
 namespace vecflow {
+
+// What an idle lcore sleeps on: the descriptors its services hand it (each becomes readable,
+// POLLIN, when the service has work), and the longest the sleep may last when a service has
+// work that becomes due by time alone. Filled by Service::arm_wakeup(); a fixed array, so that
+// arming allocates nothing.
+class WakeFds {
+ public:
+  // A service that polls more descriptors than this keeps its lcore napping.
+  static constexpr size_t kMaxFds = 64;
+  static constexpr uint64_t kForever = UINT64_MAX;
+
+  // Adds a descriptor to wait on. False when the set is full.
+  bool add(int fd) noexcept {
+    if (n_ == kMaxFds) return false;
+    fds_[n_++] = fd;
+    return true;
+  }
+  // The sleep ends within `us` microseconds even if no descriptor becomes readable.
+  void wake_within_us(uint64_t us) noexcept { within_us_ = std::min(within_us_, us); }
+
+  size_t size() const noexcept { return n_; }
+  int fd(size_t i) const noexcept { return fds_[i]; }
+  uint64_t within_us() const noexcept { return within_us_; }
+  void clear() noexcept {
+    n_ = 0;
+    within_us_ = kForever;
+  }
+
+ private:
+  int fds_[kMaxFds];
+  size_t n_ = 0;
+  uint64_t within_us_ = kForever;
+};
 
 // Written by the lcore that runs the service, read by the control plane.
 struct ServiceStats {
@@ -42,12 +78,18 @@ class Service {
   // when the lcore is idle, never on the busy path.
   virtual bool has_pending() const noexcept { return false; }
 
-  // Asked when the lcore has been idle for cpu.interrupt_after_ms. A service that can be
-  // woken by a file descriptor (AF_XDP socket with need_wakeup, DPDK rx interrupt) arms that
-  // wake-up and returns the descriptor to wait on for POLLIN. One that cannot returns -1, and
-  // the lcore keeps napping in short intervals instead of sleeping.
-  virtual int arm_wakeup() noexcept { return -1; }
-  // The lcore left the sleep (woken by any descriptor, a stop or a service change).
+  // Asked when the lcore has been idle for cpu.spin_us. A service that can be woken by file
+  // descriptors (AF_XDP sockets, DPDK rx interrupts, a scheduler port's doorbell) arms those
+  // wake-ups, adds the descriptors to `set` and returns true; the lcore then sleeps until one
+  // becomes readable. A service that cannot, or that has work waiting right now (found while
+  // arming, after which no wake-up would come for it), returns false and leaves nothing armed:
+  // the lcore keeps polling, napping between rounds.
+  virtual bool arm_wakeup(WakeFds& set) noexcept {
+    (void)set;
+    return false;
+  }
+  // After a successful arm_wakeup(): the lcore left the sleep (woken by any descriptor, a
+  // timeout, a stop or a service change), or another service refused to arm.
   virtual void disarm_wakeup() noexcept {}
 
  private:

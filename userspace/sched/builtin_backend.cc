@@ -1,6 +1,7 @@
 #include "sched/builtin_backend.h"
 
 #include <linux/membarrier.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -138,6 +139,8 @@ class BuiltinPort final : public EventPort {
     if (!ctl_)
       return fail("builtin scheduler: cannot create ring {}: {}", name, rte_strerror(rte_errno));
     holds_.init(buffer_events, max_holds);
+    // Without a doorbell (no descriptors left) the port never sleeps; nothing else changes.
+    doorbell_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     snap_.resize(s_.all.size());
     uint64_t now = rte_rdtsc();
     load_.start(now);
@@ -149,6 +152,7 @@ class BuiltinPort final : public EventPort {
   ~BuiltinPort() override {
     rte_event_ring_free(in_);
     rte_ring_free(ctl_);
+    if (doorbell_ >= 0) close(doorbell_);
   }
 
   // After every port's init: a producer learns its ring to each worker, a worker its ring
@@ -333,6 +337,38 @@ class BuiltinPort final : public EventPort {
     return got;
   }
 
+  int arm_wakeup() noexcept override {
+    if (!worker_ || doorbell_ < 0 || migration_ != Migration::Idle || holds_.has_released())
+      return -1;
+    if (pending_) {
+      credits_.give_back(pending_);
+      counters_.enq_release.add(pending_);
+      pending_ = 0;
+    }
+    if (dirty_) flush_all();
+    // Even epoch: quiescent until the next dequeue makes it odd again.
+    epoch_ = (epoch_ | 1) + 1;
+    epoch_shared_.store(epoch_, std::memory_order_release);
+    load_.set_idle(rte_rdtsc());
+    asleep_.store(true, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    bool waiting = rte_event_ring_count(in_) != 0 || rte_ring_count(ctl_) != 0;
+    for (size_t p = 0; p < from_.size() && !waiting; ++p)
+      waiting = from_[p]->written() != from_[p]->read_position();
+    if (waiting) {
+      asleep_.store(false, std::memory_order_relaxed);
+      return -1;
+    }
+    return doorbell_;
+  }
+
+  void disarm_wakeup() noexcept override {
+    asleep_.store(false, std::memory_order_relaxed);
+    uint64_t v;
+    ssize_t r = read(doorbell_, &v, sizeof(v));
+    (void)r;  // EAGAIN: woken by something else
+  }
+
   void park() noexcept override {
     if (!worker_) return;
     if (pending_) {
@@ -503,13 +539,25 @@ class BuiltinPort final : public EventPort {
         rte_pause();
         done += ring->enqueue(ev + done, n - done);
       }
-      return;
+    } else {
+      rte_event_ring* ring = s_.workers[dst]->in_;
+      unsigned done = rte_event_ring_enqueue_burst(ring, ev, n, nullptr);
+      while (unlikely(done < n)) {
+        rte_pause();
+        done += rte_event_ring_enqueue_burst(ring, ev + done, n - done, nullptr);
+      }
     }
-    rte_event_ring* ring = s_.workers[dst]->in_;
-    unsigned done = rte_event_ring_enqueue_burst(ring, ev, n, nullptr);
-    while (unlikely(done < n)) {
-      rte_pause();
-      done += rte_event_ring_enqueue_burst(ring, ev + done, n - done, nullptr);
+    wake(*s_.workers[dst]);
+  }
+
+  // After a write to `to`'s rings: rings its doorbell if it sleeps (builtin_backend.h).
+  static void wake(BuiltinPort& to) noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (to.asleep_.load(std::memory_order_relaxed) &&
+        to.asleep_.exchange(false, std::memory_order_relaxed)) {
+      const uint64_t one = 1;
+      ssize_t r = write(to.doorbell_, &one, sizeof(one));
+      (void)r;  // EAGAIN only when the counter is saturated: readable anyway
     }
   }
 
@@ -627,8 +675,9 @@ class BuiltinPort final : public EventPort {
     BuiltinPort* target = nullptr;
     for (BuiltinPort* p : s_.workers) {
       if (p == this || p->parked_.load(std::memory_order_acquire)) continue;
-      // A worker that never dequeued is not running: it must not receive flows.
-      if (!(p->epoch_shared_.load(std::memory_order_relaxed) & 1)) continue;
+      // A worker that never dequeued is not running: it must not receive flows. One asleep
+      // (an even epoch after dequeues) may: the flows' events ring its doorbell.
+      if (p->epoch_shared_.load(std::memory_order_relaxed) == 0) continue;
       int32_t l = effective_load(*p);
       if (l < target_load) {
         target_load = l;
@@ -693,6 +742,7 @@ class BuiltinPort final : public EventPort {
     // Sized for two outstanding messages from every other port: never full for long.
     while (rte_ring_mp_enqueue_elem(to.ctl_, &msg, sizeof(CtlMsg)) != 0)
       rte_pause();
+    wake(to);
   }
 
   Shared& s_;
@@ -732,6 +782,10 @@ class BuiltinPort final : public EventPort {
   // send wait for the line to come back (a third of a producer's time at 2 lcores).
   alignas(64) rte_event_ring* in_ = nullptr;  // workers: input ring from the workers
   rte_ring* ctl_ = nullptr;                   // workers: migration messages (multi-producer)
+  int doorbell_ = -1;                         // workers: eventfd the sleeping lcore waits on
+  // Set by the owner before it sleeps; cleared by it when it wakes, or by the writer that
+  // rings the doorbell. Written only around sleeps, so the line stays shared while busy.
+  std::atomic<bool> asleep_{false};
   alignas(64) std::atomic<uint64_t> epoch_shared_{0};
   // The load figure is read by others once per migration interval; its owner writes the
   // line only when the port turns busy or idle.

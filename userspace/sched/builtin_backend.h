@@ -52,6 +52,17 @@
 // The flows never stop: the target queues them while the source finishes what it has.
 // Producers take part through a counter they bump around each call, so they need no
 // maintenance call and may sleep for as long as they like.
+//
+// Sleeping workers. A worker port has a doorbell, an eventfd its lcore sleeps on
+// (EventPort::arm_wakeup). Arming releases the last burst, flushes the out-buffers and makes
+// the port quiescent (the migration grace does not wait for it; it remains a possible
+// target, the first one, with no load), then sets `asleep` and looks at its rings one last
+// time. Whoever writes to a worker's input or control ring looks at its `asleep` after the
+// write and, if set, clears it and writes the eventfd. A full fence on each side between the
+// write and the read (Dekker's pattern) means one of the two sees the other: the sleeper
+// finds the event, or the writer finds the sleeper. What that costs the busy path is one
+// fence and one load of a line nobody writes per ring write (a burst of events), not per
+// event. A port in a migration never sleeps: its lcore naps, so the protocol keeps moving.
 #pragma once
 
 #include <cstdint>

@@ -48,6 +48,14 @@ class LoadMeter {
   }
 
   uint16_t figure() const noexcept { return figure_.load(std::memory_order_relaxed); }
+  // A port asleep (its worker found nothing for a while) shows none: the first choice of a
+  // loaded port looking for a target.
+  void set_idle(uint64_t now) noexcept {
+    idle(now);
+    busy_cycles_ = 0;
+    period_start_ = now;
+    figure_.store(0, std::memory_order_relaxed);
+  }
   // A parked port shows a full load, so that no flow is sent its way.
   void set_full() noexcept { figure_.store(kMax, std::memory_order_relaxed); }
 

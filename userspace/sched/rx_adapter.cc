@@ -1,5 +1,8 @@
 #include "sched/rx_adapter.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <bit>
 #include <thread>
 
@@ -54,7 +57,22 @@ RxAdapter::RxAdapter(std::string name, EventPort& producer, const RxAdapterConfi
   slots_ = std::make_unique<Slot[]>(nslots + 1);
   head_ = static_cast<uint16_t>(nslots);
   slots_[head_].next = slots_[head_].prev = head_;
+  // Without it (no descriptors left) the adapter only keeps its lcore from sleeping.
+  request_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 }
+
+RxAdapter::~RxAdapter() {
+  if (request_fd_ >= 0) ::close(request_fd_);
+}
+
+namespace {
+void notify(int fd) noexcept {
+  if (fd < 0) return;
+  const uint64_t one = 1;
+  ssize_t n = write(fd, &one, sizeof(one));
+  (void)n;  // EAGAIN only when the counter is saturated: readable anyway
+}
+}  // namespace
 
 Result<void> RxAdapter::add_queue(Port& port, uint16_t queue) {
   if (nqueues_ == kMaxRxQueues)
@@ -88,6 +106,7 @@ Result<void> RxAdapter::remove_queue(Port& port, uint16_t queue,
                 name());
   request_ = Request{&port, queue};
   request_seq_.store(request_seq_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  notify(request_fd_);
   if (!applied(deadline)) {
     return fail(
         "rx adapter {}: not polled (no lcore runs it?); removal of {} queue {} happens "
@@ -99,6 +118,7 @@ Result<void> RxAdapter::remove_queue(Port& port, uint16_t queue,
 
 void RxAdapter::request_drain() noexcept {
   drain_requested_.store(true, std::memory_order_release);
+  notify(request_fd_);
 }
 
 void RxAdapter::apply_requests() noexcept {
@@ -138,6 +158,33 @@ void RxAdapter::flush() noexcept {
   enqueue_out(DropReason::SHUTDOWN_FLUSH);
 }
 
+bool RxAdapter::arm_wakeup(WakeFds& fds) noexcept {
+  // A partial vector is due by time; a backend that needs maintenance calls gets none asleep.
+  if (open_ > 0 || producer_.needs_maintenance() || request_fd_ < 0) return false;
+  if (!fds.add(request_fd_)) return false;
+  for (armed_ = 0; armed_ < nqueues_; ++armed_) {
+    const RxQueue& q = queues_[armed_];
+    const int fd = q.port->arm_wakeup(q.queue);
+    if (fd < 0) break;
+    if (!fds.add(fd)) {
+      q.port->disarm_wakeup(q.queue);
+      break;
+    }
+  }
+  if (armed_ == nqueues_) return true;
+  disarm_wakeup();
+  return false;
+}
+
+void RxAdapter::disarm_wakeup() noexcept {
+  for (uint16_t i = 0; i < armed_; ++i)
+    queues_[i].port->disarm_wakeup(queues_[i].queue);
+  armed_ = 0;
+  uint64_t v;
+  ssize_t n = read(request_fd_, &v, sizeof(v));
+  (void)n;  // EAGAIN: no request came
+}
+
 bool RxAdapter::poll() noexcept {
   if (unlikely(request_seq_.load(std::memory_order_relaxed) !=
                    applied_seq_.load(std::memory_order_relaxed) ||
@@ -155,10 +202,13 @@ bool RxAdapter::poll() noexcept {
       for (uint16_t b = 0; b < kRxBurstsPerPoll; ++b) {
         const uint16_t got = receive(queues_[i], now);
         worked |= got > 0;
-        // A further burst only while it would find room too (events waiting in out_ count).
-        if (got < kRxBurst ||
-            !producer_.has_room(static_cast<uint16_t>(open_ + nout_ + kRxBurst * nqueues_)))
+        if (got < kRxBurst) {
+          // Drained: nothing more to wait for.
+          if (open_ > 0) close_queue(queues_[i], now);
           break;
+        }
+        // A further burst only while it would find room too (events waiting in out_ count).
+        if (!producer_.has_room(static_cast<uint16_t>(open_ + nout_ + kRxBurst * nqueues_))) break;
       }
     }
   } else {
@@ -218,7 +268,9 @@ bool RxAdapter::open(uint16_t s, const RxQueue& q, uint64_t now) noexcept {
   slot.vec->attr_valid = 1;
   slot.vec->port = q.port_id;
   slot.vec->queue = q.queue;
-  slot.opened = now;
+  slot.since[0] = now;
+  slot.first[0] = 0;
+  slot.runs = 1;
   slot.port = q.port_id;
   slot.queue = q.queue;
   slot.bucket = static_cast<uint16_t>(s - q.first_slot);
@@ -255,9 +307,16 @@ uint64_t RxAdapter::add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n,
         emit_packet(m, b, traced);
         continue;
       }
-      v = slots[b].vec;
+      Slot& slot = slots[b];
+      v = slot.vec;
       bucket = b;
       fill = v->nb_elem;
+      // The first packets this poll adds: a run of their own while the slot has room.
+      if (slot.since[slot.runs - 1] != now && slot.runs < kWaitRuns) {
+        slot.since[slot.runs] = now;
+        slot.first[slot.runs] = fill;
+        ++slot.runs;
+      }
     }
     if (kTraced && traced) {
       slots[b].traced = traced;
@@ -272,7 +331,7 @@ uint64_t RxAdapter::add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n,
     vector_mbufs(v)[fill++] = m;
     if (fill == size) {
       v->nb_elem = fill;
-      close(static_cast<uint16_t>(q.first_slot + b), Closed::Full);
+      close(static_cast<uint16_t>(q.first_slot + b), Closed::Full, now);
       v = nullptr;
       bucket = kNoBucket;
     }
@@ -281,18 +340,26 @@ uint64_t RxAdapter::add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n,
   return bytes;
 }
 
-void RxAdapter::close(uint16_t s, Closed why) noexcept {
+void RxAdapter::close(uint16_t s, Closed why, uint64_t now) noexcept {
   Slot& slot = slots_[s];
+  const uint16_t nb = slot.vec->nb_elem;
+  for (uint8_t r = 0; r < slot.runs; ++r) {
+    const uint16_t end = r + 1 < slot.runs ? slot.first[r + 1] : nb;
+    if (end > slot.first[r]) stats_.wait.add(now - slot.since[r], end - slot.first[r]);
+  }
   rte_event& e = out_[nout_++];
   e.event = with_flow(proto_.event, slot.bucket, RTE_EVENT_TYPE_ETHDEV_VECTOR);
   e.sub_event_type = slot.traced;
   e.vec = slot.vec;
   stats_.events.add();
   stats_.vectors.add();
-  stats_.vector_packets.add(slot.vec->nb_elem);
+  stats_.vector_packets.add(nb);
   switch (why) {
     case Closed::Full:
       stats_.closed_full.add();
+      break;
+    case Closed::Drained:
+      stats_.closed_drained.add();
       break;
     case Closed::Timeout:
       stats_.closed_timeout.add();
@@ -312,18 +379,27 @@ bool RxAdapter::close_expired(uint64_t now) noexcept {
   bool any = false;
   while (open_ > 0) {
     uint16_t oldest = slots_[head_].next;
-    if (now - slots_[oldest].opened < timeout_tsc_) break;
-    close(oldest, Closed::Timeout);
+    if (now - slots_[oldest].since[0] < timeout_tsc_) break;
+    close(oldest, Closed::Timeout, now);
     any = true;
   }
   return any;
 }
 
+void RxAdapter::close_queue(const RxQueue& q, uint64_t now) noexcept {
+  for (uint16_t s = slots_[head_].next; s != head_;) {
+    const uint16_t next = slots_[s].next;
+    if (slots_[s].port == q.port_id && slots_[s].queue == q.queue) close(s, Closed::Drained, now);
+    s = next;
+  }
+}
+
 void RxAdapter::close_all(bool (*match)(const Slot&, const Request&), const Request& r) noexcept {
+  const uint64_t now = rte_rdtsc();
   // Oldest first, so that a flow's vectors leave in the order they were opened.
   for (uint16_t s = slots_[head_].next; s != head_;) {
     const uint16_t next = slots_[s].next;
-    if (match(slots_[s], r)) close(s, Closed::Flush);
+    if (match(slots_[s], r)) close(s, Closed::Flush, now);
     s = next;
   }
 }

@@ -15,9 +15,18 @@
 // fills in B x V / R). Packets of one flow keep their order inside a vector; packets of
 // different flows keep their arrival order too.
 //
-// A vector is enqueued when it holds vector_size packets, when its oldest packet has waited
-// vector_timeout_us (checked at the start of every poll, so a vector waits at most its timeout
-// plus one service round), and when its queue is removed or the adapter drains. vector_size 1
+// A vector is enqueued when it holds vector_size packets; when its queue is drained (a poll
+// asked it for a burst and got less: whatever it collected goes on at once, since no packet it
+// could wait for is there); when its oldest packet has waited vector_timeout_us (checked at the
+// start of every poll, so a vector waits at most its timeout plus one service round); and when
+// its queue is removed or the adapter drains. So a packet after which nothing comes leaves in
+// the poll that received it, while at saturation, where every poll brings full bursts, vectors
+// fill: the timeout is the bound only for a bucket that gets few of a busy queue's packets
+// (many flows at a high rate). DPDK's event_eth_rx_adapter waits for the timeout instead: it
+// forms vectors per queue from whatever its rx bursts bring and has no notion of a queue
+// being empty, so a lone packet pays the whole timeout. An empty queue is the signal that the
+// lcore keeps up: larger vectors would buy efficiency it does not need, at the price of
+// latency; once it falls behind, its polls find full bursts and vectors fill. vector_size 1
 // sends plain per-packet events (flow id: the flow hash) and keeps no vectors. If the vector
 // pool runs dry, a packet that would open a vector goes as a single-packet event of its
 // bucket's flow id instead (nothing is dropped for it, and it stays in its flow's order and
@@ -38,10 +47,15 @@
 // hook ran on, the grouping looks for packets a trace marked (core/tracer.h): it records the
 // bucket each joins and marks the event that carries it (sub_event_type).
 //
-// Sleeping: Port has no per-queue wake-up yet (io/port.h), so the adapter keeps the Service
-// default (arm_wakeup() == -1: its lcore naps instead of sleeping on descriptors). It also
-// never sleeps while it holds a partial vector (has_pending) or when its scheduler port needs
-// maintenance calls.
+// Waiting in vectors is measured: each closed vector adds, per poll that contributed packets to
+// it (up to kWaitRuns polls; the packets of later polls are counted with the last one, so for
+// them the figure is an upper bound), how long those packets waited, to a WaitHistogram
+// (vecflowctl sched, /metrics: mean and p99 per rx adapter).
+//
+// Sleeping: the adapter arms the wake-up of every rx queue it polls (Port::arm_wakeup: the
+// AF_XDP socket, the DPDK rx interrupt) and its own eventfd, which the control thread writes
+// after a removal or drain request. It never sleeps while it holds a partial vector
+// (has_pending) or when its scheduler port needs maintenance calls.
 #pragma once
 
 #include <array>
@@ -56,6 +70,7 @@
 
 #include "core/accounting.h"
 #include "core/error.h"
+#include "core/wait_histogram.h"
 #include "runtime/service.h"
 #include "sched/scheduler.h"
 
@@ -81,6 +96,10 @@ inline constexpr uint16_t kRxBurst = 32;
 // enqueue) over more packets, as DPDK's own rx adapter does; a queue that returns less than a
 // full burst is empty for now.
 inline constexpr uint16_t kRxBurstsPerPoll = 4;
+// Polls whose packets' wait a vector records apart (RxAdapterStats::wait). A vector closed on a
+// drained queue holds one poll's packets; at saturation with one flow, one or two; only a bucket
+// that gets a few packets per poll of a busy queue spans more, and those close by timeout.
+inline constexpr uint8_t kWaitRuns = 4;
 
 struct RxAdapterConfig {
   uint16_t vector_size = 64;        // 1: per-packet events
@@ -102,11 +121,13 @@ struct RxAdapterStats {
   Counter vectors;         // vectors enqueued
   Counter vector_packets;  // packets in those vectors (mean size = vector_packets / vectors)
   Counter closed_full;     // vectors enqueued because they reached vector_size
+  Counter closed_drained;  // ... because a poll found their rx queue empty
   Counter closed_timeout;  // ... because their oldest packet reached the timeout
   Counter closed_flush;    // ... because their queue was removed or the adapter drained
   Counter no_vector;       // packets sent alone because the vector pool was empty
   Counter refused;         // events the scheduler refused (their packets counted as drops)
   Counter held;            // polls that left the rx queues alone: the scheduler had no room
+  WaitHistogram wait;      // TSC cycles packets spent in vectors, from rx to enqueue
 };
 
 // A mempool of rte_event_vectors (rte_event_vector_pool_create), freed with the object.
@@ -135,6 +156,7 @@ class RxAdapter final : public Service {
   // OutcomeTable row of the lcore that will poll the adapter (indexed by PortId).
   RxAdapter(std::string name, EventPort& producer, const RxAdapterConfig& config,
             PortOutcomes* outcomes);
+  ~RxAdapter() override;
 
   // Before the service runs. Fails past kMaxRxQueues or for a queue already polled.
   Result<void> add_queue(Port& port, uint16_t queue);
@@ -157,6 +179,8 @@ class RxAdapter final : public Service {
 
   bool poll() noexcept override;
   bool has_pending() const noexcept override { return open_ > 0; }
+  bool arm_wakeup(WakeFds& fds) noexcept override;
+  void disarm_wakeup() noexcept override;
 
   const RxAdapterStats& adapter_stats() const noexcept { return stats_; }
   uint16_t queue_count() const noexcept { return nqueues_; }
@@ -174,15 +198,19 @@ class RxAdapter final : public Service {
   // The open vector of one (rx queue, bucket).
   struct Slot {
     rte_event_vector* vec;  // nullptr: none open
-    uint64_t opened;        // TSC of the poll that received the first packet
-    uint16_t port;          // PortId and queue of the rx queue, for removals
+    // TSC of each poll that added packets, and the index of the first packet it added:
+    // since[0] is when the vector opened.
+    uint64_t since[kWaitRuns];
+    uint16_t first[kWaitRuns];
+    uint8_t runs;
+    uint8_t traced;  // holds a packet a trace follows (core/tracer.h)
+    uint16_t port;   // PortId and queue of the rx queue, for removals
     uint16_t queue;
     uint16_t bucket;
-    uint8_t traced;  // holds a packet a trace follows (core/tracer.h)
-    uint16_t prev;   // age list, oldest first; head_ is the list head
+    uint16_t prev;  // age list, oldest first; head_ is the list head
     uint16_t next;
   };
-  enum class Closed : uint8_t { Full, Timeout, Flush };
+  enum class Closed : uint8_t { Full, Drained, Timeout, Flush };
   static constexpr uint16_t kAllQueues = 0xffff;
   struct Request {
     Port* port = nullptr;
@@ -197,8 +225,9 @@ class RxAdapter final : public Service {
   bool open(uint16_t s, const RxQueue& q, uint64_t now) noexcept;
   // A single-packet event of flow id `flow`.
   void emit_packet(rte_mbuf* m, uint32_t flow, uint8_t traced) noexcept;
-  void close(uint16_t slot, Closed why) noexcept;
+  void close(uint16_t slot, Closed why, uint64_t now) noexcept;
   bool close_expired(uint64_t now) noexcept;
+  void close_queue(const RxQueue& q, uint64_t now) noexcept;
   void close_all(bool (*match)(const Slot&, const Request&), const Request& r) noexcept;
   void enqueue_out(DropReason if_refused) noexcept;
   void drop_event(rte_event& ev, DropReason reason) noexcept;
@@ -234,6 +263,9 @@ class RxAdapter final : public Service {
   std::atomic<uint32_t> applied_seq_{0};
   std::atomic<bool> drain_requested_{false};
   std::atomic<bool> drained_{false};
+  // Written by the control thread after a request, so that a sleeping adapter takes it.
+  int request_fd_ = -1;
+  uint16_t armed_ = 0;  // rx queues armed by the last arm_wakeup()
 };
 
 }  // namespace vecflow::sched

@@ -141,6 +141,17 @@ class EventPort {
   bool needs_maintenance() const noexcept { return needs_maintenance_; }
   virtual void maintain() noexcept {}
 
+  // Sleeping, for worker ports: the worker's lcore is idle and wants to sleep until something
+  // arrives for this port. Does what the next dequeue would do first (releases the last
+  // burst, sends what is buffered), arms the port's doorbell and returns it: a descriptor
+  // that becomes readable (POLLIN) when an event or a backend message is written for the
+  // port. Returns -1 when the backend has no doorbell (the lcore then naps) or when input is
+  // already waiting. While armed the port takes no part in the backend's housekeeping, which
+  // must not wait for it. Every successful arm is paired with one disarm_wakeup() before the
+  // next dequeue, on the same thread.
+  virtual int arm_wakeup() noexcept { return -1; }
+  virtual void disarm_wakeup() noexcept {}
+
   // The thread using this worker port stops for good (shutdown, or its service is removed):
   // buffered events are sent and the events of its last burst released. The port must not
   // be used afterwards.

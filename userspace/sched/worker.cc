@@ -106,6 +106,21 @@ void Worker::send(rte_event* ev, uint16_t n, bool only_forwards) noexcept {
   sink_.drop(std::span<rte_event>(lost, nlost), DropReason::SCHED_BACKPRESSURE);
 }
 
+bool Worker::arm_wakeup(WakeFds& fds) noexcept {
+  const int fd = port_.arm_wakeup();
+  if (fd < 0) return false;
+  if (!fds.add(fd)) {
+    port_.disarm_wakeup();
+    return false;
+  }
+  if (handler_.holding()) fds.wake_within_us(kHeldWakeUs);
+  return true;
+}
+
+void Worker::disarm_wakeup() noexcept {
+  port_.disarm_wakeup();
+}
+
 void Worker::park() noexcept {
   handler_.stop();
   sink_.flush();

@@ -38,6 +38,9 @@ class EventHandler {
   // Every poll, before the dequeue: work the handler has that no event brings (packets held
   // for later that are due now), given to the EgressSink. Returns whether there was any.
   virtual bool tick() noexcept { return false; }
+  // Whether the handler holds packets that tick() will give back: a worker that sleeps then
+  // wakes every kHeldWakeUs to call it.
+  virtual bool holding() const noexcept { return false; }
   // The Worker parks: everything the handler still holds goes to the EgressSink.
   virtual void stop() noexcept {}
 };
@@ -60,6 +63,12 @@ class EgressSink {
 // scheduler has to run first) but which drops no packet for a momentary fill.
 inline constexpr uint32_t kForwardRetries = 4;
 
+// How long a worker with held packets (EventHandler::holding) may sleep: they wait for a next
+// hop to resolve, an ARP or ND round trip of tens of microseconds to seconds. Shorter sends
+// them sooner after the answer; longer wakes an idle lcore less often while something is
+// unresolved.
+inline constexpr uint64_t kHeldWakeUs = 100;
+
 // The burst a worker dequeues. 32 is DPDK's usual: enough to amortise the per-call cost,
 // small enough that one burst of vectors stays in L2 while a stage runs over it.
 inline constexpr uint16_t kWorkerBurst = 32;
@@ -80,6 +89,9 @@ class Worker final : public Service {
          EgressSink& sink, std::optional<uint8_t> egress_queue, uint16_t burst = kWorkerBurst);
 
   bool poll() noexcept override;
+  // Sleeps on the scheduler port's doorbell (EventPort::arm_wakeup).
+  bool arm_wakeup(WakeFds& fds) noexcept override;
+  void disarm_wakeup() noexcept override;
   // Called after the service was removed from its lcore, before the scheduler stops: sends
   // buffered work (the handler's held packets too) and releases the port's last burst.
   void park() noexcept;

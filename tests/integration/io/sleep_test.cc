@@ -1,6 +1,6 @@
 // Idle without burning a core: an lcore whose service polls an AF_XDP queue and a DPDK (TAP)
-// queue goes to sleep on their descriptors after cpu.interrupt_after_ms, and wakes when a frame
-// arrives on either. And the exception path: packets handed to the kernel arrive in its stack.
+// queue goes to sleep on their descriptors after cpu.spin_us, and wakes when a frame arrives
+// on either. And the exception path: packets handed to the kernel arrive in its stack.
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -20,7 +20,6 @@
 #include "io/dpdk/dpdk_port.h"
 #include "io/kernel_path.h"
 #include "io/packet_pool.h"
-#include "io/wakeup.h"
 #include "io_fixtures.h"
 #include "runtime/lcore.h"
 
@@ -30,11 +29,11 @@ using namespace vecflow::test;
 namespace {
 
 // What an rx adapter does with the ports' wake-up contract: polls queues, and hands the lcore
-// one descriptor for all of them.
+// every queue's descriptor, or none.
 class Poller final : public Service {
  public:
-  Poller(std::vector<std::pair<Port*, uint16_t>> queues, QueueWakeups wakeups)
-      : Service("poller"), queues_(std::move(queues)), wakeups_(std::move(wakeups)) {}
+  explicit Poller(std::vector<std::pair<Port*, uint16_t>> queues)
+      : Service("poller"), queues_(std::move(queues)) {}
   bool poll() noexcept override {
     rte_mbuf* burst[32];
     uint16_t total = 0;
@@ -47,13 +46,27 @@ class Poller final : public Service {
     received += total;
     return total > 0;
   }
-  int arm_wakeup() noexcept override { return wakeups_.arm(); }
-  void disarm_wakeup() noexcept override { wakeups_.disarm(); }
+  bool arm_wakeup(WakeFds& fds) noexcept override {
+    for (armed_ = 0; armed_ < queues_.size(); ++armed_) {
+      auto [port, q] = queues_[armed_];
+      const int fd = port->arm_wakeup(q);
+      if (fd < 0) break;
+      fds.add(fd);
+    }
+    if (armed_ == queues_.size()) return true;
+    disarm_wakeup();
+    return false;
+  }
+  void disarm_wakeup() noexcept override {
+    for (size_t i = 0; i < armed_; ++i)
+      queues_[i].first->disarm_wakeup(queues_[i].second);
+    armed_ = 0;
+  }
   std::atomic<uint64_t> received{0};
 
  private:
   std::vector<std::pair<Port*, uint16_t>> queues_;
-  QueueWakeups wakeups_;
+  size_t armed_ = 0;
 };
 
 bool wait_for(const std::function<bool()>& cond, int ms) {
@@ -88,14 +101,9 @@ TEST(Sleep, LcoreSleepsOnAfXdpAndTapQueuesAndWakesForAFrame) {
   ASSERT_TRUE((*tap)->start());
   ASSERT_EQ(lab.run("ip link set vptap1 up"), 0);
 
-  auto wakeups = QueueWakeups::create();
-  ASSERT_TRUE(wakeups);
-  wakeups->add(wan->get(), 0);
-  wakeups->add(tap->get(), 0);
   auto poller = std::make_shared<Poller>(
-      std::vector<std::pair<Port*, uint16_t>>{{wan->get(), 0}, {tap->get(), 0}},
-      std::move(*wakeups));
-  Lcore lcore(0, BackoffConfig{100, 20});
+      std::vector<std::pair<Port*, uint16_t>>{{wan->get(), 0}, {tap->get(), 0}});
+  Lcore lcore(0, BackoffConfig{});
   lcore.set_services({poller});
   std::thread runner([&] { lcore.run(); });
 

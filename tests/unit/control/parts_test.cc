@@ -307,8 +307,8 @@ TEST(SchedPart, VectorsEventsAndBusyShareOfAWorker) {
   RateWindow rates;
   rates.push(registry.collect());
 
-  // Flows 1 and 2 send 8 packets each (two full vectors each), flow 3 two (closed by timeout),
-  // all in one burst.
+  // Flows 1 and 2 send 8 packets each (two full vectors each), flow 3 two (closed when the
+  // poll found the queue drained), all in one burst.
   std::vector<rte_mbuf*> burst;
   for (uint32_t seq = 0; seq < 8; ++seq) {
     burst.push_back(test::make_packet(PortId{0}, 1, seq));
@@ -347,8 +347,16 @@ TEST(SchedPart, VectorsEventsAndBusyShareOfAWorker) {
   EXPECT_EQ(a["vectors"], 5u);
   EXPECT_DOUBLE_EQ(a["mean_vector"].get<double>(), 18.0 / 5);
   EXPECT_EQ(a["closed_full"], 4u);
-  EXPECT_EQ(a["closed_timeout"], 1u);
+  EXPECT_EQ(a["closed_drained"], 1u);
+  EXPECT_EQ(a["closed_timeout"], 0u);
   EXPECT_EQ(a["closed_flush"], 0u);
+  // Every packet's wait in its vector, over the interval: all 18 left in the poll that
+  // received them, so the mean is far below the vector timeout.
+  ASSERT_TRUE(a["wait_mean_us"].is_number()) << a.dump();
+  EXPECT_GE(a["wait_mean_us"].get<double>(), 0);
+  EXPECT_LT(a["wait_mean_us"].get<double>(), a["vector_timeout_us"].get<double>());
+  ASSERT_TRUE(a["wait_p99_us"].is_number()) << a.dump();
+  EXPECT_LE(a["wait_p99_us"].get<double>(), a["vector_timeout_us"].get<double>());
   EXPECT_EQ(a["flow_buckets"], sched::kDefaultFlowBuckets);
   EXPECT_EQ(a["refused"], 0u);
   expect_rate(a["pps"], rates.interval_s(), 18);
@@ -371,7 +379,8 @@ TEST(SchedPart, VectorsEventsAndBusyShareOfAWorker) {
   std::string text = human(reply);
   EXPECT_EQ(columns_of(text, "rx adapters"),
             (Columns{"ADAPTER", "LCORE", "BUSY", "PACKETS", "RATE", "BUCKETS", "VECTORS",
-                     "MEAN SIZE", "FULL", "TIMEOUT", "FLUSH", "NO VECTOR", "REFUSED", "HELD"}));
+                     "MEAN SIZE", "FULL", "DRAINED", "TIMEOUT", "FLUSH", "NO VECTOR", "REFUSED",
+                     "HELD", "WAIT MEAN US", "WAIT P99 US"}));
   EXPECT_EQ(columns_of(text, "workers"),
             (Columns{"WORKER", "LCORE", "STATE", "BUSY", "IDLE", "EVENTS", "EVENTS/S", "FORWARDED",
                      "FINISHED", "MIGRATED OUT", "MIGRATED IN", "BACKLOG", "REFUSED", "TX FULL"}));

@@ -1,6 +1,7 @@
 // The control protocol without sockets: request parsing, replies, dispatch, argument checks,
 // metric snapshots and their Prometheus text, configuration diffs.
 #include <gtest/gtest.h>
+#include <array>
 
 #include <stdexcept>
 
@@ -20,6 +21,8 @@ const MetricFamily kTestPackets{"vecflow_test_packets_total",
                                 MetricType::Counter,
                                 {"port", "queue"}};
 const MetricFamily kTestGauge{"vecflow_test_depth", "A gauge", MetricType::Gauge, {}};
+const MetricFamily kTestWait{
+    "vecflow_test_wait_seconds", "A histogram", MetricType::Histogram, {"port", "le"}};
 
 TEST(ParseRequest, AcceptsAMinimalRequest) {
   auto r = parse_request(R"({"command":"status"})");
@@ -220,6 +223,30 @@ TEST(Snapshot, RendersPrometheusTextWithEscaping) {
             std::string::npos);
   EXPECT_NE(text.find("# TYPE vecflow_test_depth gauge\nvecflow_test_depth 0.5\n"),
             std::string::npos);
+}
+
+// Prometheus' histogram: each label set's buckets in ascending order of their bound (10 before
+// 2 as text), then its sum and count; the buckets count up like counters between snapshots.
+TEST(Snapshot, RendersAHistogramAsBucketsSumAndCount) {
+  const std::array<double, 3> bounds = {0.5, 2, 10};
+  Snapshot s;
+  s.add_histogram(kTestWait, {"wan"}, bounds, std::array<uint64_t, 4>{1, 3, 3, 4}, 12.5);
+  std::string text = render_prometheus(s);
+  EXPECT_NE(text.find("# TYPE vecflow_test_wait_seconds histogram\n"
+                      "vecflow_test_wait_seconds_bucket{port=\"wan\",le=\"0.5\"} 1\n"
+                      "vecflow_test_wait_seconds_bucket{port=\"wan\",le=\"2\"} 3\n"
+                      "vecflow_test_wait_seconds_bucket{port=\"wan\",le=\"10\"} 3\n"
+                      "vecflow_test_wait_seconds_bucket{port=\"wan\",le=\"+Inf\"} 4\n"
+                      "vecflow_test_wait_seconds_count{port=\"wan\"} 4\n"
+                      "vecflow_test_wait_seconds_sum{port=\"wan\"} 12.5\n"),
+            std::string::npos)
+      << text;
+  Snapshot later;
+  later.add_histogram(kTestWait, {"wan"}, bounds, std::array<uint64_t, 4>{2, 5, 6, 9}, 20);
+  later.subtract(s);
+  EXPECT_EQ(later.count(kTestWait, {"wan", "2"}), 2u);
+  EXPECT_EQ(later.count(kTestWait, {"wan", "+Inf"}), 5u);
+  EXPECT_DOUBLE_EQ(later.get(kTestWait, {"wan", ""})->real, 7.5);
 }
 
 TEST(RateWindow, RatesNeedTwoSamplesAndIgnoreResets) {

@@ -112,7 +112,7 @@ class ServerTest : public ::testing::Test {
     auto s = ControlServer::create(options_, registry_);
     ASSERT_TRUE(s) << s.error().message;
     server_ = *s;
-    lcore_ = std::make_unique<Lcore>(0, BackoffConfig{1000, 2});
+    lcore_ = std::make_unique<Lcore>(0, BackoffConfig{.spin_us = 20, .idle_sleep_max_us = 1000});
     lcore_->add_service(server_);
     thread_ = std::thread([this] {
       lcore_thread_ = std::this_thread::get_id();

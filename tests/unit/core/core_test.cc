@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/net.h"
 #include "core/packet.h"
+#include "core/wait_histogram.h"
 #include "support/eal_env.h"
 #include "support/lab.h"
 #include "vecflow/xdp_meta.h"
@@ -194,6 +195,43 @@ TEST(LogRepeating, IntervalStopsGrowingAtItsCap) {
     }
   }
   EXPECT_EQ(gap, log::Repeating::kMaxIntervalNs);
+}
+
+// Every value falls in a bucket whose bound is at or above it and at most 25 % above it, and
+// buckets are in order: the quantiles read from them are never below the truth, never far above.
+TEST(WaitHistogram, BucketBoundsHoldTheirValuesWithin25Percent) {
+  unsigned last = 0;
+  for (uint64_t v = 0; v < (uint64_t{1} << 24); v = v < 64 ? v + 1 : v + v / 7) {
+    const unsigned i = WaitHistogram::index(v);
+    EXPECT_GE(i, last) << v;
+    last = i;
+    EXPECT_GE(WaitHistogram::upper_bound(i), v);
+    if (v >= 4) {
+      EXPECT_LE(WaitHistogram::upper_bound(i), v + v / 4) << v;
+    }
+    if (i > 0) {
+      EXPECT_LT(WaitHistogram::upper_bound(i - 1), v) << v;
+    }
+  }
+  EXPECT_EQ(WaitHistogram::index(UINT64_MAX), WaitHistogram::kBuckets - 1);
+}
+
+TEST(WaitHistogram, QuantilesMeanAndCountsAtABound) {
+  WaitHistogram h;
+  EXPECT_EQ(h.quantile_cycles(0.99), 0u);
+  h.add(1000, 98);    // 98 things waited 1000 cycles
+  h.add(100'000, 2);  // and two waited 100 000
+  EXPECT_EQ(h.count(), 100u);
+  EXPECT_EQ(h.sum_cycles(), 98'000u + 200'000u);
+  const uint64_t p50 = h.quantile_cycles(0.5);
+  EXPECT_GE(p50, 1000u);
+  EXPECT_LE(p50, 1250u);
+  const uint64_t p99 = h.quantile_cycles(0.99);
+  EXPECT_GE(p99, 100'000u);
+  EXPECT_LE(p99, 125'000u);
+  EXPECT_EQ(h.at_most(999), 0u);
+  EXPECT_EQ(h.at_most(WaitHistogram::upper_bound(WaitHistogram::index(1000))), 98u);
+  EXPECT_EQ(h.at_most(UINT64_MAX), 100u);
 }
 
 }  // namespace

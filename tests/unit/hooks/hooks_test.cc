@@ -72,7 +72,8 @@ class Traffic final : public Service {
 
 struct TrafficLcore {
   TrafficLcore(HookTable& hooks, OutcomeTable& outcomes, Qsbr& qsbr)
-      : lcore(1, BackoffConfig{0, 0}), traffic(std::make_shared<Traffic>(hooks, outcomes)) {
+      : lcore(1, BackoffConfig{.busy_poll = true}),
+        traffic(std::make_shared<Traffic>(hooks, outcomes)) {
     lcore.attach_qsbr(&qsbr, 0);
     lcore.add_service(traffic);
     thread = std::thread([this] { lcore.run(); });

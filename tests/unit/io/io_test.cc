@@ -1,8 +1,5 @@
 // The packet pool's UMEM layout, buffers lent to the kernel, the metadata-to-mbuf mapping, and
-// sleeping on several queues through one descriptor.
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
+// the port base's status.
 
 #include <set>
 #include <vector>
@@ -18,7 +15,6 @@
 #include "io/port.h"
 #include "io/port_factory.h"
 #include "io/rx_classify.h"
-#include "io/wakeup.h"
 #include "support/eal_env.h"
 #include "support/frame_builder.h"
 
@@ -327,7 +323,7 @@ TEST(RxClassify, ABurstGivesEachFrameWhatItGetsAlone) {
   }
 }
 
-// A port whose queue wake-ups are eventfds the test controls.
+// A port that receives and sends nothing.
 class FakePort final : public Port {
  public:
   FakePort() : Port("fake", PortId{1}) { size_counters(2, 2); }
@@ -339,52 +335,7 @@ class FakePort final : public Port {
   LinkState link_state() const noexcept override { return LinkState::Up; }
   Result<void> start() override { return {}; }
   void stop() noexcept override {}
-  int arm_wakeup(uint16_t q) noexcept override {
-    if (!can_sleep[q]) return -1;
-    armed[q] = true;
-    return fds[q];
-  }
-  void disarm_wakeup(uint16_t q) noexcept override { armed[q] = false; }
-  int fds[2] = {eventfd(0, EFD_NONBLOCK), eventfd(0, EFD_NONBLOCK)};
-  bool can_sleep[2] = {true, true};
-  bool armed[2] = {false, false};
-  ~FakePort() override {
-    close(fds[0]);
-    close(fds[1]);
-  }
 };
-
-TEST(QueueWakeups, OneDescriptorForAllQueuesOrNone) {
-  FakePort port;
-  auto w = QueueWakeups::create();
-  ASSERT_TRUE(w);
-  w->add(&port, 0);
-  w->add(&port, 1);
-  int fd = w->arm();
-  ASSERT_GE(fd, 0);
-  EXPECT_TRUE(port.armed[0] && port.armed[1]);
-  pollfd p{fd, POLLIN, 0};
-  EXPECT_EQ(poll(&p, 1, 0), 0);
-  uint64_t one = 1;
-  ASSERT_EQ(write(port.fds[1], &one, sizeof(one)), 8);
-  EXPECT_EQ(poll(&p, 1, 100), 1) << "queue 1 ready makes the group ready";
-  w->disarm();
-  EXPECT_FALSE(port.armed[0] || port.armed[1]);
-  uint64_t v;
-  ASSERT_EQ(read(port.fds[1], &v, sizeof(v)), 8);
-
-  // Re-armed after the queue's descriptor stayed the same: still one registration each.
-  fd = w->arm();
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(write(port.fds[0], &one, sizeof(one)), 8);
-  EXPECT_EQ(poll(&p, 1, 100), 1);
-  w->disarm();
-
-  // A queue that cannot wake anyone: the group cannot sleep, and nothing stays armed.
-  port.can_sleep[1] = false;
-  EXPECT_EQ(w->arm(), -1);
-  EXPECT_FALSE(port.armed[0] || port.armed[1]);
-}
 
 TEST(PortBase, StatusCountsQueuesAndNamesModes) {
   FakePort port;

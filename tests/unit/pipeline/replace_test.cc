@@ -135,7 +135,7 @@ TEST(Replace, RoutesAndAclsChangeUnderTrafficWithoutAMixedDecision) {
     templates.push_back(make_frame(s));
   }
   auto traffic = std::make_shared<Traffic>(*h.pipeline, outcomes, templates);
-  Lcore lcore(1, BackoffConfig{0, 0});
+  Lcore lcore(1, BackoffConfig{.busy_poll = true});
   lcore.attach_qsbr(h.qsbr.get(), 0);
   lcore.add_service(traffic);
   std::thread thread([&] { lcore.run(); });

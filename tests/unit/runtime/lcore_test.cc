@@ -66,7 +66,7 @@ bool wait_for(Pred pred, std::chrono::milliseconds timeout) {
 }
 
 TEST(Lcore, CountsBusyAndIdleCyclesPerService) {
-  RunningLcore rl(BackoffConfig{0, 0});  // pure polling: no naps distort the split
+  RunningLcore rl(BackoffConfig{.busy_poll = true});  // pure polling: no naps distort the split
   auto busy = std::make_shared<SyntheticService>("busy", 2, 20000);
   auto idle = std::make_shared<SyntheticService>("idle", 0, 0);
   rl.lcore.set_services({busy, idle});
@@ -97,7 +97,7 @@ TEST(Lcore, CountsBusyAndIdleCyclesPerService) {
 }
 
 TEST(Lcore, IdleLcoreNapsInsteadOfSpinning) {
-  RunningLcore rl(BackoffConfig{1000, 0});
+  RunningLcore rl(BackoffConfig{.idle_sleep_max_us = 1000});
   auto idle = std::make_shared<SyntheticService>("idle", 0, 0);
   rl.lcore.set_services({idle});
   rl.start();
@@ -116,7 +116,7 @@ TEST(Lcore, PendingWorkKeepsTheLcoreAwake) {
     Pending() : SyntheticService("pending", 0, 0) {}
     bool has_pending() const noexcept override { return true; }
   };
-  RunningLcore rl(BackoffConfig{1000, 0});
+  RunningLcore rl(BackoffConfig{.idle_sleep_max_us = 1000});
   auto svc = std::make_shared<Pending>();
   rl.lcore.set_services({svc});
   rl.start();
@@ -142,9 +142,9 @@ class FdService : public Service {
     }
     return false;
   }
-  int arm_wakeup() noexcept override {
+  bool arm_wakeup(WakeFds& fds) noexcept override {
     armed.fetch_add(1);
-    return fd_;
+    return fds.add(fd_);
   }
   void disarm_wakeup() noexcept override { disarmed.fetch_add(1); }
   void kick() {
@@ -160,7 +160,7 @@ class FdService : public Service {
 };
 
 TEST(Lcore, SleepsOnDescriptorsAndWakesOnTraffic) {
-  RunningLcore rl(BackoffConfig{100, 20});
+  RunningLcore rl(BackoffConfig{.idle_sleep_max_us = 100});
   auto svc = std::make_shared<FdService>();
   rl.lcore.set_services({svc});
   rl.start();
@@ -177,7 +177,7 @@ TEST(Lcore, SleepsOnDescriptorsAndWakesOnTraffic) {
 }
 
 TEST(Lcore, OneServiceWithoutDescriptorKeepsTheLcoreNapping) {
-  RunningLcore rl(BackoffConfig{100, 10});
+  RunningLcore rl(BackoffConfig{.idle_sleep_max_us = 100});
   auto fd = std::make_shared<FdService>();
   auto plain = std::make_shared<SyntheticService>("plain", 0, 0);
   rl.lcore.set_services({fd, plain});
@@ -190,7 +190,7 @@ TEST(Lcore, OneServiceWithoutDescriptorKeepsTheLcoreNapping) {
 }
 
 TEST(Lcore, StopEndsAnInterruptSleepPromptly) {
-  RunningLcore rl(BackoffConfig{100, 5});
+  RunningLcore rl(BackoffConfig{.idle_sleep_max_us = 100});
   auto svc = std::make_shared<FdService>();
   rl.lcore.set_services({svc});
   rl.start();
@@ -217,7 +217,7 @@ TEST(Lcore, RemovedServiceIsNeverPolledAfterRemoveReturns) {
     std::atomic<int>* violations_;
   };
   std::atomic<int> violations{0};
-  RunningLcore rl(BackoffConfig{0, 0});
+  RunningLcore rl(BackoffConfig{.busy_poll = true});
   auto keep = std::make_shared<SyntheticService>("keep", 1, 0);
   rl.lcore.set_services({keep});
   rl.start();
@@ -232,7 +232,7 @@ TEST(Lcore, RemovedServiceIsNeverPolledAfterRemoveReturns) {
 }
 
 TEST(Lcore, ServiceMayReplaceServicesFromInsideItsOwnPoll) {
-  RunningLcore rl(BackoffConfig{0, 0});
+  RunningLcore rl(BackoffConfig{.busy_poll = true});
   auto other = std::make_shared<SyntheticService>("other", 1, 0);
   class SelfRemoving : public Service {
    public:
@@ -271,7 +271,7 @@ class BlockingService : public Service {
 };
 
 TEST(Lcore, ARoundLongerThanStallAfterIsShownWhileItLastsAndCountedWhenItEnds) {
-  RunningLcore rl(BackoffConfig{100, 0, 50});
+  RunningLcore rl(BackoffConfig{.idle_sleep_max_us = 100, .stall_after_ms = 50});
   auto svc = std::make_shared<BlockingService>();
   rl.lcore.set_services({svc});
   rl.start();
@@ -292,7 +292,7 @@ TEST(Lcore, ARoundLongerThanStallAfterIsShownWhileItLastsAndCountedWhenItEnds) {
 }
 
 TEST(Lcore, AddingAServiceToAStalledLcoreDoesNotWaitForIt) {
-  RunningLcore rl(BackoffConfig{100, 0});
+  RunningLcore rl(BackoffConfig{.idle_sleep_max_us = 100});
   auto stuck = std::make_shared<BlockingService>();
   rl.lcore.set_services({stuck});
   rl.start();
@@ -310,7 +310,7 @@ TEST(Lcore, AddingAServiceToAStalledLcoreDoesNotWaitForIt) {
 }
 
 TEST(Lcore, NappingOrSleepingOnDescriptorsIsNotAStall) {
-  RunningLcore rl(BackoffConfig{1000, 5, 20});
+  RunningLcore rl(BackoffConfig{.idle_sleep_max_us = 1000, .stall_after_ms = 20});
   auto fd = std::make_shared<FdService>();
   rl.lcore.set_services({fd});
   rl.start();

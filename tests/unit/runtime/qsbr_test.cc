@@ -51,7 +51,7 @@ TEST(Qsbr, SynchronizeFromAnOnlineReaderDoesNotWaitForItself) {
 
 TEST(Qsbr, AnAttachedLcoreReportsQuiescenceAndGoesOfflineWhenIdle) {
   auto q = Qsbr::create(1);
-  Lcore lcore(0, BackoffConfig{50, 0});
+  Lcore lcore(0, BackoffConfig{.idle_sleep_max_us = 50});
   lcore.attach_qsbr(q->get(), 0);
   std::thread t([&] { lcore.run(); });
   // Busy or napping, the lcore lets every grace period end.

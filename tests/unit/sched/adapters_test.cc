@@ -118,9 +118,10 @@ TEST_F(RxAdapterTest, GroupsPacketsOfAFlowIntoVectorsInOrder) {
   free_all(events);
 }
 
-// 1024 flows, each recurring only every 1024 packets (the worst case for vectors by flow):
-// the buckets' vectors still leave full, each flow's packets in order, each flow always in
-// the vector of the same bucket, whose number is the event's flow id.
+// 1024 flows, each recurring only every 1024 packets (the worst case for vectors by flow), at
+// saturation (every poll finds more packets than it takes): the buckets' vectors still leave
+// full, each flow's packets in order, each flow always in the vector of the same bucket, whose
+// number is the event's flow id.
 TEST_F(RxAdapterTest, VectorsFillWhateverTheNumberOfFlows) {
   auto sched = builtin();
   constexpr uint16_t kBuckets = 16;
@@ -133,15 +134,14 @@ TEST_F(RxAdapterTest, VectorsFillWhateverTheNumberOfFlows) {
   sched::RxAdapter rx("rx", sched->producer(0), cfg, outcomes.row(0));
   ASSERT_TRUE(rx.add_queue(port, 0));
   std::vector<rte_event> events;
-  for (uint32_t seq = 0; seq < kRounds; ++seq) {
-    for (uint32_t flow = 0; flow < kFlows; ++flow) {
+  for (uint32_t seq = 0; seq < kRounds; ++seq)
+    for (uint32_t flow = 0; flow < kFlows; ++flow)
       inject(port, 0, flow, seq);
-      if (flow % 32 == 31) {
-        rx.poll();
-        auto got = drain(sched->worker(0));
-        events.insert(events.end(), got.begin(), got.end());
-      }
-    }
+  // Each poll takes kRxBurstsPerPoll full bursts and leaves the rest: never a drained queue.
+  while (outcomes.port_snapshot(kIn).rx < kFlows * kRounds) {
+    rx.poll();
+    auto got = drain(sched->worker(0));
+    events.insert(events.end(), got.begin(), got.end());
   }
   EXPECT_FALSE(rx.has_pending());
   ASSERT_EQ(events.size(), kFlows * kRounds / 64);
@@ -167,9 +167,39 @@ TEST_F(RxAdapterTest, VectorsFillWhateverTheNumberOfFlows) {
   free_all(events);
 }
 
-TEST_F(RxAdapterTest, PartialVectorWaitsForItsTimeoutThenLeaves) {
+// What a poll collects from a queue it drains goes on in that poll, whatever the timeout: a
+// lone packet (a ping) waits for nothing.
+TEST_F(RxAdapterTest, WhatAPollCollectsLeavesWhenItsQueueIsDrained) {
   auto sched = builtin();
   auto pool = vector_pool(64, 64);
+  RingPort port("in", kIn);
+  sched::RxAdapter rx("rx", sched->producer(0), {64, 1'000'000, 0, SchedType::Atomic, pool.get()},
+                      outcomes.row(0));
+  ASSERT_TRUE(rx.add_queue(port, 0));
+  for (uint32_t seq = 0; seq < 3; ++seq)
+    inject(port, 0, 9, seq);
+  inject(port, 0, 10, 0);
+  EXPECT_TRUE(rx.poll());
+  EXPECT_FALSE(rx.has_pending());
+  auto events = drain(sched->worker(0));
+  ASSERT_EQ(events.size(), 2u);  // flows 9 and 10: two buckets, two vectors
+  EXPECT_EQ(sched::packets(events[0]).size() + sched::packets(events[1]).size(), 4u);
+  const auto& st = rx.adapter_stats();
+  EXPECT_EQ(st.closed_drained.load(), 2u);
+  EXPECT_EQ(st.closed_timeout.load(), 0u);
+  // Their wait was counted: four packets, each well under the timeout of a second.
+  EXPECT_EQ(st.wait.count(), 4u);
+  EXPECT_LT(st.wait.quantile_cycles(1.0), tsc_hz() / 10);
+  EXPECT_FALSE(rx.poll());  // idle: nothing received, nothing enqueued
+  free_all(events);
+}
+
+// At saturation a bucket that gets few of the queue's packets waits for its timeout, and not
+// much longer: the queue is never drained (every burst comes back full), so only the timeout
+// closes flow 9's vector, while the busy flow's vectors leave full.
+TEST_F(RxAdapterTest, ASparseBucketOfABusyQueueLeavesAtItsTimeout) {
+  auto sched = builtin();
+  auto pool = vector_pool(256, 64);
   RingPort port("in", kIn);
   constexpr uint32_t kTimeoutUs = 2000;
   sched::RxAdapter rx("rx", sched->producer(0), {64, kTimeoutUs, 0, SchedType::Atomic, pool.get()},
@@ -177,30 +207,39 @@ TEST_F(RxAdapterTest, PartialVectorWaitsForItsTimeoutThenLeaves) {
   ASSERT_TRUE(rx.add_queue(port, 0));
   for (uint32_t seq = 0; seq < 3; ++seq)
     inject(port, 0, 9, seq);
+  port.filler = 1'000'000;
   uint64_t t0 = rte_rdtsc();
-  EXPECT_TRUE(rx.poll());  // received: work, though nothing was enqueued
+  EXPECT_TRUE(rx.poll());
   EXPECT_TRUE(rx.has_pending());
   uint64_t due = t0 + tsc_hz() / 1'000'000 * kTimeoutUs;
-  std::vector<rte_event> events;
-  while (events.empty()) {
-    bool worked = rx.poll();
+  std::vector<rte_event> sparse;
+  uint64_t busy = 0;
+  while (sparse.empty()) {
+    rx.poll();
     // Read after the poll: the adapter reads its clock inside it, and a slow poll (a
     // sanitizer build, a preempted thread) may begin before the vector is due and end after.
     uint64_t after = rte_rdtsc();
-    events = drain(sched->worker(0));
-    if (!events.empty()) {
-      EXPECT_TRUE(worked);
-      EXPECT_GE(after, due) << "closed before its timeout";
-    } else {
-      EXPECT_FALSE(worked);
+    auto events = drain(sched->worker(0));
+    for (auto& e : events) {
+      if (e.flow_id == 9) {
+        EXPECT_GE(after, due) << "closed before its timeout";
+        sparse.push_back(e);
+      } else {
+        EXPECT_EQ(sched::packets(e).size(), 64u) << "the busy flow's vectors leave full";
+        busy += sched::packets(e).size();
+        sched::free_payload(e);
+      }
     }
   }
-  ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(sched::packets(events[0]).size(), 3u);
+  port.filler = 0;
+  ASSERT_EQ(sparse.size(), 1u);
+  EXPECT_EQ(sched::packets(sparse[0]).size(), 3u);
   EXPECT_EQ(rx.adapter_stats().closed_timeout.load(), 1u);
-  EXPECT_FALSE(rx.has_pending());
-  EXPECT_FALSE(rx.poll());  // idle: nothing received, nothing enqueued
-  free_all(events);
+  EXPECT_GT(busy, 0u);
+  free_all(sparse);
+  rx.flush();
+  auto rest = drain(sched->worker(0));
+  free_all(rest);
 }
 
 // Wraps a producer port and stamps each enqueued event's first packet with the enqueue time
@@ -252,6 +291,7 @@ class RoundRecorder final : public Service {
   std::mt19937 rng_{3};
 };
 
+// At saturation (the filler keeps every burst full), sparse flows' vectors close by timeout.
 TEST_F(RxAdapterTest, AVectorIsNeverHeldLongerThanItsTimeoutPlusOneRound) {
   auto sched = builtin();
   auto pool = vector_pool(1024, 64, 0);
@@ -266,24 +306,38 @@ TEST_F(RxAdapterTest, AVectorIsNeverHeldLongerThanItsTimeoutPlusOneRound) {
   starts.reserve(1 << 22);
   RoundRecorder recorder(rx, starts);
   std::vector<rte_event> events;
+  uint64_t filler = 0;
+  // Keeps the sparse flows' events and frees the filler's (counted), so the pool lasts.
+  auto take = [&](std::vector<rte_event> got) {
+    for (auto& e : got) {
+      if (e.flow_id == 0) {
+        filler += sched::packets(e).size();
+        sched::free_payload(e);
+      } else {
+        events.push_back(e);
+      }
+    }
+  };
+  port.filler = UINT64_MAX;
   {
     LcoreThread lcore({borrow(recorder)});
     std::mt19937 rng(5);
-    uint32_t seq[16] = {};
+    uint32_t seq[15] = {};
     for (int i = 0; i < 3000; ++i) {
-      uint32_t flow = rng() % 16;
+      uint32_t flow = rng() % 15;
       inject(port, 0, flow + 1, seq[flow]++);
       std::this_thread::sleep_for(std::chrono::microseconds(rng() % 100));
-      auto got = drain(sched->worker(0));
-      events.insert(events.end(), got.begin(), got.end());
+      take(drain(sched->worker(0)));
     }
     ASSERT_TRUE(wait_until([&] {
-      auto got = drain(sched->worker(0));
-      events.insert(events.end(), got.begin(), got.end());
+      take(drain(sched->worker(0)));
       return packets_of(events) == 3000;
     }));
+    port.filler = 0;
     lcore.stop();
   }
+  take(drain(sched->worker(0)));
+  EXPECT_GT(filler, 0u);
   ASSERT_GT(rx.adapter_stats().closed_timeout.load(), 100u);
   uint64_t checked = 0;
   for (auto& e : events) {
@@ -302,7 +356,9 @@ TEST_F(RxAdapterTest, AVectorIsNeverHeldLongerThanItsTimeoutPlusOneRound) {
 }
 
 TEST_F(RxAdapterTest, RemovingAQueueAndDrainingFlushPartialVectors) {
-  auto sched = builtin();
+  // A small in-flight limit: the busy queues' filler must not empty the packet pool while
+  // nobody dequeues (a poll that cannot fill its bursts finds its queue drained).
+  auto sched = builtin(128);
   auto pool = vector_pool(256, 64);
   RingPort port("in", kIn, 2);
   sched::RxAdapter rx("rx", sched->producer(0), {64, 1'000'000, 0, SchedType::Atomic, pool.get()},
@@ -310,21 +366,34 @@ TEST_F(RxAdapterTest, RemovingAQueueAndDrainingFlushPartialVectors) {
   ASSERT_TRUE(rx.add_queue(port, 0));
   ASSERT_TRUE(rx.add_queue(port, 1));
   EXPECT_FALSE(rx.add_queue(port, 1));
-  LcoreThread lcore({borrow(rx)});
   for (uint32_t flow = 1; flow <= 5; ++flow)
     for (uint32_t seq = 0; seq < 3; ++seq) {
       inject(port, 0, flow, seq);
       inject(port, 1, flow + 100, seq);
     }
-  ASSERT_TRUE(wait_until([&] { return rx.adapter_stats().packets.load() == 30; }));
-  // The timeout is far away and no vector is full: nothing has left yet.
-  auto events = drain(sched->worker(0));
+  // Busy queues (never drained): only a removal or the drain closes the partial vectors.
+  port.filler = UINT64_MAX;
+  std::vector<rte_event> events;
+  uint64_t filler = 0;
+  auto take = [&](std::vector<rte_event> got) {
+    for (auto& e : got) {
+      if (e.flow_id == 0) {
+        filler += sched::packets(e).size();
+        sched::free_payload(e);
+      } else {
+        events.push_back(e);
+      }
+    }
+  };
+  LcoreThread lcore({borrow(rx)});
+  ASSERT_TRUE(wait_until([&] { return rx.adapter_stats().packets.load() > 30 + 256; }));
+  // The timeout is far away and no vector of the test's flows is full: none has left yet.
+  take(drain(sched->worker(0)));
   EXPECT_TRUE(events.empty());
 
   ASSERT_TRUE(rx.remove_queue(port, 1));
   EXPECT_EQ(rx.queue_count(), 1);
-  auto more = drain(sched->worker(0));
-  events.insert(events.end(), more.begin(), more.end());
+  take(drain(sched->worker(0)));
   uint64_t queue1 = 0;
   for (auto& e : events) {
     for (rte_mbuf* m : sched::packets(e))
@@ -336,17 +405,17 @@ TEST_F(RxAdapterTest, RemovingAQueueAndDrainingFlushPartialVectors) {
 
   rx.request_drain();
   ASSERT_TRUE(wait_until([&] { return rx.drained(); }));
-  more = drain(sched->worker(0));
-  events.insert(events.end(), more.begin(), more.end());
+  port.filler = 0;
+  take(drain(sched->worker(0)));
   EXPECT_EQ(packets_of(events), 30u);
   EXPECT_FALSE(rx.has_pending());
-  EXPECT_EQ(outcomes.port_snapshot(kIn).rx, 30u);
+  EXPECT_EQ(outcomes.port_snapshot(kIn).rx, 30u + filler);
   EXPECT_EQ(outcomes.port_snapshot(kIn).dropped(), 0u);
   free_all(events);
 }
 
 TEST_F(RxAdapterTest, RemovingAPortFlushesEveryQueueOfIt) {
-  auto sched = builtin();
+  auto sched = builtin(128);  // as above: the filler must not empty the packet pool
   auto pool = vector_pool(64, 64);
   RingPort a("a", kIn, 2);
   RingPort b("b", kOut);
@@ -355,23 +424,32 @@ TEST_F(RxAdapterTest, RemovingAPortFlushesEveryQueueOfIt) {
   ASSERT_TRUE(rx.add_queue(a, 0));
   ASSERT_TRUE(rx.add_queue(a, 1));
   ASSERT_TRUE(rx.add_queue(b, 0));
-  LcoreThread lcore({borrow(rx)});
   inject(a, 0, 1, 0);
   inject(a, 1, 2, 0);
   inject(b, 0, 3, 0);
-  ASSERT_TRUE(wait_until([&] { return rx.adapter_stats().packets.load() == 3; }));
+  // Busy queues: partial vectors stay open until their queue goes.
+  a.filler = UINT64_MAX;
+  b.filler = UINT64_MAX;
+  LcoreThread lcore({borrow(rx)});
+  ASSERT_TRUE(wait_until([&] { return rx.adapter_stats().packets.load() > 3 + 256; }));
+  std::vector<uint32_t> flows;
+  auto take = [&](std::vector<rte_event> got) {
+    for (auto& e : got)
+      if (e.flow_id != 0) flows.push_back(e.flow_id);
+    free_all(got);
+  };
+  take(drain(sched->worker(0)));
   ASSERT_TRUE(rx.remove_port(a));
   EXPECT_EQ(rx.queue_count(), 1);
-  auto events = drain(sched->worker(0));
-  ASSERT_EQ(events.size(), 2u);  // flows 1 and 2: port a's partial vectors
-  for (auto& e : events)
-    EXPECT_NE(e.flow_id, 3u);
+  take(drain(sched->worker(0)));
+  std::sort(flows.begin(), flows.end());
+  EXPECT_EQ(flows, (std::vector<uint32_t>{1, 2})) << "port a's partial vectors, not b's";
   EXPECT_TRUE(rx.has_pending());  // port b's stays
-  free_all(events);
   rx.request_drain();
   ASSERT_TRUE(wait_until([&] { return rx.drained(); }));
-  events = drain(sched->worker(0));
-  free_all(events);
+  a.filler = 0;
+  b.filler = 0;
+  take(drain(sched->worker(0)));
 }
 
 TEST_F(RxAdapterTest, RemovingAQueueFailsClearlyWhenTheAdapterIsNotPolled) {

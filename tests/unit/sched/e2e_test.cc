@@ -276,6 +276,118 @@ TEST(EndToEndAtScale, AMillionFlowsKeepTheirOrderWhileBucketsMigrate) {
   EXPECT_EQ(sched->inflight(), 0u);
 }
 
+// The last stage alone: every packet to kOut.
+class Transmit final : public sched::EventHandler {
+ public:
+  void process(std::span<rte_event> events) noexcept override {
+    for (rte_event& ev : events)
+      for (rte_mbuf* m : sched::packets(ev))
+        set_transmit(m, kOut);
+  }
+};
+
+// One lane of the data path: the rx adapter on one lcore, a worker on another, as vecflowd
+// places them on a box with two data lcores.
+struct Lane {
+  explicit Lane(BackendKind kind, uint32_t timeout_us)
+      : sched(make_scheduler(kind, {{"only", SchedType::Atomic}}, 1, 1)),
+        pool(sched::VectorPool::create(fmt::format("vsc_lane{}", seq.fetch_add(1)), 256, 64, 0)),
+        rx("rx", sched->producer(0), {64, timeout_us, 0, SchedType::Atomic, pool->get()},
+           outcomes.row(0)),
+        tx({{&in, 0}, {&out, 0}}, {}, outcomes.row(1)),
+        worker(std::make_shared<sched::Worker>("w", *sched, sched->worker(0), handler, tx,
+                                               std::nullopt)) {}
+  ~Lane() {
+    rx_lcore.reset();
+    worker_lcore.reset();
+    worker->park();
+    rte_mbuf* got[64];
+    while (unsigned n = out.collect(0, got, 64))
+      rte_pktmbuf_free_bulk(got, n);
+  }
+  void start() {
+    ASSERT_TRUE(rx.add_queue(in, 0));
+    std::vector<std::shared_ptr<Service>> first{borrow(rx)};
+    if (auto svc = sched->service()) first.push_back(svc);
+    rx_lcore = std::make_unique<LcoreThread>(first);
+    worker_lcore = std::make_unique<LcoreThread>(std::vector<std::shared_ptr<Service>>{worker});
+  }
+  // Sends one packet and returns how long it took to reach the egress port.
+  std::chrono::microseconds cross(uint32_t flow, uint32_t seq) {
+    rte_mbuf* m = make_packet(kIn, flow, seq);
+    EXPECT_NE(m, nullptr);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(in.inject(0, &m, 1), 1u);
+    rte_mbuf* got = nullptr;
+    while (out.collect(0, &got, 1) == 0) {
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(5)) break;
+    }
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_NE(got, nullptr) << "the packet never left";
+    if (got) {
+      EXPECT_EQ(packet_words(got)[0], flow);
+      rte_pktmbuf_free(got);
+    }
+    return std::chrono::duration_cast<std::chrono::microseconds>(took);
+  }
+
+  static inline std::atomic<unsigned> seq{0};
+  OutcomeTable outcomes{2, 2};
+  RingPort in{"in", kIn, 1, 1024};
+  RingPort out{"out", kOut, 1, 1024};
+  std::unique_ptr<sched::Scheduler> sched;
+  Result<sched::VectorPool> pool;
+  sched::RxAdapter rx;
+  Transmit handler;
+  sched::TxAdapter tx;
+  std::shared_ptr<sched::Worker> worker;
+  std::unique_ptr<LcoreThread> rx_lcore;
+  std::unique_ptr<LcoreThread> worker_lcore;
+};
+
+// A packet after which nothing comes leaves in the poll that received it: with a vector timeout
+// of a second, each of these crosses in far less, on every backend.
+TEST_P(EndToEnd, ALonePacketDoesNotWaitForItsVectorToFill) {
+  Lane lane(GetParam(), 1'000'000);
+  ASSERT_TRUE(lane.sched && lane.pool);
+  lane.start();
+  for (uint32_t i = 0; i < 20; ++i) {
+    EXPECT_LT(lane.cross(7, i), std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const auto& st = lane.rx.adapter_stats();
+  EXPECT_EQ(st.closed_drained.load(), 20u);
+  EXPECT_EQ(st.closed_timeout.load(), 0u);
+  EXPECT_EQ(lane.outcomes.port_snapshot(kIn).tx, 20u);
+}
+
+// Idle lcores sleep on descriptors (the port's wake-up for the rx adapter, the scheduler port's
+// doorbell for the worker) and a frame's arrival wakes both: the adapter's lcore by the port,
+// the worker's by the adapter's enqueue.
+TEST(EndToEndSleep, AFrameWakesTheSleepingAdapterAndWorker) {
+  VECFLOW_REQUIRE_EAL();
+  Lane lane(BackendKind::Builtin, 50);
+  ASSERT_TRUE(lane.sched && lane.pool);
+  lane.start();
+  for (uint32_t i = 0; i < 10; ++i) {
+    ASSERT_TRUE(wait_until([&] {
+      return lane.rx.stats().sleeping.load() && lane.worker->stats().sleeping.load();
+    })) << "the lcores never slept";
+    const uint64_t rx_sleeps = lane.rx_lcore->lcore().stats().interrupt_sleeps.load();
+    const uint64_t w_sleeps = lane.worker_lcore->lcore().stats().interrupt_sleeps.load();
+    // Generous: a wake-up is microseconds, but the machine may be busy.
+    EXPECT_LT(lane.cross(3, i), std::chrono::milliseconds(200));
+    // Each lcore left a sleep for it (and may have slept again since).
+    EXPECT_GE(lane.rx_lcore->lcore().stats().interrupt_sleeps.load(), rx_sleeps);
+    EXPECT_GE(lane.worker_lcore->lcore().stats().interrupt_sleeps.load(), w_sleeps);
+  }
+  EXPECT_GE(lane.worker->stats().sleeps.load(), 10u);
+  EXPECT_GE(lane.rx.stats().sleeps.load(), 10u);
+  AccountingSnapshot s = lane.outcomes.port_snapshot(kIn);
+  EXPECT_EQ(s.rx, 10u);
+  EXPECT_EQ(s.tx, 10u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, EndToEnd,
                          ::testing::Values(BackendKind::Builtin, BackendKind::Dsw, BackendKind::Sw),
                          [](const auto& info) { return std::string(backend_name(info.param)); });

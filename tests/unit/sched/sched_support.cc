@@ -1,5 +1,8 @@
 #include "sched_support.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <rte_cycles.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
@@ -55,7 +58,7 @@ std::unique_ptr<sched::Scheduler> make_scheduler(BackendKind kind,
 }
 
 LcoreThread::LcoreThread(std::vector<std::shared_ptr<Service>> services, uint32_t nap_max_us)
-    : lcore_(0, BackoffConfig{nap_max_us, 0}) {
+    : lcore_(0, BackoffConfig{.idle_sleep_max_us = nap_max_us}) {
   lcore_.set_services(std::move(services));
   thread_ = std::thread([this] {
     bool registered = rte_thread_register() == 0;
@@ -107,6 +110,8 @@ RingPort::RingPort(std::string name, PortId id, uint16_t queues, uint32_t ring_s
                                   RING_F_SC_DEQ));
     tx_.push_back(rte_ring_create(fmt::format("vsc_tx{}", n).c_str(), ring_size, SOCKET_ID_ANY,
                                   RING_F_SC_DEQ));
+    wake_fds_.push_back(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    filler_seq_.push_back(0);
   }
 }
 
@@ -119,11 +124,20 @@ RingPort::~RingPort() {
       rte_ring_free(r);
     }
   }
+  for (int fd : wake_fds_)
+    close(fd);
 }
 
 uint16_t RingPort::rx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept {
   uint16_t got = static_cast<uint16_t>(
       rte_ring_sc_dequeue_burst(rx_[q], reinterpret_cast<void**>(pkts), n, nullptr));
+  while (got < n && filler.load(std::memory_order_relaxed) > 0) {
+    rte_mbuf* m = make_packet(id(), kFillerFlow, filler_seq_[q]);
+    if (m == nullptr) break;
+    ++filler_seq_[q];
+    filler.fetch_sub(1, std::memory_order_relaxed);
+    pkts[got++] = m;
+  }
   uint64_t now = rte_rdtsc();
   for (uint16_t i = 0; i < got; ++i)
     packet_words(pkts[i])[2] = now;
@@ -139,7 +153,20 @@ uint16_t RingPort::tx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept {
 }
 
 unsigned RingPort::inject(uint16_t q, rte_mbuf** pkts, unsigned n) {
-  return rte_ring_mp_enqueue_burst(rx_[q], reinterpret_cast<void**>(pkts), n, nullptr);
+  unsigned done = rte_ring_mp_enqueue_burst(rx_[q], reinterpret_cast<void**>(pkts), n, nullptr);
+  const uint64_t one = 1;
+  EXPECT_EQ(write(wake_fds_[q], &one, sizeof(one)), 8);
+  return done;
+}
+
+int RingPort::arm_wakeup(uint16_t q) noexcept {
+  return rte_ring_empty(rx_[q]) ? wake_fds_[q] : -1;
+}
+
+void RingPort::disarm_wakeup(uint16_t q) noexcept {
+  uint64_t v;
+  ssize_t r = read(wake_fds_[q], &v, sizeof(v));
+  (void)r;  // EAGAIN: nothing was injected
 }
 
 unsigned RingPort::collect(uint16_t q, rte_mbuf** pkts, unsigned n) {

@@ -34,7 +34,8 @@ std::unique_ptr<sched::Scheduler> make_scheduler(BackendKind kind,
                                                  const sched::BuiltinTuning* tuning = nullptr);
 
 // A vecflow Lcore running on a thread registered with EAL (DPDK services and mempool caches
-// need an lcore id). Naps at most `nap_max_us` when idle, never sleeps on descriptors.
+// need an lcore id). When idle, sleeps on descriptors where every service can (a builtin worker's
+// doorbell), else naps at most `nap_max_us`.
 class LcoreThread {
  public:
   explicit LcoreThread(std::vector<std::shared_ptr<Service>> services, uint32_t nap_max_us = 20);
@@ -96,6 +97,10 @@ class RingPort final : public Port {
   LinkState link_state() const noexcept override { return link.load(); }
   Result<void> start() override { return {}; }
   void stop() noexcept override {}
+  // Each rx queue's wake-up is an eventfd inject() writes; arming fails while the queue holds
+  // packets (they would raise no wake-up).
+  int arm_wakeup(uint16_t q) noexcept override;
+  void disarm_wakeup(uint16_t q) noexcept override;
 
   // Test side. `link` is what link_state() reports (refresh_link() caches it).
   std::atomic<LinkState> link{LinkState::Up};
@@ -104,11 +109,18 @@ class RingPort final : public Port {
   unsigned collect(uint16_t q, rte_mbuf** pkts, unsigned n);
   std::atomic<uint32_t> tx_accept{UINT32_MAX};
   std::atomic<uint64_t> tx_calls{0};
+  // A saturated queue: while `filler` is above 0, every rx burst that finds fewer packets in the
+  // ring than it asks for is topped up with new packets of kFillerFlow (taken from `filler`), as
+  // a queue at line rate returns full bursts. Its packets' sequence numbers count per queue.
+  static constexpr uint32_t kFillerFlow = 0x10000;  // bucket 0 of any power-of-two count
+  std::atomic<uint64_t> filler{0};
 
  private:
   uint16_t queues_;
   std::vector<rte_ring*> rx_;
   std::vector<rte_ring*> tx_;
+  std::vector<int> wake_fds_;
+  std::vector<uint32_t> filler_seq_;
 };
 
 }  // namespace vecflow::test

@@ -8,6 +8,8 @@
 
 #include "control/families.h"
 #include "control/values.h"
+#include "core/wait_histogram.h"
+#include "runtime/cycles.h"
 
 namespace vecflow::control {
 namespace {
@@ -96,9 +98,20 @@ inline const MetricFamily kRxVectorPackets{"vecflow_sched_rx_vector_packets_tota
                                            {"adapter"}};
 inline const MetricFamily kRxClosed{
     "vecflow_sched_rx_vectors_closed_total",
-    "Vectors enqueued, by why they closed: full, timeout, flush (queue removed, shutdown)",
+    "Vectors enqueued, by why they closed: full, drained (the rx queue was empty), timeout, "
+    "flush (queue removed, shutdown)",
     MetricType::Counter,
     {"adapter", "why"}};
+inline const MetricFamily kRxWait{
+    "vecflow_sched_rx_vector_wait_seconds",
+    "Time packets waited in an rx adapter's vectors, from their receive to their vector's "
+    "enqueue",
+    MetricType::Histogram,
+    {"adapter", "le"}};
+// The wait histogram's buckets: 1-2-5 steps from 1 us (a vector closed in the poll that
+// received its packets) to 10 ms (well past any vector timeout worth setting).
+constexpr std::array<double, 13> kWaitBounds = {1e-6, 2e-6, 5e-6, 1e-5, 2e-5, 5e-5, 1e-4,
+                                                2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2};
 inline const MetricFamily kRxNoVector{
     "vecflow_sched_rx_no_vector_total",
     "Packets an rx adapter sent alone because its vector pool was empty",
@@ -150,7 +163,7 @@ inline const MetricFamily kTxFull{"vecflow_sched_tx_full_total",
                                   MetricType::Counter,
                                   {"worker"}};
 
-constexpr std::array<std::string_view, 3> kClosedWhy = {"full", "timeout", "flush"};
+constexpr std::array<std::string_view, 4> kClosedWhy = {"full", "drained", "timeout", "flush"};
 
 std::string_view role_name(sched::PortRole r) {
   return r == sched::PortRole::Producer ? "producer" : "worker";
@@ -165,6 +178,48 @@ std::string lcore_of(const Snapshot& s, const std::string& service) {
     }
   }
   return "";
+}
+
+void add_wait(Snapshot& s, const std::string& adapter, const WaitHistogram& h) {
+  std::array<uint64_t, kWaitBounds.size() + 1> cumulative;
+  const double hz = static_cast<double>(tsc_hz());
+  for (size_t i = 0; i < kWaitBounds.size(); ++i)
+    cumulative[i] = h.at_most(static_cast<uint64_t>(kWaitBounds[i] * hz));
+  cumulative.back() = h.count();
+  s.add_histogram(kRxWait, {adapter}, kWaitBounds, cumulative,
+                  static_cast<double>(h.sum_cycles()) / hz);
+}
+
+std::string bound_label(size_t i) {
+  return i < kWaitBounds.size() ? fmt::format("{}", kWaitBounds[i]) : "+Inf";
+}
+
+// Over the last sampling interval: the mean wait, and a quantile estimated as Prometheus's
+// histogram_quantile() does (linear within the bucket it falls in; in the +Inf bucket, the
+// last bound). null when no packet left a vector in the interval.
+Json recent_wait_mean_us(const RateWindow& rates, const std::string& adapter) {
+  auto sum = rates.rate(kRxWait, {adapter, ""});
+  auto count = rates.rate(kRxWait, {adapter, "+Inf"});
+  if (!sum || !count || *count <= 0) return nullptr;
+  return *sum / *count * 1e6;
+}
+
+Json recent_wait_quantile_us(const RateWindow& rates, const std::string& adapter, double q) {
+  auto total = rates.rate(kRxWait, {adapter, "+Inf"});
+  if (!total || *total <= 0) return nullptr;
+  const double rank = q * *total;
+  double below = 0;
+  for (size_t i = 0; i < kWaitBounds.size(); ++i) {
+    auto at = rates.rate(kRxWait, {adapter, bound_label(i)});
+    if (!at) return nullptr;
+    if (*at >= rank) {
+      const double lo = i == 0 ? 0 : kWaitBounds[i - 1];
+      const double share = *at > below ? (rank - below) / (*at - below) : 1;
+      return (lo + (kWaitBounds[i] - lo) * share) * 1e6;
+    }
+    below = *at;
+  }
+  return kWaitBounds.back() * 1e6;
 }
 
 Json service_share(const RateWindow& rates, const MetricFamily& f, const std::string& service) {
@@ -211,8 +266,10 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
       s.add(kRxVectors, {a}, r.vectors.load());
       s.add(kRxVectorPackets, {a}, r.vector_packets.load());
       s.add(kRxClosed, {a, kClosedWhy[0]}, r.closed_full.load());
-      s.add(kRxClosed, {a, kClosedWhy[1]}, r.closed_timeout.load());
-      s.add(kRxClosed, {a, kClosedWhy[2]}, r.closed_flush.load());
+      s.add(kRxClosed, {a, kClosedWhy[1]}, r.closed_drained.load());
+      s.add(kRxClosed, {a, kClosedWhy[2]}, r.closed_timeout.load());
+      s.add(kRxClosed, {a, kClosedWhy[3]}, r.closed_flush.load());
+      add_wait(s, a, r.wait);
       s.add(kRxNoVector, {a}, r.no_vector.load());
       s.add(kRxRefused, {a}, r.refused.load());
       s.add(kRxHeld, {a}, r.held.load());
@@ -302,8 +359,11 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
                                           ? Json(*vec_pkt_rate / *vec_rate)
                                           : Json(nullptr)},
                {"closed_full", s.count(kRxClosed, {n, kClosedWhy[0]})},
-               {"closed_timeout", s.count(kRxClosed, {n, kClosedWhy[1]})},
-               {"closed_flush", s.count(kRxClosed, {n, kClosedWhy[2]})},
+               {"closed_drained", s.count(kRxClosed, {n, kClosedWhy[1]})},
+               {"closed_timeout", s.count(kRxClosed, {n, kClosedWhy[2]})},
+               {"closed_flush", s.count(kRxClosed, {n, kClosedWhy[3]})},
+               {"wait_mean_us", recent_wait_mean_us(rates, n)},
+               {"wait_p99_us", recent_wait_quantile_us(rates, n, 0.99)},
                {"no_vector", s.count(kRxNoVector, {n})},
                {"refused", s.count(kRxRefused, {n})},
                {"held_polls", s.count(kRxHeld, {n})},
@@ -386,11 +446,14 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
                    {"VECTORS", "vectors", Unit::Count},
                    {"MEAN SIZE", "mean_vector"},
                    {"FULL", "closed_full", Unit::Count},
+                   {"DRAINED", "closed_drained", Unit::Count},
                    {"TIMEOUT", "closed_timeout", Unit::Count},
                    {"FLUSH", "closed_flush", Unit::Count},
                    {"NO VECTOR", "no_vector", Unit::Count},
                    {"REFUSED", "refused", Unit::Count},
-                   {"HELD", "held_polls", Unit::Count}}),
+                   {"HELD", "held_polls", Unit::Count},
+                   {"WAIT MEAN US", "wait_mean_us"},
+                   {"WAIT P99 US", "wait_p99_us"}}),
             table("workers", "/workers",
                   {{"WORKER", "worker"},
                    {"LCORE", "lcore"},
