@@ -19,7 +19,7 @@ struct __attribute__((packed)) PayloadHeader {
   uint16_t magic;
   uint32_t flow;
   uint32_t seq;    // per flow, from 0
-  uint64_t tx_ns;  // CLOCK_MONOTONIC at send
+  uint64_t tx_ns;  // CLOCK_REALTIME when the sender wrote the frame into its TX ring
 };
 static_assert(sizeof(PayloadHeader) == 18);
 inline constexpr uint16_t kMagic = 0x7674;  // "vt"

@@ -1,7 +1,8 @@
 // trafgen: vecflow's traffic generator and receiver, run inside a namespace of the lab.
 //
 //   trafgen send --dev eth0 --dst 198.51.100.2 --dst-mac 02:.. [--flows 1024] [--size 60]
-//                [--proto udp|tcp] [--rate PPS] [--count N | --duration S] [--json]
+//                [--proto udp|tcp] [--rate PPS [--burst-us US]] [--count N | --duration S]
+//                [--json]
 //   trafgen recv --dev eth0 [--duration S] [--idle-exit MS] [--json]
 //   trafgen pcap --out FILE --flows N [--size 60] [--dst 198.51.100.2] [--dst-mac 02:..]
 //   trafgen replay --dev eth0 [--dst-mac 02:..] [--json] FILE.pcap...
@@ -22,6 +23,19 @@
 // these machines (see MACHINE.md), hence this tool. Each payload carries the flow number and a
 // per-flow sequence number; the receiver (TPACKET_V2 RX ring) counts per flow and reports loss
 // (sequence gaps) and reordering (a sequence number below one already seen).
+//
+// One-way latency: the sender stamps every frame with CLOCK_REALTIME as it writes it into the
+// TX ring, and the receiver subtracts that stamp from the kernel's receive timestamp of the
+// frame (the tp_sec/tp_nsec of its ring slot, CLOCK_REALTIME too: sender and receiver are on
+// one host), and reports p50/p99/p99.9/max from a fixed-size histogram (latency.h gives its
+// precision). The kernel takes that timestamp when the frame reaches the receiver's tap, or
+// earlier, where the receive path starts, while any socket of the host has asked for receive
+// timestamps (ping does); either way after the whole path under test. What a stamp leaves out
+// is the sender's own batch: a frame stamped as it is written waits for the rest of its batch
+// to be written, then for the frames before it to be handed to the device in the same
+// sendto(). At paced rates a batch holds only the frames due within --burst-us (one frame at
+// 10 kpps and below with the default; 0: only those already due), so that wait stays short
+// unless the sender falls behind its schedule (a batch then holds what is overdue, up to 64).
 #include <arpa/inet.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
@@ -30,10 +44,12 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -49,6 +65,7 @@
 #include <nlohmann/json.hpp>
 
 #include "frame.h"
+#include "latency.h"
 
 namespace {
 
@@ -137,7 +154,8 @@ struct SendOptions {
   std::string proto = "udp";
   uint16_t src_port = 1024;
   uint16_t dst_port = 9;
-  double rate = 0;  // packets per second; 0 = as fast as possible
+  double rate = 0;       // packets per second; 0 = as fast as possible
+  double burst_us = 50;  // paced: frames due within this window share one sendto()
   uint64_t count = 0;
   double duration = 0;
   bool json = false;
@@ -194,10 +212,22 @@ int run_send(const SendOptions& o) {
       static_cast<uint8_t*>(mmap(nullptr, ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
   if (ring == MAP_FAILED) die("mmap of the TX ring failed");
 
+  // A paced sender sleeps until its next frame is due, never spins: it shares its CPU with the
+  // receiver and with the kernel's receive work (a veth's NAPI thread), and a spinning sender
+  // starved that thread until veth's 256-frame ring overflowed (a third of a 32 kpps stream
+  // lost, the rest delayed by milliseconds). A wake-up on these VMs comes ~20 us late (p99
+  // 30-40 us, measured with a timer slack of 1 us; the default slack would add 50 us more),
+  // so above ~50 kpps the frames due meanwhile go out together; each is stamped as it is
+  // written, so a late wake-up is a gap in the pacing, not an error in a stamp.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   uint64_t start = now_ns();
   uint64_t end = opt.duration > 0 ? start + static_cast<uint64_t>(opt.duration * 1e9) : UINT64_MAX;
   uint64_t limit = opt.count > 0 ? opt.count : UINT64_MAX;
   double ns_per_pkt = opt.rate > 0 ? 1e9 / opt.rate : 0;
+  auto burst_ns = static_cast<uint64_t>(std::max(0.0, opt.burst_us) * 1e3);
+  auto due = [&](uint64_t n) {
+    return start + static_cast<uint64_t>(static_cast<double>(n) * ns_per_pkt);
+  };
   uint64_t sent = 0;
   uint64_t bytes = 0;
   unsigned slot = 0;
@@ -208,14 +238,19 @@ int run_send(const SendOptions& o) {
     uint64_t t = now_ns();
     if (t >= end) break;
     if (ns_per_pkt > 0) {
-      uint64_t due = start + static_cast<uint64_t>(static_cast<double>(sent) * ns_per_pkt);
-      if (t < due) {
-        if (due - t > 50'000) usleep(static_cast<useconds_t>((due - t) / 1000 / 2));
+      uint64_t next = due(sent);
+      if (t < next) {
+        timespec ts{static_cast<time_t>(next / 1'000'000'000ull),
+                    static_cast<long>(next % 1'000'000'000ull)};
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
         continue;
       }
     }
     unsigned batch = 0;
     while (batch < kTxBatch && sent < limit) {
+      // Paced: the frames due by now plus those due within the burst window, no more, so that
+      // a frame is not stamped long before the batch it belongs to is sent.
+      if (ns_per_pkt > 0 && batch > 0 && due(sent) > t + burst_ns) break;
       auto* hdr = reinterpret_cast<tpacket2_hdr*>(ring + size_t{slot} * kTxFrameSize);
       if (hdr->tp_status != TP_STATUS_AVAILABLE) {
         ++ring_full_waits;
@@ -224,7 +259,8 @@ int run_send(const SendOptions& o) {
       uint8_t* data = reinterpret_cast<uint8_t*>(hdr) + TPACKET2_HDRLEN - sizeof(sockaddr_ll);
       FlowFrame& ff = frames[flow];
       std::memcpy(data, ff.bytes.data(), ff.bytes.size());
-      stamp(ff, data, seq[flow]++, t);
+      // Stamped last, as the frame is handed to the kernel: the receiver's clock.
+      stamp(ff, data, seq[flow]++, realtime_ns());
       hdr->tp_len = static_cast<uint32_t>(ff.bytes.size());
       hdr->tp_status = TP_STATUS_SEND_REQUEST;
       slot = (slot + 1) % kTxFrames;
@@ -232,9 +268,6 @@ int run_send(const SendOptions& o) {
       bytes += ff.bytes.size();
       ++sent;
       ++batch;
-      if (ns_per_pkt > 0 &&
-          static_cast<double>(sent) * ns_per_pkt > static_cast<double>(t - start) + 1e6)
-        break;
     }
     if (send(fd, nullptr, 0, batch == kTxBatch ? MSG_DONTWAIT : 0) < 0 && errno != EAGAIN &&
         errno != ENOBUFS) {
@@ -322,6 +355,8 @@ int run_recv(const RecvOptions& opt) {
   if (ring == MAP_FAILED) die("mmap of the RX ring failed");
 
   std::vector<FlowState> flows;
+  LatencyHistogram latency;
+  uint64_t clock_behind = 0;  // frames stamped after their receive timestamp (see latency.h)
   uint64_t received = 0, bytes = 0, foreign = 0, reordered = 0;
   uint64_t first_ns = 0, last_ns = 0;
   uint64_t start = now_ns();
@@ -361,6 +396,11 @@ int run_recv(const RecvOptions& opt) {
         const uint32_t seq = p.seq;  // std::max binds references; the header is packed
         fs.max_seen = fs.seen ? std::max(fs.max_seen, seq) : seq;
         fs.seen = true;
+        if (auto ns = one_way_ns(ph->tp_sec, ph->tp_nsec, p.tx_ns)) {
+          latency.add(*ns);
+        } else {
+          ++clock_behind;
+        }
         ++received;
         bytes += ph->tp_len;
         last_ns = now_ns();
@@ -399,13 +439,29 @@ int run_recv(const RecvOptions& opt) {
                         {"seconds", secs},
                         {"pps", pps},
                         {"bps", bps},
-                        {"socket_drops", st.tp_drops}};
+                        {"socket_drops", st.tp_drops},
+                        {"latency",
+                         {{"count", latency.count()},
+                          {"clock_behind", clock_behind},
+                          {"min_ns", latency.min()},
+                          {"mean_ns", latency.mean()},
+                          {"p50_ns", latency.quantile(0.5)},
+                          {"p99_ns", latency.quantile(0.99)},
+                          {"p999_ns", latency.quantile(0.999)},
+                          {"max_ns", latency.max()}}}};
     std::cout << j.dump() << "\n";
   } else {
     std::cout << fmt::format(
         "received {} packets in {} flows over {:.3f} s: {:.3f} Mpps, {:.3f} Gbit/s; lost {} "
         "(sequence gaps), reordered {}, foreign {}, socket drops {}\n",
         received, nflows, secs, pps / 1e6, bps / 1e9, lost, reordered, foreign, st.tp_drops);
+    std::cout << fmt::format(
+        "one-way latency of {} packets (receive timestamp - send stamp): p50 {:.1f} us, p99 "
+        "{:.1f} us, p99.9 {:.1f} us, max {:.1f} us{}\n",
+        latency.count(), latency.quantile(0.5) / 1e3, latency.quantile(0.99) / 1e3,
+        latency.quantile(0.999) / 1e3, latency.max() / 1e3,
+        clock_behind ? fmt::format("; {} stamped after their receive timestamp", clock_behind)
+                     : "");
   }
   return 0;
 }
@@ -563,6 +619,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0u, (16u << 20) - 1));
   send_cmd->add_option("--dst-port", so.dst_port, "Destination port");
   send_cmd->add_option("--rate", so.rate, "Packets per second (default: as fast as possible)");
+  send_cmd
+      ->add_option("--burst-us", so.burst_us,
+                   "With --rate: frames due within this many us go out in one sendto() (larger "
+                   "costs less CPU; smaller keeps each frame's stamp closer to its send)")
+      ->check(CLI::Range(0.0, 1e6));
   send_cmd->add_option("--count", so.count, "Packets to send");
   send_cmd->add_option("--duration", so.duration, "Seconds to send");
   send_cmd->add_flag("--json", so.json, "Print the result as JSON");
