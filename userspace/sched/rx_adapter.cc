@@ -268,9 +268,8 @@ bool RxAdapter::open(uint16_t s, const RxQueue& q, uint64_t now) noexcept {
   slot.vec->attr_valid = 1;
   slot.vec->port = q.port_id;
   slot.vec->queue = q.queue;
-  slot.since[0] = now;
-  slot.first[0] = 0;
-  slot.runs = 1;
+  slot.opened = now;
+  slot.arrivals = 0;
   slot.port = q.port_id;
   slot.queue = q.queue;
   slot.bucket = static_cast<uint16_t>(s - q.first_slot);
@@ -288,18 +287,24 @@ uint64_t RxAdapter::add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n,
   // The vector a run of packets of one bucket goes to, and its fill, kept in registers and
   // written back when the bucket changes: through memory, each packet of a run (every packet
   // of a flow that has the queue to itself) waited for the previous one's store of nb_elem.
+  // With it, the run's arrival time (this poll's) is added once per packet of the run.
   constexpr uint16_t kNoBucket = 0xffff;
   rte_event_vector* v = nullptr;
   uint16_t bucket = kNoBucket;
   uint16_t fill = 0;
+  uint16_t fill0 = 0;  // the vector's fill when the run began
   uint64_t bytes = 0;
+  auto write_back = [&] {
+    v->nb_elem = fill;
+    slots[bucket].arrivals += uint64_t{static_cast<uint16_t>(fill - fill0)} * now;
+  };
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     bytes += m->pkt_len;
     const uint16_t b = static_cast<uint16_t>(m->hash.rss & bucket_mask_);
     const uint8_t traced = kTraced && trace::marked(m) ? trace::kEventTraced : 0;
     if (b != bucket) {
-      if (v != nullptr) v->nb_elem = fill;
+      if (v != nullptr) write_back();
       if (!slots[b].vec && !open(static_cast<uint16_t>(q.first_slot + b), q, now)) [[unlikely]] {
         v = nullptr;
         bucket = kNoBucket;
@@ -307,16 +312,10 @@ uint64_t RxAdapter::add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n,
         emit_packet(m, b, traced);
         continue;
       }
-      Slot& slot = slots[b];
-      v = slot.vec;
+      v = slots[b].vec;
       bucket = b;
       fill = v->nb_elem;
-      // The first packets this poll adds: a run of their own while the slot has room.
-      if (slot.since[slot.runs - 1] != now && slot.runs < kWaitRuns) {
-        slot.since[slot.runs] = now;
-        slot.first[slot.runs] = fill;
-        ++slot.runs;
-      }
+      fill0 = fill;
     }
     if (kTraced && traced) {
       slots[b].traced = traced;
@@ -330,23 +329,21 @@ uint64_t RxAdapter::add_packets(const RxQueue& q, rte_mbuf** pkts, uint16_t n,
     }
     vector_mbufs(v)[fill++] = m;
     if (fill == size) {
-      v->nb_elem = fill;
+      write_back();
       close(static_cast<uint16_t>(q.first_slot + b), Closed::Full, now);
       v = nullptr;
       bucket = kNoBucket;
     }
   }
-  if (v != nullptr) v->nb_elem = fill;
+  if (v != nullptr) write_back();
   return bytes;
 }
 
 void RxAdapter::close(uint16_t s, Closed why, uint64_t now) noexcept {
   Slot& slot = slots_[s];
   const uint16_t nb = slot.vec->nb_elem;
-  for (uint8_t r = 0; r < slot.runs; ++r) {
-    const uint16_t end = r + 1 < slot.runs ? slot.first[r + 1] : nb;
-    if (end > slot.first[r]) stats_.wait.add(now - slot.since[r], end - slot.first[r]);
-  }
+  // Their waits sum to nb x now - their arrivals; each is counted at the vector's mean.
+  if (nb > 0) stats_.wait.add((nb * now - slot.arrivals) / nb, nb);
   rte_event& e = out_[nout_++];
   e.event = with_flow(proto_.event, slot.bucket, RTE_EVENT_TYPE_ETHDEV_VECTOR);
   e.sub_event_type = slot.traced;
@@ -379,7 +376,7 @@ bool RxAdapter::close_expired(uint64_t now) noexcept {
   bool any = false;
   while (open_ > 0) {
     uint16_t oldest = slots_[head_].next;
-    if (now - slots_[oldest].since[0] < timeout_tsc_) break;
+    if (now - slots_[oldest].opened < timeout_tsc_) break;
     close(oldest, Closed::Timeout, now);
     any = true;
   }
