@@ -6,8 +6,9 @@
 #   sudo tools/bench/run.sh                         everything: 3 interleaved rounds, medians
 #   sudo tools/bench/run.sh --rounds 5 --seconds 5  longer, steadier
 #   sudo tools/bench/run.sh --only e2e,sched        some parts: e2e, rules, sched, pipeline,
-#                                                   steer, ports, engine, nat
+#                                                   steer, ports, engine, nat, latency
 #   sudo tools/bench/run.sh --only engine           vecflowd vs dpdk-testpmd on one lcore
+#   sudo tools/bench/run.sh --only latency          ping RTT and one-way latency per forwarder
 #   sudo tools/bench/run.sh --quick                 one point per part, no hugepages: checks
 #                                                   that every row is measured or says why not
 #   sudo tools/bench/run.sh --out DIR               results there (default bench-results/<time>)
@@ -44,8 +45,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-# vecflowd, vecflowctl and trafgen (its `pcap` subcommand) serve the e2e, rules and engine
-# parts; dpdk-testpmd, the engine part's reference, comes from Debian's dpdk package.
+# vecflowd, vecflowctl and trafgen (its `pcap` subcommand) serve the e2e, rules, engine and
+# latency parts; dpdk-testpmd, the engine part's reference, comes from Debian's dpdk package.
 if [ "$do_build" = 1 ]; then
   cmake -S . -B "$build" -G Ninja >/dev/null
   cmake --build "$build" --target vecflowd vecflowctl trafgen xsk_fwd steer_bench vecflow_sched_bench \

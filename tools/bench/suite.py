@@ -23,10 +23,21 @@ tree so that all rows are measured in the same run under the same machine load:
                dpdk-doc) on the same vdev and lcore. Ratios are to testpmd io of the same
                flow count. Each vecflowd point ends with SIGTERM and must exit 0
                with exact final accounting, else the point has that failure as its reason.
+  latency      on the end-to-end topology, each forwarder started once per round (rounds
+               interleaved, each run under the measurement lock): ping round trips (client ->
+               198.51.100.2, 56 B every 2 ms, ping on CPU 0; LAT_PINGS per row over the rounds)
+               through Linux forwarding, xsk_fwd both ways with MAC rewrite, vecflowd with CPU
+               profile latency and with the default, power; and one-way latency (trafgen's
+               per-frame CLOCK_REALTIME stamp against the kernel's receive timestamp, p50 /
+               p99 / p99.9 / max) at LAT_POINTS (1 and 10 kpps, 10 % and 50 % of each
+               forwarder's own lossless rate, searched first) through Linux forwarding,
+               vecflowd's XDP redirect rule, xsk_fwd one way and vecflowd with either profile.
+               Every vecflowd run must stop with exact accounting, or its rows give that as
+               their reason. latency.png: p50 and p99 vs offered load.
 
 A row carries a number, or an explicit reason why there is none ("not measured: ..."): no
 figure is ever made up. Output: results.md, results.json, raw/ (each tool's own output) and,
-when gnuplot is installed, curves.png.
+when gnuplot is installed, curves.png and latency.png.
 """
 
 import argparse
@@ -34,6 +45,7 @@ import contextlib
 import datetime
 import fcntl
 import json
+import math
 import os
 import re
 import select
@@ -69,6 +81,26 @@ BENCH_LOCK_WAIT_S = 600
 # A row whose receiver saw less than this share of what was sent did not forward: its rate
 # would be a measurement of a broken path, so the row gives the reason instead.
 MIN_DELIVERED = 0.01
+# Latency part. Ping: this many pings per row (ping -i 0.002, 56 B), split over the rounds.
+LAT_PINGS = 3000
+LAT_PINGS_QUICK = 200
+# One way (trafgen): (frame size, flows, load); a load is packets per second or a share of the
+# forwarder's own lossless rate at that size and flow count. The full curve at 64 B and 1
+# flow; at 1500 B and at 1024 flows one light and one heavy load each (README: why).
+LAT_POINTS = [(60, 1, 1000), (60, 1, 10000), (60, 1, 0.1), (60, 1, 0.5),
+              (1514, 1, 10000), (1514, 1, 0.5), (60, 1024, 10000), (60, 1024, 0.5)]
+LAT_QUICK_POINTS = [(60, 1, 10000)]
+# Frames per point and round: enough for p99.9 to be the 3rd-largest sample at least (3 s at
+# 1 kpps), and a second at least at higher loads; a --quick point sends for half a second.
+LAT_FRAMES = 3000
+LAT_MIN_S, LAT_MAX_S = 1.0, 3.0
+# The lossless rate: the highest offered rate of a short search at which the receiver counted
+# at least this share of what was sent (a probe of LAT_PROBE_S seconds; the search starts
+# unpaced, then tries 0.95x the rate the forwarder delivered at saturation and bisects
+# between the highest rate that passed and the lowest that did not, LAT_SEARCH_STEPS probes).
+LAT_LOSSLESS = 0.999
+LAT_PROBE_S = 0.5
+LAT_SEARCH_STEPS = 4
 
 
 def log(msg):
@@ -80,6 +112,8 @@ def fmt_rate(v, unit):
         return ""
     if unit == "Mpps":
         return f"{v:.3f} Mpps"
+    if unit == "us":
+        return f"{v:.1f} us"
     if unit == "ns/frame":
         return f"{v:.1f} ns/frame"
     return f"{v:.3g} {unit}"
@@ -98,15 +132,18 @@ class Results:
         self.rows = []
 
     def add(self, group, bench, point, value=None, unit="Mpps", vs=None, ratio=None,
-            memory_kib=None, note="", reason=None):
+            memory_kib=None, note="", reason=None, latency_us=None):
         if value is not None and not value > 0:
             reason = reason or f"not measured: the tool reported {value}"
             value = None
         if value is None and not reason:
             reason = "not measured: no figure"
-        self.rows.append({"group": group, "benchmark": bench, "point": point, "value": value,
-                          "unit": unit, "vs": vs, "ratio": ratio, "memory_kib": memory_kib,
-                          "note": note, "reason": reason})
+        row = {"group": group, "benchmark": bench, "point": point, "value": value,
+               "unit": unit, "vs": vs, "ratio": ratio, "memory_kib": memory_kib,
+               "note": note, "reason": reason}
+        if latency_us is not None and value is not None:
+            row["latency_us"] = latency_us  # the latency part: every quantile of the row
+        self.rows.append(row)
 
     def value(self, group, bench, point):
         for r in self.rows:
@@ -127,6 +164,7 @@ class Suite:
         self.children = []  # Popen objects still running, stopped on exit
         self.rss_by_tool = {}
         self.hugepages = "auto" if args.hugepages else "off"
+        self.part_seconds = {}  # how long each part took, in results.json's meta
 
     # ---- processes --------------------------------------------------------------------
 
@@ -222,12 +260,17 @@ class Suite:
         self.client_mac = mac("c", "eth0")
         self.server_mac = mac("s", "eth0")
 
-    def send_recv(self, size, flows, seconds):
-        """One measurement: returns (sender json, receiver json) or raises RuntimeError."""
+    def send_recv(self, size, flows, seconds, rate=None, idle_exit_ms=400, pin_recv=False,
+                  burst_us=None):
+        """One measurement: returns (sender json, receiver json) or raises RuntimeError.
+        rate: packets per second (None: as fast as the generator can); pin_recv: the receiver
+        on CPU 0 with the sender, off the forwarder's CPU 1; burst_us: trafgen's --burst-us
+        (the latency part: 0, a batch holds only the frames already due)."""
         trafgen = self.bin("tools/trafgen/trafgen")
         recv = subprocess.Popen(
-            self.ns("s", trafgen, "recv", "--dev", "eth0", "--json", "--duration",
-                    str(seconds + 5), "--idle-exit", "400"),
+            self.ns("s", *(["taskset", "-c", "0"] if pin_recv else []), trafgen, "recv",
+                    "--dev", "eth0", "--json", "--duration", str(seconds + 5), "--idle-exit",
+                    str(idle_exit_ms)),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.children.append(recv)
         try:
@@ -237,7 +280,9 @@ class Suite:
             send = subprocess.run(
                 self.ns("c", "taskset", "-c", "0", trafgen, "send", "--dev", "eth0", "--dst",
                         "198.51.100.2", "--dst-mac", self.wan_mac, "--flows", str(flows),
-                        "--size", str(size), "--duration", str(seconds), "--json"),
+                        "--size", str(size), "--duration", str(seconds), "--json",
+                        *(["--rate", f"{rate:.0f}"] if rate else []),
+                        *(["--burst-us", f"{burst_us:g}"] if burst_us is not None else [])),
                 capture_output=True, text=True, timeout=seconds + 60)
             if send.returncode != 0:
                 raise RuntimeError(f"trafgen send: {send.stderr.strip()[:160]}")
@@ -259,8 +304,9 @@ class Suite:
         except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError):
             pass
 
-    def start_forwarder(self, kind, extra_rules="", timeout=60):
-        """Sets the appliance namespace up for one row. Returns (process or None, reason)."""
+    def start_forwarder(self, kind, extra_rules="", timeout=60, tag=""):
+        """Sets the appliance namespace up for one row. Returns (process or None, reason).
+        tag: a suffix for the forwarder's log under raw/ (one log per run)."""
         if kind == "linux":
             self.sh("a", "sysctl", "-qw", "net.ipv4.ip_forward=1")
             return None, None
@@ -270,24 +316,36 @@ class Suite:
             self.sh("a", "sysctl", "-qw", "net.ipv4.ip_forward=1")
             self.sh("a", "nft", "-f", str(nft))
             return None, None
-        if kind == "xsk":
-            p = self.spawn(self.ns("a", "taskset", "-c", "1", self.bin("tools/bench/xsk_fwd"),
-                                   "--in", "wan0", "--out", "lan0"),
-                           self.raw / "xsk_fwd.log")
-            return self.wait_ready(p, "forwarding", "xsk_fwd")
+        if kind in ("xsk", "xsk-both"):
+            argv = self.ns("a", "taskset", "-c", "1", self.bin("tools/bench/xsk_fwd"),
+                           "--in", "wan0", "--out", "lan0")
+            if kind == "xsk-both":
+                # Both ways with the MAC rewrite, so that a ping crosses it (latency part).
+                argv += ["--in-peer", self.client_mac, "--out-peer", self.server_mac]
+            log_path = self.raw / f"xsk_fwd{'-both' if kind == 'xsk-both' else ''}{tag}.log"
+            # The kernel lets go of a queue's AF_XDP binding in deferred work after the process
+            # that held it exits: a forwarder started right after another (the latency part
+            # runs them back to back) can find the queue still taken (EBUSY) for a moment.
+            for attempt in range(10):
+                p, why = self.wait_ready(self.spawn(argv, log_path), "forwarding", "xsk_fwd")
+                if not why or "busy" not in why:
+                    break
+                time.sleep(0.3)
+            return p, why
         template = HERE / ("vecflowd-redirect.yaml" if kind == "redirect"
                            else "vecflowd-pipeline.yaml")
         cfg = self.out / f"{kind}.yaml"
         text = string.Template(template.read_text()).substitute(
             hugepages=self.hugepages, prefix=f"{self.lab}-{kind}",
             socket=str(self.out / f"{kind}.sock"), server_mac=self.server_mac,
-            client_mac=self.client_mac, extra_rules=extra_rules)
+            client_mac=self.client_mac, extra_rules=extra_rules,
+            profile="power" if kind == "pipeline-power" else "latency")
         if kind == "pipeline-nat":
             text = re.sub(r"  - stage: acl\n(.|\n)*?  - stage: route\n    sched: atomic",
                           self.NAT_STAGE, text)
         cfg.write_text(text)
         p = self.spawn(self.ns("a", self.bin("userspace/app/vecflowd"), "-c", str(cfg)),
-                       self.raw / f"vecflowd-{kind}.log")
+                       self.raw / f"vecflowd-{kind}{tag}.log")
         return self.wait_ready(p, "running from", "vecflowd", timeout)
 
     def wait_ready(self, p, marker, name, timeout=60):
@@ -321,7 +379,7 @@ class Suite:
     def counters(self, kind):
         """vecflowd's own accounting (rx, tx, kernel, drops per reason), summed over its ports;
         None for forwarders that are not vecflowd or when vecflowctl cannot answer."""
-        if kind not in ("redirect", "pipeline", "pipeline-nat"):
+        if kind not in ("redirect", "pipeline", "pipeline-nat", "pipeline-power"):
             return None
         out = {}
         ctl = [self.bin("tools/vecflowctl/vecflowctl"), "--socket", str(self.out / f"{kind}.sock"),
@@ -579,6 +637,353 @@ class Suite:
                          note=f"64 B, 1024 flows; delivered {100 * recv / sent:.1f}%; memory: "
                               "vecflowd (BPF maps are kernel memory, not counted)")
 
+    # ---- latency ----------------------------------------------------------------------
+
+    LAT_PING_GROUP = "latency: ping round trip (56 B, every 2 ms)"
+    LAT_GROUP = "latency: one way (trafgen, 1 sender)"
+    # (kind, name, ping, one way): the ping rows need a forwarder that answers both ways; the
+    # one-way rows are the e2e part's forwarders plus vecflowd with each CPU profile. In every
+    # round each forwarder runs once, in this order, for its ping and its one-way points.
+    LAT_ROWS = [
+        ("linux", "Linux IP forwarding", True, True),
+        ("xsk-both", "xsk_fwd both ways, MAC rewrite (raw AF_XDP)", True, False),
+        ("redirect", "vecflowd XDP redirect rule", False, True),
+        ("xsk", "xsk_fwd one way (raw AF_XDP, e2e rows' mode)", False, True),
+        ("pipeline", "vecflowd user space, profile latency", True, True),
+        ("pipeline-power", "vecflowd user space, profile power (default)", True, True),
+    ]
+    VECFLOWD_KINDS = ("redirect", "pipeline", "pipeline-power", "pipeline-nat")
+
+    @staticmethod
+    def lat_point_name(pt, size_only=False):
+        size, flows, load = pt
+        head = f"{'64 B' if size == 60 else '1500 B'}, {plural(flows, 'flow')}"
+        if size_only:
+            return head
+        load = (f"{load / 1000:g} kpps" if load >= 1 else f"{100 * load:g}% of lossless")
+        return f"{head}, {load}"
+
+    @staticmethod
+    def nearest_rank(values, q):
+        """The ceil(q * n)-th smallest value (q * n rounded first: 0.99 * 3000 is 2970)."""
+        v = sorted(values)
+        return v[min(len(v), max(1, math.ceil(round(q * len(v), 6)))) - 1]
+
+    def lat_ping(self, kind, rnd, count):
+        """count pings from the client to the server, ping on CPU 0: returns (RTTs in us,
+        transmitted, received). Raises RuntimeError when ping cannot run."""
+        # Not measured: the first packets of a run meet cold caches and, in the Linux row,
+        # the box's own ARP.
+        self.sh("c", "ping", "-q", "-c", "20", "-i", "0.002", "-w", "3", "198.51.100.2")
+        deadline = int(count * 0.002) + 5
+        r = subprocess.run(self.ns("c", "taskset", "-c", "0", "ping", "-i", "0.002", "-s", "56",
+                                   "-c", str(count), "-w", str(deadline), "198.51.100.2"),
+                           capture_output=True, text=True, timeout=deadline + 15)
+        (self.raw / f"latency-ping-{kind}-r{rnd + 1}.txt").write_text(r.stdout + r.stderr)
+        m = re.search(r"(\d+) packets transmitted, (\d+) received", r.stdout)
+        if not m:
+            raise RuntimeError(f"ping printed no summary ({(r.stderr or r.stdout).strip()[:120]})")
+        rtts = {}
+        for x in re.finditer(r"icmp_seq=(\d+) .*?time=([\d.]+) ms", r.stdout):
+            rtts.setdefault(int(x.group(1)), float(x.group(2)) * 1000)  # duplicates once
+        return list(rtts.values()), int(m.group(1)), int(m.group(2))
+
+    def lat_lossless(self, kind, size, flows):
+        """The forwarder's lossless rate at (size, flows): see LAT_LOSSLESS. Returns {"pps",
+        "capped", "probes"}; pps is None when no probe passed."""
+        probes = []
+
+        def probe(rate):
+            s, r = self.send_recv(size, flows, LAT_PROBE_S, rate=rate, idle_exit_ms=250,
+                                  pin_recv=True, burst_us=0)
+            ok = s["sent"] > 0 and r["received"] >= LAT_LOSSLESS * s["sent"]
+            probes.append({"requested_pps": rate, "offered_pps": s["pps"],
+                           "delivered": r["received"] / s["sent"] if s["sent"] else 0,
+                           "ok": ok})
+            return s, r, ok
+
+        s, r, ok = probe(None)
+        if ok:  # the generator's own limit: nothing above it can be offered here
+            return {"pps": s["pps"], "capped": True, "probes": probes}
+        best, lo, hi = None, 0.0, s["pps"]
+        rate = min(hi, r["pps"]) * 0.95
+        for _ in range(LAT_SEARCH_STEPS):
+            s, r, ok = probe(rate)
+            if ok:
+                lo, best = rate, max(best or 0, s["pps"])
+            else:
+                hi = rate
+            rate = (lo + hi) / 2
+        return {"pps": best, "capped": False, "probes": probes}
+
+    def lat_run(self, kind, rnd, points, pings, st):
+        """One run of one forwarder in one round: start it, its ping, its lossless searches
+        (first round only), its one-way points, stop it and, for vecflowd, check its exact
+        accounting. Results go to st (see run_latency)."""
+        _, name, do_ping, do_oneway = next(r for r in self.LAT_ROWS if r[0] == kind)
+        items = ([("ping",)] if do_ping else []) + ([("oneway", pt) for pt in points]
+                                                  if do_oneway else [])
+
+        def fail(why, only=None):
+            for it in (only or items):
+                st["reasons"].setdefault((kind, it), why)
+                st["samples"].pop((kind, it), None)  # a failed item stays failed
+
+        try:
+            p, why = self.start_forwarder(kind, tag=f"-latency-r{rnd + 1}")
+        except FileNotFoundError as e:
+            p, why = None, f"not measured: {e}"
+        if why:
+            fail(why)
+            return
+        measured = []
+        try:
+            if not self.a.quick:  # ARP, page faults, caches; not measured
+                try:
+                    self.send_recv(60, 1, 0.2, rate=20000, idle_exit_ms=250, pin_recv=True)
+                except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError):
+                    pass
+            if do_ping and (kind, ("ping",)) not in st["reasons"]:
+                log(f"latency: round {rnd + 1}: {name}: {pings} pings")
+                try:
+                    rtts, sent, got = self.lat_ping(kind, rnd, pings)
+                    if not rtts:
+                        raise RuntimeError(f"no ping answered ({got} of {sent})")
+                    st["samples"].setdefault((kind, ("ping",)), []).append(
+                        {"rtts": rtts, "sent": sent, "received": got})
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                    fail(f"not measured: {e}", [("ping",)])
+            for pt in points if do_oneway else []:
+                it = ("oneway", pt)
+                if (kind, it) in st["reasons"]:
+                    continue
+                size, flows, load = pt
+                if p is not None and p.poll() is not None:
+                    fail(f"not measured: {name} exited during the run", [it])
+                    continue
+                try:
+                    if load < 1:
+                        key = (kind, size, flows)
+                        if key not in st["lossless"]:
+                            log(f"latency: {name}: lossless rate at "
+                                f"{self.lat_point_name(pt, True)}")
+                            st["lossless"][key] = self.lat_lossless(kind, size, flows)
+                        found = st["lossless"][key]
+                        if found["pps"] is None:
+                            fail("not measured: no lossless rate found (every probe lost more "
+                                 f"than {100 * (1 - LAT_LOSSLESS):g}% of its frames)", [it])
+                            continue
+                        rate = load * found["pps"]
+                    else:
+                        rate = load
+                    seconds = (0.5 if self.a.quick
+                               else min(LAT_MAX_S, max(LAT_MIN_S, LAT_FRAMES / rate)))
+                    log(f"latency: round {rnd + 1}: {name}: {self.lat_point_name(pt)}: "
+                        f"{rate / 1000:.1f} kpps for {seconds:g} s")
+                    s, r = self.send_recv(size, flows, seconds, rate=rate, idle_exit_ms=250,
+                                          pin_recv=True, burst_us=0)
+                except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
+                    fail(f"not measured: {e}", [it])
+                    continue
+                lat = r.get("latency") or {}
+                if r["received"] < MIN_DELIVERED * s["sent"] or not lat.get("count"):
+                    fail(f"not measured: {name} did not forward (received {r['received']} of "
+                         f"{s['sent']} sent)", [it])
+                    continue
+                st["samples"].setdefault((kind, it), []).append(
+                    {"rate": rate, "send": s, "recv": r})
+                measured.append({"point": list(pt), "rate": rate, "send": s, "recv": r})
+        finally:
+            self.stop_forwarder(kind, p)
+            # Every measurement of the run as trafgen reported it, and the lossless searches.
+            (self.raw / f"latency-{kind}-r{rnd + 1}.json").write_text(json.dumps(
+                {"points": measured, "lossless": [
+                    {"size": sz, "flows": fl, **v} for (k, sz, fl), v in st["lossless"].items()
+                    if k == kind and rnd == 0]}, indent=1) + "\n")
+        if kind in self.VECFLOWD_KINDS and p is not None:
+            acc, failures = self.exact_accounting(p.returncode,
+                                                  Path(p.log_file.name).read_text(
+                                                      errors="replace"))
+            if failures:
+                fail("not measured: exact accounting failed at SIGTERM: " + "; ".join(failures))
+            else:
+                st["accounting"].setdefault(kind, []).append(acc)
+
+    def run_latency(self):
+        """Ping round trips and one-way latency through each forwarder (see the header)."""
+        started = time.monotonic()
+        quick = self.a.quick
+        rounds = 1 if quick else self.a.rounds
+        pings = (LAT_PINGS_QUICK if quick else LAT_PINGS) // rounds
+        points = LAT_QUICK_POINTS if quick else LAT_POINTS
+        st = {"samples": {}, "reasons": {}, "lossless": {}, "accounting": {}}
+        self.lab_up()
+        try:
+            # The kernel's receive side of wan0 back where veth runs it by default, and a NIC's
+            # would run after its interrupt: in the sender's softirq (CPU 0, the generator's),
+            # for every row. The e2e part moves it to a kthread of its own so that generator
+            # and forwarder do not share a CPU; a kthread is a task the scheduler must wake (on
+            # CPU 1, the ping's p50 through Linux 36 us instead of 10-12) and time-slice (left
+            # to the scheduler it lands beside a busy-polling forwarder on CPU 1 whenever CPU 0
+            # is busy: vecflowd's p99 up to 2.2 ms at 32 kpps, 2.8-3.8 ms at 160 kpps), neither
+            # of which a forwarder's own latency includes (README, "Latency").
+            self.sh("a", "sh", "-c", "echo 0 > /sys/class/net/wan0/threaded")
+            # xsk_fwd answers no ARP: the hosts get their gateway's MAC for good, in every row
+            # alike (the others would have resolved it themselves).
+            lan_mac = self.sh("a", "cat", "/sys/class/net/lan0/address").stdout.strip()
+            for side, ip, mac in (("c", "192.0.2.1", self.wan_mac),
+                                  ("s", "198.51.100.1", lan_mac)):
+                r = self.sh(side, "ip", "neigh", "replace", ip, "lladdr", mac, "dev", "eth0",
+                            "nud", "permanent")
+                if r.returncode != 0:
+                    why = f"not measured: ip neigh replace {ip}: {r.stderr.strip()[:120]}"
+                    self.res.add(self.LAT_PING_GROUP, "all", "all", reason=why)
+                    self.res.add(self.LAT_GROUP, "all", "all", reason=why)
+                    return
+            # This script stays off CPU 1, the forwarders' data CPU.
+            affinity = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, {0})
+            try:
+                for rnd in range(rounds):
+                    for kind, name, *_ in self.LAT_ROWS:
+                        log(f"latency: round {rnd + 1}/{rounds}: {name}")
+                        with self.bench_lock(f"latency: {name}") as why:
+                            if why:
+                                for it in [("ping",)] + [("oneway", pt) for pt in points]:
+                                    st["reasons"].setdefault((kind, it), why)
+                                continue
+                            self.lat_run(kind, rnd, points, pings, st)
+            finally:
+                os.sched_setaffinity(0, affinity)
+        finally:
+            self.cleanup()
+        self.latency = st
+        self.lat_rows(st, points, rounds)
+        log(f"latency: the part took {time.monotonic() - started:.0f} s")
+
+    def lat_rows(self, st, points, rounds):
+        names = {k: n for k, n, *_ in self.LAT_ROWS}
+        acc_note = {}
+        for kind, runs in st["accounting"].items():
+            rx = sum(a[1] for run in runs for a in run)
+            tx = sum(a[2] for run in runs for a in run)
+            kern = sum(a[3] for run in runs for a in run)
+            drops = sum(a[4] for run in runs for a in run)
+            acc_note[kind] = (f"vecflowd stopped {len(runs)} time(s) with exit 0 and exact final "
+                              f"accounting: rx {rx} = tx {tx} + kernel {kern} + drops {drops}")
+
+        # Ping: p50 and p99 the medians of the rounds' (a round that another process's work
+        # on the machine spoiled moves a pooled p99, not the median), max that of all pings.
+        ping = {}
+        for kind, _, do_ping, _ in self.LAT_ROWS:
+            ss = st["samples"].get((kind, ("ping",)))
+            if do_ping and ss:
+                rtts = [x for s in ss for x in s["rtts"]]
+                ping[kind] = {"p50": statistics.median(self.nearest_rank(s["rtts"], 0.5)
+                                                       for s in ss),
+                              "p99": statistics.median(self.nearest_rank(s["rtts"], 0.99)
+                                                       for s in ss),
+                              "max": max(rtts),
+                              "sent": sum(s["sent"] for s in ss),
+                              "received": sum(s["received"] for s in ss),
+                              "round_p50": [self.nearest_rank(s["rtts"], 0.5) for s in ss],
+                              "round_p99": [self.nearest_rank(s["rtts"], 0.99) for s in ss]}
+        for kind, name, do_ping, _ in self.LAT_ROWS:
+            if not do_ping:
+                continue
+            d = ping.get(kind)
+            if d is None:
+                self.res.add(self.LAT_PING_GROUP, name, "RTT",
+                             reason=st["reasons"].get((kind, ("ping",)), "not measured"))
+                continue
+            base, floor = ping.get("linux"), ping.get("xsk-both")
+            for q in ("p50", "p99", "max"):
+                parts = [f"{d['received']} of {d['sent']} pings answered over {rounds} "
+                         "interleaved round(s): p50 and p99 the median of the rounds'"]
+                if q != "max":
+                    parts.append(f"per round {' / '.join(f'{x:.0f}' for x in d['round_' + q])} us")
+                if floor and kind != "xsk-both":
+                    parts.append(f"{d[q] - floor[q]:+.0f} us vs xsk_fwd")
+                if kind in acc_note:
+                    parts.append(acc_note[kind])
+                self.res.add(self.LAT_PING_GROUP, name, f"RTT {q}", d[q], "us",
+                             vs=names["linux"] if base and kind != "linux" else None,
+                             ratio=d[q] / base[q] if base and kind != "linux" else None,
+                             note="; ".join(parts),
+                             latency_us={k: d[k] for k in ("p50", "p99", "max")})
+
+        # One way: per point the medians over rounds of each quantile, the max of all rounds.
+        oneway = {}
+        for kind, _, _, do_oneway in self.LAT_ROWS:
+            for pt in points if do_oneway else []:
+                ss = st["samples"].get((kind, ("oneway", pt)))
+                if not ss:
+                    continue
+                med = lambda key: statistics.median(x["recv"]["latency"][key] for x in ss) / 1e3
+                oneway[(kind, pt)] = {
+                    "p50": med("p50_ns"), "p99": med("p99_ns"), "p999": med("p999_ns"),
+                    "max": max(x["recv"]["latency"]["max_ns"] for x in ss) / 1e3,
+                    "frames": sum(x["recv"]["latency"]["count"] for x in ss),
+                    "behind": sum(x["recv"]["latency"].get("clock_behind", 0) for x in ss),
+                    "offered_kpps": statistics.median(x["send"]["pps"] for x in ss) / 1e3,
+                    "requested_kpps": ss[0]["rate"] / 1e3,
+                    "sent": sum(x["send"]["sent"] for x in ss),
+                    "received": sum(x["recv"]["received"] for x in ss),
+                    "rounds": len(ss)}
+        self.lat_oneway = oneway
+        for kind, name, _, do_oneway in self.LAT_ROWS:
+            if not do_oneway:
+                continue
+            for size, flows in dict.fromkeys((sz, fl) for sz, fl, ld in points if ld < 1):
+                found = st["lossless"].get((kind, size, flows))
+                label = f"{self.lat_point_name((size, flows, 0), True)}, lossless rate"
+                if not found or found["pps"] is None:
+                    # The search did not run (the forwarder did not start, ...) or found none:
+                    # the reason its points carry.
+                    why = next((st["reasons"][(kind, ("oneway", pt))] for pt in points
+                                if pt[:2] == (size, flows)
+                                and (kind, ("oneway", pt)) in st["reasons"]), "not measured")
+                    self.res.add(self.LAT_GROUP, name, label, reason=why)
+                    continue
+                probes = ", ".join(f"{x['offered_pps'] / 1e3:.0f} kpps "
+                                   f"{100 * x['delivered']:.2f}%" for x in found["probes"])
+                self.res.add(self.LAT_GROUP, name, label, found["pps"] / 1e6, "Mpps",
+                             note=("the generator's own limit (nothing lost at full rate); "
+                                   if found["capped"] else "") +
+                             f"highest offered rate delivering >= {100 * LAT_LOSSLESS:g}% in "
+                             f"a {LAT_PROBE_S:g} s probe; probes (offered, delivered): {probes}")
+            for pt in points:
+                if not do_oneway:
+                    break
+                d = oneway.get((kind, pt))
+                if d is None:
+                    self.res.add(self.LAT_GROUP, name, self.lat_point_name(pt),
+                                 reason=st["reasons"].get((kind, ("oneway", pt)), "not measured"))
+                    continue
+                base, floor = oneway.get(("linux", pt)), oneway.get(("xsk", pt))
+                parts = [f"p99 {d['p99']:.1f}, p99.9 {d['p999']:.1f}, max {d['max']:.1f} us",
+                         f"offered {d['offered_kpps']:.1f} kpps (asked "
+                         f"{d['requested_kpps']:.1f}), delivered "
+                         f"{100 * d['received'] / d['sent']:.2f}%",
+                         f"{d['frames']} frames over {d['rounds']} round(s): quantiles the "
+                         "median of the rounds', max of all"]
+                if base and kind != "linux":
+                    parts.append(f"p99 {d['p99'] / base['p99']:.2f}x Linux")
+                if floor and kind in ("pipeline", "pipeline-power"):
+                    parts.append(f"p50 {d['p50'] - floor['p50']:+.1f} us, p99 "
+                                 f"{d['p99'] - floor['p99']:+.1f} us vs xsk_fwd one way")
+                if d["behind"]:
+                    parts.append(f"{d['behind']} frames stamped after their receive "
+                                 "timestamp (not counted)")
+                if kind in acc_note:
+                    parts.append(acc_note[kind])
+                self.res.add(self.LAT_GROUP, name, self.lat_point_name(pt), d["p50"], "us",
+                             vs=names["linux"] if base and kind != "linux" else None,
+                             ratio=d["p50"] / base["p50"] if base and kind != "linux" else None,
+                             note="; ".join(parts),
+                             latency_us={k: d[k] for k in ("p50", "p99", "p999", "max")}
+                             | {"offered_kpps": d["offered_kpps"]})
+
     # ---- engine per core ----------------------------------------------------------------
 
     # (key, name, kind, detail): testpmd's forwarding modes and vecflowd's pipelines x
@@ -665,7 +1070,7 @@ class Suite:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                log(f"engine: {what}: waiting for {BENCH_LOCK} (another measurement runs)")
+                log(f"{what}: waiting for {BENCH_LOCK} (another measurement runs)")
                 deadline = time.monotonic() + BENCH_LOCK_WAIT_S
                 while True:
                     try:
@@ -713,7 +1118,7 @@ class Suite:
         logp = self.raw / f"engine-testpmd-{mode}-{flows}.log"
         skip = 1 + int(round(warm))  # the first period is testpmd's start, then the warm-up
         want = skip + max(1, int(round(seconds)))
-        with self.bench_lock(f"testpmd {mode}, {flows} flows") as why:
+        with self.bench_lock(f"engine: testpmd {mode}, {flows} flows") as why:
             if why:
                 return None, why
             log(f"engine: {' '.join(argv)}")
@@ -840,7 +1245,7 @@ class Suite:
                  "--eth-dest=0,02:00:00:00:00:02", "-P", "--parse-ptype"]
         logp = self.raw / f"engine-l3fwd-{flows}.log"
         tele = f"/var/run/dpdk/{prefix}/dpdk_telemetry.v2"
-        with self.bench_lock(f"l3fwd, {flows} flows") as why:
+        with self.bench_lock(f"engine: l3fwd, {flows} flows") as why:
             if why:
                 return None, why
             log(f"engine: VF_MBUFS={pool} {' '.join(argv)}")
@@ -905,6 +1310,28 @@ class Suite:
                         int(m.group(6))))
         return out
 
+    @classmethod
+    def exact_accounting(cls, returncode, text):
+        """A stopped vecflowd's exit status and log: ([(port, rx, tx, kernel, drops,
+        unaccounted)], failures), failures empty when it exited 0 and every port's final
+        accounting has rx = tx + kernel + drops and nothing unaccounted."""
+        acc = cls.final_accounting(text)
+        failures = []
+        if returncode != 0:
+            sig = -returncode if returncode < 0 else None
+            try:
+                name = f" ({signal.Signals(sig).name})" if sig else ""
+            except ValueError:
+                name = ""
+            failures.append(f"exit {returncode}{name}")
+        if not acc:
+            failures.append("no 'final accounting' line in its log")
+        for port, rx, tx, kern, drops, un in acc:
+            if un != 0 or rx != tx + kern + drops:
+                failures.append(f"port {port}: rx={rx} tx={tx} kernel={kern} drops={drops} "
+                                f"unaccounted={un}")
+        return acc, failures
+
     def engine_stages(self, pipeline):
         """The pipeline section's stages of vecflowd-engine.yaml for `pipeline`."""
         if pipeline == "floor":
@@ -934,7 +1361,7 @@ class Suite:
             + ("\n  flow_id: software" if pipeline in ("carn", "ncarn") else ""),
             stages=self.engine_stages(pipeline)))
         logp = self.raw / f"engine-vecflowd-{pipeline}-{backend}-{flows}.log"
-        with self.bench_lock(f"vecflowd {pipeline} {backend}, {flows} flows") as why:
+        with self.bench_lock(f"engine: vecflowd {pipeline} {backend}, {flows} flows") as why:
             if why:
                 return None, why
             p = self.spawn([self.bin("userspace/app/vecflowd"), "-c", str(cfg)], logp)
@@ -975,21 +1402,7 @@ class Suite:
         d["stages"] = stages
         # Exact accounting of the stopped daemon: exit 0 and rx = tx + kernel + drops.
         text = logp.read_text(errors="replace")
-        acc = self.final_accounting(text)
-        failures = []
-        if p.returncode != 0:
-            sig = -p.returncode if p.returncode < 0 else None
-            try:
-                name = f" ({signal.Signals(sig).name})" if sig else ""
-            except ValueError:
-                name = ""
-            failures.append(f"exit {p.returncode}{name}")
-        if not acc:
-            failures.append("no 'final accounting' line in its log")
-        for port, rx, tx, kern, drops, un in acc:
-            if un != 0 or rx != tx + kern + drops:
-                failures.append(f"port {port}: rx={rx} tx={tx} kernel={kern} drops={drops} "
-                                f"unaccounted={un}")
+        acc, failures = self.exact_accounting(p.returncode, text)
         d["accounting"] = acc
         left = re.search(r"(\d+) event\(s\) still in flight after the drain timeout", text)
         if failures and left:
@@ -1348,7 +1761,7 @@ class Suite:
             "hugepages": self.a.hugepages, "cpus": os.cpu_count(),
             "load_start": load_start, "load_end": list(os.getloadavg()),
             "kernel": os.uname().release, "peak_rss_kib": self.rss_by_tool,
-            "parts": self.a.only.split(","),
+            "parts": self.a.only.split(","), "part_seconds": self.part_seconds,
         }
         (self.out / "results.json").write_text(
             json.dumps({"meta": meta, "rows": self.res.rows}, indent=1) + "\n")
@@ -1379,6 +1792,21 @@ class Suite:
                 "forwarded per second; ratio = to testpmd io of the same flow count in this "
                 "run (a vecflowd note also gives its ratio to l3fwd); memory = vecflowd's VmRSS "
                 "(hugepages are not in it; the note gives them).",
+            ]
+        if any(r["group"] in (self.LAT_PING_GROUP, self.LAT_GROUP) for r in self.res.rows):
+            lines += [
+                "",
+                "Latency: wan0's receive side in the sender's softirq (CPU 0; not threaded as "
+                "in the e2e rows); user-space forwarders on CPU 1. Ping (client ns, CPU 0; 56 B "
+                "every 2 ms) to the server through each forwarder, p50 and p99 the medians of "
+                "the rounds'; xsk_fwd forwards both ways there and rewrites MACs. One way: "
+                "trafgen stamps each frame (CLOCK_REALTIME) as it writes it, `trafgen recv` "
+                "(server ns, CPU 0) subtracts it from the kernel's receive timestamp; rate = "
+                "p50, the note has p99/p99.9/max (quantiles the medians of the rounds', max of "
+                "all) and the offered load; '% of lossless' is of the forwarder's own lossless "
+                f"rate (>= {100 * LAT_LOSSLESS:g}% delivered in a {LAT_PROBE_S:g} s probe, its "
+                "own rows). Ratio = to Linux forwarding; latency.png: p50 and p99 vs offered "
+                "load.",
             ]
         lines += [""] + self.targets() + [""] + [
             "| group | benchmark | point | rate | vs | ratio | memory | note |",
@@ -1417,11 +1845,54 @@ class Suite:
             out.append(f"- {point}: " + "; ".join(parts))
         return out
 
+    def plot_latency(self):
+        """latency.png: one-way p50 and p99 vs offered load (64 B, 1 flow), a line per
+        forwarder, each at its own offered rates (the % points follow its lossless rate)."""
+        data = getattr(self, "lat_oneway", {})
+        curves = []  # (data file, forwarder) with two loads at least
+        for kind, name, _, oneway in self.LAT_ROWS:
+            pts = sorted((d["offered_kpps"], d["p50"], d["p99"]) for (k, pt), d in data.items()
+                         if k == kind and pt[:2] == (60, 1))
+            if not oneway or len(pts) < 2:
+                continue
+            dat = self.out / f"latency-{kind}.dat"
+            dat.write_text(f"# {name}, 64 B, 1 flow: offered kpps, p50 us, p99 us\n" + "".join(
+                f"{x:.3f} {a:.2f} {b:.2f}\n" for x, a, b in pts))
+            curves.append((dat, name))
+        if not curves:
+            log("latency: fewer than two loads per forwarder measured: no latency.png")
+            return
+        panels = []
+        for col, q in ((2, "p50"), (3, "p99")):
+            plots = ", \\\n     ".join(
+                f"'{dat}' using 1:{col} with linespoints title '{gp_quote(name)}'"
+                for dat, name in curves)
+            panels.append(f"""
+set title 'one-way latency {q} vs offered load (64 B, 1 flow)'
+set logscale xy
+set xlabel 'offered load (kpps)'
+set ylabel '{q} (us)'
+plot {plots}
+""")
+        script = (f"""set terminal pngcairo size 1400,620 noenhanced
+set output '{self.out / "latency.png"}'
+set key below
+set grid
+set multiplot layout 1,2
+""" + "".join(panels) + "unset multiplot\n")
+        (self.out / "latency.gp").write_text(script)
+        r = subprocess.run(["gnuplot", str(self.out / "latency.gp")], capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            log(f"gnuplot failed: {r.stderr.strip()[:300]}")
+
     def plot(self):
-        """curves.png: rate vs vector size (scheduler) and rate vs flows (end to end)."""
+        """curves.png: rate vs vector size (scheduler) and rate vs flows (end to end); and
+        latency.png when the latency part ran."""
         if not shutil.which("gnuplot"):
             log("gnuplot not installed: no curves.png (apt-get install gnuplot-nox)")
             return
+        self.plot_latency()
         vec = self.out / "vector.dat"
         with open(vec, "w") as f:
             f.write("# vector builtin event_dsw event_sw (Mpps, 1 lcore, 1k flows)\n")
@@ -1511,7 +1982,13 @@ PART_GROUPS = {"e2e": "end to end (veth)", "sched": "scheduler (1 atomic queue)"
                "pipeline": "growth: routes (pipeline, 1 core)",
                "steer": "growth: rules (XDP steering program)", "ports": "ports (1 core, rx -> tx)",
                "rules": "growth: rules (e2e, vecflowd XDP redirect)",
-               "engine": Suite.ENGINE_GROUP, "nat": "NAT over veth (SNAT, 64 B)"}
+               "engine": Suite.ENGINE_GROUP, "nat": "NAT over veth (SNAT, 64 B)",
+               "latency": Suite.LAT_PING_GROUP}
+
+
+def gp_quote(text):
+    """text inside a gnuplot single-quoted string, where a quote is written twice."""
+    return text.replace("'", "''")
 
 
 def plural(n, what):
@@ -1569,7 +2046,11 @@ def check(path, parts=None):
     few_e2e = PART_GROUPS["e2e"] in want and len(e2e) < 4
     if few_e2e:
         print("check: fewer than the four end-to-end rows", file=sys.stderr)
-    ok = not bad and not missing and not few_e2e
+    # The latency part has two groups: the ping's (its PART_GROUPS entry) and the one-way one.
+    no_oneway = PART_GROUPS["latency"] in want and Suite.LAT_GROUP not in groups
+    if no_oneway:
+        print(f"check: no rows from: {Suite.LAT_GROUP}", file=sys.stderr)
+    ok = not bad and not missing and not few_e2e and not no_oneway
     print(f"check: {len(rows)} rows, {sum(r['value'] is not None for r in rows)} measured, "
           f"{sum(r['value'] is None for r in rows)} with a reason: {'ok' if ok else 'FAILED'}")
     return 0 if ok else 1
@@ -1589,7 +2070,7 @@ def main():
                     help="seconds per scheduler point and round")
     ap.add_argument("--hugepages", action="store_true",
                     help="DPDK tools use the hugepages run.sh reserved")
-    ap.add_argument("--only", default="e2e,rules,sched,pipeline,steer,ports,engine,nat",
+    ap.add_argument("--only", default="e2e,rules,sched,pipeline,steer,ports,engine,nat,latency",
                     help="comma-separated parts to run")
     ap.add_argument("--check", metavar="RESULTS_JSON",
                     help="only check a results.json (the smoke test's assertion)")
@@ -1612,7 +2093,7 @@ def main():
     load_start = list(os.getloadavg())
     parts = {"e2e": s.run_e2e, "rules": s.run_rules_e2e, "sched": s.run_sched,
              "pipeline": s.run_pipeline, "steer": s.run_steer, "ports": s.run_ports,
-             "engine": s.run_engine, "nat": s.run_nat_e2e}
+             "engine": s.run_engine, "nat": s.run_nat_e2e, "latency": s.run_latency}
 
     def on_term(signum, _):
         raise KeyboardInterrupt
@@ -1620,10 +2101,13 @@ def main():
     signal.signal(signal.SIGTERM, on_term)
     try:
         for name in a.only.split(","):
+            t0 = time.monotonic()
             try:
                 parts[name]()
             except FileNotFoundError as e:  # a tool that is not built
                 s.res.add(PART_GROUPS[name], name, "all", reason=f"not measured: {e}")
+            finally:
+                s.part_seconds[name] = round(time.monotonic() - t0, 1)
     except KeyboardInterrupt:
         log("interrupted: writing what was measured")
     finally:
