@@ -1058,6 +1058,21 @@ class Suite:
         f"ports: 1024-65535}}\n" for i in range(18)).rstrip("\n")
     ENGINE_GROUP = "engine per core (net_pcap replay, 1 lcore, 64 B)"
     ENGINE_QUICK_ROWS = ("io", "floor-builtin", "rn-builtin", "rn-dsw", "ncarn-builtin")
+    # Key suffix of a vecflowd row's twin run with --baseline-build's vecflowd.
+    BASELINE = "@baseline"
+
+    def engine_rows(self):
+        """ENGINE_ROWS as --engine-rows selects them (testpmd io always: every ratio is to
+        it), each vecflowd row followed by its baseline twin with --baseline-build."""
+        wanted = set(self.a.engine_rows.split(",")) if self.a.engine_rows else None
+        rows = []
+        for key, name, kind, detail in self.ENGINE_ROWS:
+            if wanted is not None and key not in wanted and key != "io":
+                continue
+            rows.append((key, name, kind, detail))
+            if kind == "vecflowd" and self.a.baseline_build:
+                rows.append((key + self.BASELINE, f"{name} (baseline build)", kind, detail))
+        return rows
 
     @contextlib.contextmanager
     def bench_lock(self, what):
@@ -1344,7 +1359,8 @@ class Suite:
             route_sched="fuse: true" if front else "sched: atomic")
         return f"{front}\n{route}" if front else route
 
-    def engine_vecflowd(self, pipeline, backend, flows, pcap, prefix, warm, seconds):
+    def engine_vecflowd(self, pipeline, backend, flows, pcap, prefix, warm, seconds,
+                        build=None):
         """One vecflowd run: start, warm up, a timed window between two counter snapshots,
         SIGTERM, and the exact-accounting check of what it leaves. Returns (d, None) or
         (None, reason)."""
@@ -1364,7 +1380,9 @@ class Suite:
         with self.bench_lock(f"engine: vecflowd {pipeline} {backend}, {flows} flows") as why:
             if why:
                 return None, why
-            p = self.spawn([self.bin("userspace/app/vecflowd"), "-c", str(cfg)], logp)
+            vecflowd = (str(Path(build) / "userspace/app/vecflowd") if build
+                        else self.bin("userspace/app/vecflowd"))
+            p = self.spawn([vecflowd, "-c", str(cfg)], logp)
             try:
                 p, why = self.wait_ready(p, "running from", "vecflowd", timeout=120)
                 if why:
@@ -1422,7 +1440,9 @@ class Suite:
         """vecflowd and dpdk-testpmd side by side on the same net_pcap vdev (a pcap replayed
         from memory, 64 B UDP frames, one frame per flow), one data lcore (1) each."""
         group = self.ENGINE_GROUP
-        flows_list = [1024] if self.a.quick else ENGINE_FLOWS
+        flows_list = ([1024] if self.a.quick else
+                      [int(f) for f in self.a.engine_flows.split(",")] if self.a.engine_flows
+                      else ENGINE_FLOWS)
         warm = 0.5 if self.a.quick else 1.0
         seconds = 1.0 if self.a.quick else self.a.seconds
         trafgen = self.bin("tools/trafgen/trafgen")
@@ -1431,10 +1451,11 @@ class Suite:
         affinity = os.sched_getaffinity(0)
         os.sched_setaffinity(0, {0})
         samples, reasons = {}, {}
+        rows = self.engine_rows()
         if self.a.quick:
             # The smoke run keeps the rows whose code the others' is part of: testpmd io, both
             # backends, and the whole stateful pipeline (conntrack, nat, acl, route, neighbour).
-            for key, *_ in self.ENGINE_ROWS:
+            for key, *_ in rows:
                 if key not in self.ENGINE_QUICK_ROWS:
                     for flows in flows_list:
                         reasons[(key, flows)] = (
@@ -1449,14 +1470,20 @@ class Suite:
                                     "--dst-mac", "02:70:63:61:70:00"],
                                    capture_output=True, text=True)
                 if r.returncode != 0:
-                    for key, *_ in self.ENGINE_ROWS:
+                    for key, *_ in rows:
                         reasons[(key, flows)] = f"not measured: trafgen pcap: {r.stderr.strip()}"
                     continue
                 pcaps[flows] = pcap
             n = 0
             for rnd in range(self.a.rounds):
                 for flows, pcap in pcaps.items():
-                    for key, name, kind, detail in self.ENGINE_ROWS:
+                    # A row and its baseline twin run back to back, in turns first.
+                    ordered = list(rows)
+                    if rnd % 2:
+                        for i in range(len(ordered) - 1):
+                            if ordered[i + 1][0] == ordered[i][0] + self.BASELINE:
+                                ordered[i], ordered[i + 1] = ordered[i + 1], ordered[i]
+                    for key, name, kind, detail in ordered:
                         if (key, flows) in reasons:
                             continue  # a failed point stays failed: no rate from other rounds
                         n += 1
@@ -1468,8 +1495,10 @@ class Suite:
                         elif kind == "l3fwd":
                             d, why = self.engine_l3fwd(flows, pcap, prefix, warm, seconds)
                         else:
+                            build = (self.a.baseline_build if key.endswith(self.BASELINE)
+                                     else None)
                             d, why = self.engine_vecflowd(*detail, flows, pcap, prefix, warm,
-                                                          seconds)
+                                                          seconds, build)
                         if why:
                             reasons[(key, flows)] = why
                             samples.pop((key, flows), None)
@@ -1485,7 +1514,7 @@ class Suite:
             base = statistics.median(d["mpps"] for d in io) if io else None
             l3 = samples.get(("l3fwd", flows))
             l3fwd = statistics.median(d["mpps"] for d in l3) if l3 else None
-            for key, name, kind, _ in self.ENGINE_ROWS:
+            for key, name, kind, _ in rows:
                 point = plural(flows, "flow")
                 ss = samples.get((key, flows))
                 if not ss:
@@ -1518,6 +1547,13 @@ class Suite:
                                  "the framework's floor under any pipeline")
                 if l3fwd:
                     parts.append(f"{mpps / l3fwd:.2f}x DPDK l3fwd")
+                twin = samples.get((key + self.BASELINE, flows))
+                if twin:
+                    # Rounds pair up in order: the same round measured both, back to back.
+                    pairs = [a["mpps"] / b["mpps"] for a, b in zip(ss, twin)]
+                    parts.append(f"{mpps / statistics.median(d['mpps'] for d in twin):.3f}x "
+                                 f"the baseline build (per round: "
+                                 + " ".join(f"{r:.3f}" for r in pairs) + ")")
                 if mid["mean_vector"] is not None:
                     parts.append(f"mean vector {mid['mean_vector']:.1f}")
                 for st, queue, ppc, cpp in mid["stages"]:
@@ -2072,6 +2108,16 @@ def main():
                     help="DPDK tools use the hugepages run.sh reserved")
     ap.add_argument("--only", default="e2e,rules,sched,pipeline,steer,ports,engine,nat,latency",
                     help="comma-separated parts to run")
+    ap.add_argument("--engine-rows", default="",
+                    help="engine part: only these rows (keys of ENGINE_ROWS, comma-separated; "
+                    "testpmd io always runs), e.g. rn-builtin,rn-dsw")
+    ap.add_argument("--engine-flows", default="",
+                    help="engine part: these flow counts (comma-separated; default "
+                    + ",".join(str(f) for f in ENGINE_FLOWS) + ")")
+    ap.add_argument("--baseline-build", default="",
+                    help="engine part: also run each vecflowd row with DIR/userspace/app/"
+                    "vecflowd (a build of an earlier commit), back to back with this build's "
+                    "in every round; each row gives its ratio to its baseline twin")
     ap.add_argument("--check", metavar="RESULTS_JSON",
                     help="only check a results.json (the smoke test's assertion)")
     ap.add_argument("--render", metavar="RESULTS_JSON",
