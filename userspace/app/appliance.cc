@@ -309,8 +309,13 @@ Result<void> Appliance::start_control() {
     std::vector<const sched::TxAdapter*> tx;
     for (const auto& t : datapath_->tx_adapters())
       tx.push_back(t.get());
+    std::vector<control::DirectPathView> direct;
+    if (const DirectPath* d = datapath_->direct()) {
+      direct.push_back({d->name(), &d->path_stats().packets, &d->path_stats().runs,
+                        &datapath_->tx_adapters().front()->stats()});
+    }
     control::register_sched(registry_, datapath_->scheduler(), std::move(rx), std::move(workers),
-                            std::move(tx));
+                            std::move(tx), std::move(direct));
     std::vector<unsigned> lcore_of_slot;
     for (const auto& l : runtime_->lcores())
       lcore_of_slot.push_back(l->id());

@@ -200,8 +200,13 @@ struct SteeringSection {
 enum class SchedBackend { Builtin, Eventdev };
 enum class FlowIdSource { Auto, Xdp, Rss, Software };
 
+// Whether a single worker that polls every rx queue runs the pipeline straight on what it
+// receives (datapath/direct_path.h) or through the scheduler.
+enum class SchedPath { Auto, Scheduled };
+
 struct SchedulerSection {
   SchedBackend backend = SchedBackend::Builtin;
+  SchedPath path = SchedPath::Auto;
   std::string device;             // eventdev: "event_dsw0", "event_sw0" (vdev) or a device name
   std::string devargs;            // extra vdev arguments
   std::vector<unsigned> workers;  // lcores that run pipeline workers; default: cpu.workers

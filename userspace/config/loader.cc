@@ -511,8 +511,8 @@ void read_steering(Ctx& ctx, const YAML::Node& n, SteeringSection& out) {
 
 void read_scheduler(Ctx& ctx, const YAML::Node& n, SchedulerSection& out) {
   MapReader m(ctx, n, "scheduler",
-              {"backend", "device", "devargs", "workers", "vector", "queue_depth", "worker_backlog",
-               "flow_id"});
+              {"backend", "device", "devargs", "workers", "path", "vector", "queue_depth",
+               "worker_backlog", "flow_id"});
   if (!m.ok()) return;
   m.get_enum<SchedBackend>(
       "backend", out.backend,
@@ -520,6 +520,8 @@ void read_scheduler(Ctx& ctx, const YAML::Node& n, SchedulerSection& out) {
   m.get("device", out.device);
   m.get("devargs", out.devargs);
   m.get_lcores("workers", out.workers);
+  m.get_enum<SchedPath>("path", out.path,
+                        {{"auto", SchedPath::Auto}, {"scheduled", SchedPath::Scheduled}});
   if (m.has("vector")) {
     MapReader v(ctx, m.child("vector"), "scheduler.vector", {"size", "timeout_us", "buckets"});
     if (v.get("size", out.vector_size, 1, 1024) && (out.vector_size & (out.vector_size - 1)) != 0) {

@@ -277,6 +277,7 @@ Json config_to_json(const ApplianceConfig& c) {
                     {"device", s.device},
                     {"devargs", s.devargs},
                     {"workers", s.workers},
+                    {"path", s.path == config::SchedPath::Auto ? "auto" : "scheduled"},
                     {"vector",
                      {{"size", s.vector_size},
                       {"timeout_us", s.vector_timeout_us},

@@ -3,7 +3,9 @@
 //
 //   m->port          ingress PortId (vecflow's port index, not DPDK's port id)
 //   m->hash.rss      flow id: the XDP program's hash (AF_XDP metadata), the NIC's RSS hash, or
-//                    the software flow_hash(); always set, RTE_MBUF_F_RX_RSS_HASH in ol_flags
+//                    the software flow_hash(), RTE_MBUF_F_RX_RSS_HASH in ol_flags; set unless
+//                    nothing reads it (io/rx_classify.h, RxClassify::hash): a reader that
+//                    may meet a packet without it tests the flag
 //   m->packet_type   RTE_PTYPE_L2_ETHER* | RTE_PTYPE_L3_IPV4/IPV6* | RTE_PTYPE_L4_TCP/UDP/
 //                    ICMP/FRAG, or 0 for frames that are not IP
 //   m->l2_len        Ethernet header plus VLAN tags

@@ -139,9 +139,7 @@ Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtim
     if (ct != nullptr && (rewrite == nullptr || ct->nat() != nullptr))
       rewrite = ct->flow_hash_rewrite();
   }
-  if (rewrite != nullptr)
-    for (auto& port : ports_)
-      port->set_flow_hash_rewrite(rewrite);
+  hash_rewrite_ = rewrite;
   control_services_ = pipeline_->control_services();
   for (auto& s : control_services_)
     runtime.control().add_service(s);
@@ -171,6 +169,20 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
     }
   }
 
+  uint16_t max_queues = 1;
+  for (const auto& port : ports_)
+    max_queues = std::max({max_queues, port->rx_queue_count(), port->tx_queue_count()});
+  hooks_ =
+      std::make_unique<HookTable>(runtime.qsbr(), static_cast<uint16_t>(ports_.size()), max_queues);
+
+  // One worker that polls every rx queue: nothing to schedule. Then the flow hash is computed
+  // only where a stage reads it; the scheduler's flow ids always do.
+  const bool direct = cfg.scheduler.path == config::SchedPath::Auto && workers.size() == 1 &&
+                      polled.size() == 1 && polled.begin()->first == workers.front();
+  for (auto& port : ports_)
+    port->set_flow_hash(!direct || pipeline_->reads_flow_hash(), hash_rewrite_);
+  if (direct) return build_direct(workers.front(), polled.begin()->second, runtime, outcomes);
+
   const auto queues = sched::stage_queues(cfg.pipeline);
   auto sc = sched::scheduler_config(cfg.scheduler, queues, static_cast<uint16_t>(polled.size()),
                                     static_cast<uint16_t>(workers.size()), spare_mbufs(cfg));
@@ -191,12 +203,6 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
     if (!pool) return fail("vector pool: {}", pool.error().message);
     vectors_ = std::move(*pool);
   }
-
-  uint16_t max_queues = 1;
-  for (const auto& port : ports_)
-    max_queues = std::max({max_queues, port->rx_queue_count(), port->tx_queue_count()});
-  hooks_ =
-      std::make_unique<HookTable>(runtime.qsbr(), static_cast<uint16_t>(ports_.size()), max_queues);
 
   const uint8_t first_queue = queues.stage_queue.at(0);
   size_t producer = 0;
@@ -230,14 +236,7 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
     const unsigned lcore = workers[w];
     if (!runtime.lcore(lcore)) return fail("scheduler worker lcore {} is not an lcore", lcore);
     const unsigned slot = static_cast<unsigned>(runtime.slot(lcore));
-    std::vector<sched::TxTarget> tx_targets, kernel_targets;
-    for (auto& port : ports_) {
-      const sched::TxTarget t{port.get(), static_cast<uint16_t>(w)};
-      tx_targets.push_back(t);
-      kernel_targets.push_back(port->kernel_path() ? t : sched::TxTarget{});
-    }
-    tx_.push_back(std::make_unique<sched::TxAdapter>(
-        std::move(tx_targets), std::move(kernel_targets), outcomes.row(slot), hooks_.get()));
+    add_tx_adapter(static_cast<uint16_t>(w), slot, outcomes);
     handlers_.push_back(
         std::make_unique<PipelineHandler>(*pipeline_, outcomes, slot, group_queue, *tx_.back()));
     workers_.push_back(std::make_shared<sched::Worker>(
@@ -265,7 +264,40 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
   return {};
 }
 
+void DataPath::add_tx_adapter(uint16_t queue, unsigned slot, OutcomeTable& outcomes) {
+  std::vector<sched::TxTarget> tx_targets, kernel_targets;
+  for (auto& port : ports_) {
+    const sched::TxTarget t{port.get(), queue};
+    tx_targets.push_back(t);
+    kernel_targets.push_back(port->kernel_path() ? t : sched::TxTarget{});
+  }
+  tx_.push_back(std::make_unique<sched::TxAdapter>(std::move(tx_targets), std::move(kernel_targets),
+                                                   outcomes.row(slot), hooks_.get()));
+}
+
+Result<void> DataPath::build_direct(unsigned lcore,
+                                    const std::vector<std::pair<Port*, uint16_t>>& queues,
+                                    Runtime& runtime, OutcomeTable& outcomes) {
+  Lcore* lc = runtime.lcore(lcore);
+  if (!lc) return fail("worker lcore {} is not an lcore of the appliance", lcore);
+  const auto slot = static_cast<unsigned>(runtime.slot(lcore));
+  add_tx_adapter(0, slot, outcomes);
+  direct_ = std::make_shared<DirectPath>(fmt::format("direct{}", lcore), *pipeline_, outcomes, slot,
+                                         *tx_.back(), hooks_.get());
+  for (const auto& [port, q] : queues)
+    direct_->add_queue(*port, q);
+  direct_lcore_ = lcore;
+  lc->add_service(direct_);
+  log::get("app")->info(
+      "data path: {} port(s), direct on lcore {}: its one worker polls every rx queue and runs "
+      "the pipeline on what it receives, without the scheduler (scheduler.path: scheduled "
+      "puts it back)",
+      ports_.size(), lcore);
+  return {};
+}
+
 uint64_t DataPath::drain(unsigned timeout_ms) noexcept {
+  if (direct_) direct_->park();
   if (!sched_) return 0;
   // No lcore runs any more: the adapters and workers are run here, one thread, one at a time.
   for (auto& rx : rx_)
@@ -292,6 +324,7 @@ DataPath::~DataPath() {
     for (size_t i = 0; i < rx_.size(); ++i)
       runtime_->lcore(rx_lcores_[i])->remove_service(rx_[i].get());
     if (sched_service_) runtime_->lcore(sched_service_lcore_)->remove_service(sched_service_.get());
+    if (direct_) runtime_->lcore(direct_lcore_)->remove_service(direct_.get());
     for (auto& s : control_services_)
       runtime_->control().remove_service(s.get());
   }

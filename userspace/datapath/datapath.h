@@ -7,6 +7,10 @@
 //     -> TxAdapter per worker (own tx queue on every port; kernel verdicts through the
 //        ingress port's exception path)
 //
+// or, when one worker lcore polls every rx queue (scheduler.path: auto, the default), the
+// direct path: ports -> DirectPath (the pipeline run on each poll's bursts) -> TxAdapter, with
+// no scheduler, rx adapter or vectors (direct_path.h says why nothing is lost).
+//
 // Placement. Pipeline workers run on scheduler.workers (default cpu.workers). A port's rx
 // queues are polled on its `lcore` when the file gives one, else spread round-robin over the
 // worker lcores; every lcore that polls some queue has one RxAdapter (one scheduler producer).
@@ -31,6 +35,7 @@
 #include "config/config.h"
 #include "core/accounting.h"
 #include "core/error.h"
+#include "datapath/direct_path.h"
 #include "datapath/pipeline_handler.h"
 #include "hooks/hook_table.h"
 #include "io/packet_pool.h"
@@ -59,13 +64,18 @@ class DataPath {
   uint64_t drain(unsigned timeout_ms = 1000) noexcept;
 
   // False when the file declares no port (then nothing below exists).
-  bool has_ports() const noexcept { return sched_ != nullptr; }
+  bool has_ports() const noexcept { return !ports_.empty(); }
+  // The direct path, or nullptr when packets go through the scheduler (then scheduler(),
+  // rx_adapters() and workers() are the path).
+  const DirectPath* direct() const noexcept { return direct_.get(); }
+  unsigned direct_lcore() const noexcept { return direct_lcore_; }
   const std::vector<std::unique_ptr<Port>>& ports() const noexcept { return ports_; }
   PacketPool& pool() noexcept { return *pool_; }
   Pipeline& pipeline() noexcept { return *pipeline_; }
   // Rx/tx hook points of every port queue, run by the adapters (captures use them).
   HookTable& hooks() noexcept { return *hooks_; }
-  const sched::Scheduler& scheduler() const noexcept { return *sched_; }
+  // nullptr on the direct path.
+  const sched::Scheduler* scheduler() const noexcept { return sched_.get(); }
   const std::vector<std::shared_ptr<sched::RxAdapter>>& rx_adapters() const noexcept { return rx_; }
   const std::vector<std::shared_ptr<sched::Worker>>& workers() const noexcept { return workers_; }
   const std::vector<std::unique_ptr<sched::TxAdapter>>& tx_adapters() const noexcept { return tx_; }
@@ -79,6 +89,10 @@ class DataPath {
   Result<void> build_pipeline(const config::ApplianceConfig& cfg, Runtime& runtime);
   Result<void> build_scheduler(const config::ApplianceConfig& cfg, Runtime& runtime,
                                OutcomeTable& outcomes);
+  // A TxAdapter on tx queue `queue` of every port, for the worker in OutcomeTable slot `slot`.
+  void add_tx_adapter(uint16_t queue, unsigned slot, OutcomeTable& outcomes);
+  Result<void> build_direct(unsigned lcore, const std::vector<std::pair<Port*, uint16_t>>& queues,
+                            Runtime& runtime, OutcomeTable& outcomes);
 
   Runtime* runtime_ = nullptr;
   // The teardown, in one place. The destructor's body takes every service off its lcore and
@@ -95,6 +109,8 @@ class DataPath {
   std::vector<std::unique_ptr<Port>> ports_;
   std::unique_ptr<HookTable> hooks_;
   std::unique_ptr<Pipeline> pipeline_;
+  // The conntrack stage's rewrite of the flow hash every port applies (nullptr: none).
+  const FlowHashRewrite* hash_rewrite_ = nullptr;
   std::vector<std::shared_ptr<Service>> control_services_;
   sched::VectorPool vectors_;
   std::unique_ptr<sched::Scheduler> sched_;
@@ -106,6 +122,8 @@ class DataPath {
   std::vector<std::unique_ptr<PipelineHandler>> handlers_;
   std::vector<std::shared_ptr<sched::Worker>> workers_;
   std::vector<unsigned> worker_lcores_;
+  std::shared_ptr<DirectPath> direct_;
+  unsigned direct_lcore_ = 0;
   bool ports_started_ = false;
 };
 

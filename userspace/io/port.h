@@ -178,10 +178,15 @@ class Port {
   virtual PortStatus status() const;
   // What the device is (`vecflowctl hardware`), read now; control thread only.
   virtual PortHardware hardware() const { return {}; }
-  // Installs the flow hash rewrite every received burst goes through (io/rx_classify.h);
-  // control thread, before any lcore polls the port. `r` outlives the port's polling. Both
-  // real ports take it; test doubles that parse nothing may ignore it.
-  virtual void set_flow_hash_rewrite(const FlowHashRewrite*) noexcept {}
+  // How received frames get their flow hash (io/rx_classify.h): whether anything reads it
+  // (`needed`: else a frame without one from the NIC or XDP gets none, and is not hashed), and
+  // the rewrite every received burst goes through (nullptr: none). Control thread, before any
+  // lcore polls the port; `rewrite` outlives the port's polling. Both real ports take them;
+  // test doubles that parse nothing may ignore them.
+  virtual void set_flow_hash(bool needed, const FlowHashRewrite* rewrite) noexcept {
+    (void)needed;
+    (void)rewrite;
+  }
 
   const RxQueueCounters& rx_counters(uint16_t q) const noexcept { return rx_counters_[q]; }
   const TxQueueCounters& tx_counters(uint16_t q) const noexcept { return tx_counters_[q]; }

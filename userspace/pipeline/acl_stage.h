@@ -30,6 +30,7 @@ struct AclRuleReport {
 
 class AclStage final : public Stage {
  public:
+  bool reads_flow_hash() const noexcept override { return false; }
   // Packets classified per rte_acl_classify call.
   static constexpr unsigned kClassifyBatch = 64;
 

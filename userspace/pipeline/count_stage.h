@@ -46,6 +46,7 @@ enum class FlowOrder { Packets, Bytes };
 
 class CountStage final : public PerPacketStage<CountStage> {
  public:
+  bool reads_flow_hash() const noexcept override { return false; }
   static Result<std::unique_ptr<CountStage>> create(const config::StageConfig& cfg,
                                                     StageContext& ctx);
   ~CountStage() override;

@@ -21,6 +21,7 @@ struct DscpConfig {
 
 class DscpStage final : public PerPacketStage<DscpStage> {
  public:
+  bool reads_flow_hash() const noexcept override { return false; }
   DscpStage(const config::StageConfig& cfg, StageContext& ctx);
 
   struct VectorState {};

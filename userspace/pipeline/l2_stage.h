@@ -29,6 +29,7 @@ struct L2Config {
 
 class L2Stage final : public PerPacketStage<L2Stage> {
  public:
+  bool reads_flow_hash() const noexcept override { return false; }
   static Result<std::unique_ptr<L2Stage>> create(const config::StageConfig& cfg, StageContext& ctx);
 
   struct VectorState {};

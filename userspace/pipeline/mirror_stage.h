@@ -38,6 +38,7 @@ struct MirrorCounters {
 
 class MirrorStage final : public Stage {
  public:
+  bool reads_flow_hash() const noexcept override { return false; }
   // Buffers for port copies: ~2 ms of a 4 Mpps mirror in flight, 18 MB.
   static constexpr unsigned kCopyPool = 8191;
   // File copies that may wait for the writer: at 64-byte frames ~2 ms of a 10 Mpps mirror.

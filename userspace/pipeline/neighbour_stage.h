@@ -87,6 +87,7 @@ struct NeighbourCounters {
 
 class NeighbourStage final : public Stage {
  public:
+  bool reads_flow_hash() const noexcept override { return false; }
   // Packets handled per pass: the connected destinations among them are looked up in one
   // bulk call (at most NeighbourTable::kMaxBulk).
   static constexpr unsigned kBatch = 64;

@@ -62,6 +62,11 @@ Result<std::unique_ptr<Pipeline>> Pipeline::build(const std::vector<config::Stag
   return p;
 }
 
+bool Pipeline::reads_flow_hash() const noexcept {
+  return std::any_of(stages_.begin(), stages_.end(),
+                     [](const auto& s) { return s->reads_flow_hash(); });
+}
+
 std::vector<std::shared_ptr<Service>> Pipeline::control_services() const {
   std::vector<std::shared_ptr<Service>> out;
   if (kernel_) out.push_back(kernel_);

@@ -55,6 +55,8 @@ class Pipeline {
   std::span<const PipelineGroup> groups() const noexcept { return groups_; }
   // Indexes of the stages that may hold packets (Stage::holds_packets), in pipeline order.
   std::span<const size_t> holders() const noexcept { return holders_; }
+  // Whether some stage reads the flow hash (Stage::reads_flow_hash).
+  bool reads_flow_hash() const noexcept;
 
   // The stage called `name` if it is a T (RouteStage, AclStage ...), else nullptr.
   template <typename T>

@@ -10,6 +10,7 @@
 
 #include "config/stage_type.h"
 #include "core/packet.h"
+#include "core/parse.h"
 #include "pipeline/icmp_error.h"
 #include "pipeline/ip_util.h"
 #include "pipeline/kernel_sync.h"
@@ -88,9 +89,14 @@ bool ipv4_header_intact(const rte_mbuf* m, const rte_ipv4_hdr* ip) noexcept {
 }
 
 // Picks one of `count` next hops by flow hash: a multiply-shift maps the 32-bit hash onto
-// 0..count-1 evenly without a division.
-uint32_t pick(const rte_mbuf* m, uint16_t count) noexcept {
-  return count == 1 ? 0 : static_cast<uint32_t>((uint64_t(m->hash.rss) * count) >> 32);
+// 0..count-1 evenly without a division. A port computes the hash only where something reads
+// it on every packet (io/rx_classify.h); a packet without one is hashed here, the first time a
+// multipath route needs it.
+uint32_t pick(rte_mbuf* m, uint16_t count) noexcept {
+  if (count == 1) return 0;
+  if (!(m->ol_flags & RTE_MBUF_F_RX_RSS_HASH)) [[unlikely]]
+    (void)parse_packet(m, /*symmetric=*/true);
+  return static_cast<uint32_t>((uint64_t(m->hash.rss) * count) >> 32);
 }
 
 }  // namespace

@@ -76,6 +76,8 @@ struct RouteCounters {
 
 class RouteStage final : public Stage, public PortAddressFollower {
  public:
+  // ECMP hashes a multipath route's packets itself where the port did not (route_stage.cc).
+  bool reads_flow_hash() const noexcept override { return false; }
   // ICMP errors one lcore sends per second at most (the rest of the expired packets are only
   // dropped): enough for traceroute and path diagnosis, too few to turn the box into an
   // amplifier when a loop or a flood of TTL-1 packets arrives.

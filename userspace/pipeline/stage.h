@@ -191,6 +191,9 @@ class Stage {
   // tick() runs on the worker lcore of env.slot(), under the same rules as process(), and
   // returns whether it gave back any packet.
   virtual bool holds_packets() const noexcept { return false; }
+  // Whether the stage reads m->hash.rss, the flow hash (core/packet.h): ports compute it in
+  // software only when something does. The safe default; a stage that never reads it says so.
+  virtual bool reads_flow_hash() const noexcept { return true; }
   virtual bool tick(StageEnv& /*env*/, bool /*stop*/) noexcept { return false; }
   // Whether it holds packets on the worker lcore of `slot` now (that lcore only): a worker
   // that sleeps then wakes in time for tick() to give them back.

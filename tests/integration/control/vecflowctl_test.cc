@@ -211,13 +211,15 @@ TEST_F(VecflowctlTest, StatusHumanAndJson) {
   EXPECT_EQ(s["pid"], daemon_->pid());
   EXPECT_EQ(s["config"]["hash"], cfg->hash);
   EXPECT_EQ(s["workers"], Json::array({1}));
-  EXPECT_EQ(s["scheduler"]["backend"], "builtin");
+  // One worker that polls every rx queue: the direct path, no scheduler.
+  EXPECT_EQ(s["scheduler"]["path"], "direct");
+  EXPECT_EQ(s["scheduler"]["backend"], "none");
   ASSERT_EQ(s["ports"].size(), 2u);
   EXPECT_EQ(s["ports"][1]["name"], "lan");
   // The control lcore serves the pipeline's kernel synchroniser and the control plane; the
-  // worker lcore receives (rx adapter) and runs the pipeline (worker).
+  // worker lcore receives and runs the pipeline in one service.
   EXPECT_EQ(s["lcores"][0]["services"], Json::array({"kernel-sync", "control"}));
-  EXPECT_EQ(s["lcores"][1]["services"], Json::array({"rx1", "worker1"}));
+  EXPECT_EQ(s["lcores"][1]["services"], Json::array({"direct1"}));
   EXPECT_GT(s["uptime_s"].get<double>(), 0);
   // --no-huge: no shared memory for dpdk-dumpcap, and status says why.
   EXPECT_FALSE(s["dpdk_tools"]["pdump"].get<bool>());
@@ -737,9 +739,9 @@ std::vector<std::string> step_names(const Json& packet) {
   return out;
 }
 
-// A ping's echo request followed from the wan port's rx queue through the flow bucket, the
-// scheduler, both stages and the lan port's tx queue; then a datagram with no route, seen
-// dropped by the route stage; the hooks removed once the packets left; `clear` forgets.
+// A ping's echo request followed from the wan port's rx queue through both stages (the direct
+// path: one worker, no scheduler) and the lan port's tx queue; then a datagram with no route,
+// seen dropped by the route stage; the hooks removed once the packets left; `clear` forgets.
 TEST_F(VecflowctlTest, TraceFollowsAPingThroughEveryStepAndShowsWhereADropHappens) {
   // Resolves the server's address first, so the request is not held for the neighbour; the
   // first pings may meet links still coming up after XDP was attached.
@@ -754,20 +756,16 @@ TEST_F(VecflowctlTest, TraceFollowsAPingThroughEveryStepAndShowsWhereADropHappen
   Json t = trace_until_finished(json, 1);
   ASSERT_EQ(t["packets"].size(), 1u) << t.dump(2);
   const Json ping = t["packets"][0];
-  EXPECT_EQ(step_names(ping),
-            (std::vector<std::string>{"rx", "vector", "sched", "route", "neighbour", "tx"}))
+  EXPECT_EQ(step_names(ping), (std::vector<std::string>{"rx", "route", "neighbour", "tx"}))
       << ping.dump(2);
   auto detail = [&](size_t i) { return ping["steps"][i]["detail"].get<std::string>(); };
   EXPECT_NE(detail(0).find("wan queue 0: IPv4 ICMP 192.0.2.2 > 198.51.100.2 echo request"),
             std::string::npos)
       << detail(0);
-  EXPECT_NE(detail(1).find("flow bucket"), std::string::npos) << detail(1);
-  EXPECT_NE(detail(2).find("queue 0 (route+neighbour) atomic, flow"), std::string::npos)
-      << detail(2);
-  EXPECT_EQ(detail(3), "continue out lan (connected)");
-  EXPECT_NE(detail(4).find("transmit out lan"), std::string::npos) << detail(4);
-  EXPECT_NE(detail(4).find("dst mac "), std::string::npos) << detail(4);
-  EXPECT_EQ(detail(5), "handed to lan queue 0");
+  EXPECT_EQ(detail(1), "continue out lan (connected)");
+  EXPECT_NE(detail(2).find("transmit out lan"), std::string::npos) << detail(2);
+  EXPECT_NE(detail(2).find("dst mac "), std::string::npos) << detail(2);
+  EXPECT_EQ(detail(3), "handed to lan queue 0");
   double last = 0;
   for (const auto& s : ping["steps"]) {
     EXPECT_GE(s["time_us"].get<double>(), last);
@@ -788,8 +786,7 @@ TEST_F(VecflowctlTest, TraceFollowsAPingThroughEveryStepAndShowsWhereADropHappen
   t = trace_until_finished(json, 1);
   ASSERT_EQ(t["packets"].size(), 1u) << t.dump(2);
   const Json dropped = t["packets"][0];
-  EXPECT_EQ(step_names(dropped), (std::vector<std::string>{"rx", "vector", "sched", "route"}))
-      << dropped.dump(2);
+  EXPECT_EQ(step_names(dropped), (std::vector<std::string>{"rx", "route"})) << dropped.dump(2);
   EXPECT_EQ(dropped["steps"].back()["detail"], "drop (no_route)");
 
   // A filter libpcap cannot compile is refused, and the trace in place stays.
@@ -996,6 +993,53 @@ TEST(VecflowdDpdkTools, DumpcapCapturesWhenMultiprocess) {
   }
   // EAL leaves its page files behind with shared memory: give the pages back.
   sh("rm -f " + huge.mount() + "/" + prefix + "map_*");
+  std::filesystem::remove_all(dir);
+}
+
+// Through the scheduler (scheduler.path: scheduled), a ping's trace shows the flow bucket its
+// vector was formed in and the scheduler queue it crossed, and `sched` the rx adapter and the
+// worker instead of the direct path.
+TEST(VecflowdScheduled, TraceShowsTheVectorAndTheSchedulerOnTheScheduledPath) {
+  VECFLOW_REQUIRE_NETNS();
+  Lab lab(unique_name("vct"));
+  ASSERT_TRUE(lab.ok());
+  char tmpl[] = "/tmp/vct-sched-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::string socket = dir + "/control.sock";
+  std::string config = dir + "/a.yaml";
+  std::ofstream(config) << config_text("vct-sched", lab.name() + "-eal", socket, "",
+                                       "scheduler: {path: scheduled}\n");
+  Daemon d(lab, VECFLOWD_PATH, config, dir + "/log");
+  ASSERT_TRUE(d.wait_ready(socket));
+  auto json = [&](const std::string& cmd) {
+    Exec r = run(std::string(VECFLOWCTL_PATH) + " -s " + socket + " --json " + cmd);
+    return r.rc == 0 ? Json::parse(r.out) : Json{};
+  };
+  ASSERT_EQ(lab.exec('c',
+                     "for i in 1 2 3 4 5; do ping -c 1 -W 1 198.51.100.2 >/dev/null && "
+                     "exit 0; done; exit 1"),
+            0);
+  ASSERT_EQ(run(std::string(VECFLOWCTL_PATH) + " -s " + socket +
+                " trace add 1 --port wan --filter 'icmp and dst host 198.51.100.2'")
+                .rc,
+            0);
+  ASSERT_EQ(lab.exec('c', "ping -c 1 -W 1 198.51.100.2 >/dev/null"), 0);
+  Json t = trace_until_finished(json, 1);
+  ASSERT_EQ(t["packets"].size(), 1u) << t.dump(2);
+  const Json ping = t["packets"][0];
+  EXPECT_EQ(step_names(ping),
+            (std::vector<std::string>{"rx", "vector", "sched", "route", "neighbour", "tx"}))
+      << ping.dump(2);
+  EXPECT_NE(ping["steps"][1]["detail"].get<std::string>().find("flow bucket"), std::string::npos);
+  EXPECT_NE(ping["steps"][2]["detail"].get<std::string>().find("queue 0 (route+neighbour) atomic"),
+            std::string::npos);
+  const Json sched = json("sched");
+  EXPECT_EQ(sched["path"], "scheduled");
+  EXPECT_EQ(sched["backend"], "builtin");
+  EXPECT_EQ(sched["rx_adapters"].size(), 1u);
+  EXPECT_EQ(sched["workers"].size(), 1u);
+  EXPECT_TRUE(sched["direct"].empty());
+  EXPECT_EQ(d.stop(), 0);
   std::filesystem::remove_all(dir);
 }
 

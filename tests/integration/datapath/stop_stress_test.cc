@@ -44,6 +44,7 @@ struct StopRun {
   unsigned seed = 0;
   PortKind port = PortKind::Dpdk;
   bool eventdev = false;
+  bool direct = true;  // scheduler.path auto (one worker: the direct path) or scheduled
   unsigned vector = 64;
   unsigned timeout_us = 50;
   unsigned flows = 1;
@@ -56,8 +57,9 @@ struct StopRun {
                                   "reload then SIGTERM"};
     return fmt::format("seed {}: {} port, {}, vectors of {} / {} us, {} flows, {} {} ms after {}",
                        seed, port == PortKind::Dpdk ? "DPDK (net_pcap)" : "AF_XDP",
-                       eventdev ? "event_dsw" : "builtin", vector, timeout_us, flows,
-                       stops[int(stop)], delay_ms, during_start ? "the start" : "ready");
+                       direct ? "direct path" : (eventdev ? "event_dsw" : "builtin"), vector,
+                       timeout_us, flows, stops[int(stop)], delay_ms,
+                       during_start ? "the start" : "ready");
   }
 };
 
@@ -75,6 +77,8 @@ StopRun draw(unsigned seed) {
   r.stop = static_cast<Stop>(rng() % 4);
   r.during_start = rng() % 8 == 0;
   r.delay_ms = r.during_start ? rng() % 400 : rng() % 1000;
+  // Drawn last, so that the other dimensions of a seed stay what they were before it existed.
+  r.direct = rng() % 3 == 0;
   return r;
 }
 
@@ -143,13 +147,13 @@ class StopStress : public ::testing::Test {
         "cpu: {{control: 0, workers: [1]}}\n"
         "dpdk: {{memory_mb: {}, hugepages: off, file_prefix: {}-eal, mbufs: {}}}\n"
         "ports:\n{}{}"
-        "scheduler:\n  backend: {}\n  vector: {{size: {}, timeout_us: {}}}\n"
+        "scheduler:\n  backend: {}\n  path: {}\n  vector: {{size: {}, timeout_us: {}}}\n"
         "pipeline:\n  - stage: route\n    routes:\n"
         "      - {{prefix: 198.51.100.0/24, port: {}}}\n{}"
         "control: {{socket: {}}}\n",
         mbufs / 256 + 192, name_, mbufs, ports, steering,
-        r.eventdev ? "eventdev\n  device: event_dsw0" : "builtin", r.vector, r.timeout_us,
-        route_port, neighbour, socket);
+        r.eventdev ? "eventdev\n  device: event_dsw0" : "builtin", r.direct ? "auto" : "scheduled",
+        r.vector, r.timeout_us, route_port, neighbour, socket);
   }
 
   // One run; failures are reported with the run's description.
@@ -264,13 +268,14 @@ TEST_F(StopStress, EveryStopUnderLoadIsCleanAndAccountedAcrossConfigurations) {
   std::set<std::string> covered;
   for (unsigned i = 0; i < runs && !HasFailure(); ++i) {
     const StopRun r = draw(seed + i);
-    covered.insert(r.eventdev ? "event_dsw" : "builtin");
+    covered.insert(r.direct ? "direct" : r.eventdev ? "event_dsw" : "builtin");
     covered.insert(r.port == PortKind::Dpdk ? "dpdk" : "afxdp");
     run_once(r);
   }
-  // The default number of runs is enough to meet both backends and both port kinds.
+  // The default number of runs is enough to meet both backends, the direct path and both port
+  // kinds.
   if (runs >= 24) {
-    EXPECT_EQ(covered, (std::set<std::string>{"builtin", "event_dsw", "dpdk", "afxdp"}));
+    EXPECT_EQ(covered, (std::set<std::string>{"builtin", "event_dsw", "direct", "dpdk", "afxdp"}));
   }
 }
 

@@ -303,7 +303,7 @@ TEST(SchedPart, VectorsEventsAndBusyShareOfAWorker) {
   test::LcoreThread lcore({test::borrow(rx), test::borrow(worker)});
   Registry registry;
   register_runtime(registry, std::vector<const Lcore*>{&lcore.lcore()});
-  register_sched(registry, *scheduler, {&rx}, {&worker}, {&tx});
+  register_sched(registry, scheduler.get(), {&rx}, {&worker}, {&tx});
   RateWindow rates;
   rates.push(registry.collect());
 

@@ -163,6 +163,16 @@ inline const MetricFamily kTxFull{"vecflow_sched_tx_full_total",
                                   MetricType::Counter,
                                   {"worker"}};
 
+inline const MetricFamily kDirectPackets{
+    "vecflow_sched_direct_packets_total",
+    "Packets a direct path received (one worker running the pipeline without the scheduler)",
+    MetricType::Counter,
+    {"service"}};
+inline const MetricFamily kDirectRuns{"vecflow_sched_direct_runs_total",
+                                      "Pipeline runs of a direct path (packets / runs: the mean)",
+                                      MetricType::Counter,
+                                      {"service"}};
+
 constexpr std::array<std::string_view, 4> kClosedWhy = {"full", "drained", "timeout", "flush"};
 
 std::string_view role_name(sched::PortRole r) {
@@ -228,82 +238,96 @@ Json service_share(const RateWindow& rates, const MetricFamily& f, const std::st
 
 }  // namespace
 
-void register_sched(Registry& registry, const sched::Scheduler& scheduler,
+void register_sched(Registry& registry, const sched::Scheduler* scheduler,
                     std::vector<const sched::RxAdapter*> rx_adapters,
                     std::vector<const sched::Worker*> workers,
-                    std::vector<const sched::TxAdapter*> tx_adapters) {
-  registry.add_collector("sched", [&scheduler, rx_adapters, workers, tx_adapters](Snapshot& s) {
-    sched::SchedulerStats st = scheduler.stats();
-    s.set(kInfo, {st.backend}, 1);
-    s.set(kInflight, {}, static_cast<double>(st.inflight));
-    s.add(kMigrations, {}, st.migrations);
-    for (const auto& q : st.queues) {
-      s.add(kQueueEnqueued, {q.name}, q.enqueued);
-      s.add(kQueueDequeued, {q.name}, q.dequeued);
-    }
-    for (const auto& p : st.ports) {
-      auto role = role_name(p.role);
-      std::string idx = std::to_string(p.index);
-      s.add(kPortEnqueued, {role, idx, "new"}, p.enq_new);
-      s.add(kPortEnqueued, {role, idx, "forward"}, p.enq_forward);
-      s.add(kPortEnqueued, {role, idx, "release"}, p.enq_release);
-      s.add(kPortRefused, {role, idx}, p.refused);
-      if (p.role != sched::PortRole::Worker) continue;
-      s.add(kPortDequeued, {role, idx}, p.dequeued);
-      s.add(kPortDequeueCalls, {role, idx}, p.dequeue_calls);
-      s.add(kPortEmptyDequeues, {role, idx}, p.empty_dequeues);
-      s.add(kPortEmigrations, {role, idx}, p.emigrations);
-      s.add(kPortImmigrations, {role, idx}, p.immigrations);
-      s.set(kPortLoad, {role, idx}, p.load_permille / 1000.0);
-      s.set(kPortBacklog, {role, idx}, p.backlog);
-      s.set(kPortBacklogPackets, {role, idx}, static_cast<double>(p.backlog_packets));
-    }
-    for (const sched::RxAdapter* rx : rx_adapters) {
-      const std::string& a = rx->name();
-      const sched::RxAdapterStats& r = rx->adapter_stats();
-      s.add(kRxPackets, {a}, r.packets.load());
-      s.add(kRxEvents, {a}, r.events.load());
-      s.add(kRxVectors, {a}, r.vectors.load());
-      s.add(kRxVectorPackets, {a}, r.vector_packets.load());
-      s.add(kRxClosed, {a, kClosedWhy[0]}, r.closed_full.load());
-      s.add(kRxClosed, {a, kClosedWhy[1]}, r.closed_drained.load());
-      s.add(kRxClosed, {a, kClosedWhy[2]}, r.closed_timeout.load());
-      s.add(kRxClosed, {a, kClosedWhy[3]}, r.closed_flush.load());
-      add_wait(s, a, r.wait);
-      s.add(kRxNoVector, {a}, r.no_vector.load());
-      s.add(kRxRefused, {a}, r.refused.load());
-      s.add(kRxHeld, {a}, r.held.load());
-    }
-    for (size_t i = 0; i < workers.size(); ++i) {
-      const std::string& w = workers[i]->name();
-      const sched::WorkerStats& ws = workers[i]->worker_stats();
-      s.add(kWorkerEvents, {w}, ws.events.load());
-      s.add(kWorkerForwarded, {w}, ws.forwarded.load());
-      s.add(kWorkerFinished, {w}, ws.finished.load());
-      s.add(kWorkerViaEgress, {w}, ws.via_egress.load());
-      s.add(kWorkerRefused, {w}, ws.refused.load());
-      if (i < tx_adapters.size()) {
-        const sched::TxStats& t = tx_adapters[i]->stats();
-        s.add(kTxBursts, {w}, t.bursts.load());
-        s.add(kTxRetries, {w}, t.retries.load());
-        s.add(kTxFull, {w}, t.tx_full.load());
-      }
-    }
-  });
+                    std::vector<const sched::TxAdapter*> tx_adapters,
+                    std::vector<DirectPathView> direct) {
+  registry.add_collector(
+      "sched", [scheduler, rx_adapters, workers, tx_adapters, direct](Snapshot& s) {
+        for (const DirectPathView& d : direct) {
+          s.add(kDirectPackets, {d.name}, d.packets->load());
+          s.add(kDirectRuns, {d.name}, d.runs->load());
+          s.add(kTxBursts, {d.name}, d.tx->bursts.load());
+          s.add(kTxRetries, {d.name}, d.tx->retries.load());
+          s.add(kTxFull, {d.name}, d.tx->tx_full.load());
+        }
+        if (scheduler == nullptr) return;
+        sched::SchedulerStats st = scheduler->stats();
+        s.set(kInfo, {st.backend}, 1);
+        s.set(kInflight, {}, static_cast<double>(st.inflight));
+        s.add(kMigrations, {}, st.migrations);
+        for (const auto& q : st.queues) {
+          s.add(kQueueEnqueued, {q.name}, q.enqueued);
+          s.add(kQueueDequeued, {q.name}, q.dequeued);
+        }
+        for (const auto& p : st.ports) {
+          auto role = role_name(p.role);
+          std::string idx = std::to_string(p.index);
+          s.add(kPortEnqueued, {role, idx, "new"}, p.enq_new);
+          s.add(kPortEnqueued, {role, idx, "forward"}, p.enq_forward);
+          s.add(kPortEnqueued, {role, idx, "release"}, p.enq_release);
+          s.add(kPortRefused, {role, idx}, p.refused);
+          if (p.role != sched::PortRole::Worker) continue;
+          s.add(kPortDequeued, {role, idx}, p.dequeued);
+          s.add(kPortDequeueCalls, {role, idx}, p.dequeue_calls);
+          s.add(kPortEmptyDequeues, {role, idx}, p.empty_dequeues);
+          s.add(kPortEmigrations, {role, idx}, p.emigrations);
+          s.add(kPortImmigrations, {role, idx}, p.immigrations);
+          s.set(kPortLoad, {role, idx}, p.load_permille / 1000.0);
+          s.set(kPortBacklog, {role, idx}, p.backlog);
+          s.set(kPortBacklogPackets, {role, idx}, static_cast<double>(p.backlog_packets));
+        }
+        for (const sched::RxAdapter* rx : rx_adapters) {
+          const std::string& a = rx->name();
+          const sched::RxAdapterStats& r = rx->adapter_stats();
+          s.add(kRxPackets, {a}, r.packets.load());
+          s.add(kRxEvents, {a}, r.events.load());
+          s.add(kRxVectors, {a}, r.vectors.load());
+          s.add(kRxVectorPackets, {a}, r.vector_packets.load());
+          s.add(kRxClosed, {a, kClosedWhy[0]}, r.closed_full.load());
+          s.add(kRxClosed, {a, kClosedWhy[1]}, r.closed_drained.load());
+          s.add(kRxClosed, {a, kClosedWhy[2]}, r.closed_timeout.load());
+          s.add(kRxClosed, {a, kClosedWhy[3]}, r.closed_flush.load());
+          add_wait(s, a, r.wait);
+          s.add(kRxNoVector, {a}, r.no_vector.load());
+          s.add(kRxRefused, {a}, r.refused.load());
+          s.add(kRxHeld, {a}, r.held.load());
+        }
+        for (size_t i = 0; i < workers.size(); ++i) {
+          const std::string& w = workers[i]->name();
+          const sched::WorkerStats& ws = workers[i]->worker_stats();
+          s.add(kWorkerEvents, {w}, ws.events.load());
+          s.add(kWorkerForwarded, {w}, ws.forwarded.load());
+          s.add(kWorkerFinished, {w}, ws.finished.load());
+          s.add(kWorkerViaEgress, {w}, ws.via_egress.load());
+          s.add(kWorkerRefused, {w}, ws.refused.load());
+          if (i < tx_adapters.size()) {
+            const sched::TxStats& t = tx_adapters[i]->stats();
+            s.add(kTxBursts, {w}, t.bursts.load());
+            s.add(kTxRetries, {w}, t.retries.load());
+            s.add(kTxFull, {w}, t.tx_full.load());
+          }
+        }
+      });
 
-  registry.add_status("scheduler", [&scheduler, workers](const CommandContext&) {
-    return Json{{"backend", std::string(scheduler.backend())},
-                {"queues", scheduler.queue_count()},
+  registry.add_status("scheduler", [scheduler, workers, direct](const CommandContext&) {
+    if (scheduler == nullptr)
+      return Json{{"backend", "none"}, {"path", "direct"}, {"workers", direct.size()}};
+    return Json{{"backend", std::string(scheduler->backend())},
+                {"path", "scheduled"},
+                {"queues", scheduler->queue_count()},
                 {"workers", workers.size()},
-                {"inflight", scheduler.inflight()}};
+                {"inflight", scheduler->inflight()}};
   });
 
   (void)registry.add_command(Command{
       "sched",
       "Scheduler: events per queue and worker, vectors formed and why they closed, busy/idle "
-      "per worker, migrations, backpressure",
+      "per worker, migrations, backpressure; or the direct path, when one worker runs the "
+      "pipeline without it",
       Access::Read, "[lcore=N]",
-      [&scheduler, rx_adapters, workers](const CommandContext& ctx) -> CommandResult {
+      [scheduler, rx_adapters, workers, direct](const CommandContext& ctx) -> CommandResult {
         ArgReader a(ctx.args, {"lcore"});
         // One lcore's adapters and workers; the queues and totals stay the whole scheduler's.
         const auto only = a.uint("lcore", 0, RTE_MAX_LCORE - 1);
@@ -314,15 +338,53 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
         const Snapshot& s = ctx.snapshot;
         const RateWindow& rates = ctx.rates;
 
+        Json direct_rows = Json::array();
+        for (const DirectPathView& d : direct) {
+          const std::string lcore = lcore_of(s, d.name);
+          if (!wanted(lcore)) continue;
+          const uint64_t packets = s.count(kDirectPackets, {d.name});
+          const uint64_t runs = s.count(kDirectRuns, {d.name});
+          auto pkt_rate = rates.rate(kDirectPackets, {d.name});
+          auto run_rate = rates.rate(kDirectRuns, {d.name});
+          direct_rows.push_back(
+              {{"service", d.name},
+               {"lcore", lcore},
+               {"busy_pct", service_share(rates, kServiceBusy, d.name)},
+               {"idle_pct", service_share(rates, kServiceIdle, d.name)},
+               {"packets", packets},
+               {"pps", number_or_null(pkt_rate)},
+               {"runs", runs},
+               {"mean_run", runs ? Json(static_cast<double>(packets) / static_cast<double>(runs))
+                                 : Json(nullptr)},
+               {"recent_mean_run", run_rate && *run_rate > 0 && pkt_rate
+                                       ? Json(*pkt_rate / *run_rate)
+                                       : Json(nullptr)},
+               {"tx_bursts", s.count(kTxBursts, {d.name})},
+               {"tx_retries", s.count(kTxRetries, {d.name})},
+               {"tx_full", s.count(kTxFull, {d.name})}});
+        }
+        if (scheduler == nullptr) {
+          return Json{{"backend", "none"},
+                      {"path", "direct"},
+                      {"interval_s", rates.interval_s()},
+                      {"inflight", 0},
+                      {"migrations", 0},
+                      {"refused", 0},
+                      {"queues", Json::array()},
+                      {"rx_adapters", Json::array()},
+                      {"workers", Json::array()},
+                      {"direct", std::move(direct_rows)}};
+        }
+
         Json queues = Json::array();
-        for (uint16_t q = 0; q < scheduler.queue_count(); ++q) {
-          const std::string& name = scheduler.queue(static_cast<uint8_t>(q)).name;
+        for (uint16_t q = 0; q < scheduler->queue_count(); ++q) {
+          const std::string& name = scheduler->queue(static_cast<uint8_t>(q)).name;
           uint64_t in = s.count(kQueueEnqueued, {name});
           uint64_t out = s.count(kQueueDequeued, {name});
           queues.push_back(
               {{"queue", q},
                {"name", name},
-               {"type", sched::to_string(scheduler.queue_type(static_cast<uint8_t>(q)))},
+               {"type", sched::to_string(scheduler->queue_type(static_cast<uint8_t>(q)))},
                {"in", in},
                {"out", out},
                {"in_per_s", number_or_null(rates.rate(kQueueEnqueued, {name}))},
@@ -414,17 +476,20 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
         }
 
         auto inflight = s.get(kInflight, {});
-        return Json{{"backend", std::string(scheduler.backend())},
+        return Json{{"backend", std::string(scheduler->backend())},
+                    {"path", "scheduled"},
                     {"interval_s", rates.interval_s()},
                     {"inflight", inflight ? static_cast<uint64_t>(inflight->as_double()) : 0},
                     {"migrations", s.count(kMigrations, {})},
                     {"refused", static_cast<uint64_t>(s.sum(kPortRefused))},
                     {"queues", std::move(queues)},
                     {"rx_adapters", std::move(adapters)},
-                    {"workers", std::move(worker_rows)}};
+                    {"workers", std::move(worker_rows)},
+                    {"direct", std::move(direct_rows)}};
       },
       View{{fields("", "",
                    {{"backend", "/backend"},
+                    {"path", "/path"},
                     {"in flight", "/inflight", Unit::Count},
                     {"migrations", "/migrations", Unit::Count},
                     {"refused", "/refused", Unit::Count}}),
@@ -468,6 +533,16 @@ void register_sched(Registry& registry, const sched::Scheduler& scheduler,
                    {"MIGRATED IN", "immigrations", Unit::Count},
                    {"BACKLOG", "backlog", Unit::Count},
                    {"REFUSED", "refused", Unit::Count},
+                   {"TX FULL", "tx_full", Unit::Count}}),
+            table("direct path", "/direct",
+                  {{"SERVICE", "service"},
+                   {"LCORE", "lcore"},
+                   {"BUSY", "busy_pct", Unit::Percent},
+                   {"IDLE", "idle_pct", Unit::Percent},
+                   {"PACKETS", "packets", Unit::Count},
+                   {"RATE", "pps", Unit::Pps},
+                   {"RUNS", "runs", Unit::Count},
+                   {"MEAN RUN", "mean_run"},
                    {"TX FULL", "tx_full", Unit::Count}})}}});
 }
 

@@ -618,8 +618,9 @@ void AfXdpPort::disarm_wakeup(uint16_t qi) noexcept {
   rx_counter(qi).sleeping.store(false, std::memory_order_relaxed);
 }
 
-void AfXdpPort::set_flow_hash_rewrite(const FlowHashRewrite* r) noexcept {
-  impl_->opt.classify.rewrite = r;
+void AfXdpPort::set_flow_hash(bool needed, const FlowHashRewrite* rewrite) noexcept {
+  impl_->opt.classify.hash = needed;
+  impl_->opt.classify.rewrite = rewrite;
 }
 
 PortHardware AfXdpPort::hardware() const {

@@ -99,7 +99,7 @@ class AfXdpPort final : public Port {
   void disarm_wakeup(uint16_t q) noexcept override;
   PortStatus status() const override;
   PortHardware hardware() const override;
-  void set_flow_hash_rewrite(const FlowHashRewrite* r) noexcept override;
+  void set_flow_hash(bool needed, const FlowHashRewrite* rewrite) noexcept override;
 
   struct Impl;
 

@@ -209,8 +209,9 @@ void DpdkPort::disarm_wakeup(uint16_t q) noexcept {
   rx_counter(q).sleeping.store(false, std::memory_order_relaxed);
 }
 
-void DpdkPort::set_flow_hash_rewrite(const FlowHashRewrite* r) noexcept {
-  classify_.rewrite = r;
+void DpdkPort::set_flow_hash(bool needed, const FlowHashRewrite* rewrite) noexcept {
+  classify_.hash = needed;
+  classify_.rewrite = rewrite;
 }
 
 PortHardware DpdkPort::hardware() const {

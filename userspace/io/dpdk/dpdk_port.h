@@ -58,7 +58,7 @@ class DpdkPort final : public Port {
   void disarm_wakeup(uint16_t q) noexcept override;
   PortStatus status() const override;
   PortHardware hardware() const override;
-  void set_flow_hash_rewrite(const FlowHashRewrite* r) noexcept override;
+  void set_flow_hash(bool needed, const FlowHashRewrite* rewrite) noexcept override;
 
   // DPDK's port id of the device (not vecflow's PortId).
   uint16_t ethdev() const noexcept { return dev_.port(); }
