@@ -13,8 +13,10 @@
 namespace vecflow {
 
 void ipv4_set_dscp(rte_ipv4_hdr* ip, uint8_t dscp) noexcept {
-  // The version/IHL byte and the TOS byte as one 16-bit word, used as it sits in memory (see
-  // ipv4_decrement_ttl): HC' = ~(~HC + ~m + m'). TOS is the word's high byte in host order.
+  // The version/IHL byte and the TOS byte as one 16-bit word, updated incrementally (RFC 1624,
+  // eqn. 3: HC' = ~(~HC + ~m + m')). The one's-complement sum does not depend on byte order as
+  // long as every word is read the same way, so the words are used as they sit in memory: TOS
+  // is the word's high byte in host order.
   static_assert(std::endian::native == std::endian::little);
   uint16_t old_word;
   std::memcpy(&old_word, &ip->version_ihl, 2);

@@ -14,24 +14,17 @@ inline bool later_fragment(const rte_ipv4_hdr* ip) noexcept {
   return (rte_be_to_cpu_16(ip->fragment_offset) & RTE_IPV4_HDR_OFFSET_MASK) != 0;
 }
 
-// Decrements an IPv4 TTL and updates the header checksum incrementally (RFC 1624, eqn. 3:
-// HC' = ~(~HC + ~m + m')), without summing the header again. The one's-complement sum does not
-// depend on byte order as long as every word is read the same way, so the words are used as
-// they sit in memory. The caller checked that ttl > 1.
+// Decrements an IPv4 TTL and updates the header checksum incrementally, as Linux's
+// ip_decrease_ttl does: the TTL is the high byte of its header word, so the word drops by
+// 0x0100 and the checksum, its one's complement, grows by the same (in network order; here read
+// as it sits in memory) with the end-around carry. Counting a sum of 0xffff as a carry too keeps
+// the result canonical: a header whose checksum must be 0x0000 never gets the other zero,
+// 0xffff. Two adds and a compare, where RFC 1624's general form (HC' = ~(~HC + ~m + m')) takes
+// three complements and two folds. The caller checked that ttl > 1.
 inline void ipv4_decrement_ttl(rte_ipv4_hdr* ip) noexcept {
-  // TTL and protocol as one 16-bit word, read and written whole: storing the TTL byte and
-  // reading the word back would stall on the store. TTL is the word's first byte in memory,
-  // its low byte in host (little-endian) order; it is above 1, so no borrow reaches the
-  // protocol byte.
-  static_assert(std::endian::native == std::endian::little);
-  uint16_t old_word;
-  std::memcpy(&old_word, &ip->time_to_live, 2);
-  const uint16_t new_word = static_cast<uint16_t>(old_word - 1);
-  std::memcpy(&ip->time_to_live, &new_word, 2);
-  uint32_t sum = uint32_t(uint16_t(~ip->hdr_checksum)) + uint16_t(~old_word) + new_word;
-  sum = (sum & 0xffff) + (sum >> 16);
-  sum = (sum & 0xffff) + (sum >> 16);
-  ip->hdr_checksum = static_cast<uint16_t>(~sum);
+  const uint32_t sum = uint32_t(ip->hdr_checksum) + rte_cpu_to_be_16(0x0100);
+  ip->hdr_checksum = static_cast<uint16_t>(sum + (sum >= 0xffff));
+  --ip->time_to_live;
 }
 
 // Whether an IPv4 header's checksum is right (RFC 1071): its 16-bit words, the checksum among
