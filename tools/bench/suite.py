@@ -19,10 +19,14 @@ tree so that all rows are measured in the same run under the same machine load:
   engine       engine per core: vecflowd on a DPDK net_pcap vdev replaying a pcap from memory
                (trafgen pcap; 64 B, 1 .. 1M flows), one data lcore, pipelines route+neighbour
                and acl+route+neighbour on the builtin and event_dsw schedulers, beside
-               dpdk-testpmd io and macswap and DPDK's l3fwd (LPM, built from Debian's
-               dpdk-doc) on the same vdev and lcore. Ratios are to testpmd io of the same
-               flow count. Each vecflowd point ends with SIGTERM and must exit 0
-               with exact final accounting, else the point has that failure as its reason.
+               dpdk-testpmd io and macswap, DPDK's l3fwd (LPM) and the two samples of
+               vecflowd's own design class, l3fwd-graph (rte_graph) and l3fwd in eventdev
+               mode (event_dsw, atomic), built from Debian's dpdk-doc (the latter two with
+               the patches in tools/bench/peers/), on the same vdev and lcore. Ratios are to
+               testpmd io of the same flow count; vecflowd's notes also give its ratio to each
+               router sample, and the results' targets issue 37's. Each vecflowd point ends
+               with SIGTERM and must exit 0 with exact final accounting, else the point has
+               that failure as its reason.
   latency      on the end-to-end topology, each forwarder started once per round (rounds
                interleaved, each run under the measurement lock): ping round trips (client ->
                198.51.100.2, 56 B every 2 ms, ping on CPU 0; LAT_PINGS per row over the rounds)
@@ -69,7 +73,8 @@ E2E_FLOWS = [1, 1024]
 GROWTH_FLOWS = [1, 1024, 65536, 1 << 20]
 GROWTH_RULES = [1, 1000, 10000, 100000]
 # Engine per core: flow counts of the replayed pcap (one frame per flow, flows in sequence).
-ENGINE_FLOWS = [1, 1024, 65536, 1 << 20]
+# 16384: where a flow table stops fitting the L2 cache (and one of issue 37's points).
+ENGINE_FLOWS = [1, 1024, 16384, 65536, 1 << 20]
 # Mbufs beyond the frames net_pcap's infinite_rx keeps in the pool (rx descriptors, vectors in
 # flight, per-lcore caches). vecflowd's mbufs are 2 KiB each (dpdk.memory_mb follows).
 ENGINE_POOL_SPARE = 65536
@@ -986,18 +991,31 @@ class Suite:
 
     # ---- engine per core ----------------------------------------------------------------
 
-    # (key, name, kind, detail): testpmd's forwarding modes and vecflowd's pipelines x
-    # scheduler backends. Ratios are to testpmd io of the same flow count in this run.
+    # (key, name, kind, detail): testpmd's forwarding modes, DPDK's router samples and
+    # vecflowd's pipelines x scheduler backends; a vecflowd detail is (pipeline, backend[,
+    # scheduler.path]). With one worker lcore the default path (auto) runs the pipeline
+    # without the scheduler, so the event_dsw rows ask for the scheduled path: they measure
+    # the backend. Ratios are to testpmd io of the same flow count in this run. l3fwd-graph and l3fwd eventdev are vecflowd's own design class (a
+    # graph of nodes passing vectors; an event scheduler between rx, worker and tx).
     ENGINE_ROWS = [
         ("io", "testpmd io", "testpmd", "io"),
         ("macswap", "testpmd macswap", "testpmd", "macswap"),
         ("l3fwd", "DPDK l3fwd (LPM)", "l3fwd", None),
+        ("l3fwd-graph", "DPDK l3fwd-graph (rte_graph, LPM)", "l3fwd-graph", None),
+        ("l3fwd-eventdev", "DPDK l3fwd eventdev (event_dsw, atomic, LPM)", "l3fwd-eventdev",
+         None),
         ("floor-builtin", "vecflowd floor: one dscp stage, no route (rx rate), builtin",
          "vecflowd", ("floor", "builtin")),
         ("rn-builtin", "vecflowd route+neighbour, builtin", "vecflowd", ("rn", "builtin")),
-        ("rn-dsw", "vecflowd route+neighbour, event_dsw", "vecflowd", ("rn", "eventdev")),
+        # The same pipeline made to take the scheduler hop its one worker does not need
+        # (scheduler.path: scheduled): rn-builtin / rn-sched is what the direct path saves.
+        ("rn-sched", "vecflowd route+neighbour, builtin, scheduled", "vecflowd",
+         ("rn", "builtin", "scheduled")),
+        ("rn-dsw", "vecflowd route+neighbour, event_dsw", "vecflowd",
+         ("rn", "eventdev", "scheduled")),
         ("arn-builtin", "vecflowd acl+route+neighbour, builtin", "vecflowd", ("arn", "builtin")),
-        ("arn-dsw", "vecflowd acl+route+neighbour, event_dsw", "vecflowd", ("arn", "eventdev")),
+        ("arn-dsw", "vecflowd acl+route+neighbour, event_dsw", "vecflowd",
+         ("arn", "eventdev", "scheduled")),
         ("carn-builtin", "vecflowd conntrack+acl+route+neighbour, builtin", "vecflowd",
          ("carn", "builtin")),
         ("ncarn-builtin", "vecflowd conntrack+nat+acl+route+neighbour, builtin", "vecflowd",
@@ -1057,7 +1075,8 @@ class Suite:
         f"        - {{in_port: p0, src: 192.0.2.{2 + i}/32, to: 203.0.113.{1 + i}, "
         f"ports: 1024-65535}}\n" for i in range(18)).rstrip("\n")
     ENGINE_GROUP = "engine per core (net_pcap replay, 1 lcore, 64 B)"
-    ENGINE_QUICK_ROWS = ("io", "floor-builtin", "rn-builtin", "rn-dsw", "ncarn-builtin")
+    ENGINE_QUICK_ROWS = ("io", "l3fwd-graph", "l3fwd-eventdev", "floor-builtin", "rn-builtin",
+                         "rn-sched", "rn-dsw", "ncarn-builtin")
     # Key suffix of a vecflowd row's twin run with --baseline-build's vecflowd.
     BASELINE = "@baseline"
 
@@ -1185,39 +1204,72 @@ class Suite:
         ("(unsigned)8192)",
          '(unsigned)(getenv("VF_MBUFS") ? atoi(getenv("VF_MBUFS")) : 8192))'),
     ]
+    # The two samples of vecflowd's own class, each patched by a file of its own under
+    # tools/bench/peers/ (every hunk says why; README: the engine part). l3fwd-graph: rte_graph's
+    # nodes pass vectors of up to 256 packets (ethdev_rx -> pkt_cls -> ip4_lookup -> ip4_rewrite
+    # -> ethdev_tx), the route table hard-coded in the sample. l3fwd in eventdev mode: the rx
+    # adapter, an atomic event queue, the worker (LPM) and the tx adapter, one packet per event.
+    PEERS = HERE / "peers"
+    # kind: (build directory under BUILD_DIR, the example, the directories copied from
+    # L3FWD_SRC, the patch under PEERS or None, string edits of the example's main.c)
+    EXAMPLES = {
+        "l3fwd": ("l3fwd-ref", "l3fwd", ("l3fwd", "common"), None, L3FWD_EDITS),
+        "l3fwd-graph": ("l3fwd-graph-ref", "l3fwd-graph", ("l3fwd-graph",),
+                        "l3fwd-graph.patch", []),
+        "l3fwd-eventdev": ("l3fwd-eventdev-ref", "l3fwd", ("l3fwd", "common"),
+                           "l3fwd-eventdev.patch", L3FWD_EDITS),
+    }
 
-    def l3fwd_binary(self):
-        """Builds l3fwd once per run under BUILD_DIR/l3fwd-ref. Returns (path, None) or
-        (None, reason)."""
-        if getattr(self, "l3fwd", None):
-            return self.l3fwd
-        main = self.L3FWD_SRC / "l3fwd" / "main.c"
+    def example_binary(self, kind):
+        """Builds a DPDK example (EXAMPLES[kind]) once per run under BUILD_DIR. Returns (path,
+        None) or (None, reason)."""
+        built = self.__dict__.setdefault("examples", {})
+        if kind not in built:
+            built[kind] = self.build_example(*self.EXAMPLES[kind])
+        return built[kind]
+
+    def build_example(self, dirname, app, parts, patch, edits):
+        main = self.L3FWD_SRC / app / "main.c"
         if not main.exists():
-            self.l3fwd = None, ("not measured: DPDK's l3fwd source is not installed (Debian "
-                                "package dpdk-doc, " + str(main.parent) + ")")
-            return self.l3fwd
-        dst = self.build / "l3fwd-ref"
+            return None, (f"not measured: DPDK's {app} source is not installed (Debian package "
+                          f"dpdk-doc, {main.parent})")
+        dst = self.build / dirname
         shutil.rmtree(dst, ignore_errors=True)
-        for part in ("l3fwd", "common"):
+        for part in parts:
             shutil.copytree(self.L3FWD_SRC / part, dst / part)
-        text = (dst / "l3fwd" / "main.c").read_text()
-        for old, new in self.L3FWD_EDITS:
-            if text.count(old) != 1:
-                self.l3fwd = None, (f"not measured: l3fwd's main.c no longer has '{old}' once "
-                                    "(the suite's edits need updating)")
-                return self.l3fwd
-            text = text.replace(old, new)
-        (dst / "l3fwd" / "main.c").write_text(text)
-        r = subprocess.run(["make", "-C", str(dst / "l3fwd"), "-j2"], capture_output=True,
-                           text=True)
-        exe = dst / "l3fwd" / "build" / "l3fwd"
+        out = self.raw / f"{dirname}-build.txt"
+        if patch:
+            try:
+                r = subprocess.run(["patch", "-p1", "--batch", "--forward",
+                                    "--no-backup-if-mismatch", "-d", str(dst),
+                                    "-i", str(self.PEERS / patch)],
+                                   capture_output=True, text=True)
+            except FileNotFoundError:
+                return None, f"not measured: patch(1) is not installed (for peers/{patch})"
+            out.write_text(r.stdout + r.stderr)
+            if r.returncode != 0:
+                err = [l for l in (r.stdout + r.stderr).splitlines()
+                       if "FAILED" in l or "malformed" in l or "can't find" in l]
+                return None, (f"not measured: tools/bench/peers/{patch} does not apply to the "
+                              f"installed {app} source"
+                              + (f" ({err[0].strip()[:120]})" if err else ""))
+        if edits:
+            text = (dst / app / "main.c").read_text()
+            for old, new in edits:
+                if text.count(old) != 1:
+                    return None, (f"not measured: {app}'s main.c no longer has '{old}' once "
+                                  "(the suite's edits need updating)")
+                text = text.replace(old, new)
+            (dst / app / "main.c").write_text(text)
+        r = subprocess.run(["make", "-C", str(dst / app), "-j2"], capture_output=True, text=True)
+        with open(out, "a") as f:
+            f.write(r.stdout + r.stderr)
+        exe = dst / app / "build" / app
         if r.returncode != 0 or not exe.exists():
             err = [l for l in (r.stderr or r.stdout).splitlines() if "error" in l]
-            self.l3fwd = None, ("not measured: l3fwd does not build: "
-                                + (err[0][:150] if err else f"make exit {r.returncode}"))
-            return self.l3fwd
-        self.l3fwd = str(exe), None
-        return self.l3fwd
+            return None, (f"not measured: {app} does not build: "
+                          + (err[0][:150] if err else f"make exit {r.returncode}"))
+        return str(exe), None
 
     @staticmethod
     def telemetry(path, cmd):
@@ -1238,53 +1290,166 @@ class Suite:
         st = self.telemetry(tele, "/ethdev/stats,0")["/ethdev/stats"]
         return (t0 + time.monotonic()) / 2, st
 
-    def engine_l3fwd(self, flows, pcap, prefix, warm, seconds):
-        """One l3fwd run on lcore 1 (its only lcore: main and forwarding), the route covering
-        the frames' destination out of the port they came in on. The rate is the port's
-        opackets over the window, read through DPDK telemetry (l3fwd prints no statistics).
-        Returns ({mpps, ...}, None) or (None, reason)."""
-        exe, why = self.l3fwd_binary()
-        if why:
-            return None, why
+    def l3fwd_rules(self):
+        """l3fwd's route files: the frames' destination out of port 0, the port they came in
+        on (the IPv6 file only because l3fwd wants one)."""
         rules = self.raw / "l3fwd-routes"
         (rules.with_suffix(".v4")).write_text("R198.51.100.0/24 0\n")
         (rules.with_suffix(".v6")).write_text("R2001:db8::/32 0\n")
-        argv = [exe, "-l", "1", "--no-pci", "--file-prefix", prefix,
-                "--vdev", f"net_pcap0,rx_pcap={pcap},infinite_rx=1"]
+        return [f"--rule_ipv4={rules.with_suffix('.v4')}",
+                f"--rule_ipv6={rules.with_suffix('.v6')}"]
+
+    def eal_memory(self, flows):
+        """EAL's memory options of a DPDK sample: the hugepages run.sh reserved, or enough
+        ordinary memory for the pool."""
+        if self.a.hugepages:
+            return []
+        # + 512 MB: l3fwd's LPM tables (IPv4 64 MB of tbl24, IPv6) and the event device's rings
+        return ["--no-huge", "-m", str(self.engine_pool(flows) * 2560 // (1 << 20) + 512)]
+
+    def engine_peer(self, name, flows, argv, logp, marker, prefix, warm, seconds):
+        """One run of a DPDK sample that prints no rate of its own: started under the
+        measurement lock with VF_MBUFS (its pool, patched in), warmed up, port 0's opackets
+        read through DPDK telemetry at both ends of the timed window, stopped with SIGTERM.
+        Returns ({mpps, seconds, rx, tx, window, exit}, None) or (None, reason); window: the
+        log's length in bytes at the window's two ends (what the sample printed in it)."""
         pool = self.engine_pool(flows)
-        if not self.a.hugepages:
-            argv += ["--no-huge", "-m", str(pool * 2560 // (1 << 20) + 256)]
-        argv += ["--", "-p", "0x1", "--config", "(0,0,1)", "--lookup", "lpm",
-                 f"--rule_ipv4={rules.with_suffix('.v4')}",
-                 f"--rule_ipv6={rules.with_suffix('.v6')}",
-                 "--eth-dest=0,02:00:00:00:00:02", "-P", "--parse-ptype"]
-        logp = self.raw / f"engine-l3fwd-{flows}.log"
         tele = f"/var/run/dpdk/{prefix}/dpdk_telemetry.v2"
-        with self.bench_lock(f"engine: l3fwd, {flows} flows") as why:
+        with self.bench_lock(f"engine: {name}, {flows} flows") as why:
             if why:
                 return None, why
             log(f"engine: VF_MBUFS={pool} {' '.join(argv)}")
             p = self.spawn(argv, logp, env=dict(os.environ, VF_MBUFS=str(pool)))
             try:
-                p, why = self.wait_ready(p, "entering main loop", "l3fwd", timeout=120)
+                p, why = self.wait_ready(p, marker, name, timeout=120)
                 if why:
-                    return None, why
+                    # DPDK's own words: EAL's "Cause:" line, or the first error before it.
+                    lines = logp.read_text(errors="replace").splitlines()
+                    cause = ([l for l in lines if "Cause:" in l]
+                             + [l for l in lines if re.search(r"error|fail|invalid|cannot", l,
+                                                              re.I)])
+                    return None, (f"not measured: {name} did not start ({cause[0].strip()[:160]})"
+                                  if cause else why)
                 time.sleep(warm)
                 try:
                     t0, a = self.port_stats(tele)
+                    w0 = logp.stat().st_size
                     time.sleep(seconds)
                     t1, b = self.port_stats(tele)
+                    w1 = logp.stat().st_size
                 except (OSError, ValueError, KeyError) as e:
-                    return None, f"not measured: l3fwd telemetry: {e}"
+                    return None, f"not measured: {name} telemetry: {e}"
             finally:
                 if p is not None:
-                    self.stop(p, timeout=20)  # on SIGTERM l3fwd stops its port and exits
+                    self.stop(p, timeout=20)  # on SIGTERM each sample stops its port and exits
                 self.remove_runtime_dir(prefix)
         tx = b["opackets"] - a["opackets"]
         if tx <= 0:
-            return None, "not measured: l3fwd forwarded nothing over the window"
+            return None, f"not measured: {name} forwarded nothing over the window"
         return {"mpps": tx / (t1 - t0) / 1e6, "seconds": t1 - t0,
-                "rx": b["ipackets"] - a["ipackets"], "tx": tx}, None
+                "rx": b["ipackets"] - a["ipackets"], "tx": tx, "window": (w0, w1),
+                "exit": p.returncode}, None
+
+    def engine_l3fwd(self, flows, pcap, prefix, warm, seconds):
+        """One l3fwd run on lcore 1 (its only lcore: main and forwarding), the route covering
+        the frames' destination out of the port they came in on. The rate is the port's
+        opackets over the window, read through DPDK telemetry (l3fwd prints no statistics).
+        Returns ({mpps, ...}, None) or (None, reason)."""
+        exe, why = self.example_binary("l3fwd")
+        if why:
+            return None, why
+        argv = ([exe, "-l", "1", "--no-pci", "--file-prefix", prefix,
+                 "--vdev", f"net_pcap0,rx_pcap={pcap},infinite_rx=1"] + self.eal_memory(flows)
+                + ["--", "-p", "0x1", "--config", "(0,0,1)", "--lookup", "lpm",
+                   *self.l3fwd_rules(), "--eth-dest=0,02:00:00:00:00:02", "-P",
+                   "--parse-ptype"])
+        return self.engine_peer("l3fwd", flows, argv, self.raw / f"engine-l3fwd-{flows}.log",
+                                "entering main loop", prefix, warm, seconds)
+
+    def engine_l3fwd_graph(self, flows, pcap, prefix, warm, seconds):
+        """One l3fwd-graph run: its graph on lcore 1, its main lcore (0, where the control
+        lcores of the other rows are) printing the graph's statistics once a second and
+        sleeping between (patched). The rate is the port's opackets over the window (DPDK
+        telemetry); d["nodes"]: per node packets per call and cycles per packet over the same
+        window, from those statistics. Returns (d, None) or (None, reason)."""
+        exe, why = self.example_binary("l3fwd-graph")
+        if why:
+            return None, why
+        # rx_pcap twice: l3fwd-graph sets up a tx queue per lcore (2), and net_pcap has a tx
+        # queue (here: dropping) per rx_pcap. The second rx queue is never set up, so the file
+        # is loaded into the pool once. stdbuf: its statistics come through stdout.
+        argv = (["stdbuf", "-oL", exe, "-l", "0,1", "--no-pci", "--file-prefix", prefix,
+                 "--vdev", f"net_pcap0,rx_pcap={pcap},rx_pcap={pcap},infinite_rx=1"]
+                + self.eal_memory(flows)
+                + ["--", "-p", "0x1", "--config", "(0,0,1)", "--eth-dest=0,02:00:00:00:00:02",
+                   "-P"])
+        logp = self.raw / f"engine-l3fwd-graph-{flows}.log"
+        d, why = self.engine_peer("l3fwd-graph", flows, argv, logp, "Entering main loop",
+                                  prefix, warm, seconds)
+        if d:
+            d["nodes"] = self.graph_nodes(logp.read_bytes().decode("latin-1"), *d["window"])
+        return d, why
+
+    def engine_l3fwd_eventdev(self, flows, pcap, prefix, warm, seconds):
+        """One run of l3fwd in eventdev mode on lcore 1 alone: event_dsw, one atomic queue,
+        the rx and tx adapters' services run by the worker between its dequeues (patched; no
+        service lcore), LPM as the l3fwd row's. Rate as the l3fwd row's."""
+        exe, why = self.example_binary("l3fwd-eventdev")
+        if why:
+            return None, why
+        argv = ([exe, "-l", "1", "--no-pci", "--file-prefix", prefix,
+                 "--vdev", f"net_pcap0,rx_pcap={pcap},infinite_rx=1", "--vdev", "event_dsw0"]
+                + self.eal_memory(flows)
+                + ["--", "-p", "0x1", "--mode=eventdev", "--eventq-sched=atomic",
+                   "--lookup", "lpm", *self.l3fwd_rules(), "--eth-dest=0,02:00:00:00:00:02",
+                   "-P", "--parse-ptype"])
+        return self.engine_peer("l3fwd eventdev", flows, argv,
+                                self.raw / f"engine-l3fwd-eventdev-{flows}.log",
+                                "entering lpm_event_loop", prefix, warm, seconds)
+
+    # A node's row of rte_graph_cluster_stats_get's table (DPDK 22.11): node, calls and objs
+    # since the start, realloc count, objs/call and objs/s (both truncated: unused), cycles
+    # per call since the previous print.
+    GRAPH_ROW = re.compile(r"^\|([^|\s]+)\s*\|(\d+)\s*\|(\d+)\s*\|\d+\s*\|[\d.]+\s*\|[\d.]+\s*"
+                           r"\|([\d.]+)\s*\|", re.M)
+    GRAPH_PATH = ("ethdev_rx", "pkt_cls", "ip4_lookup", "ip4_rewrite", "ethdev_tx", "pkt_drop")
+
+    @classmethod
+    def graph_nodes(cls, text, start, end):
+        """Per node packets per call and cycles per packet over [start, end) (byte offsets) of
+        an l3fwd-graph log, from the statistics tables it prints once a second: the cycles of
+        a period are its cycles per call times the calls it added. Returns {"periods": n,
+        "nodes": [(node, pkts/call, cycles/pkt)]} in the packets' path order, or {"reason"}."""
+        tables = []
+        at = 0
+        for chunk in text.split("\x1b[2J"):  # each print clears the screen first
+            rows = {m.group(1): (int(m.group(2)), int(m.group(3)), float(m.group(4)))
+                    for m in cls.GRAPH_ROW.finditer(chunk)}
+            if rows and chunk.count("+-----") >= 3:  # a whole table: its closing border
+                tables.append((at, rows))
+            at += len(chunk) + len("\x1b[2J")
+        # The last table before the window opens it: the periods from there to the last table
+        # printed in the window.
+        before = [rows for pos, rows in tables if pos < start][-1:]
+        window = before + [rows for pos, rows in tables if start <= pos < end]
+        how = "over the window"
+        if len(window) < 2:  # a short window (--quick): every period after the warm-up
+            window = [rows for pos, rows in tables if pos < end]
+            how = "since the start"
+        if len(window) < 2:
+            return {"reason": f"rte_graph statistics: {len(window)} table(s) printed in the run"}
+        nodes = []
+        for node in window[-1]:
+            calls = objs = cycles = 0
+            for prev, cur in zip(window, window[1:]):
+                c0, o0, _ = prev.get(node, (0, 0, 0.0))
+                c1, o1, cpc = cur[node] if node in cur else (c0, o0, 0.0)
+                calls, objs, cycles = calls + c1 - c0, objs + o1 - o0, cycles + (c1 - c0) * cpc
+            if objs:
+                nodes.append((node, objs / calls, cycles / objs))
+        order = {n: i for i, n in enumerate(cls.GRAPH_PATH)}
+        nodes.sort(key=lambda n: order.get(re.sub(r"-[\d-]+$", "", n[0]), len(order)))
+        return {"periods": len(window) - 1, "how": how, "nodes": nodes}
 
     def engine_ctl(self, sock, *cmd):
         out = subprocess.run([self.bin("tools/vecflowctl/vecflowctl"), "--socket", sock,
@@ -1304,10 +1469,14 @@ class Suite:
                 "tx": sum(x.get("tx_packets", 0) for x in ports.get("ports", [])),
                 "kernel": sum(x.get("kernel_packets", 0) for x in ports.get("ports", []))}
         sched = self.engine_ctl(sock, "sched")
-        snap["vectors"] = sum(a.get("vectors", 0) for a in sched.get("rx_adapters", []))
-        snap["vector_packets"] = sum(a.get("vector_packets", 0)
-                                     for a in sched.get("rx_adapters", []))
+        # On the direct path a run of the pipeline is what a vector is on the scheduled one.
+        snap["vectors"] = (sum(a.get("vectors", 0) for a in sched.get("rx_adapters", []))
+                           + sum(d.get("runs", 0) for d in sched.get("direct", [])))
+        snap["vector_packets"] = (sum(a.get("vector_packets", 0)
+                                      for a in sched.get("rx_adapters", []))
+                                  + sum(d.get("packets", 0) for d in sched.get("direct", [])))
         snap["backend"] = sched.get("backend")
+        snap["path"] = sched.get("path")
         pipe = self.engine_ctl(sock, "pipeline")
         snap["stages"] = {st["stage"]: (st["calls"], st["packets"], st["cycles"], st["queue"])
                           for st in pipe.get("stages", [])}
@@ -1359,14 +1528,15 @@ class Suite:
             route_sched="fuse: true" if front else "sched: atomic")
         return f"{front}\n{route}" if front else route
 
-    def engine_vecflowd(self, pipeline, backend, flows, pcap, prefix, warm, seconds,
+    def engine_vecflowd(self, pipeline, backend, path, flows, pcap, prefix, warm, seconds,
                         build=None):
         """One vecflowd run: start, warm up, a timed window between two counter snapshots,
         SIGTERM, and the exact-accounting check of what it leaves. Returns (d, None) or
         (None, reason)."""
         pool = self.engine_pool(flows)
         sock = str(self.out / f"{prefix}.sock")
-        cfg = self.raw / f"engine-vecflowd-{pipeline}-{backend}-{flows}.yaml"
+        name = f"{pipeline}-{backend}" + ("" if path == "auto" else f"-{path}")
+        cfg = self.raw / f"engine-vecflowd-{name}-{flows}.yaml"
         cfg.write_text(string.Template((HERE / "vecflowd-engine.yaml").read_text()).substitute(
             memory_mb=pool * 2048 // (1 << 20) + 384, mbufs=pool,
             hugepages="on" if self.a.hugepages else "off", prefix=prefix, pcap=pcap,
@@ -1374,9 +1544,11 @@ class Suite:
             backend=("backend: builtin" if backend == "builtin"
                      else "backend: eventdev\n  device: event_dsw0")
             # conntrack takes its flow ids from vecflow's own (symmetric) hash.
-            + ("\n  flow_id: software" if pipeline in ("carn", "ncarn") else ""),
+            + ("\n  flow_id: software" if pipeline in ("carn", "ncarn") else "")
+            # auto is the default: left out, so a --baseline-build from before the key runs.
+            + ("" if path == "auto" else f"\n  path: {path}"),
             stages=self.engine_stages(pipeline)))
-        logp = self.raw / f"engine-vecflowd-{pipeline}-{backend}-{flows}.log"
+        logp = self.raw / f"engine-vecflowd-{name}-{flows}.log"
         with self.bench_lock(f"engine: vecflowd {pipeline} {backend}, {flows} flows") as why:
             if why:
                 return None, why
@@ -1406,7 +1578,7 @@ class Suite:
         d = {"tx": b["tx"] - a["tx"], "rx": b["rx"] - a["rx"], "seconds": dt,
              "rss_kib": int(rss.group(1)) if rss else None,
              "hugetlb_kib": int(huge.group(1)) if huge else None,
-             "backend": b["backend"], "exit": p.returncode}
+             "backend": b["backend"], "path": b["path"], "exit": p.returncode}
         # The floor forwards nothing: its rate is what it received and carried to the end.
         d["mpps"] = (d["rx"] if pipeline == "floor" else d["tx"]) / dt / 1e6
         d["floor"] = pipeline == "floor"
@@ -1436,6 +1608,52 @@ class Suite:
                           "mbufs: a pool without room beyond them leaves rx empty)")
         return d, None
 
+    def peer_note(self, kind, ss, flows, warm):
+        """The note of a router sample's row: how it was measured and built, and for
+        l3fwd-graph the per-node cycles of its median round."""
+        mid = sorted(ss, key=lambda d: d["mpps"])[len(ss) // 2]
+        pool = self.engine_pool(flows)
+        parts = [f"the port's opackets over {mid['seconds']:.1f} s (DPDK telemetry) after a "
+                 f"{warm:g} s warm-up"]
+        if kind == "l3fwd":
+            parts += ["LPM, software ptype parse", f"pool {pool} mbufs",
+                      "built from Debian's dpdk-doc without its Rx checksum offload request"]
+        elif kind == "l3fwd-graph":
+            st = mid["nodes"]
+            if "reason" in st:
+                parts.append(st["reason"])
+            else:
+                rx = [n for n in st["nodes"] if n[0].startswith("ethdev_rx")]
+                parts.append(
+                    f"rte_graph's own statistics {st['how']} ({plural(st['periods'], 'period')}"
+                    " of 1 s; every node call timed with rdtsc, in the rate too): "
+                    + ", ".join(f"{n} {cpp:.1f}" for n, _, cpp in st["nodes"])
+                    + f" cycles/pkt, sum {sum(cpp for *_, cpp in st['nodes']):.0f}"
+                    + (f"; {rx[0][1]:.0f} pkts/call" if rx else ""))
+            parts += ["ethdev_rx's cycles hold net_pcap's copy and the software ptype parse "
+                      "(an rx callback) pkt_cls reads",
+                      "the graph on lcore 1, its main lcore 0 printing those statistics once a "
+                      "second and sleeping between (patched: it busy-waited)",
+                      f"pool {pool} mbufs, cache 512 (patched: 256, the graph's burst, sent "
+                      "most allocations and frees to the pool's ring)",
+                      "built from Debian's dpdk-doc with tools/bench/peers/l3fwd-graph.patch "
+                      "(also: a route for the frames' 198.51.100.0/24 to port 0)"]
+        else:
+            parts += ["one lcore (1): the worker runs the rx and tx adapters' services between "
+                      "its dequeues (patched: without a service lcore nothing ran them)",
+                      "event_dsw, an atomic queue and the tx adapter's single-link queue, bursts "
+                      "of 32 events of one packet each (--event-vector crashes on event_dsw and "
+                      "event_sw in 22.11)",
+                      "LPM, software ptype parse (patched: 22.11's eventdev mode never set the "
+                      "packet type, so it skipped the lookup and sent each packet back out of "
+                      "its input port)", f"pool {pool} mbufs",
+                      "built from Debian's dpdk-doc with l3fwd's edits and "
+                      "tools/bench/peers/l3fwd-eventdev.patch"]
+        exits = sorted({d["exit"] for d in ss if d.get("exit")})
+        if exits:
+            parts.append("exit " + "/".join(str(e) for e in exits) + " at SIGTERM")
+        return "; ".join(parts)
+
     def run_engine(self):
         """vecflowd and dpdk-testpmd side by side on the same net_pcap vdev (a pcap replayed
         from memory, 64 B UDP frames, one frame per flow), one data lcore (1) each."""
@@ -1454,7 +1672,9 @@ class Suite:
         rows = self.engine_rows()
         if self.a.quick:
             # The smoke run keeps the rows whose code the others' is part of: testpmd io, both
-            # backends, and the whole stateful pipeline (conntrack, nat, acl, route, neighbour).
+            # backends, and the whole stateful pipeline (conntrack, nat, acl, route, neighbour);
+            # and the two patched peers (~10 s with their builds), which check that the patches
+            # under peers/ still apply to the installed sources and build.
             for key, *_ in rows:
                 if key not in self.ENGINE_QUICK_ROWS:
                     for flows in flows_list:
@@ -1494,10 +1714,19 @@ class Suite:
                                                          seconds)
                         elif kind == "l3fwd":
                             d, why = self.engine_l3fwd(flows, pcap, prefix, warm, seconds)
+                        elif kind == "l3fwd-graph":
+                            d, why = self.engine_l3fwd_graph(flows, pcap, prefix, warm,
+                                                             seconds)
+                        elif kind == "l3fwd-eventdev":
+                            d, why = self.engine_l3fwd_eventdev(flows, pcap, prefix, warm,
+                                                                seconds)
                         else:
                             build = (self.a.baseline_build if key.endswith(self.BASELINE)
                                      else None)
-                            d, why = self.engine_vecflowd(*detail, flows, pcap, prefix, warm,
+                            pipeline, backend, *path = detail
+                            d, why = self.engine_vecflowd(pipeline, backend,
+                                                          path[0] if path else "auto",
+                                                          flows, pcap, prefix, warm,
                                                           seconds, build)
                         if why:
                             reasons[(key, flows)] = why
@@ -1512,8 +1741,13 @@ class Suite:
         for flows in flows_list:
             io = samples.get(("io", flows))
             base = statistics.median(d["mpps"] for d in io) if io else None
-            l3 = samples.get(("l3fwd", flows))
-            l3fwd = statistics.median(d["mpps"] for d in l3) if l3 else None
+            # The router samples' medians, each vecflowd row's note gives its ratio to them.
+            peers = {}
+            for key, label in (("l3fwd", "DPDK l3fwd"), ("l3fwd-graph", "l3fwd-graph"),
+                               ("l3fwd-eventdev", "l3fwd eventdev")):
+                ss = samples.get((key, flows))
+                if ss:
+                    peers[label] = statistics.median(d["mpps"] for d in ss)
             for key, name, kind, _ in rows:
                 point = plural(flows, "flow")
                 ss = samples.get((key, flows))
@@ -1531,13 +1765,10 @@ class Suite:
                     self.res.add(group, name, point, mpps, "Mpps",
                                  vs="testpmd io" if ratio else None, ratio=ratio, note=note)
                     continue
-                if kind == "l3fwd":
-                    note = (f"the port's opackets over {ss[0]['seconds']:.1f} s (DPDK "
-                            f"telemetry) after a {warm:g} s warm-up; LPM, software ptype "
-                            f"parse; pool {self.engine_pool(flows)} mbufs; built from Debian's "
-                            "dpdk-doc without its Rx checksum offload request")
+                if kind in ("l3fwd", "l3fwd-graph", "l3fwd-eventdev"):
                     self.res.add(group, name, point, mpps, "Mpps",
-                                 vs="testpmd io" if ratio else None, ratio=ratio, note=note)
+                                 vs="testpmd io" if ratio else None, ratio=ratio,
+                                 note=self.peer_note(kind, ss, flows, warm))
                     continue
                 mid = sorted(ss, key=lambda d: d["mpps"])[len(ss) // 2]
                 parts = [f"{'rx' if mid['floor'] else 'tx'} over {mid['seconds']:.1f} s "
@@ -1545,8 +1776,8 @@ class Suite:
                 if mid["floor"]:
                     parts.append("every packet dropped at the pipeline's end (no route): "
                                  "the framework's floor under any pipeline")
-                if l3fwd:
-                    parts.append(f"{mpps / l3fwd:.2f}x DPDK l3fwd")
+                for label, peer in peers.items():
+                    parts.append(f"{mpps / peer:.2f}x {label}")
                 twin = samples.get((key + self.BASELINE, flows))
                 if twin:
                     # Rounds pair up in order: the same round measured both, back to back.
@@ -1554,6 +1785,8 @@ class Suite:
                     parts.append(f"{mpps / statistics.median(d['mpps'] for d in twin):.3f}x "
                                  f"the baseline build (per round: "
                                  + " ".join(f"{r:.3f}" for r in pairs) + ")")
+                if mid.get("path"):  # None from a baseline build that predates the field
+                    parts.append(f"{mid['path']} path")
                 if mid["mean_vector"] is not None:
                     parts.append(f"mean vector {mid['mean_vector']:.1f}")
                 for st, queue, ppc, cpp in mid["stages"]:
@@ -1822,12 +2055,14 @@ class Suite:
         if any(r["group"] == PART_GROUPS["engine"] for r in self.res.rows):
             lines += [
                 "",
-                "Engine per core: vecflowd, dpdk-testpmd and DPDK's l3fwd (LPM) on the same "
-                "net_pcap vdev replaying a pcap of 64 B UDP frames from memory (one frame per "
-                "flow, tx dropped by the PMD), one data lcore (1) each. Rate = packets "
-                "forwarded per second; ratio = to testpmd io of the same flow count in this "
-                "run (a vecflowd note also gives its ratio to l3fwd); memory = vecflowd's VmRSS "
-                "(hugepages are not in it; the note gives them).",
+                "Engine per core: vecflowd, dpdk-testpmd, DPDK's l3fwd (LPM) and the two "
+                "samples of vecflowd's own class, l3fwd-graph (rte_graph) and l3fwd in "
+                "eventdev mode (event_dsw, one lcore), on the same net_pcap vdev replaying a "
+                "pcap of 64 B UDP frames from memory (one frame per flow, tx dropped by the "
+                "PMD), one data lcore (1) each. Rate = packets forwarded per second; ratio = to "
+                "testpmd io of the same flow count in this run (a vecflowd note also gives its "
+                "ratio to each router sample); memory = vecflowd's VmRSS (hugepages are not in "
+                "it; the note gives them).",
             ]
         if any(r["group"] in (self.LAT_PING_GROUP, self.LAT_GROUP) for r in self.res.rows):
             lines += [
@@ -1857,8 +2092,52 @@ class Suite:
         (self.out / "results.md").write_text("\n".join(lines) + "\n")
         print("\n".join(lines))
 
+    # Issue 37's targets for the engine per core: (row, reference row, kind, goal, label);
+    # ">=": the row's rate at least goal x the reference's; "within": within goal (a share)
+    # of it either way.
+    ENGINE_TARGETS = [
+        ("rn-builtin", "l3fwd-graph", ">=", 0.8, "route+neighbour builtin / l3fwd-graph"),
+        ("rn-builtin", "l3fwd-eventdev", ">=", 2.0, "route+neighbour builtin / l3fwd eventdev"),
+        ("rn-dsw", "rn-sched", "within", 0.10,
+         "route+neighbour event_dsw / builtin, both scheduled"),
+        ("floor-builtin", "io", ">=", 0.6, "floor / testpmd io"),
+    ]
+
+    def engine_targets(self):
+        """Issue 37's engine targets against this run's engine rows, a line per flow count."""
+        names = {k: n for k, n, *_ in self.ENGINE_ROWS}
+        rows = {(r["benchmark"], r["point"]): r for r in self.res.rows
+                if r["group"] == self.ENGINE_GROUP}
+        if not rows:
+            return []
+        out = ["Targets (issue 37, engine per core): vecflowd route+neighbour builtin >= 0.8x "
+               "l3fwd-graph and >= 2x l3fwd eventdev at every flow count; event_dsw within "
+               "10 % of builtin where the scheduler runs (both scheduled); the floor >= 0.6x "
+               "testpmd io."]
+        for point in dict.fromkeys(p for _, p in rows):
+            parts = []
+            for a, b, how, goal, what in self.ENGINE_TARGETS:
+                ra, rb = rows.get((names[a], point)), rows.get((names[b], point))
+                if ra is None or rb is None:
+                    continue  # a row this run did not have (--engine-rows)
+                if not ra["value"] or not rb["value"]:
+                    parts.append(f"{what}: not measured")
+                    continue
+                r = ra["value"] / rb["value"]
+                edge = goal if how == ">=" else 1 - goal
+                digits = 3 if abs(r - edge) < 0.01 else 2  # no "0.60x, MISSED" at 0.598
+                if how == ">=":
+                    verdict = "met" if r >= goal else f"MISSED by {goal - r:.{digits}f}x"
+                else:
+                    verdict = ("met" if abs(r - 1) <= goal else f"MISSED: {100 * (r - 1):+.0f} %")
+                parts.append(f"{what} {r:.{digits}f}x ({verdict})")
+            if parts:
+                out.append(f"- {point}: " + "; ".join(parts))
+        return out
+
     def targets(self):
-        """Issue 8's end-to-end targets for this machine, against this run's rows."""
+        """Issue 8's end-to-end targets for this machine, and issue 37's for the engine,
+        against this run's rows."""
         out = ["Targets (issue 8, 64 B): vecflow user space >= 2x Linux forwarding, >= 0.8x the "
                "raw AF_XDP ceiling."]
         names = dict(self.E2E_ROWS)
@@ -1879,7 +2158,8 @@ class Suite:
                     verdict = "met" if r >= goal else f"MISSED by {goal - r:.2f}x"
                     parts.append(f"{r:.2f}x {names[kind]} ({verdict})")
             out.append(f"- {point}: " + "; ".join(parts))
-        return out
+        engine = self.engine_targets()
+        return out + ([""] + engine if engine else [])
 
     def plot_latency(self):
         """latency.png: one-way p50 and p99 vs offered load (64 B, 1 flow), a line per
@@ -1987,7 +2267,7 @@ plot '{fl}' using 1:2 with linespoints title 'Linux forwarding', \\
             panels.append(f"""
 set title 'engine per core: rate vs flows (net_pcap replay, 1 lcore, 64 B)'
 set logscale x 4
-set xtics ("1" 1, "16" 16, "256" 256, "4k" 4096, "64k" 65536, "1M" 1048576)
+set xtics ("1" 1, "16" 16, "256" 256, "4k" 4096, "16k" 16384, "64k" 65536, "1M" 1048576)
 set logscale y 2
 set yrange [*:*]
 set xlabel 'flows'
