@@ -11,6 +11,7 @@
 #include "datapath/direct_path.h"
 #include "pipeline/count_stage.h"
 #include "pipeline/stage_registry.h"
+#include "unit/datapath/decide_stages.h"
 #include "unit/pipeline/fixture.h"
 #include "unit/sched/sched_support.h"
 
@@ -18,52 +19,6 @@ using namespace vecflow;
 using namespace vecflow::test;
 
 namespace {
-
-// Decides by the packet's sequence number (payload word 1, sched_support.h): 1 mod 4 is sent on
-// lan, 2 dropped (acl_deny), 3 to the kernel; 0 goes on to the next group.
-class Decide final : public PerPacketStage<Decide> {
- public:
-  Decide(const config::StageConfig& cfg, StageContext& ctx)
-      : PerPacketStage(cfg.type, cfg.name, ctx.lcore_slots) {}
-  struct VectorState {};
-  VectorState begin(StageEnv&) noexcept { return {}; }
-  void process_packet(rte_mbuf* m, VectorState&, StageEnv&) noexcept {
-    switch (packet_words(m)[1] % 4) {
-      case 1:
-        set_transmit(m, PortId{kLan});
-        break;
-      case 2:
-        set_drop(m, DropReason::ACL_DENY);
-        break;
-      case 3:
-        set_kernel(m);
-        break;
-      default:
-        break;
-    }
-  }
-};
-
-// Places every packet on wan; the end of the pipeline then transmits it.
-class PlaceOnWan final : public PerPacketStage<PlaceOnWan> {
- public:
-  PlaceOnWan(const config::StageConfig& cfg, StageContext& ctx)
-      : PerPacketStage(cfg.type, cfg.name, ctx.lcore_slots) {}
-  struct VectorState {};
-  VectorState begin(StageEnv&) noexcept { return {}; }
-  void process_packet(rte_mbuf* m, VectorState&, StageEnv&) noexcept { meta(m).out_port = kWan; }
-};
-
-StageRegistry test_registry() {
-  StageRegistry r = StageRegistry::builtin();
-  r.add("decide", [](const config::StageConfig& c, StageContext& ctx) {
-    return Result<std::unique_ptr<Stage>>(std::make_unique<Decide>(c, ctx));
-  });
-  r.add("place", [](const config::StageConfig& c, StageContext& ctx) {
-    return Result<std::unique_ptr<Stage>>(std::make_unique<PlaceOnWan>(c, ctx));
-  });
-  return r;
-}
 
 config::StageConfig test_stage(std::string type) {
   return stage(type, CountConfig{});
@@ -108,7 +63,7 @@ class DirectPathTest : public ::testing::Test {
     return out;
   }
 
-  StageRegistry registry_ = test_registry();
+  StageRegistry registry_ = decide_registry();
   Harness h_;
   std::unique_ptr<RingPort> wan_, lan_, kernel_;
   std::unique_ptr<sched::TxAdapter> tx_;

@@ -11,6 +11,7 @@
 #include "pipeline/stage_registry.h"
 #include "sched/event.h"
 #include "sched/rx_adapter.h"
+#include "unit/datapath/decide_stages.h"
 #include "unit/pipeline/fixture.h"
 #include "unit/sched/sched_support.h"
 
@@ -21,52 +22,6 @@ namespace {
 
 constexpr uint8_t kFirstQueue = 3;   // the scheduler queue of group 0
 constexpr uint8_t kSecondQueue = 5;  // ... of group 1
-
-// Decides by the packet's sequence number (payload word 1, sched_support.h): 0 mod 4 goes on,
-// 1 is sent on lan, 2 is dropped (acl_deny), 3 goes to the kernel.
-class Decide final : public PerPacketStage<Decide> {
- public:
-  Decide(const config::StageConfig& cfg, StageContext& ctx)
-      : PerPacketStage(cfg.type, cfg.name, ctx.lcore_slots) {}
-  struct VectorState {};
-  VectorState begin(StageEnv&) noexcept { return {}; }
-  void process_packet(rte_mbuf* m, VectorState&, StageEnv&) noexcept {
-    switch (packet_words(m)[1] % 4) {
-      case 1:
-        set_transmit(m, PortId{kLan});
-        break;
-      case 2:
-        set_drop(m, DropReason::ACL_DENY);
-        break;
-      case 3:
-        set_kernel(m);
-        break;
-      default:
-        break;
-    }
-  }
-};
-
-// Places every packet on wan; the end of the pipeline then transmits it.
-class PlaceOnWan final : public PerPacketStage<PlaceOnWan> {
- public:
-  PlaceOnWan(const config::StageConfig& cfg, StageContext& ctx)
-      : PerPacketStage(cfg.type, cfg.name, ctx.lcore_slots) {}
-  struct VectorState {};
-  VectorState begin(StageEnv&) noexcept { return {}; }
-  void process_packet(rte_mbuf* m, VectorState&, StageEnv&) noexcept { meta(m).out_port = kWan; }
-};
-
-StageRegistry test_registry() {
-  StageRegistry r = StageRegistry::builtin();
-  r.add("decide", [](const config::StageConfig& c, StageContext& ctx) {
-    return Result<std::unique_ptr<Stage>>(std::make_unique<Decide>(c, ctx));
-  });
-  r.add("place", [](const config::StageConfig& c, StageContext& ctx) {
-    return Result<std::unique_ptr<Stage>>(std::make_unique<PlaceOnWan>(c, ctx));
-  });
-  return r;
-}
 
 config::StageConfig test_stage(std::string type,
                                config::SchedType sched = config::SchedType::Atomic) {
@@ -159,7 +114,7 @@ class PipelineHandlerTest : public ::testing::Test {
     return h_.pipeline->stage(0);
   }
 
-  StageRegistry registry_ = test_registry();
+  StageRegistry registry_ = decide_registry();
   Harness h_;
   sched::VectorPool vectors_;
   std::unique_ptr<RingPort> wan_, lan_, kernel_;
