@@ -2,6 +2,7 @@
 
 #include "hooks/hook_table.h"
 #include "io/port.h"
+#include "sched/rx_wakeup.h"
 #include "sched/worker.h"
 
 namespace vecflow {
@@ -66,26 +67,14 @@ bool DirectPath::poll() noexcept {
 }
 
 bool DirectPath::arm_wakeup(WakeFds& fds) noexcept {
-  for (armed_ = 0; armed_ < queues_.size(); ++armed_) {
-    const RxQueue& q = queues_[armed_];
-    const int fd = q.port->arm_wakeup(q.queue);
-    if (fd < 0) break;
-    if (!fds.add(fd)) {
-      q.port->disarm_wakeup(q.queue);
-      break;
-    }
-  }
-  if (armed_ != queues_.size()) {
-    disarm_wakeup();
-    return false;
-  }
+  armed_ = sched::arm_rx_wakeups(std::span<const RxQueue>(queues_), fds);
+  if (armed_ != queues_.size()) return false;
   if (worker_.holding()) fds.wake_within_us(sched::kHeldWakeUs);
   return true;
 }
 
 void DirectPath::disarm_wakeup() noexcept {
-  for (size_t i = 0; i < armed_; ++i)
-    queues_[i].port->disarm_wakeup(queues_[i].queue);
+  sched::disarm_rx_wakeups(std::span<const RxQueue>(queues_.data(), armed_));
   armed_ = 0;
 }
 

@@ -14,6 +14,7 @@
 #include "hooks/hook_table.h"
 #include "io/port.h"
 #include "runtime/cycles.h"
+#include "sched/rx_wakeup.h"
 
 namespace vecflow::sched {
 
@@ -162,23 +163,15 @@ bool RxAdapter::arm_wakeup(WakeFds& fds) noexcept {
   // A partial vector is due by time; a backend that needs maintenance calls gets none asleep.
   if (open_ > 0 || producer_.needs_maintenance() || request_fd_ < 0) return false;
   if (!fds.add(request_fd_)) return false;
-  for (armed_ = 0; armed_ < nqueues_; ++armed_) {
-    const RxQueue& q = queues_[armed_];
-    const int fd = q.port->arm_wakeup(q.queue);
-    if (fd < 0) break;
-    if (!fds.add(fd)) {
-      q.port->disarm_wakeup(q.queue);
-      break;
-    }
-  }
+  armed_ = static_cast<uint16_t>(
+      arm_rx_wakeups(std::span<const RxQueue>(queues_.data(), nqueues_), fds));
   if (armed_ == nqueues_) return true;
-  disarm_wakeup();
+  disarm_wakeup();  // a request that came meanwhile is read: polling will see it
   return false;
 }
 
 void RxAdapter::disarm_wakeup() noexcept {
-  for (uint16_t i = 0; i < armed_; ++i)
-    queues_[i].port->disarm_wakeup(queues_[i].queue);
+  disarm_rx_wakeups(std::span<const RxQueue>(queues_.data(), armed_));
   armed_ = 0;
   uint64_t v;
   ssize_t n = read(request_fd_, &v, sizeof(v));
