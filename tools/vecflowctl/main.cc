@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> filters;
   for (const Filtered& f : std::initializer_list<Filtered>{
            {"ports",
-            "Ports and queues: packets, bytes, rates, drops, link, AF_XDP mode",
+            "Ports and queues: packets, bytes, rates, drops, link, MTU, AF_XDP mode",
             {{"port", "Only this port"}}},
            {"hardware",
             "What each port's device is: driver, bus, NUMA, speed, MTU, queues, offloads, XDP",

@@ -299,7 +299,7 @@ Result<void> Appliance::start_control() {
     std::vector<Port*> ports;
     for (const auto& p : datapath_->ports())
       ports.push_back(p.get());
-    control::register_ports(registry_, std::move(ports));
+    control::register_ports(registry_, std::move(ports), &datapath_->mtus());
     std::vector<const sched::RxAdapter*> rx;
     for (const auto& a : datapath_->rx_adapters())
       rx.push_back(a.get());
@@ -390,6 +390,7 @@ Result<void> Appliance::start_control() {
 
 void Appliance::refresh_links() {
   if (!datapath_->has_ports()) return;
+  datapath_->refresh_mtus();
   for (const auto& p : datapath_->ports()) {
     if (auto now = p->refresh_link()) {
       log::get("app")->log(*now == LinkState::Up ? spdlog::level::info : spdlog::level::warn,

@@ -41,10 +41,11 @@ inline constexpr uint16_t kNoPort = 0xffff;
 inline constexpr uint32_t kNoNextHop = 0xffffffff;
 
 // PacketMeta::flags bits.
-// A packet vecflow made (a mirror copy), not one that entered through a port: it is
-// transmitted on out_port but charged to no port's accounting (rx = tx + ... counts the
-// packets that entered). It reaches the tx path through CopySink::copies
-// (pipeline/pipeline_worker.h).
+// A packet vecflow made (a mirror copy, an ICMP error, a fragment after the first), not one
+// that entered through a port: it is transmitted on out_port but charged to no port's
+// accounting (rx = tx + ... counts the packets that entered). A copy reaches the tx path through
+// CopySink::copies (pipeline/pipeline_worker.h), an ICMP error with the vector it was built in
+// (StageEnv::answered), fragments from the tx adapter that made them.
 inline constexpr uint8_t kMetaFlagCopy = 0x01;
 // A packet `vecflowctl trace` follows (core/tracer.h); trace_id says which.
 inline constexpr uint8_t kMetaFlagTrace = 0x02;
@@ -81,6 +82,9 @@ Result<void> register_packet_meta();
 
 inline PacketMeta& meta(rte_mbuf* m) noexcept {
   return *RTE_MBUF_DYNFIELD(m, g_packet_meta_offset, PacketMeta*);
+}
+inline const PacketMeta& meta(const rte_mbuf* m) noexcept {
+  return *RTE_MBUF_DYNFIELD(m, g_packet_meta_offset, const PacketMeta*);
 }
 
 // Resets the metadata of a freshly received packet.

@@ -74,6 +74,7 @@ Result<std::unique_ptr<DataPath>> DataPath::create(const config::ApplianceConfig
 // XSKMAP, then start them.
 Result<void> DataPath::create_ports(const config::ApplianceConfig& cfg,
                                     steer::XdpSteering& steering) {
+  mtus_ = std::make_unique<PortMtuTable>(cfg.ports.size());
   auto pool = PacketPool::create(pool_options(cfg));
   if (!pool) return fail("packet pool: {}", pool.error().message);
   pool_ = std::move(*pool);
@@ -110,6 +111,7 @@ Result<void> DataPath::create_ports(const config::ApplianceConfig& cfg,
     if (auto r = port->start(); !r) return fail("port '{}': {}", port->name(), r.error().message);
   }
   ports_started_ = true;
+  refresh_mtus();
   return {};
 }
 
@@ -122,6 +124,7 @@ Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtim
     if (auto* d = std::get_if<config::DpdkPort>(&p.kind)) itf = d->interface;
     ctx.ports.push_back(PortInfo{p.name, ports_[i]->mac(), itf});
   }
+  ctx.mtus = mtus_.get();
   ctx.lcore_slots = static_cast<unsigned>(runtime.slots());
   ctx.qsbr = &runtime.qsbr();
   ctx.capture_dir = cfg.control.capture_dir;
@@ -264,6 +267,14 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
   return {};
 }
 
+void DataPath::refresh_mtus() {
+  for (const auto& p : ports_) {
+    const uint32_t mtu = p->device_mtu();
+    if (mtus_->set(to_index(p->id()), mtu))
+      log::get("app")->info("port {}: MTU {}", p->name(), mtu ? std::to_string(mtu) : "unknown");
+  }
+}
+
 void DataPath::add_tx_adapter(uint16_t queue, unsigned slot, OutcomeTable& outcomes) {
   std::vector<sched::TxTarget> tx_targets, kernel_targets;
   for (auto& port : ports_) {
@@ -272,7 +283,7 @@ void DataPath::add_tx_adapter(uint16_t queue, unsigned slot, OutcomeTable& outco
     kernel_targets.push_back(port->kernel_path() ? t : sched::TxTarget{});
   }
   tx_.push_back(std::make_unique<sched::TxAdapter>(std::move(tx_targets), std::move(kernel_targets),
-                                                   outcomes.row(slot), hooks_.get()));
+                                                   outcomes.row(slot), hooks_.get(), mtus_.get()));
 }
 
 Result<void> DataPath::build_direct(unsigned lcore,

@@ -35,6 +35,7 @@
 #include "config/config.h"
 #include "core/accounting.h"
 #include "core/error.h"
+#include "core/port_mtu.h"
 #include "datapath/direct_path.h"
 #include "datapath/pipeline_handler.h"
 #include "hooks/hook_table.h"
@@ -70,6 +71,11 @@ class DataPath {
   const DirectPath* direct() const noexcept { return direct_.get(); }
   unsigned direct_lcore() const noexcept { return direct_lcore_; }
   const std::vector<std::unique_ptr<Port>>& ports() const noexcept { return ports_; }
+  // The ports' MTUs as the data path uses them (core/port_mtu.h).
+  const PortMtuTable& mtus() const noexcept { return *mtus_; }
+  // Control thread: reads every port's device_mtu() into mtus(), logging a change; at start
+  // and on every link event (the MTU of an interface changes with an RTM_NEWLINK).
+  void refresh_mtus();
   PacketPool& pool() noexcept { return *pool_; }
   Pipeline& pipeline() noexcept { return *pipeline_; }
   // Rx/tx hook points of every port queue, run by the adapters (captures use them).
@@ -95,6 +101,8 @@ class DataPath {
                             Runtime& runtime, OutcomeTable& outcomes);
 
   Runtime* runtime_ = nullptr;
+  // Read by the pipeline and the tx adapters: before them, to go after them.
+  std::unique_ptr<PortMtuTable> mtus_;
   // The teardown, in one place. The destructor's body takes every service off its lcore and
   // stops the ports (no buffer is lent to a device any more); then the members go in reverse
   // declaration order:

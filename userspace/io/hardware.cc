@@ -87,7 +87,7 @@ PortHardware interface_hardware(const std::string& ifname) {
   h.numa_node = static_cast<int>(sysfs_number(ifname, "device/numa_node", -1));
   const long speed = sysfs_number(ifname, "speed", 0);
   h.speed_mbps = speed > 0 ? static_cast<uint32_t>(speed) : 0;
-  h.mtu = static_cast<uint32_t>(sysfs_number(ifname, "mtu", 0));
+  h.mtu = interface_mtu(ifname);
 
   const unsigned ifindex = if_nametoindex(ifname.c_str());
   bpf_xdp_query_opts q{};
@@ -143,8 +143,7 @@ PortHardware ethdev_hardware(uint16_t port_id) {
   if (rte_eth_link_get_nowait(port_id, &link) == 0 && link.link_speed != RTE_ETH_SPEED_NUM_NONE &&
       link.link_speed != RTE_ETH_SPEED_NUM_UNKNOWN)
     h.speed_mbps = link.link_speed;
-  uint16_t mtu = 0;
-  if (rte_eth_dev_get_mtu(port_id, &mtu) == 0) h.mtu = mtu;
+  h.mtu = ethdev_mtu(port_id);
   rte_eth_conf conf{};
   if (rte_eth_dev_conf_get(port_id, &conf) == 0) {
     for (uint64_t bits = conf.rxmode.offloads; bits; bits &= bits - 1)
@@ -155,6 +154,15 @@ PortHardware ethdev_hardware(uint16_t port_id) {
                               rte_eth_dev_tx_offload_name(uint64_t{1} << std::countr_zero(bits)));
   }
   return h;
+}
+
+uint32_t interface_mtu(const std::string& ifname) {
+  return static_cast<uint32_t>(sysfs_number(ifname, "mtu", 0));
+}
+
+uint32_t ethdev_mtu(uint16_t port_id) {
+  uint16_t mtu = 0;
+  return rte_eth_dev_get_mtu(port_id, &mtu) == 0 ? mtu : 0;
 }
 
 }  // namespace vecflow

@@ -31,4 +31,8 @@ PortHardware interface_hardware(const std::string& ifname);
 // A DPDK ethdev.
 PortHardware ethdev_hardware(uint16_t port_id);
 
+// The MTU alone, as the two above read it; 0 when there is none to read.
+uint32_t interface_mtu(const std::string& ifname);
+uint32_t ethdev_mtu(uint16_t port_id);
+
 }  // namespace vecflow

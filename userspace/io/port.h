@@ -152,6 +152,10 @@ class Port {
 
   // The port's MAC address (the interface's, or the DPDK device's).
   virtual MacAddress mac() const noexcept { return {}; }
+  // The MTU of the port's link, read now (core/port_mtu.h): the kernel interface's for AF_XDP
+  // ports and DPDK ports on a kernel interface, else the ethdev's; 0 when the device says
+  // nothing. Control thread (may read sysfs).
+  virtual uint32_t device_mtu() const { return 0; }
 
   // Sleeping on rx queue `q` (runtime/service.h's arm_wakeup contract, per queue): called by
   // the service polling `q` on its own lcore once the lcore has been idle for cpu.spin_us.

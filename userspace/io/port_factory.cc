@@ -96,6 +96,7 @@ Result<std::unique_ptr<Port>> create_port(const config::PortConfig& p, PortId id
   o.rx_descriptors = d.rx_descriptors;
   o.tx_descriptors = d.tx_descriptors;
   o.classify = classify;
+  o.interface = d.interface;
   auto port = DpdkPort::create(p.name, id, o, *env.pool);
   if (!port) return std::unexpected(port.error());
   return std::unique_ptr<Port>(std::move(*port));

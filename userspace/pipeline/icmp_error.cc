@@ -14,7 +14,10 @@ namespace vecflow {
 
 namespace {
 
+constexpr uint8_t kIcmpDestUnreachable = 3;
+constexpr uint8_t kIcmpFragNeeded = 4;  // destination unreachable: fragmentation needed, DF set
 constexpr uint8_t kIcmpTimeExceeded = 11;
+constexpr uint8_t kIcmp6PacketTooBig = 2;
 constexpr uint8_t kIcmp6TimeExceeded = 3;
 // Type of service of ICMP errors: precedence "internetwork control", as Linux sends them.
 constexpr uint8_t kIcmpErrorTos = 0xc0;
@@ -50,9 +53,9 @@ void finish(rte_mbuf* m, uint32_t l3_len, uint32_t l3_type, uint32_t l4_type) no
   pm.nexthop = kNoNextHop;
 }
 
-}  // namespace
-
-bool icmp4_time_exceeded(rte_mbuf* m, uint32_t src_be, const MacAddress& port_mac) noexcept {
+// The IPv4 error of `type` and `code` whose second 32-bit word is `rest` (host order).
+bool icmp4_error(rte_mbuf* m, uint8_t type, uint8_t code, uint32_t rest, uint32_t src_be,
+                 const MacAddress& port_mac) noexcept {
   if (m->nb_segs != 1) return false;
   const rte_ipv4_hdr* ip = pkt::ipv4(m);
   const uint32_t ihl = rte_ipv4_hdr_len(ip);
@@ -85,18 +88,20 @@ bool icmp4_time_exceeded(rte_mbuf* m, uint32_t src_be, const MacAddress& port_ma
   nip->hdr_checksum = rte_ipv4_cksum(nip);
 
   auto* icmp = reinterpret_cast<rte_icmp_hdr*>(nip + 1);
-  icmp->icmp_type = kIcmpTimeExceeded;
-  icmp->icmp_code = 0;  // TTL exceeded in transit
+  icmp->icmp_type = type;
+  icmp->icmp_code = code;
   icmp->icmp_cksum = 0;
-  icmp->icmp_ident = 0;
-  icmp->icmp_seq_nb = 0;
+  icmp->icmp_ident = rte_cpu_to_be_16(static_cast<uint16_t>(rest >> 16));
+  icmp->icmp_seq_nb = rte_cpu_to_be_16(static_cast<uint16_t>(rest));
   uint16_t sum = rte_raw_cksum(icmp, sizeof(rte_icmp_hdr) + quote);
   icmp->icmp_cksum = static_cast<uint16_t>(~sum);
   finish(m, sizeof(rte_ipv4_hdr), RTE_PTYPE_L3_IPV4, RTE_PTYPE_L4_ICMP);
   return true;
 }
 
-bool icmp6_time_exceeded(rte_mbuf* m, const uint8_t src[16], const MacAddress& port_mac) noexcept {
+// The ICMPv6 error of `type` and `code` whose second 32-bit word is `rest` (host order).
+bool icmp6_error(rte_mbuf* m, uint8_t type, uint8_t code, uint32_t rest, const uint8_t src[16],
+                 const MacAddress& port_mac) noexcept {
   if (m->nb_segs != 1) return false;
   const rte_ipv6_hdr* ip = pkt::ipv6(m);
   uint8_t dst_of_answer[16];
@@ -123,13 +128,37 @@ bool icmp6_time_exceeded(rte_mbuf* m, const uint8_t src[16], const MacAddress& p
   std::memcpy(nip->dst_addr, dst_of_answer, 16);
 
   uint8_t* icmp = reinterpret_cast<uint8_t*>(nip + 1);
-  icmp[0] = kIcmp6TimeExceeded;
-  icmp[1] = 0;  // hop limit exceeded in transit
-  std::memset(icmp + 2, 0, 6);
+  icmp[0] = type;
+  icmp[1] = code;
+  std::memset(icmp + 2, 0, 2);
+  const uint32_t rest_be = rte_cpu_to_be_32(rest);
+  std::memcpy(icmp + 4, &rest_be, 4);
   uint16_t sum = rte_ipv6_udptcp_cksum(nip, icmp);
   std::memcpy(icmp + 2, &sum, 2);
   finish(m, sizeof(rte_ipv6_hdr), RTE_PTYPE_L3_IPV6, RTE_PTYPE_L4_ICMP);
   return true;
+}
+
+}  // namespace
+
+bool icmp4_time_exceeded(rte_mbuf* m, uint32_t src_be, const MacAddress& port_mac) noexcept {
+  return icmp4_error(m, kIcmpTimeExceeded, 0 /* TTL exceeded in transit */, 0, src_be, port_mac);
+}
+
+bool icmp6_time_exceeded(rte_mbuf* m, const uint8_t src[16], const MacAddress& port_mac) noexcept {
+  return icmp6_error(m, kIcmp6TimeExceeded, 0 /* hop limit exceeded in transit */, 0, src,
+                     port_mac);
+}
+
+bool icmp4_frag_needed(rte_mbuf* m, uint32_t mtu, uint32_t src_be,
+                       const MacAddress& port_mac) noexcept {
+  // RFC 1191 §4: the next-hop MTU in the low-order 16 bits of the second word.
+  return icmp4_error(m, kIcmpDestUnreachable, kIcmpFragNeeded, mtu & 0xffff, src_be, port_mac);
+}
+
+bool icmp6_packet_too_big(rte_mbuf* m, uint32_t mtu, const uint8_t src[16],
+                          const MacAddress& port_mac) noexcept {
+  return icmp6_error(m, kIcmp6PacketTooBig, 0, mtu, src, port_mac);
 }
 
 }  // namespace vecflow

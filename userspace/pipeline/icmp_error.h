@@ -1,10 +1,12 @@
-// ICMP "time exceeded" answers to packets whose TTL or hop limit ran out, built in place: the
-// expired packet's buffer becomes the answer (its L2 header, VLAN tags included, with the MAC
+// ICMP errors a router sends back (RFC 1812 §4.3.2, RFC 4443 §2.4), built in place: "time
+// exceeded" for packets whose TTL or hop limit ran out, "fragmentation needed" / "packet too
+// big" for packets larger than their egress link's MTU that may not be fragmented. The
+// packet's buffer becomes the answer (its L2 header, VLAN tags included, with the MAC
 // addresses swapped; a new IP and ICMP header; the start of the expired packet as the quote),
 // sent back out of the port it came in through to the previous hop. No buffer is allocated.
 //
-// The answer leaves with verdict Transmit on the ingress port, so for accounting the packet
-// that entered was transmitted (as its own error message).
+// The answer leaves with verdict Transmit on the ingress port. For accounting the packet that
+// entered is a drop under its reason and the answer a packet vecflow made (StageEnv::answered).
 #pragma once
 
 #include <cstdint>
@@ -29,5 +31,14 @@ bool icmp4_time_exceeded(rte_mbuf* m, uint32_t src_be, const MacAddress& port_ma
 
 // The same for IPv6 (ICMPv6 type 3 code 0) from `src`.
 bool icmp6_time_exceeded(rte_mbuf* m, const uint8_t src[16], const MacAddress& port_mac) noexcept;
+
+// Destination unreachable, fragmentation needed and DF set (type 3 code 4), carrying the
+// next-hop `mtu` (RFC 1191 §4). The same rules as icmp4_time_exceeded.
+bool icmp4_frag_needed(rte_mbuf* m, uint32_t mtu, uint32_t src_be,
+                       const MacAddress& port_mac) noexcept;
+
+// Packet too big (ICMPv6 type 2, RFC 4443 §3.2), carrying the egress link's `mtu`.
+bool icmp6_packet_too_big(rte_mbuf* m, uint32_t mtu, const uint8_t src[16],
+                          const MacAddress& port_mac) noexcept;
 
 }  // namespace vecflow

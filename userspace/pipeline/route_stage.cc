@@ -109,6 +109,8 @@ inline uint32_t pick(rte_mbuf* m, uint16_t count) noexcept {
 RouteStage::RouteStage(const config::StageConfig& cfg, StageContext& ctx)
     : Stage(cfg.type, cfg.name, ctx.lcore_slots),
       ports_(ctx.ports),
+      own_mtus_(ctx.mtus ? nullptr : std::make_unique<PortMtuTable>(ctx.ports.size())),
+      mtus_(ctx.mtus ? ctx.mtus : own_mtus_.get()),
       qsbr_(ctx.qsbr),
       neighbours_(ctx.neighbours),
       kernel_(ctx.kernel),
@@ -141,9 +143,8 @@ Result<std::unique_ptr<RouteStage>> RouteStage::create(const config::StageConfig
     if (p.from_kernel) {
       if (auto r = s->kernel_->follow_routes(s.get()); !r) return std::unexpected(r.error());
     }
-    if (p.icmp_time_exceeded) {
-      if (auto r = s->kernel_->follow_addresses(s.get()); !r) return std::unexpected(r.error());
-    }
+    // The sources of its ICMP errors: too-big answers are always sent.
+    if (auto r = s->kernel_->follow_addresses(s.get()); !r) return std::unexpected(r.error());
   }
   return s;
 }
@@ -218,6 +219,7 @@ RouteCounters RouteStage::counters() const noexcept {
     c.to_kernel += s.to_kernel.load();
     c.no_route += s.no_route.load();
     c.ttl_expired += s.ttl_expired.load();
+    c.too_big += s.too_big.load();
     c.icmp_sent += s.icmp_sent.load();
     c.not_ip += s.not_ip.load();
     c.bad_checksum += s.bad_checksum.load();
@@ -228,32 +230,51 @@ RouteCounters RouteStage::counters() const noexcept {
 }
 
 void RouteStage::expired(rte_mbuf* m, bool v6, const AddressSet* addrs, LcoreState& st,
-                         uint64_t now) noexcept {
+                         StageEnv& env) noexcept {
   st.ttl_expired.add();
-  if (icmp_ && m->port < addrs->by_port.size()) {
-    if (now - st.icmp_window >= tsc_hz_) {
-      st.icmp_window = now;
-      st.icmp_in_window = 0;
-    }
+  if (icmp_ && m->port < addrs->by_port.size() && st.expired_budget.allows(env.now(), tsc_hz_)) {
     const PortAddresses& a = addrs->by_port[m->port];
     const MacAddress& mac = ports_[m->port].mac;
-    if (st.icmp_in_window < kIcmpPerSecond) {
-      bool sent = false;
-      if (!v6 && a.v4) {
-        uint32_t src_be;
-        std::memcpy(&src_be, a.v4->bytes.data(), 4);
-        sent = icmp4_time_exceeded(m, src_be, mac);
-      } else if (v6 && a.v6) {
-        sent = icmp6_time_exceeded(m, a.v6->bytes.data(), mac);
-      }
-      if (sent) {
-        ++st.icmp_in_window;
-        st.icmp_sent.add();
-        return;
-      }
+    bool sent = false;
+    if (!v6 && a.v4) {
+      uint32_t src_be;
+      std::memcpy(&src_be, a.v4->bytes.data(), 4);
+      sent = icmp4_time_exceeded(m, src_be, mac);
+    } else if (v6 && a.v6) {
+      sent = icmp6_time_exceeded(m, a.v6->bytes.data(), mac);
+    }
+    if (sent) {
+      st.expired_budget.count();
+      st.icmp_sent.add();
+      env.answered(m, DropReason::TTL_EXPIRED);
+      return;
     }
   }
   set_drop(m, DropReason::TTL_EXPIRED);
+}
+
+void RouteStage::too_big(rte_mbuf* m, bool v6, uint32_t mtu, const AddressSet* addrs,
+                         LcoreState& st, StageEnv& env) noexcept {
+  st.too_big.add();
+  if (m->port < addrs->by_port.size() && st.too_big_budget.allows(env.now(), tsc_hz_)) {
+    const PortAddresses& a = addrs->by_port[m->port];
+    const MacAddress& mac = ports_[m->port].mac;
+    bool sent = false;
+    if (!v6 && a.v4) {
+      uint32_t src_be;
+      std::memcpy(&src_be, a.v4->bytes.data(), 4);
+      sent = icmp4_frag_needed(m, mtu, src_be, mac);
+    } else if (v6 && a.v6) {
+      sent = icmp6_packet_too_big(m, mtu, a.v6->bytes.data(), mac);
+    }
+    if (sent) {
+      st.too_big_budget.count();
+      st.icmp_sent.add();
+      env.answered(m, DropReason::PACKET_TOO_BIG);
+      return;
+    }
+  }
+  set_drop(m, DropReason::PACKET_TOO_BIG);
 }
 
 void RouteStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
@@ -274,8 +295,8 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   // Read once: the packets' stores may alias the global, which meta() reads each time.
   const int meta_offset = g_packet_meta_offset;
   const AddressSet* addrs = addresses_.load();
+  const PortMtuTable& mtus = *mtus_;
   LcoreState& st = lcores_[env.slot()];
-  const uint64_t now = env.now();
   // Counted per vector: one store per counter instead of one per packet.
   uint64_t forwarded = 0, to_kernel = 0, no_route = 0, not_ip = 0;
   uint64_t bad_checksum = 0, martian_source = 0, martian_destination = 0;
@@ -386,6 +407,9 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
         case RouteAction::Forward:
           break;
       }
+      const RouteTable::Hop& hop = hops[leaf.first_hop + pick(m, leaf.hop_count)];
+      // What the egress link must carry, as Linux measures it (the IP packet as received).
+      const uint32_t l3_bytes = m->pkt_len - m->l2_len;
       if (!v6) {
         if (kMartians && link_local4(ip4[k])) {
           set_drop(m, DropReason::MARTIAN_DESTINATION);
@@ -394,19 +418,28 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
         }
         auto* ip = static_cast<rte_ipv4_hdr*>(hdr[at]);
         if (ip->time_to_live <= 1) {
-          expired(m, false, addrs, st, now);
+          expired(m, false, addrs, st, env);
+          continue;
+        }
+        // Checked before the TTL changes: the answer quotes the packet as it arrived.
+        if (l3_bytes > mtus.get(hop.port) &&
+            (ip->fragment_offset & rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG))) [[unlikely]] {
+          too_big(m, false, mtus.get(hop.port), addrs, st, env);
           continue;
         }
         ipv4_decrement_ttl(ip);
       } else {
         auto* ip = static_cast<rte_ipv6_hdr*>(hdr[at]);
         if (ip->hop_limits <= 1) {
-          expired(m, true, addrs, st, now);
+          expired(m, true, addrs, st, env);
+          continue;
+        }
+        if (l3_bytes > mtus.get(hop.port)) [[unlikely]] {
+          too_big(m, true, mtus.get(hop.port), addrs, st, env);
           continue;
         }
         ip->hop_limits--;
       }
-      const RouteTable::Hop& hop = hops[leaf.first_hop + pick(m, leaf.hop_count)];
       PacketMeta& pm = *RTE_MBUF_DYNFIELD(m, meta_offset, PacketMeta*);
       pm.out_port = hop.port;
       pm.nexthop = hop.neighbour;

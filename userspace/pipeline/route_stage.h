@@ -28,9 +28,15 @@
 //     box's own addresses, 169.254/16 ones included, with routes from the kernel);
 //   - checks.martians: a 169.254/16 destination is never forwarded (RFC 3927 §2.7;
 //     martian_destination);
-//   - forward: TTL/hop limit 0 or 1 -> ttl_expired (or an ICMP answer), else decrement, set
-//     meta.out_port and meta.nexthop (gateway's neighbour id, or kNextHopConnected) and leave
-//     the packet for the neighbour and l2 stages (verdict Continue).
+//   - forward: TTL/hop limit 0 or 1 -> ttl_expired (answered with ICMP time exceeded when
+//     icmp_time_exceeded is on); larger than the egress port's MTU (core/port_mtu.h) with DF
+//     set, or IPv6 -> packet_too_big, answered with ICMP fragmentation needed / ICMPv6 packet
+//     too big carrying that MTU, so that the sender's path MTU discovery learns it (RFC 1191,
+//     RFC 8201; always on, as in Linux); IPv4 without DF goes on, for the tx adapter to
+//     fragment. Else decrement, set meta.out_port and meta.nexthop (gateway's neighbour id, or
+//     kNextHopConnected) and leave the packet for the neighbour and l2 stages (Continue).
+//     An answered packet is a drop under its reason; the answer, a packet the stage made,
+//     leaves through the ingress port charged to no port (StageEnv::answered).
 #pragma once
 
 #include <atomic>
@@ -40,6 +46,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "core/port_mtu.h"
 #include "pipeline/rcu_ptr.h"
 #include "pipeline/route_table.h"
 #include "pipeline/stage.h"
@@ -67,6 +74,7 @@ struct RouteCounters {
   uint64_t to_kernel = 0;
   uint64_t no_route = 0;
   uint64_t ttl_expired = 0;
+  uint64_t too_big = 0;  // over the egress MTU, not fragmentable (packet_too_big)
   uint64_t icmp_sent = 0;
   uint64_t not_ip = 0;
   uint64_t bad_checksum = 0;
@@ -78,9 +86,11 @@ class RouteStage final : public Stage, public PortAddressFollower {
  public:
   // ECMP hashes a multipath route's packets itself where the port did not (route_stage.cc).
   bool reads_flow_hash() const noexcept override { return false; }
-  // ICMP errors one lcore sends per second at most (the rest of the expired packets are only
-  // dropped): enough for traceroute and path diagnosis, too few to turn the box into an
-  // amplifier when a loop or a flood of TTL-1 packets arrives.
+  // ICMP errors of one kind (time exceeded; too big) one lcore sends per second at most (the
+  // rest of the packets are only dropped): enough for traceroute and for every sender's path
+  // MTU discovery, too few to turn the box into an amplifier when a loop or a flood of TTL-1
+  // or oversized packets arrives. Each kind has its own budget, so that a flood of one does
+  // not silence the other (Linux exempts fragmentation needed from its limits altogether).
   static constexpr uint32_t kIcmpPerSecond = 1000;
   // Packets whose destinations are looked up in one rte_fib bulk call.
   static constexpr unsigned kLookupBatch = 64;
@@ -118,11 +128,24 @@ class RouteStage final : public Stage, public PortAddressFollower {
   const RouteTable& table() const noexcept { return *table_.load(); }
 
  private:
+  // One lcore's ICMP errors of one kind in the current second.
+  struct IcmpBudget {
+    uint64_t window = 0;  // TSC start of the current one-second window
+    uint32_t sent = 0;
+    // Whether one more may be sent now; count() it once it is.
+    bool allows(uint64_t now, uint64_t hz) noexcept {
+      if (now - window >= hz) {
+        window = now;
+        sent = 0;
+      }
+      return sent < kIcmpPerSecond;
+    }
+    void count() noexcept { ++sent; }
+  };
   struct alignas(64) LcoreState {
-    Counter forwarded, to_kernel, no_route, ttl_expired, icmp_sent, not_ip;
+    Counter forwarded, to_kernel, no_route, ttl_expired, too_big, icmp_sent, not_ip;
     Counter bad_checksum, martian_source, martian_destination;
-    uint64_t icmp_window = 0;  // TSC start of the current one-second ICMP window
-    uint32_t icmp_in_window = 0;
+    IcmpBudget expired_budget, too_big_budget;
   };
   struct AddressSet {
     std::vector<PortAddresses> by_port;
@@ -133,10 +156,16 @@ class RouteStage final : public Stage, public PortAddressFollower {
   // process() with the checks in force (RouteChecks) fixed.
   template <bool kChecksum, bool kMartians>
   void route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept;
+  // A forwarded packet whose TTL ran out, or that does not fit its egress link's `mtu`:
+  // dropped under its reason, answered where the budget and an address allow.
   void expired(rte_mbuf* m, bool v6, const AddressSet* addrs, LcoreState& st,
-               uint64_t now) noexcept;
+               StageEnv& env) noexcept;
+  void too_big(rte_mbuf* m, bool v6, uint32_t mtu, const AddressSet* addrs, LcoreState& st,
+               StageEnv& env) noexcept;
 
   std::vector<PortInfo> ports_;
+  std::unique_ptr<PortMtuTable> own_mtus_;  // where the context gives none: no limit
+  const PortMtuTable* mtus_;
   Qsbr* qsbr_;
   NeighbourTable* neighbours_;
   KernelSync* kernel_;

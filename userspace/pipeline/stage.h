@@ -43,6 +43,7 @@ class CopySink;
 class PipelineWorker;
 class NeighbourTable;
 class KernelSync;
+class PortMtuTable;
 
 // What a stage knows about a port.
 struct PortInfo {
@@ -71,10 +72,13 @@ class PortAddressFollower {
 // Everything a stage factory may use while it builds a stage (control thread).
 struct StageContext {
   std::vector<PortInfo> ports;  // indexed by PortId
-  unsigned lcore_slots = 1;     // per-lcore counters are sized for this many lcores
-  Qsbr* qsbr = nullptr;         // grace periods for replacing tables; required
-  std::string capture_dir;      // mirror files are written only below this directory
-  uint32_t steer_rules = 0;     // steering rules in the file (PacketMeta::steer_rule < this)
+  // The ports' MTUs as the data path follows them; nullptr: unknown (no limit). Outlives the
+  // stages.
+  const PortMtuTable* mtus = nullptr;
+  unsigned lcore_slots = 1;  // per-lcore counters are sized for this many lcores
+  Qsbr* qsbr = nullptr;      // grace periods for replacing tables; required
+  std::string capture_dir;   // mirror files are written only below this directory
+  uint32_t steer_rules = 0;  // steering rules in the file (PacketMeta::steer_rule < this)
   // Shared by the stages of one pipeline; set by Pipeline::build.
   NeighbourTable* neighbours = nullptr;
   KernelSync* kernel = nullptr;  // nullptr when no port has a kernel interface
@@ -119,6 +123,15 @@ class StageEnv {
   void emit_copy(rte_mbuf* m) noexcept {
     copies_.push(m);
     if (copies_.full()) flush_copies();
+  }
+
+  // Turns a packet of the vector into one vecflow made, an error message built in its buffer
+  // (pipeline/icmp_error.h) with verdict Transmit: the packet that entered is counted as
+  // dropped under `reason` at its ingress port now, and the answer is charged to no port
+  // (kMetaFlagCopy), so that rx = tx + kernel + drops still counts what entered.
+  void answered(rte_mbuf* m, DropReason reason) noexcept {
+    outcomes_[m->port].drops.add(reason);
+    meta(m).flags |= kMetaFlagCopy;
   }
 
   // Keeps a packet of the vector for later (process() only): its verdict becomes Held, the

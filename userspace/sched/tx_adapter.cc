@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "core/ipv4_fragment.h"
+#include "core/port_mtu.h"
 #include "core/tracer.h"
 #include "hooks/hook_table.h"
 #include "io/port.h"
@@ -10,8 +12,12 @@
 namespace vecflow::sched {
 
 TxAdapter::TxAdapter(std::vector<TxTarget> ports, std::vector<TxTarget> kernel,
-                     PortOutcomes* outcomes, HookTable* hooks)
-    : ports_(std::move(ports)), kernel_(std::move(kernel)), outcomes_(outcomes), hooks_(hooks) {
+                     PortOutcomes* outcomes, HookTable* hooks, const PortMtuTable* mtus)
+    : ports_(std::move(ports)),
+      kernel_(std::move(kernel)),
+      outcomes_(outcomes),
+      hooks_(hooks),
+      mtus_(mtus) {
   ports_.resize(std::min<size_t>(ports_.size(), kMaxPorts));
   kernel_.resize(std::min<size_t>(kernel_.size(), kMaxPorts));
   tx_.resize(ports_.size());
@@ -54,6 +60,7 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
   Buffer* b = nullptr;
   uint16_t to = kNoPort;
   uint16_t n = 0;
+  uint32_t limit = 0;  // the MTU of port `to`
   for (rte_mbuf* m : pkts) {
     const PacketMeta& pm = meta(m);
     // The common case in one test: transmitted, through a port this adapter sends on, and not
@@ -67,6 +74,14 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
         b = &tx[out];
         to = out;
         n = b->n;
+        limit = mtu(out);
+      }
+      if (m->pkt_len - m->l2_len > limit) [[unlikely]] {
+        b->n = n;  // oversize() may fill the same buffer
+        b = nullptr;
+        to = kNoPort;
+        oversize(m, out, limit);
+        continue;
       }
       if (n == 0) tx_dirty_ |= uint64_t{1} << out;
       b->pkts[n] = m;
@@ -104,7 +119,11 @@ void TxAdapter::packet(rte_mbuf* m) noexcept {
   switch (pm.verdict) {
     case Verdict::Transmit:
       if (pm.out_port < ports_.size() && ports_[pm.out_port].port) {
-        buffer(pm.out_port, false, m, pm.flags);
+        if (const uint32_t limit = mtu(pm.out_port); m->pkt_len - m->l2_len > limit) {
+          oversize(m, pm.out_port, limit);
+        } else {
+          buffer(pm.out_port, false, m, pm.flags);
+        }
         return;
       }
       break;
@@ -124,6 +143,27 @@ void TxAdapter::packet(rte_mbuf* m) noexcept {
       break;
   }
   drop_packet(m, DropReason::BAD_VERDICT);
+}
+
+uint32_t TxAdapter::mtu(uint16_t out) const noexcept {
+  return mtus_ ? mtus_->get(out) : PortMtuTable::kUnknown;
+}
+
+void TxAdapter::oversize(rte_mbuf* m, uint16_t out, uint32_t mtu) noexcept {
+  std::array<rte_mbuf*, kMaxFragments> frags;
+  const unsigned n = RTE_ETH_IS_IPV4_HDR(m->packet_type) ? ipv4_fragment(m, mtu, frags.data()) : 0;
+  if (n == 0) {
+    drop_packet(m, DropReason::PACKET_TOO_BIG);
+    free_dropped();
+    return;
+  }
+  stats_.fragmented.add();
+  stats_.fragments.add(n);
+  for (unsigned i = 1; i < n; ++i)
+    meta(frags[i]).flags |= kMetaFlagCopy;
+  rte_pktmbuf_free(m);
+  for (unsigned i = 0; i < n; ++i)
+    buffer(out, false, frags[i], meta(frags[i]).flags);
 }
 
 void TxAdapter::buffer(uint16_t dest, bool kernel, rte_mbuf* m, uint8_t flags) noexcept {

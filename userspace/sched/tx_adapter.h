@@ -8,6 +8,11 @@
 //   Kernel    buffered for the kernel path of the ingress port, sent the same way
 //   Drop      freed, counted under meta.drop_reason
 //   Continue  (or an out_port with no port) freed, counted as bad_verdict
+// A packet larger than its egress port's MTU (core/port_mtu.h; the IP packet, L2 header not
+// included) is cut into fragments that fit when it is IPv4 without DF (core/ipv4_fragment.h):
+// the packet leaves as its first fragment, charged as any packet, and the others are packets
+// vecflow made (kMetaFlagCopy); anything else too big is a packet_too_big drop (the route
+// stage answers what it routes before it gets here).
 // A port that takes only part of a burst is offered the rest again up to kTxRetries times;
 // what it still refuses is freed and counted as tx_full. A burst for a port whose cached link
 // state (Port::cached_link) is Down is not offered: it is counted as link_down.
@@ -33,6 +38,7 @@
 namespace vecflow {
 class HookTable;
 class Port;
+class PortMtuTable;
 }  // namespace vecflow
 
 namespace vecflow::sched {
@@ -59,6 +65,8 @@ struct TxStats {
   Counter retries;         // calls repeated for the refused part of a burst
   Counter tx_full;         // packets dropped after kTxRetries
   Counter copies_dropped;  // mirror copies a port refused (charged to no port)
+  Counter fragmented;      // packets cut into fragments to fit their egress MTU
+  Counter fragments;       // the fragments made of them (fragments_out)
 };
 
 class TxAdapter final : public EgressSink {
@@ -68,9 +76,9 @@ class TxAdapter final : public EgressSink {
   // that interface); an empty target makes them no_kernel_path drops. `outcomes`: this
   // worker's row of the OutcomeTable (one PortOutcomes per port, indexed by PortId).
   // `hooks`: tx hooks run on every burst offered to a port (not on kernel-path bursts);
-  // nullptr: none.
+  // nullptr: none. `mtus`: the ports' MTUs (outlives the adapter); nullptr: no limit.
   TxAdapter(std::vector<TxTarget> ports, std::vector<TxTarget> kernel, PortOutcomes* outcomes,
-            HookTable* hooks = nullptr);
+            HookTable* hooks = nullptr, const PortMtuTable* mtus = nullptr);
 
   void finish(std::span<rte_event> events) noexcept override;
   // The same for loose packets, each acted on by its verdict: what a pipeline decided before
@@ -94,6 +102,9 @@ class TxAdapter final : public EgressSink {
   static constexpr uint16_t kNoCharge = 0xffff;
 
   void packet(rte_mbuf* m) noexcept;
+  uint32_t mtu(uint16_t out) const noexcept;
+  // A Transmit packet over `mtu` bytes for port `out`: fragmented, or dropped.
+  void oversize(rte_mbuf* m, uint16_t out, uint32_t mtu) noexcept;
   void buffer(uint16_t dest, bool kernel, rte_mbuf* m, uint8_t flags) noexcept;
   void send(uint16_t dest, bool kernel) noexcept;
   void drop_packet(rte_mbuf* m, DropReason reason) noexcept;
@@ -103,6 +114,7 @@ class TxAdapter final : public EgressSink {
   std::vector<TxTarget> kernel_;
   PortOutcomes* outcomes_;
   HookTable* hooks_;
+  const PortMtuTable* mtus_;
   std::vector<Buffer> tx_;         // by out_port
   std::vector<Buffer> to_kernel_;  // by ingress port
   uint64_t tx_ports_ = 0;          // bit i: ports_[i] has a port

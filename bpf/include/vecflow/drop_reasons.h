@@ -66,7 +66,9 @@
   X(CT_INVALID, "ct_invalid", "conntrack: packet fits no connection's state (invalid)")            \
   X(CT_TABLE_FULL, "ct_table_full", "conntrack: new connection refused, session table full")       \
   X(NAT_NO_PORT, "nat_no_port", "NAT: new connection refused, no free port in its range")          \
-  X(NAT_FRAGMENT, "nat_fragment", "NAT: later fragment, first not seen, source to rewrite")
+  X(NAT_FRAGMENT, "nat_fragment", "NAT: later fragment, first not seen, source to rewrite")        \
+  /* A packet larger than its egress link's MTU (core/port_mtu.h). */                              \
+  X(PACKET_TOO_BIG, "packet_too_big", "over the egress MTU, may not be fragmented (DF or IPv6)")
 
 enum vf_drop_reason {
 #define VF_DROP_ENUM(name, wire, text) VF_DROP_##name,

@@ -213,8 +213,8 @@ TEST_F(PortsPart, CountsRatesDropsAndModesOfEveryQueue) {
 
   std::string text = human(reply);
   EXPECT_EQ(columns_of(text, "ports"),
-            (Columns{"PORT", "KIND", "DEVICE", "LINK", "QUEUES", "MODE", "RX", "RX RATE", "RX BITS",
-                     "TX", "TX RATE", "TX BITS", "KERNEL", "RX DROPS", "DEVICE DROPS"}));
+            (Columns{"PORT", "KIND", "DEVICE", "LINK", "MTU", "QUEUES", "MODE", "RX", "RX RATE",
+                     "RX BITS", "TX", "TX RATE", "TX BITS", "KERNEL", "RX DROPS", "DEVICE DROPS"}));
   EXPECT_EQ(columns_of(text, "queues"),
             (Columns{"PORT", "QUEUE", "DEV QUEUE", "OWNER", "SERVED BY", "MODE", "WAKE", "RX",
                      "RX RATE", "TX", "TX RATE", "KERNEL", "REFUSED", "COPIES", "DROPS"}));
@@ -383,7 +383,8 @@ TEST(SchedPart, VectorsEventsAndBusyShareOfAWorker) {
                      "HELD", "WAIT MEAN US", "WAIT P99 US"}));
   EXPECT_EQ(columns_of(text, "workers"),
             (Columns{"WORKER", "LCORE", "STATE", "BUSY", "IDLE", "EVENTS", "EVENTS/S", "FORWARDED",
-                     "FINISHED", "MIGRATED OUT", "MIGRATED IN", "BACKLOG", "REFUSED", "TX FULL"}));
+                     "FINISHED", "MIGRATED OUT", "MIGRATED IN", "BACKLOG", "REFUSED", "TX FULL",
+                     "FRAGMENTS OUT"}));
   EXPECT_EQ(columns_of(text, "queues"),
             (Columns{"QUEUE", "NAME", "TYPE", "IN", "IN/S", "OUT", "OUT/S"}));
   EXPECT_NE(text.find("backend:"), std::string::npos);

@@ -57,7 +57,9 @@ class CollectSinks final : public Sinks {
   ~CollectSinks() override { free_all(); }
   void transmit(std::span<rte_mbuf*> p) noexcept override {
     tx.insert(tx.end(), p.begin(), p.end());
-    transmitted += p.size();
+    // Charged as the tx adapter charges: packets vecflow made (an ICMP answer) are not.
+    for (rte_mbuf* m : p)
+      transmitted += !(meta(m).flags & kMetaFlagCopy);
   }
   void kernel(std::span<rte_mbuf*> p) noexcept override {
     to_kernel.insert(to_kernel.end(), p.begin(), p.end());
@@ -73,7 +75,8 @@ class CollectSinks final : public Sinks {
   size_t total() const { return tx.size() + to_kernel.size() + later.size(); }
 
   std::vector<rte_mbuf*> tx, to_kernel, later, copied;
-  // Everything ever given to transmit() and kernel(), also after free_all().
+  // Everything ever given to transmit() (but packets vecflow made) and kernel(), also after
+  // free_all().
   uint64_t transmitted = 0;
   uint64_t handed_to_kernel = 0;
 };

@@ -12,6 +12,7 @@
 #include <rte_ip.h>
 
 #include "core/packet.h"
+#include "core/port_mtu.h"
 #include "fixture.h"
 #include "pipeline/ip_util.h"
 #include "pipeline/neighbour_table.h"
@@ -481,8 +482,124 @@ TEST_F(Route, ExpiredTtlIsAnsweredWithIcmpTimeExceeded) {
   EXPECT_EQ(rs->counters().icmp_sent, 2u);
   EXPECT_EQ(rs->counters().ttl_expired, 2u);
   auto acc = h.accounting();
-  EXPECT_EQ(acc.tx, 2u);  // each expired packet left as its own answer
+  // Each expired packet is a drop under its reason; its answer, built in its buffer, is a
+  // packet the stage made, charged to no port.
+  EXPECT_EQ(acc.drops[size_t(DropReason::TTL_EXPIRED)], 2u);
+  EXPECT_EQ(acc.tx, 0u);
+  EXPECT_TRUE(meta(m).flags & kMetaFlagCopy);
   EXPECT_EQ(acc.unaccounted(), 0) << acc.to_string();
+}
+
+// Sets or clears an IPv4 packet's DF bit (checksum kept right).
+void set_df(rte_mbuf* m, bool df) {
+  rte_ipv4_hdr* ip = pkt::ipv4(m);
+  const uint16_t off = rte_be_to_cpu_16(ip->fragment_offset);
+  ip->fragment_offset = rte_cpu_to_be_16(
+      static_cast<uint16_t>(df ? off | RTE_IPV4_HDR_DF_FLAG : off & ~RTE_IPV4_HDR_DF_FLAG));
+  ip->hdr_checksum = 0;
+  ip->hdr_checksum = rte_ipv4_cksum(ip);
+}
+
+TEST_F(Route, PacketsOverTheEgressMtuAreAnsweredWithTheMtu) {
+  Harness h;
+  PortMtuTable mtus(2);
+  mtus.set(kLan, 1280);
+  h.ctx.mtus = &mtus;
+  ASSERT_TRUE(h.build({stage("route", routes({route("0.0.0.0/0", "lan", "198.51.100.2"),
+                                              route("::/0", "lan", "2001:db8:2::2")}))}));
+  auto* rs = h.pipeline->find<RouteStage>("route");
+  std::vector<PortAddresses> addrs(2);
+  addrs[kWan].v4 = address("192.0.2.1");
+  addrs[kWan].v6 = address("2001:db8:1::1");
+  rs->set_port_addresses(addrs);
+
+  // 1500 bytes of IPv4 with DF: fragmentation needed, next-hop MTU 1280, from wan's address.
+  FrameSpec s = to("203.0.113.1", 64);
+  s.port = kWan;
+  s.payload = 1500 - 28;
+  rte_mbuf* big = make_frame(s);
+  set_df(big, true);
+  rte_mbuf* m = h.run_one(big);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(meta(m).out_port, kWan);
+  EXPECT_TRUE(meta(m).flags & kMetaFlagCopy);
+  auto* ip4 = pkt::ipv4(m);
+  EXPECT_EQ(uint32_t{ip4->src_addr}, rte_cpu_to_be_32(address("192.0.2.1").v4_host()));
+  auto* icmp = reinterpret_cast<rte_icmp_hdr*>(ip4 + 1);
+  EXPECT_EQ(icmp->icmp_type, 3);
+  EXPECT_EQ(icmp->icmp_code, 4);
+  EXPECT_EQ(rte_be_to_cpu_16(icmp->icmp_seq_nb), 1280);  // the second word's low half
+  const uint16_t icmp_len = rte_be_to_cpu_16(ip4->total_length) - sizeof(rte_ipv4_hdr);
+  EXPECT_EQ(static_cast<uint16_t>(~rte_raw_cksum(icmp, icmp_len)), 0);
+  // The quoted header is the packet's as it arrived: TTL not decremented.
+  EXPECT_EQ(reinterpret_cast<rte_ipv4_hdr*>(icmp + 1)->time_to_live, 64);
+
+  // Without DF it goes on, for the tx adapter to fragment.
+  rte_mbuf* frag = make_frame(s);
+  set_df(frag, false);
+  m = h.run_one(frag);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(meta(m).out_port, kLan);
+  EXPECT_FALSE(meta(m).flags & kMetaFlagCopy);
+  EXPECT_EQ(pkt::ipv4(m)->time_to_live, 63);
+
+  // Exactly the MTU fits.
+  s.payload = 1280 - 28;
+  rte_mbuf* fits = make_frame(s);
+  set_df(fits, true);
+  m = h.run_one(fits);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(meta(m).out_port, kLan);
+
+  // IPv6 over the MTU: packet too big, MTU 1280.
+  FrameSpec s6 = to("2001:db8:9::1", 64);
+  s6.port = kWan;
+  s6.payload = 1400;
+  m = h.run_one(make_frame(s6));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(meta(m).out_port, kWan);
+  auto* ip6 = pkt::ipv6(m);
+  EXPECT_EQ(std::memcmp(ip6->src_addr, address("2001:db8:1::1").bytes.data(), 16), 0);
+  auto* icmp6 = reinterpret_cast<uint8_t*>(ip6 + 1);
+  EXPECT_EQ(icmp6[0], 2);
+  EXPECT_EQ(icmp6[1], 0);
+  uint32_t mtu6;
+  std::memcpy(&mtu6, icmp6 + 4, 4);
+  EXPECT_EQ(rte_be_to_cpu_32(mtu6), 1280u);
+  EXPECT_LE(m->pkt_len - m->l2_len, 1280u);  // the answer fits the minimum IPv6 MTU
+
+  // Each too-big packet is a drop under its reason; the answers are charged to no port.
+  EXPECT_EQ(rs->counters().too_big, 2u);
+  EXPECT_EQ(rs->counters().icmp_sent, 2u);
+  auto acc = h.accounting();
+  EXPECT_EQ(acc.drops[size_t(DropReason::PACKET_TOO_BIG)], 2u);
+  EXPECT_EQ(acc.tx, 2u);  // the packet without DF and the one that fit
+  EXPECT_EQ(acc.unaccounted(), 0) << acc.to_string();
+
+  // The MTU follows the port: at 1500 the same packet is forwarded.
+  mtus.set(kLan, 1500);
+  s.payload = 1500 - 28;
+  rte_mbuf* now_fits = make_frame(s);
+  set_df(now_fits, true);
+  m = h.run_one(now_fits);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(meta(m).out_port, kLan);
+}
+
+TEST_F(Route, TooBigWithoutASourceAddressIsOnlyDropped) {
+  Harness h;
+  PortMtuTable mtus(2);
+  mtus.set(kLan, 1280);
+  h.ctx.mtus = &mtus;
+  ASSERT_TRUE(h.build({stage("route", routes({route("0.0.0.0/0", "lan", "198.51.100.2")}))}));
+  FrameSpec s = to("203.0.113.1", 64);
+  s.port = kWan;
+  s.payload = 1400;
+  rte_mbuf* big = make_frame(s);
+  set_df(big, true);
+  EXPECT_EQ(h.run_one(big), nullptr);
+  EXPECT_EQ(h.accounting().drops[size_t(DropReason::PACKET_TOO_BIG)], 1u);
+  EXPECT_EQ(h.pipeline->find<RouteStage>("route")->counters().icmp_sent, 0u);
 }
 
 TEST_F(Route, NoIcmpAboutIcmpErrorsOrWithoutASourceAddress) {

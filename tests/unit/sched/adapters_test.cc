@@ -6,8 +6,11 @@
 #include <random>
 
 #include <rte_cycles.h>
+#include <rte_ether.h>
+#include <rte_ip.h>
 
 #include "core/packet.h"
+#include "core/port_mtu.h"
 #include "runtime/cycles.h"
 #include "sched/rx_adapter.h"
 #include "sched/tx_adapter.h"
@@ -768,6 +771,101 @@ TEST_F(TxAdapterTest, AFullBufferIsSentWithoutWaitingForFlush) {
   unsigned n = out_->collect(0, got, 64);
   EXPECT_EQ(n, sched::kTxBurst);
   rte_pktmbuf_free_bulk(got, n);
+}
+
+// An IPv4 UDP packet of `l3_bytes` (its payload a counting pattern) as a port's rx path
+// leaves it, DF as asked, on its way out of kOut.
+rte_mbuf* ipv4_packet(uint32_t l3_bytes, bool df) {
+  rte_mbuf* m = rte_pktmbuf_alloc(packet_pool());
+  if (!m) return nullptr;
+  auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, static_cast<uint16_t>(14 + l3_bytes)));
+  if (!d) {
+    rte_pktmbuf_free(m);
+    return nullptr;
+  }
+  auto* eth = reinterpret_cast<rte_ether_hdr*>(d);
+  eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+  auto* ip = reinterpret_cast<rte_ipv4_hdr*>(d + 14);
+  *ip = rte_ipv4_hdr{};
+  ip->version_ihl = RTE_IPV4_VHL_DEF;
+  ip->total_length = rte_cpu_to_be_16(static_cast<uint16_t>(l3_bytes));
+  ip->packet_id = rte_cpu_to_be_16(77);
+  ip->fragment_offset = rte_cpu_to_be_16(df ? RTE_IPV4_HDR_DF_FLAG : 0);
+  ip->time_to_live = 63;
+  ip->next_proto_id = IPPROTO_UDP;
+  ip->src_addr = rte_cpu_to_be_32(0xc0000202);
+  ip->dst_addr = rte_cpu_to_be_32(0xc6336402);
+  ip->hdr_checksum = rte_ipv4_cksum(ip);
+  for (uint32_t i = 20; i < l3_bytes; ++i)
+    d[14 + i] = static_cast<uint8_t>(i);
+  m->port = to_index(kIn);
+  m->l2_len = 14;
+  m->l3_len = 20;
+  m->packet_type = RTE_PTYPE_L2_ETHER | RTE_PTYPE_L3_IPV4 | RTE_PTYPE_L4_UDP;
+  reset_meta(m);
+  set_transmit(m, kOut);
+  return m;
+}
+
+TEST_F(TxAdapterTest, IpV4OverTheMtuLeavesInFragmentsThatFitAndCountsOnce) {
+  PortMtuTable mtus(3);
+  mtus.set(to_index(kOut), 576);
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1), nullptr, &mtus);
+  rte_mbuf* m = ipv4_packet(1900, false);
+  ASSERT_NE(m, nullptr);
+  std::vector<uint8_t> payload(rte_pktmbuf_mtod_offset(m, uint8_t*, 34),
+                               rte_pktmbuf_mtod_offset(m, uint8_t*, 14 + 1900));
+  tx.take({&m, 1});
+  tx.flush();
+  rte_mbuf* got[8];
+  const unsigned n = out_->collect(0, got, 8);
+  ASSERT_EQ(n, 4u);  // 552 + 552 + 552 + 224 bytes of payload
+  std::vector<uint8_t> joined;
+  for (unsigned i = 0; i < n; ++i) {
+    auto* ip = rte_pktmbuf_mtod_offset(got[i], rte_ipv4_hdr*, 14);
+    const uint16_t total = rte_be_to_cpu_16(ip->total_length);
+    const uint16_t off = rte_be_to_cpu_16(ip->fragment_offset);
+    EXPECT_LE(total, 576);
+    EXPECT_EQ(got[i]->pkt_len, 14u + total);
+    EXPECT_EQ(rte_ipv4_cksum(ip), 0) << "fragment " << i;  // a valid header sums to zero
+    EXPECT_EQ(ip->packet_id, rte_cpu_to_be_16(77));
+    EXPECT_EQ((off & RTE_IPV4_HDR_OFFSET_MASK) * 8u, joined.size());
+    EXPECT_EQ(bool(off & RTE_IPV4_HDR_MF_FLAG), i + 1 < n);
+    EXPECT_EQ(
+        std::memcmp(rte_pktmbuf_mtod(got[i], uint8_t*), rte_pktmbuf_mtod(got[0], uint8_t*), 14),
+        0);  // each with the L2 header
+    const uint8_t* data = reinterpret_cast<const uint8_t*>(ip) + 20;
+    joined.insert(joined.end(), data, data + total - 20);
+  }
+  EXPECT_EQ(joined, payload);
+  rte_pktmbuf_free_bulk(got, n);
+  // The packet counts once, as transmitted; its fragments as fragments.
+  AccountingSnapshot s = outcomes.port_snapshot(kIn);
+  EXPECT_EQ(s.tx, 1u);
+  EXPECT_EQ(s.dropped(), 0u);
+  EXPECT_EQ(tx.stats().fragmented.load(), 1u);
+  EXPECT_EQ(tx.stats().fragments.load(), 4u);
+}
+
+TEST_F(TxAdapterTest, OverTheMtuWithDfIsDroppedAsPacketTooBig) {
+  PortMtuTable mtus(3);
+  mtus.set(to_index(kOut), 1280);
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1), nullptr, &mtus);
+  rte_mbuf* pkts[3] = {ipv4_packet(1281, true), ipv4_packet(1280, true), make_packet(kIn, 1, 0)};
+  set_transmit(pkts[2], kOut);
+  // A frame that is not IP is measured the same way: 1400 bytes after its Ethernet header.
+  rte_pktmbuf_append(pkts[2], 1400 + 14 - 64);
+  pkts[2]->l2_len = 14;
+  tx.take({pkts, 3});
+  tx.flush();
+  rte_mbuf* got[8];
+  const unsigned n = out_->collect(0, got, 8);
+  ASSERT_EQ(n, 1u);
+  EXPECT_EQ(got[0]->pkt_len, 14u + 1280);
+  rte_pktmbuf_free_bulk(got, n);
+  AccountingSnapshot s = outcomes.port_snapshot(kIn);
+  EXPECT_EQ(s.tx, 1u);
+  EXPECT_EQ(s.drops[static_cast<size_t>(DropReason::PACKET_TOO_BIG)], 2u);
 }
 
 }  // namespace

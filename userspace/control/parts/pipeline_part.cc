@@ -39,12 +39,17 @@ inline const MetricFamily kStageCycles{
     {"stage", "type", "lcore"}};
 inline const MetricFamily kRoutePackets{
     "vecflow_route_packets_total",
-    "What a route stage did with packets: forwarded, to_kernel, no_route, ttl_expired, not_ip, "
-    "ipv4_bad_checksum, martian_source, martian_destination",
+    "What a route stage did with packets: forwarded, to_kernel, no_route, ttl_expired, "
+    "packet_too_big, not_ip, ipv4_bad_checksum, martian_source, martian_destination",
     MetricType::Counter,
     {"stage", "outcome"}};
+// The outcome label values of kRoutePackets, in the order `routes` shows them.
+constexpr const char* kRouteOutcomes[] = {
+    "forwarded", "to_kernel",         "no_route",       "ttl_expired",        "packet_too_big",
+    "not_ip",    "ipv4_bad_checksum", "martian_source", "martian_destination"};
 inline const MetricFamily kRouteIcmp{"vecflow_route_icmp_sent_total",
-                                     "ICMP time exceeded errors a route stage sent",
+                                     "ICMP errors a route stage sent (time exceeded, "
+                                     "fragmentation needed, packet too big)",
                                      MetricType::Counter,
                                      {"stage"}};
 inline const MetricFamily kRoutes{"vecflow_route_entries",
@@ -268,82 +273,83 @@ void register_stages(Registry& registry, Pipeline& pipeline) {
 }
 
 void register_routes(Registry& registry, Pipeline& pipeline) {
-  (void)registry.add_command(Command{
-      "routes", "Routes in force per route stage (file and kernel), what each stage did",
-      Access::Read, "[stage=NAME] [lookup=ADDRESS]",
-      [&pipeline](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {"stage", "lookup"});
-        auto only = a.string("stage");
-        auto lookup = a.string("lookup");
-        if (auto e = a.error()) return std::unexpected(*e);
-        if (auto e = unknown_stage<RouteStage>(pipeline, only, "route")) return std::unexpected(*e);
-        std::optional<IpAddress> addr;
-        if (lookup) {
-          addr = parse_ip_address(*lookup);
-          if (!addr) {
-            return command_error(ErrorCode::BadArguments, "lookup: '{}' is not an IP address",
-                                 *lookup);
-          }
-        }
-        const Snapshot& s = ctx.snapshot;
-        Json stages = Json::array();
-        Json routes = Json::array();
-        Json lookups = Json::array();
-        for (RouteStage* st : pipeline.all<RouteStage>()) {
-          if (only && st->name() != *only) continue;
-          const std::string& n = st->name();
-          Json row = {{"stage", n},
-                      {"from_kernel", st->follows_kernel()},
-                      {"icmp_time_exceeded", st->sends_icmp()},
-                      {"checks",
-                       {{"ipv4_checksum", st->checks().ipv4_checksum},
-                        {"martians", st->checks().martians}}}};
-          for (const char* o : {"forwarded", "to_kernel", "no_route", "ttl_expired", "not_ip",
-                                "ipv4_bad_checksum", "martian_source", "martian_destination"})
-            row[o] = s.count(kRoutePackets, {n, o});
-          row["icmp_sent"] = s.count(kRouteIcmp, {n});
-          auto entries = st->routes();
-          row["routes"] = entries.size();
-          stages.push_back(std::move(row));
-          for (const auto& e : entries)
-            routes.push_back(route_row(n, e));
-          if (addr) {
-            auto hit = st->route_for(*addr);
-            lookups.push_back({{"stage", n},
-                               {"address", addr->to_string()},
-                               {"route", hit ? route_row(n, *hit) : Json(nullptr)}});
-          }
-        }
-        Json out = {{"stages", std::move(stages)}, {"routes", std::move(routes)}};
-        if (addr) out["lookup"] = std::move(lookups);
-        return out;
-      },
-      View{{table("route stages", "/stages",
-                  {{"STAGE", "stage"},
-                   {"ROUTES", "routes", Unit::Count},
-                   {"FROM KERNEL", "from_kernel"},
-                   {"FORWARDED", "forwarded", Unit::Count},
-                   {"TO KERNEL", "to_kernel", Unit::Count},
-                   {"NO ROUTE", "no_route", Unit::Count},
-                   {"TTL EXPIRED", "ttl_expired", Unit::Count},
-                   {"NOT IP", "not_ip", Unit::Count},
-                   {"BAD CHECKSUM", "ipv4_bad_checksum", Unit::Count},
-                   {"MARTIAN SRC", "martian_source", Unit::Count},
-                   {"MARTIAN DST", "martian_destination", Unit::Count},
-                   {"ICMP SENT", "icmp_sent", Unit::Count}}),
-            table("routes", "/routes",
-                  {{"STAGE", "stage"},
-                   {"PREFIX", "prefix"},
-                   {"ACTION", "action"},
-                   {"SOURCE", "source"},
-                   {"PROTOCOL", "protocol"},
-                   {"NEXT HOPS", "nexthops"}}),
-            table("lookup", "/lookup",
-                  {{"STAGE", "stage"},
-                   {"ADDRESS", "address"},
-                   {"PREFIX", "/route/prefix"},
-                   {"ACTION", "/route/action"},
-                   {"NEXT HOPS", "/route/nexthops"}})}}});
+  (void)registry.add_command(
+      Command{"routes", "Routes in force per route stage (file and kernel), what each stage did",
+              Access::Read, "[stage=NAME] [lookup=ADDRESS]",
+              [&pipeline](const CommandContext& ctx) -> CommandResult {
+                ArgReader a(ctx.args, {"stage", "lookup"});
+                auto only = a.string("stage");
+                auto lookup = a.string("lookup");
+                if (auto e = a.error()) return std::unexpected(*e);
+                if (auto e = unknown_stage<RouteStage>(pipeline, only, "route"))
+                  return std::unexpected(*e);
+                std::optional<IpAddress> addr;
+                if (lookup) {
+                  addr = parse_ip_address(*lookup);
+                  if (!addr) {
+                    return command_error(ErrorCode::BadArguments,
+                                         "lookup: '{}' is not an IP address", *lookup);
+                  }
+                }
+                const Snapshot& s = ctx.snapshot;
+                Json stages = Json::array();
+                Json routes = Json::array();
+                Json lookups = Json::array();
+                for (RouteStage* st : pipeline.all<RouteStage>()) {
+                  if (only && st->name() != *only) continue;
+                  const std::string& n = st->name();
+                  Json row = {{"stage", n},
+                              {"from_kernel", st->follows_kernel()},
+                              {"icmp_time_exceeded", st->sends_icmp()},
+                              {"checks",
+                               {{"ipv4_checksum", st->checks().ipv4_checksum},
+                                {"martians", st->checks().martians}}}};
+                  for (const char* o : kRouteOutcomes)
+                    row[o] = s.count(kRoutePackets, {n, o});
+                  row["icmp_sent"] = s.count(kRouteIcmp, {n});
+                  auto entries = st->routes();
+                  row["routes"] = entries.size();
+                  stages.push_back(std::move(row));
+                  for (const auto& e : entries)
+                    routes.push_back(route_row(n, e));
+                  if (addr) {
+                    auto hit = st->route_for(*addr);
+                    lookups.push_back({{"stage", n},
+                                       {"address", addr->to_string()},
+                                       {"route", hit ? route_row(n, *hit) : Json(nullptr)}});
+                  }
+                }
+                Json out = {{"stages", std::move(stages)}, {"routes", std::move(routes)}};
+                if (addr) out["lookup"] = std::move(lookups);
+                return out;
+              },
+              View{{table("route stages", "/stages",
+                          {{"STAGE", "stage"},
+                           {"ROUTES", "routes", Unit::Count},
+                           {"FROM KERNEL", "from_kernel"},
+                           {"FORWARDED", "forwarded", Unit::Count},
+                           {"TO KERNEL", "to_kernel", Unit::Count},
+                           {"NO ROUTE", "no_route", Unit::Count},
+                           {"TTL EXPIRED", "ttl_expired", Unit::Count},
+                           {"TOO BIG", "packet_too_big", Unit::Count},
+                           {"NOT IP", "not_ip", Unit::Count},
+                           {"BAD CHECKSUM", "ipv4_bad_checksum", Unit::Count},
+                           {"MARTIAN SRC", "martian_source", Unit::Count},
+                           {"MARTIAN DST", "martian_destination", Unit::Count},
+                           {"ICMP SENT", "icmp_sent", Unit::Count}}),
+                    table("routes", "/routes",
+                          {{"STAGE", "stage"},
+                           {"PREFIX", "prefix"},
+                           {"ACTION", "action"},
+                           {"SOURCE", "source"},
+                           {"PROTOCOL", "protocol"},
+                           {"NEXT HOPS", "nexthops"}}),
+                    table("lookup", "/lookup",
+                          {{"STAGE", "stage"},
+                           {"ADDRESS", "address"},
+                           {"PREFIX", "/route/prefix"},
+                           {"ACTION", "/route/action"},
+                           {"NEXT HOPS", "/route/nexthops"}})}}});
 }
 
 void register_acl(Registry& registry, Pipeline& pipeline) {
@@ -576,6 +582,7 @@ void register_pipeline(Registry& registry, Pipeline& pipeline,
       s.add(kRoutePackets, {n, "to_kernel"}, c.to_kernel);
       s.add(kRoutePackets, {n, "no_route"}, c.no_route);
       s.add(kRoutePackets, {n, "ttl_expired"}, c.ttl_expired);
+      s.add(kRoutePackets, {n, "packet_too_big"}, c.too_big);
       s.add(kRoutePackets, {n, "not_ip"}, c.not_ip);
       s.add(kRoutePackets, {n, "ipv4_bad_checksum"}, c.bad_checksum);
       s.add(kRoutePackets, {n, "martian_source"}, c.martian_source);

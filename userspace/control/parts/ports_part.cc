@@ -68,6 +68,11 @@ inline const MetricFamily kQueueInfo{
     {"port", "queue", "device_queue", "owner", "mode", "served_by"}};
 inline const MetricFamily kLinkUp{
     "vecflow_port_link_up", "1 if a port's link is up, else 0", MetricType::Gauge, {"port"}};
+inline const MetricFamily kMtu{"vecflow_port_mtu_bytes",
+                               "The MTU of a port's link as the data path uses it: the largest "
+                               "IP packet it sends there (65535: unknown, no limit)",
+                               MetricType::Gauge,
+                               {"port"}};
 inline const MetricFamily kPortInfo{"vecflow_port_info",
                                     "A port's kind and device (value is 1)",
                                     MetricType::Gauge,
@@ -95,9 +100,10 @@ std::string queue_label(uint16_t q) {
   return std::to_string(q);
 }
 
-void collect_port(Snapshot& s, const PortStatus& st) {
+void collect_port(Snapshot& s, const PortStatus& st, const PortMtuTable* mtus) {
   const std::string& p = st.name;
   s.set(kLinkUp, {p}, st.link == LinkState::Up ? 1 : 0);
+  if (mtus) s.set(kMtu, {p}, mtus->get(to_index(st.id)));
   s.set(kPortInfo, {p, st.kind, st.device}, 1);
   for (const QueueStatus& q : st.queues) {
     std::string ql = queue_label(q.index);
@@ -196,6 +202,7 @@ Json port_row(const Snapshot& s, const RateWindow& rates, const PortStatus& st) 
       {"kind", st.kind},
       {"device", st.device},
       {"link", to_string(st.link)},
+      {"mtu", static_cast<uint64_t>(s.sum(kMtu, port))},
       {"mac", st.mac.to_string()},
       {"kernel_path", st.kernel_path},
       {"queues", st.queues.size()},
@@ -221,10 +228,10 @@ Json port_row(const Snapshot& s, const RateWindow& rates, const PortStatus& st) 
 
 }  // namespace
 
-void register_ports(Registry& registry, std::vector<Port*> ports) {
-  registry.add_collector("ports", [ports](Snapshot& s) {
+void register_ports(Registry& registry, std::vector<Port*> ports, const PortMtuTable* mtus) {
+  registry.add_collector("ports", [ports, mtus](Snapshot& s) {
     for (const Port* port : ports)
-      collect_port(s, port->status());
+      collect_port(s, port->status(), mtus);
   });
 
   registry.add_status("ports", [ports](const CommandContext&) {
@@ -244,7 +251,7 @@ void register_ports(Registry& registry, std::vector<Port*> ports) {
   (void)registry.add_command(Command{
       "ports",
       "Per port and queue: rx/tx/kernel packets, bytes and rates, drops by reason, AF_XDP mode, "
-      "link",
+      "link, MTU",
       Access::Read, "[port=NAME]",
       [ports](const CommandContext& ctx) -> CommandResult {
         ArgReader a(ctx.args, {"port"});
@@ -308,6 +315,7 @@ void register_ports(Registry& registry, std::vector<Port*> ports) {
                    {"KIND", "kind"},
                    {"DEVICE", "device"},
                    {"LINK", "link"},
+                   {"MTU", "mtu"},
                    {"QUEUES", "queues"},
                    {"MODE", "mode"},
                    {"RX", "rx_packets", Unit::Count},

@@ -1,18 +1,21 @@
 // The ports in the control plane: `ports` (per port and queue: received, transmitted and
 // handed-to-kernel packets and bytes with their rates, drops by reason, who reads each queue
-// and whether AF_XDP runs zero-copy or copy, link state, the driver's own counters), their
+// and whether AF_XDP runs zero-copy or copy, link state and MTU, the driver's own counters), their
 // counters in /metrics, their drops in `errors`, and their link state in `status`.
 #pragma once
 
 #include <vector>
 
 #include "control/registry.h"
+#include "core/port_mtu.h"
 #include "io/port.h"
 
 namespace vecflow::control {
 
 // `ports` are owned by the app and outlive the registry's use of them (the control server is
 // stopped before ports are destroyed). Port::status() is read on the control thread only.
-void register_ports(Registry& registry, std::vector<Port*> ports);
+// `mtus`: the MTUs the data path uses (core/port_mtu.h), as long-lived; nullptr: not shown.
+void register_ports(Registry& registry, std::vector<Port*> ports,
+                    const PortMtuTable* mtus = nullptr);
 
 }  // namespace vecflow::control

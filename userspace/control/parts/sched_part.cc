@@ -162,6 +162,16 @@ inline const MetricFamily kTxFull{"vecflow_sched_tx_full_total",
                                   "Packets a worker's tx adapter dropped after retries (tx_full)",
                                   MetricType::Counter,
                                   {"worker"}};
+inline const MetricFamily kTxFragmented{
+    "vecflow_sched_tx_fragmented_total",
+    "IPv4 packets a worker's tx adapter cut into fragments to fit their egress port's MTU",
+    MetricType::Counter,
+    {"worker"}};
+inline const MetricFamily kTxFragments{
+    "vecflow_sched_tx_fragments_total",
+    "Fragments a worker's tx adapter made of them (fragments out)",
+    MetricType::Counter,
+    {"worker"}};
 
 inline const MetricFamily kDirectPackets{
     "vecflow_sched_direct_packets_total",
@@ -251,6 +261,8 @@ void register_sched(Registry& registry, const sched::Scheduler* scheduler,
           s.add(kTxBursts, {d.name}, d.tx->bursts.load());
           s.add(kTxRetries, {d.name}, d.tx->retries.load());
           s.add(kTxFull, {d.name}, d.tx->tx_full.load());
+          s.add(kTxFragmented, {d.name}, d.tx->fragmented.load());
+          s.add(kTxFragments, {d.name}, d.tx->fragments.load());
         }
         if (scheduler == nullptr) return;
         sched::SchedulerStats st = scheduler->stats();
@@ -307,6 +319,8 @@ void register_sched(Registry& registry, const sched::Scheduler* scheduler,
             s.add(kTxBursts, {w}, t.bursts.load());
             s.add(kTxRetries, {w}, t.retries.load());
             s.add(kTxFull, {w}, t.tx_full.load());
+            s.add(kTxFragmented, {w}, t.fragmented.load());
+            s.add(kTxFragments, {w}, t.fragments.load());
           }
         }
       });
@@ -361,7 +375,9 @@ void register_sched(Registry& registry, const sched::Scheduler* scheduler,
                                        : Json(nullptr)},
                {"tx_bursts", s.count(kTxBursts, {d.name})},
                {"tx_retries", s.count(kTxRetries, {d.name})},
-               {"tx_full", s.count(kTxFull, {d.name})}});
+               {"tx_full", s.count(kTxFull, {d.name})},
+               {"fragmented", s.count(kTxFragmented, {d.name})},
+               {"fragments_out", s.count(kTxFragments, {d.name})}});
         }
         if (scheduler == nullptr) {
           return Json{{"backend", "none"},
@@ -472,7 +488,9 @@ void register_sched(Registry& registry, const sched::Scheduler* scheduler,
                 backlog_packets ? Json(backlog_packets->as_double()) : Json(nullptr)},
                {"tx_bursts", s.count(kTxBursts, {n})},
                {"tx_retries", s.count(kTxRetries, {n})},
-               {"tx_full", s.count(kTxFull, {n})}});
+               {"tx_full", s.count(kTxFull, {n})},
+               {"fragmented", s.count(kTxFragmented, {n})},
+               {"fragments_out", s.count(kTxFragments, {n})}});
         }
 
         auto inflight = s.get(kInflight, {});
@@ -533,7 +551,8 @@ void register_sched(Registry& registry, const sched::Scheduler* scheduler,
                    {"MIGRATED IN", "immigrations", Unit::Count},
                    {"BACKLOG", "backlog", Unit::Count},
                    {"REFUSED", "refused", Unit::Count},
-                   {"TX FULL", "tx_full", Unit::Count}}),
+                   {"TX FULL", "tx_full", Unit::Count},
+                   {"FRAGMENTS OUT", "fragments_out", Unit::Count}}),
             table("direct path", "/direct",
                   {{"SERVICE", "service"},
                    {"LCORE", "lcore"},
@@ -543,7 +562,8 @@ void register_sched(Registry& registry, const sched::Scheduler* scheduler,
                    {"RATE", "pps", Unit::Pps},
                    {"RUNS", "runs", Unit::Count},
                    {"MEAN RUN", "mean_run"},
-                   {"TX FULL", "tx_full", Unit::Count}})}}});
+                   {"TX FULL", "tx_full", Unit::Count},
+                   {"FRAGMENTS OUT", "fragments_out", Unit::Count}})}}});
 }
 
 }  // namespace vecflow::control

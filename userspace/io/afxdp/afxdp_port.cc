@@ -627,6 +627,10 @@ PortHardware AfXdpPort::hardware() const {
   return interface_hardware(impl_->ifname);
 }
 
+uint32_t AfXdpPort::device_mtu() const {
+  return interface_mtu(impl_->ifname);
+}
+
 PortStatus AfXdpPort::status() const {
   const Impl& im = *impl_;
   PortStatus s = base_status();

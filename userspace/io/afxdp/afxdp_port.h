@@ -99,6 +99,7 @@ class AfXdpPort final : public Port {
   void disarm_wakeup(uint16_t q) noexcept override;
   PortStatus status() const override;
   PortHardware hardware() const override;
+  uint32_t device_mtu() const override;
   void set_flow_hash(bool needed, const FlowHashRewrite* rewrite) noexcept override;
 
   struct Impl;

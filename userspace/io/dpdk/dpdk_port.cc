@@ -102,6 +102,7 @@ Result<std::unique_ptr<DpdkPort>> DpdkPort::create(std::string name, PortId id,
   port->queues_ = o.queues;
   port->classify_ = o.classify;
   port->classify_.port = id;
+  port->interface_ = o.interface;
   port->try_meta_ = o.devargs.rfind("net_af_xdp", 0) == 0;
   if (o.devargs.rfind("net_vhost", 0) == 0) port->vhost_socket_ = devarg(o.devargs, "iface");
   port->wake_ = std::make_unique<Wake[]>(o.queues);
@@ -215,7 +216,13 @@ void DpdkPort::set_flow_hash(bool needed, const FlowHashRewrite* rewrite) noexce
 }
 
 PortHardware DpdkPort::hardware() const {
-  return ethdev_hardware(dev_.port());
+  PortHardware h = ethdev_hardware(dev_.port());
+  h.mtu = device_mtu();
+  return h;
+}
+
+uint32_t DpdkPort::device_mtu() const {
+  return interface_.empty() ? ethdev_mtu(dev_.port()) : interface_mtu(interface_);
 }
 
 PortStatus DpdkPort::status() const {

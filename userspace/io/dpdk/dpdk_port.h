@@ -32,6 +32,10 @@ struct DpdkOptions {
   uint16_t tx_descriptors = 1024;
   bool rx_interrupts = true;  // offer rx interrupts for sleeping where the PMD has them
   RxClassify classify;        // port id is filled in by create()
+  // The kernel interface the device sits on (`iface=` of net_af_xdp, net_af_packet, net_tap),
+  // "" for none: its MTU is the link's (the ethdev reports its own default, 1500, whatever
+  // the interface carries).
+  std::string interface;
 };
 
 class DpdkPort final : public Port {
@@ -58,6 +62,7 @@ class DpdkPort final : public Port {
   void disarm_wakeup(uint16_t q) noexcept override;
   PortStatus status() const override;
   PortHardware hardware() const override;
+  uint32_t device_mtu() const override;
   void set_flow_hash(bool needed, const FlowHashRewrite* rewrite) noexcept override;
 
   // DPDK's port id of the device (not vecflow's PortId).
@@ -82,6 +87,7 @@ class DpdkPort final : public Port {
   uint16_t queues_ = 0;
   RxClassify classify_;
   bool try_meta_ = false;     // net_af_xdp: frames may carry the steering program's metadata
+  std::string interface_;     // DpdkOptions::interface
   std::string vhost_socket_;  // net_vhost: its vhost-user socket (status: the ring layout)
   std::unique_ptr<Wake[]> wake_;
 };

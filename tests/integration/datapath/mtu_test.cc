@@ -1,0 +1,230 @@
+// Packets larger than the egress link, through vecflowd and through Linux forwarding on the same
+// lab (tools/lab.sh) with the lan link's MTU lowered to 1280: what the hosts see must be the
+// same. IPv4 without DF arrives in fragments; IPv4 with DF and IPv6 are answered with ICMP
+// fragmentation needed / packet too big carrying the MTU, from the ingress interface's
+// address, so that the sender's kernel learns the path MTU; a TCP upload whose server
+// advertises an MSS of 1460 completes by path MTU discovery. And vecflowd accounts for
+// every packet: rx = tx + kernel + drops, the too-big ones under packet_too_big.
+#include <fstream>
+#include <map>
+#include <regex>
+
+#include "forwarding_fixture.h"
+
+namespace vecflow::test {
+namespace {
+
+// The probes, as files. udp.py sends one datagram of `size` bytes: with `df` the socket does
+// path MTU discovery (DF set; IPv6 routers never fragment anyway) and reports what the
+// kernel learned; without, it waits for the server's echo of it. tcp.py uploads 4 MiB and
+// reports the MSS the connection ended with.
+void write_scripts(const std::string& dir) {
+  std::ofstream(dir + "/udp.py")
+      << "import socket, sys, time\n"
+         "host, port, size, df = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), "
+         "sys.argv[4] == 'df'\n"
+         "v6 = ':' in host\n"
+         "s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)\n"
+         "lvl, opt, mtu_opt = (41, 23, 24) if v6 else (0, 10, 14)  # *_MTU_DISCOVER, *_MTU\n"
+         "s.setsockopt(lvl, opt, 2 if df else 0)  # IP_PMTUDISC_DO / _DONT\n"
+         "s.settimeout(2)\n"
+         "s.connect((host, port))\n"
+         "s.send(b'x' * size)\n"
+         "if df:\n"
+         "    time.sleep(0.5)  # for the ICMP error to arrive\n"
+         "    try:\n"
+         "        s.send(b'x' * size)\n"
+         "        print('sent, mtu', s.getsockopt(lvl, mtu_opt))\n"
+         "    except OSError as e:\n"
+         "        print('error', e.errno, 'mtu', s.getsockopt(lvl, mtu_opt))\n"
+         "else:\n"
+         "    try:\n"
+         "        print('ok' if s.recv(65535) == b'x' * size else 'bad')\n"
+         "    except socket.timeout:\n"
+         "        print('timeout')\n";
+  std::ofstream(dir + "/udp_echo.py")
+      << "import socket\n"
+         "s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+         "s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)\n"
+         "s.bind(('::', 5400))\n"
+         "s.settimeout(15)\n"
+         "while True:\n"
+         "    d, a = s.recvfrom(65535)\n"
+         "    s.sendto(d, a)\n";
+  std::ofstream(dir + "/tcp.py")
+      << "import socket, sys\n"
+         "host, size = sys.argv[1], 4 << 20\n"
+         "try:\n"
+         "    c = socket.create_connection((host, 5401), timeout=20)\n"
+         "    c.sendall(b'y' * size)\n"
+         "    c.shutdown(socket.SHUT_WR)\n"
+         "    got = int(c.recv(100))\n"
+         "    mss = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)\n"
+         "    print('ok' if got == size else 'short %d' % got, 'mss', mss)\n"
+         "except (socket.timeout, TimeoutError):\n"
+         "    print('timeout')\n"
+         "except OSError as e:\n"
+         "    print('error', e.errno)\n";
+  std::ofstream(dir + "/tcp_sink.py") << "import socket\n"
+                                         "s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+                                         "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                                         "s.bind(('0.0.0.0', 5401))\n"
+                                         "s.listen(1)\n"
+                                         "s.settimeout(25)\n"
+                                         "c, _ = s.accept()\n"
+                                         "c.settimeout(20)\n"
+                                         "n = 0\n"
+                                         "while True:\n"
+                                         "    d = c.recv(1 << 16)\n"
+                                         "    if not d:\n"
+                                         "        break\n"
+                                         "    n += len(d)\n"
+                                         "c.sendall(str(n).encode())\n"
+                                         "c.close()\n";
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
+// What the client's ping shows: "ok", the ICMP error's line without its sequence number
+// ("From 192.0.2.1 Frag needed and DF set (mtu = 1280)"), or "lost".
+std::string ping(const Lab& lab, const std::string& args) {
+  const std::string out = lab.exec_output('c', "ping -c 1 -W 2 " + args + " 2>&1; echo rc=$?");
+  if (out.find("rc=0") != std::string::npos) return "ok";
+  std::smatch m;
+  if (std::regex_search(out, m, std::regex("From (\\S+) icmp_seq=\\d+ ([^\\n]+)")))
+    return "From " + m[1].str() + " " + m[2].str();
+  return "lost";
+}
+
+// Waits (up to 5 s) until `side` listens on `port` (udp or tcp).
+void wait_listening(const Lab& lab, char side, const std::string& kind, int port) {
+  const std::string cmd = "ss -H" + std::string(kind == "tcp" ? "t" : "u") +
+                          "ln sport = :" + std::to_string(port) + " | grep -q .";
+  for (int i = 0; i < 50 && lab.exec(side, cmd) != 0; ++i)
+    std::this_thread::sleep_for(100ms);
+}
+
+// The lan link at 1280 on both ends: the hosts' own packets fit, the client's 1500-byte ones
+// do not.
+std::map<std::string, std::string> small_link_scenarios(const Lab& lab, const std::string& dir) {
+  lab.exec('s', "timeout 15 python3 " + dir + "/udp_echo.py >/dev/null 2>&1 &");
+  wait_listening(lab, 's', "udp", 5400);
+  // Every neighbour resolved before the first probe (its answer waits 2 s at most).
+  lab.exec('c',
+           "ping -c 1 -W 3 198.51.100.2 >/dev/null; ping -6 -c 1 -W 3 2001:db8:2::2 >/dev/null");
+  auto udp = [&](const std::string& args) {
+    return trimmed(lab.exec_output('c', "python3 " + dir + "/udp.py " + args));
+  };
+  std::map<std::string, std::string> seen;
+  // Before any answer teaches the client the path MTU (then it would fragment itself).
+  seen["udp 1500 without DF, echoed"] = udp("198.51.100.2 5400 1472 nodf");
+  seen["ping 1500 without DF"] = ping(lab, "-M dont -s 1472 198.51.100.2");
+  seen["ping 1500 with DF"] = ping(lab, "-M do -s 1472 198.51.100.2");
+  seen["ping 1280 with DF"] = ping(lab, "-M do -s 1252 198.51.100.2");
+  seen["udp6 1500"] = udp("2001:db8:2::2 5400 1452 df");
+  seen["udp6 1280, echoed"] = udp("2001:db8:2::2 5400 1232 nodf");
+  seen["ping small"] = ping(lab, "198.51.100.2");
+  sh("pkill -f " + dir + "/udp_echo.py");
+  return seen;
+}
+
+// The appliance's end of the lan link at 1280, the server's at 1500 (so it advertises an MSS
+// of 1460): an upload from the client only gets through once path MTU discovery has worked.
+std::map<std::string, std::string> pmtud_scenarios(const Lab& lab, const std::string& dir) {
+  lab.exec('s', "timeout 30 python3 " + dir + "/tcp_sink.py >/dev/null 2>&1 &");
+  wait_listening(lab, 's', "tcp", 5401);
+  lab.exec('c', "ping -c 1 -W 3 198.51.100.2 >/dev/null");
+  std::map<std::string, std::string> seen;
+  seen["tcp upload of 4 MiB"] =
+      trimmed(lab.exec_output('c', "python3 " + dir + "/tcp.py 198.51.100.2"));
+  sh("pkill -f " + dir + "/tcp_sink.py");
+  return seen;
+}
+
+class Mtu : public Forwarding {
+ protected:
+  // IPv6 routed too, neighbour discovery answered by the kernel (as in stateful_firewall_test).
+  std::string edit_config(std::string text) override {
+    text = std::regex_replace(
+        text, std::regex("(    - \\{name: arp, match: \\{l3: arp\\}, action: pass\\})"),
+        "$1\n    - {name: icmp6-nd, match: {proto: icmpv6}, action: pass}");
+    return std::regex_replace(text,
+                              std::regex("(      - \\{prefix: 192\\.0\\.2\\.0/24, port: wan\\})"),
+                              "$1\n      - {prefix: \"2001:db8:2::/64\", port: lan}"
+                              "\n      - {prefix: \"2001:db8:1::/64\", port: wan}");
+  }
+  void prepare_lab() override { set_link_mtu(*lab_); }
+  virtual void set_link_mtu(const Lab& lab) {
+    ASSERT_EQ(lab.exec('a', "ip link set lan0 mtu 1280"), 0);
+    ASSERT_EQ(lab.exec('s', "ip link set eth0 mtu 1280"), 0);
+  }
+
+  // The Linux reference: a lab of its own, forwarding in the kernel, the same MTUs.
+  std::unique_ptr<Lab> linux_lab() {
+    auto lab = std::make_unique<Lab>(unique_name("vmk"));
+    EXPECT_TRUE(lab->ok());
+    EXPECT_EQ(lab->exec('a', "sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1"), 0);
+    set_link_mtu(*lab);
+    return lab;
+  }
+
+  uint64_t route_counter(const std::string& name) {
+    return json("routes")["stages"][0][name].get<uint64_t>();
+  }
+  uint64_t wan_drops(const std::string& reason) {
+    uint64_t n = 0;
+    const Json errors = json("errors");
+    for (const auto& d : errors["by_port"])
+      if (d["port"] == "wan" && d["reason"] == reason) n += d["count"].get<uint64_t>();
+    return n;
+  }
+};
+
+TEST_F(Mtu, TooBigPacketsGetWhatLinuxForwardingGives) {
+  write_scripts(dir_);
+  const auto linux_saw = small_link_scenarios(*linux_lab(), dir_);
+  const auto vecflow_saw = small_link_scenarios(*lab_, dir_);
+  EXPECT_EQ(vecflow_saw, linux_saw);
+  // And the cases did what they are for.
+  EXPECT_EQ(linux_saw.at("udp 1500 without DF, echoed"), "ok");
+  EXPECT_EQ(linux_saw.at("ping 1500 with DF"),
+            "From 192.0.2.1 Frag needed and DF set (mtu = 1280)");
+  EXPECT_EQ(linux_saw.at("udp6 1500"), "error 90 mtu 1280");  // EMSGSIZE: the path MTU learned
+  for (const auto& [what, saw] : vecflow_saw)
+    RecordProperty(what, saw);
+
+  // The counters settled (the control plane samples them once a second), then read.
+  const Json accounting = settled_accounting();
+  // The MTU in force, shown.
+  EXPECT_EQ(json("ports --port lan")["ports"][0]["mtu"], 1280) << ctl("ports").out;
+  EXPECT_EQ(route_counter("packet_too_big"), 2u);  // the DF ping, the first IPv6 datagram
+  EXPECT_EQ(wan_drops("packet_too_big"), 2u);
+  // The 1500-byte datagram and ping without DF, two fragments each.
+  EXPECT_EQ(json("sched")["direct"][0]["fragments_out"], 4u) << ctl("sched").out;
+  expect_exact(accounting);
+}
+
+class PathMtuDiscovery : public Mtu {
+ protected:
+  void set_link_mtu(const Lab& lab) override {
+    ASSERT_EQ(lab.exec('a', "ip link set lan0 mtu 1280"), 0);
+  }
+};
+
+TEST_F(PathMtuDiscovery, AnUploadPastASmallerLinkCompletes) {
+  write_scripts(dir_);
+  const auto linux_saw = pmtud_scenarios(*linux_lab(), dir_);
+  const auto vecflow_saw = pmtud_scenarios(*lab_, dir_);
+  EXPECT_EQ(vecflow_saw, linux_saw);
+  // 1240 bytes of TCP header and payload in a 1280-byte packet, less the timestamp option.
+  EXPECT_EQ(linux_saw.at("tcp upload of 4 MiB"), "ok mss 1228");
+  expect_exact(settled_accounting());
+  EXPECT_GE(route_counter("packet_too_big"), 1u);
+}
+
+}  // namespace
+}  // namespace vecflow::test
