@@ -193,6 +193,41 @@ static __always_inline int write_meta(struct xdp_md* ctx, const struct vf_parsed
   return 0;
 }
 
+/* Whether the frame fits the MTU of interface `ifindex` (0: the one it arrived on), measured as
+ * the kernel measures what it forwards: the IP packet, L2 header and VLAN tags not included. A
+ * frame over it would be lost after the program returned (a devmap redirect or XDP_TX of a
+ * frame the link refuses fails uncounted); lifted instead, user space answers it (ICMP
+ * fragmentation needed / packet too big) or fragments it. An interface the kernel does not
+ * know fits: the redirect then fails, counted. */
+static __always_inline int fits_mtu(struct xdp_md* ctx, const struct vf_parsed* p, __u32 ifindex) {
+  __u32 len = (__u32)(ctx->data_end - ctx->data) - p->l2_len;
+  return bpf_check_mtu(ctx, ifindex, &len, 0, 0) != BPF_MTU_CHK_RET_FRAG_NEEDED;
+}
+
+/* To the AF_XDP socket of the frame's rx queue with its metadata, or where the file sends
+ * frames of a queue without one. */
+static __always_inline int lift(struct xdp_md* ctx, struct vf_steer_stats* st,
+                                const struct vf_steer_set* set, const struct vf_parsed* p,
+                                __u32 rule_id) {
+  __u32 queue = ctx->rx_queue_index;
+  if (!bpf_map_lookup_elem(&xsks_map, &queue)) {
+    /* No socket: a queue the port does not read (the file handed it to other_queues, or
+     * the interface gained it after start-up), or a read queue whose socket is missing. */
+    if (queue >= VF_STEER_MAX_QUEUES || !((set->read_queues >> queue) & 1)) {
+      st->queue_not_read++;
+      return pass_or_drop(st, set->other_queues.action, VF_DROP_QUEUE_NOT_READ);
+    }
+    st->no_socket_fallback++;
+    return pass_or_drop(st, set->no_socket.action, VF_DROP_NO_XSK);
+  }
+  if (write_meta(ctx, p, rule_id, set->symmetric_hash)) st->meta_unavailable++;
+  /* The socket can go away between the lookup and the redirect: fall back then too. */
+  if (bpf_redirect_map(&xsks_map, queue, 0) == XDP_REDIRECT)
+    return count_verdict(st, VF_VERDICT_USERSPACE, XDP_REDIRECT);
+  st->no_socket_fallback++;
+  return pass_or_drop(st, set->no_socket.action, VF_DROP_NO_XSK);
+}
+
 SEC("xdp")
 int vf_steer(struct xdp_md* ctx) {
   const __u8* data = (const __u8*)(long)ctx->data;
@@ -247,30 +282,21 @@ int vf_steer(struct xdp_md* ctx) {
     case VF_ACT_DROP:
       return drop(st, VF_DROP_STEER_RULE);
     case VF_ACT_TX:
+      if (!fits_mtu(ctx, &p, 0)) {
+        st->mtu_lifted++;
+        return lift(ctx, st, set, &p, r.rule_id);
+      }
       return count_verdict(st, VF_VERDICT_TX, XDP_TX);
     case VF_ACT_REDIRECT:
+      if (!fits_mtu(ctx, &p, r.ifindex)) {
+        st->mtu_lifted++;
+        return lift(ctx, st, set, &p, r.rule_id);
+      }
       if (bpf_redirect_map(&vf_devmap, r.ifindex, 0) == XDP_REDIRECT)
         return count_verdict(st, VF_VERDICT_REDIRECT, XDP_REDIRECT);
       return drop(st, VF_DROP_REDIRECT_FAILED);
-    case VF_ACT_USERSPACE: {
-      __u32 queue = ctx->rx_queue_index;
-      if (!bpf_map_lookup_elem(&xsks_map, &queue)) {
-        /* No socket: a queue the port does not read (the file handed it to other_queues, or
-         * the interface gained it after start-up), or a read queue whose socket is missing. */
-        if (queue >= VF_STEER_MAX_QUEUES || !((set->read_queues >> queue) & 1)) {
-          st->queue_not_read++;
-          return pass_or_drop(st, set->other_queues.action, VF_DROP_QUEUE_NOT_READ);
-        }
-        st->no_socket_fallback++;
-        return pass_or_drop(st, set->no_socket.action, VF_DROP_NO_XSK);
-      }
-      if (write_meta(ctx, &p, r.rule_id, set->symmetric_hash)) st->meta_unavailable++;
-      /* The socket can go away between the lookup and the redirect: fall back then too. */
-      if (bpf_redirect_map(&xsks_map, queue, 0) == XDP_REDIRECT)
-        return count_verdict(st, VF_VERDICT_USERSPACE, XDP_REDIRECT);
-      st->no_socket_fallback++;
-      return pass_or_drop(st, set->no_socket.action, VF_DROP_NO_XSK);
-    }
+    case VF_ACT_USERSPACE:
+      return lift(ctx, st, set, &p, r.rule_id);
     default:
       return count_verdict(st, VF_VERDICT_PASS, XDP_PASS);
   }

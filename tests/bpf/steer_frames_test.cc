@@ -448,3 +448,58 @@ TEST(SteerFrames, UnconfiguredProgramPassesEverything) {
   EXPECT_EQ(c.unconfigured, 1u);
   EXPECT_EQ(c.verdict[VF_VERDICT_PASS], 1u);
 }
+
+// A frame a `tx` or `redirect` rule would send out of an interface whose MTU it exceeds is
+// lifted to user space instead (which answers or fragments it): sent in XDP, the kernel would
+// drop it after the program returned, uncounted. The test runs in a namespace of its own whose
+// loopback (the interface frames arrive on under BPF_PROG_TEST_RUN, and the redirect target
+// here) is set to an MTU of 1280.
+TEST(SteerFrames, TxAndRedirectOverTheTargetMtuAreLiftedInstead) {
+  VECFLOW_REQUIRE_NETNS();
+  SteerHarness h;
+  ASSERT_TRUE(h.ok()) << h.error();
+  auto rules = table_rules();
+  config::SteerRule redirect;
+  redirect.name = "to-lo";
+  redirect.match.l4_proto = 17;
+  redirect.match.dst_port = config::PortRange{7000, 7000};
+  redirect.action = {config::SteerActionKind::Redirect, "lo"};
+  rules.rules.push_back(redirect);  // rule 6
+  ASSERT_TRUE(h.install(rules));
+  const std::string ns = unique_name("vsm");
+  LoopbackXsk xsk(ns);
+  ASSERT_TRUE(xsk.ok()) << "cannot bind an AF_XDP socket for the userspace path";
+  uint32_t q0 = 0;
+  int xfd = xsk.fd();
+  ASSERT_EQ(bpf_map_update_elem(h.program().xsks_map_fd(), &q0, &xfd, BPF_ANY), 0);
+  ASSERT_EQ(sh("ip netns exec " + ns + " ip link set lo mtu 1280"), 0);
+  NetnsScope in(ns);
+  ASSERT_TRUE(in.ok());
+
+  // IPv6 UDP to 5500 (rule 3, tx) and IPv4 UDP to 7000 (rule 6, redirect), with IP packets of
+  // 1280 and 1281 bytes.
+  auto v6 = [](uint32_t l3) {
+    return FrameBuilder().ipv6(A6, B6, 17).udp(1, 5500).payload(l3 - 40 - 8).build();
+  };
+  auto v4 = [](uint32_t l3) {
+    return FrameBuilder().ipv4(A, B, 17).udp(1, 7000).payload(l3 - 20 - 8).build();
+  };
+  auto before = *h.program().counters();
+  EXPECT_EQ(h.run(v6(1280)).xdp_action, kTx);
+  auto lifted_tx = h.run(v6(1281));
+  EXPECT_EQ(lifted_tx.xdp_action, kLift);
+  EXPECT_EQ(lifted_tx.meta_size, sizeof(vf_xdp_meta)) << "lifted with its metadata";
+  EXPECT_EQ(lifted_tx.meta.rule_id, 3u);
+  auto redirected = h.run(v4(1280));
+  EXPECT_EQ(redirected.xdp_action, XDP_REDIRECT);
+  EXPECT_EQ(redirected.meta_size, 0u) << "redirected, not lifted";
+  auto lifted_redirect = h.run(v4(1281));
+  EXPECT_EQ(lifted_redirect.xdp_action, kLift);
+  EXPECT_EQ(lifted_redirect.meta_size, sizeof(vf_xdp_meta));
+  EXPECT_EQ(lifted_redirect.meta.rule_id, 6u);
+  auto after = *h.program().counters();
+  EXPECT_EQ(after.mtu_lifted - before.mtu_lifted, 2u);
+  EXPECT_EQ(after.verdict[VF_VERDICT_TX] - before.verdict[VF_VERDICT_TX], 1u);
+  EXPECT_EQ(after.verdict[VF_VERDICT_REDIRECT] - before.verdict[VF_VERDICT_REDIRECT], 1u);
+  EXPECT_EQ(after.verdict[VF_VERDICT_USERSPACE] - before.verdict[VF_VERDICT_USERSPACE], 2u);
+}

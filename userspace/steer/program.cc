@@ -26,6 +26,7 @@ SteerCounters& SteerCounters::operator+=(const SteerCounters& o) {
   default_hits += o.default_hits;
   no_socket_fallback += o.no_socket_fallback;
   queue_not_read += o.queue_not_read;
+  mtu_lifted += o.mtu_lifted;
   meta_unavailable += o.meta_unavailable;
   unconfigured += o.unconfigured;
   for (size_t i = 0; i < kDropReasonCount; ++i) {
@@ -309,6 +310,7 @@ Result<SteerCounters> SteerProgram::counters() const {
     c.default_hits += s.default_hits;
     c.no_socket_fallback += s.no_socket_fallback;
     c.queue_not_read += s.queue_not_read;
+    c.mtu_lifted += s.mtu_lifted;
     c.meta_unavailable += s.meta_unavailable;
     c.unconfigured += s.unconfigured;
     for (size_t i = 0; i < kDropReasonCount; ++i) {

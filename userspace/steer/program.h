@@ -31,6 +31,7 @@ struct SteerCounters {
   uint64_t default_hits = 0;
   uint64_t no_socket_fallback = 0;
   uint64_t queue_not_read = 0;  // for user space on an rx queue the port does not read
+  uint64_t mtu_lifted = 0;      // tx/redirect frames over the target's MTU, lifted instead
   uint64_t meta_unavailable = 0;
   uint64_t unconfigured = 0;
   std::array<uint64_t, kDropReasonCount> malformed{};  // parse errors by reason

@@ -162,6 +162,7 @@ struct vf_steer_stats {
   __u64 meta_unavailable;                 /* lifted without metadata: the driver refused the room */
   __u64 unconfigured;                     /* passed before the loader configured the program */
   __u64 queue_not_read;                   /* `userspace` on an rx queue the port does not read */
+  __u64 mtu_lifted;                       /* `tx`/`redirect` over the target's MTU: lifted */
   __u64 malformed[VF_STEER_REASON_SLOTS]; /* parse errors by reason, whatever the action */
   __u64 drop[VF_STEER_REASON_SLOTS];      /* XDP_DROP verdicts by reason */
 };

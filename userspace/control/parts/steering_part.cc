@@ -37,6 +37,11 @@ inline const MetricFamily kQueueNotRead{
     "Frames for user space on an rx queue the port does not read (other_queues applied)",
     MetricType::Counter,
     {"port"}};
+inline const MetricFamily kMtuLifted{
+    "vecflow_steer_mtu_lifted_total",
+    "Frames a tx or redirect rule sent to user space instead: over the target interface's MTU",
+    MetricType::Counter,
+    {"port"}};
 inline const MetricFamily kMetaUnavailable{
     "vecflow_steer_meta_unavailable_total",
     "Frames lifted without XDP metadata (the driver gave no headroom)",
@@ -96,6 +101,7 @@ void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteerin
       s.add(kDefaultHits, {port}, c->default_hits);
       s.add(kNoSocket, {port}, c->no_socket_fallback);
       s.add(kQueueNotRead, {port}, c->queue_not_read);
+      s.add(kMtuLifted, {port}, c->mtu_lifted);
       s.add(kMetaUnavailable, {port}, c->meta_unavailable);
       s.add(kUnconfigured, {port}, c->unconfigured);
       for (size_t r = 0; r < kDropReasonCount; ++r) {
@@ -169,6 +175,7 @@ void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteerin
           row["default_hits"] = s.count(kDefaultHits, {p});
           row["no_socket_fallbacks"] = s.count(kNoSocket, {p});
           row["queue_not_read"] = s.count(kQueueNotRead, {p});
+          row["mtu_lifted"] = s.count(kMtuLifted, {p});
           row["meta_unavailable"] = s.count(kMetaUnavailable, {p});
           row["unconfigured"] = s.count(kUnconfigured, {p});
           ports.push_back(std::move(row));
@@ -232,7 +239,8 @@ void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteerin
                   {"TX", "tx", Unit::Count},
                   {"REDIRECT", "redirect", Unit::Count},
                   {"NO SOCKET", "no_socket_fallbacks", Unit::Count},
-                  {"QUEUE NOT READ", "queue_not_read", Unit::Count}}),
+                  {"QUEUE NOT READ", "queue_not_read", Unit::Count},
+                  {"OVER MTU", "mtu_lifted", Unit::Count}}),
            table("rules", "/rules",
                  {{"RULE", "rule"},
                   {"PRIO", "priority"},
