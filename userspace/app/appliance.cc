@@ -20,6 +20,7 @@
 #include "control/resources.h"
 #include "control/trace.h"
 #include "core/log.h"
+#include "io/port_factory.h"
 #include "io/rx_queues.h"
 #include "pipeline/neighbour_table.h"
 #include "runtime/cycles.h"
@@ -93,6 +94,7 @@ Result<std::unique_ptr<Appliance>> Appliance::create(config::ApplianceConfig cfg
   auto rt = Runtime::create(runtime_options(app->cfg_));
   if (!rt) return std::unexpected(rt.error());
   app->runtime_ = std::move(*rt);
+  if (auto r = apply_port_mtus(app->cfg_); !r) return std::unexpected(r.error());
   // Steering goes first among the parts: AF_XDP ports register their sockets in its maps.
   // A failure leaves nothing attached (XdpSteering::start unwinds) and names the port.
   auto steering = steer::XdpSteering::start(steer::steer_setup(app->cfg_));

@@ -109,6 +109,15 @@ struct BusyPoll {
   uint32_t timeout_us = 20;
 };
 
+// The largest L2 header a port receives: Ethernet and two VLAN tags.
+inline constexpr uint32_t kMaxL2Header = 14 + 2 * 4;
+// Bytes of frame one AF_XDP UMEM frame of `frame_size` holds: what the mbuf's headroom (192,
+// io/packet_pool.h) and XDP's (256) leave; io/port_factory.cc checks the two against it.
+// Queues DPDK's net_af_xdp owns get 4096-byte buffers of which it keeps 320 (io/port_factory.cc).
+constexpr uint32_t afxdp_frame_room(uint32_t frame_size, bool dpdk_owned = false) {
+  return dpdk_owned ? 4096 - 320 - 256 : frame_size - 192 - 256;
+}
+
 struct AfXdpPort {
   std::string interface;
   // The rx queues read. `queues: all` (the file's default) leaves this empty and all_queues
@@ -139,6 +148,9 @@ struct PortConfig {
   std::string name;
   Location where;
   std::optional<unsigned> lcore;  // lcore that polls this port; default: spread over workers
+  // The link's MTU, set on the device when vecflowd starts (the kernel interface's for ports
+  // on one, else the ethdev's); none: as the device has it.
+  std::optional<uint32_t> mtu;
   std::variant<AfXdpPort, DpdkPort> kind;
 
   bool is_afxdp() const { return std::holds_alternative<AfXdpPort>(kind); }

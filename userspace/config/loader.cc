@@ -314,9 +314,9 @@ bool looks_like_pci(const std::string& s) {
 void read_port(Ctx& ctx, const YAML::Node& n, const std::string& path,
                std::vector<PortConfig>& out) {
   MapReader m(ctx, n, path,
-              {"name", "type", "lcore", "interface", "queues", "other_queues", "mode", "xdp_mode",
-               "busy_poll", "ring_size", "frame_size", "devargs", "pci", "rx_descriptors",
-               "tx_descriptors"});
+              {"name", "type", "lcore", "mtu", "interface", "queues", "other_queues", "mode",
+               "xdp_mode", "busy_poll", "ring_size", "frame_size", "devargs", "pci",
+               "rx_descriptors", "tx_descriptors"});
   if (!m.ok()) return;
   PortConfig p;
   p.where = ctx.at(n);
@@ -334,6 +334,8 @@ void read_port(Ctx& ctx, const YAML::Node& n, const std::string& path,
     unsigned l = 0;
     if (m.get_lcore("lcore", l)) p.lcore = l;
   }
+  // 68: the least every IPv4 link carries (RFC 791); 65535: the largest IPv4 packet.
+  if (uint32_t mtu = 0; m.has("mtu") && m.get("mtu", mtu, 68, 65535)) p.mtu = mtu;
   enum class Type { AfXdp, Dpdk } type = Type::AfXdp;
   if (!m.require("type") ||
       !m.get_enum<Type>("type", type, {{"afxdp", Type::AfXdp}, {"dpdk", Type::Dpdk}})) {
@@ -393,6 +395,19 @@ void read_port(Ctx& ctx, const YAML::Node& n, const std::string& path,
       if (m.get(key, v, lo, hi) && (v & (v - 1)) != 0) {
         ctx.error(m.child(key), m.key_path(key), fmt::format("{} must be a power of two", v));
       }
+    }
+    // A received frame (two VLAN tags at most) lies in one UMEM frame after the mbuf's and
+    // XDP's headroom (io/packet_pool.h): a larger MTU would have the kernel drop what it
+    // cannot place. Frames over one buffer need AF_XDP multi-buffer, not used yet.
+    const bool dpdk_owned = std::any_of(a.queues.begin(), a.queues.end(),
+                                        [](const auto& r) { return r.owner == QueueOwner::Dpdk; });
+    const uint32_t room = afxdp_frame_room(a.frame_size, dpdk_owned);
+    if (p.mtu && *p.mtu + kMaxL2Header > room) {
+      ctx.error(
+          m.child("mtu"), m.key_path("mtu"),
+          fmt::format("mtu {} does not fit the port's {}-byte buffers (at most mtu {}{})", *p.mtu,
+                      dpdk_owned ? 4096 : a.frame_size, room - kMaxL2Header,
+                      !dpdk_owned && a.frame_size < 4096 ? "; frame_size: 4096 holds more" : ""));
     }
     p.kind = std::move(a);
   } else {

@@ -165,4 +165,20 @@ uint32_t ethdev_mtu(uint16_t port_id) {
   return rte_eth_dev_get_mtu(port_id, &mtu) == 0 ? mtu : 0;
 }
 
+Result<void> set_interface_mtu(const std::string& ifname, uint32_t mtu) {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail("{}: MTU {}: no socket: {}", ifname, mtu, std::strerror(errno));
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+  ifr.ifr_mtu = static_cast<int>(mtu);
+  const int rc = ioctl(fd, SIOCSIFMTU, &ifr);
+  const int err = errno;
+  close(fd);
+  if (rc != 0) {
+    return fail("{}: cannot set MTU {} ({}; the device's limits: `ip -d link show {}`)", ifname,
+                mtu, std::strerror(err), ifname);
+  }
+  return {};
+}
+
 }  // namespace vecflow

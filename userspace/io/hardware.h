@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace vecflow {
 
 struct PortHardware {
@@ -34,5 +36,7 @@ PortHardware ethdev_hardware(uint16_t port_id);
 // The MTU alone, as the two above read it; 0 when there is none to read.
 uint32_t interface_mtu(const std::string& ifname);
 uint32_t ethdev_mtu(uint16_t port_id);
+// Sets a kernel interface's MTU (SIOCSIFMTU), as `ip link set IF mtu N` does.
+Result<void> set_interface_mtu(const std::string& ifname, uint32_t mtu);
 
 }  // namespace vecflow

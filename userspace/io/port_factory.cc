@@ -2,12 +2,20 @@
 
 #include <algorithm>
 
+#include <linux/bpf.h>
 #include <rte_eal.h>
 
+#include "core/log.h"
 #include "io/afxdp/afxdp_port.h"
 #include "io/dpdk/dpdk_port.h"
+#include "io/hardware.h"
+#include "io/packet_pool.h"
 
 namespace vecflow {
+
+// The room the configuration checks an AF_XDP port's MTU against is what the pool and XDP leave.
+static_assert(config::afxdp_frame_room(4096) ==
+              4096 - PacketPool::kBufferOffset - XDP_PACKET_HEADROOM);
 
 PortEnvironment port_environment(const config::ApplianceConfig& cfg) {
   PortEnvironment env;
@@ -60,6 +68,17 @@ PacketPoolOptions pool_options(const config::ApplianceConfig& cfg) {
   return o;
 }
 
+Result<void> apply_port_mtus(const config::ApplianceConfig& cfg) {
+  for (const auto& p : cfg.ports) {
+    const std::string* ifname = p.kernel_interface();
+    if (!p.mtu || ifname == nullptr) continue;
+    if (auto r = set_interface_mtu(*ifname, *p.mtu); !r)
+      return fail("port '{}': {}", p.name, r.error().message);
+    log::get("io")->info("port {}: MTU {} on {}", p.name, *p.mtu, *ifname);
+  }
+  return {};
+}
+
 Result<std::unique_ptr<Port>> create_port(const config::PortConfig& p, PortId id,
                                           const PortEnvironment& env) {
   RxClassify classify;
@@ -97,6 +116,7 @@ Result<std::unique_ptr<Port>> create_port(const config::PortConfig& p, PortId id
   o.tx_descriptors = d.tx_descriptors;
   o.classify = classify;
   o.interface = d.interface;
+  if (p.mtu && d.interface.empty()) o.mtu = *p.mtu;
   auto port = DpdkPort::create(p.name, id, o, *env.pool);
   if (!port) return std::unexpected(port.error());
   return std::unique_ptr<Port>(std::move(*port));

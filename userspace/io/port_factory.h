@@ -39,6 +39,11 @@ PortEnvironment port_environment(const config::ApplianceConfig& cfg);
 // there is no afxdp port).
 PacketPoolOptions pool_options(const config::ApplianceConfig& cfg);
 
+// Sets the `mtu` of every port that has a kernel interface on that interface. Before steering
+// attaches: a veth with an XDP program refuses an MTU larger than its program's buffers take.
+// DPDK ports without a kernel interface get theirs on the ethdev in create_port().
+Result<void> apply_port_mtus(const config::ApplianceConfig& cfg);
+
 // An AfXdpPort or DpdkPort for one `ports[]` entry; `id` is its index in the file.
 Result<std::unique_ptr<Port>> create_port(const config::PortConfig& p, PortId id,
                                           const PortEnvironment& env);

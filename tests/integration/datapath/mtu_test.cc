@@ -208,8 +208,15 @@ TEST_F(Mtu, TooBigPacketsGetWhatLinuxForwardingGives) {
   expect_exact(accounting);
 }
 
+// vecflowd sets the MTU of its lan port from the file (`ports[].mtu`); the Linux reference's
+// is set by hand.
 class PathMtuDiscovery : public Mtu {
  protected:
+  std::string edit_config(std::string text) override {
+    return std::regex_replace(Mtu::edit_config(std::move(text)), std::regex("(  - name: lan\n)"),
+                              "$1    mtu: 1280\n");
+  }
+  void prepare_lab() override {}
   void set_link_mtu(const Lab& lab) override {
     ASSERT_EQ(lab.exec('a', "ip link set lan0 mtu 1280"), 0);
   }
@@ -222,6 +229,7 @@ TEST_F(PathMtuDiscovery, AnUploadPastASmallerLinkCompletes) {
   EXPECT_EQ(vecflow_saw, linux_saw);
   // 1240 bytes of TCP header and payload in a 1280-byte packet, less the timestamp option.
   EXPECT_EQ(linux_saw.at("tcp upload of 4 MiB"), "ok mss 1228");
+  EXPECT_EQ(trimmed(lab_->exec_output('a', "cat /sys/class/net/lan0/mtu")), "1280");
   expect_exact(settled_accounting());
   EXPECT_GE(route_counter("packet_too_big"), 1u);
 }

@@ -99,6 +99,10 @@ Result<std::unique_ptr<DpdkPort>> DpdkPort::create(std::string name, PortId id,
   c.rss = o.classify.flow_id != FlowIdFrom::Software;
   c.rx_interrupts = o.rx_interrupts;
   if (auto r = port->dev_.configure(c); !r) return fail("port {}: {}", name, r.error().message);
+  if (o.mtu != 0) {
+    if (int rc = rte_eth_dev_set_mtu(port->dev_.port(), static_cast<uint16_t>(o.mtu)); rc != 0)
+      return fail("port {}: cannot set MTU {}: {}", name, o.mtu, rte_strerror(-rc));
+  }
   port->queues_ = o.queues;
   port->classify_ = o.classify;
   port->classify_.port = id;
