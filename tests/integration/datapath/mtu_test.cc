@@ -132,15 +132,21 @@ std::map<std::string, std::string> small_link_scenarios(const Lab& lab, const st
   return seen;
 }
 
-// The appliance's end of the lan link at 1280, the server's at 1500 (so it advertises an MSS
-// of 1460): an upload from the client only gets through once path MTU discovery has worked.
-std::map<std::string, std::string> pmtud_scenarios(const Lab& lab, const std::string& dir) {
-  lab.exec('s', "timeout 30 python3 " + dir + "/tcp_sink.py >/dev/null 2>&1 &");
-  wait_listening(lab, 's', "tcp", 5401);
-  lab.exec('c', "ping -c 1 -W 3 198.51.100.2 >/dev/null");
+// The appliance's end of one link at 1280, the far host's at 1500 (so it advertises an MSS of
+// 1460): an upload from the other host over that link only gets through once path MTU
+// discovery has worked. `to_server`: client -> server, the lan link small (the too-big
+// packets enter on wan, vecflowd's own AF_XDP queue); else server -> client, the wan link
+// small (they enter on lan, a queue DPDK's net_af_xdp owns).
+std::map<std::string, std::string> pmtud_scenarios(const Lab& lab, const std::string& dir,
+                                                   bool to_server) {
+  const char sink = to_server ? 's' : 'c', sender = to_server ? 'c' : 's';
+  const std::string to = to_server ? "198.51.100.2" : "192.0.2.2";
+  lab.exec(sink, "timeout 30 python3 " + dir + "/tcp_sink.py >/dev/null 2>&1 &");
+  wait_listening(lab, sink, "tcp", 5401);
+  lab.exec(sender, "ping -c 1 -W 3 " + to + " >/dev/null");
   std::map<std::string, std::string> seen;
   seen["tcp upload of 4 MiB"] =
-      trimmed(lab.exec_output('c', "python3 " + dir + "/tcp.py 198.51.100.2"));
+      trimmed(lab.exec_output(sender, "python3 " + dir + "/tcp.py " + to));
   sh("pkill -f " + dir + "/tcp_sink.py");
   return seen;
 }
@@ -208,28 +214,36 @@ TEST_F(Mtu, TooBigPacketsGetWhatLinuxForwardingGives) {
   expect_exact(accounting);
 }
 
-// vecflowd sets the MTU of its lan port from the file (`ports[].mtu`); the Linux reference's
-// is set by hand.
-class PathMtuDiscovery : public Mtu {
+// vecflowd sets the MTU of one port from the file (`ports[].mtu`); the Linux reference's is set
+// by hand.
+class PathMtuDiscovery : public Mtu, public ::testing::WithParamInterface<bool> {
  protected:
+  bool to_server() const { return GetParam(); }
+  std::string port() const { return to_server() ? "lan" : "wan"; }
+  std::string device() const { return to_server() ? "lan0" : "wan0"; }
   std::string edit_config(std::string text) override {
-    return std::regex_replace(Mtu::edit_config(std::move(text)), std::regex("(  - name: lan\n)"),
-                              "$1    mtu: 1280\n");
+    return std::regex_replace(Mtu::edit_config(std::move(text)),
+                              std::regex("(  - name: " + port() + "\\n)"), "$1    mtu: 1280\n");
   }
   void prepare_lab() override {}
   void set_link_mtu(const Lab& lab) override {
-    ASSERT_EQ(lab.exec('a', "ip link set lan0 mtu 1280"), 0);
+    ASSERT_EQ(lab.exec('a', "ip link set " + device() + " mtu 1280"), 0);
   }
 };
 
-TEST_F(PathMtuDiscovery, AnUploadPastASmallerLinkCompletes) {
+INSTANTIATE_TEST_SUITE_P(BothWays, PathMtuDiscovery, ::testing::Values(true, false),
+                         [](const auto& info) {
+                           return std::string(info.param ? "ClientToServer" : "ServerToClient");
+                         });
+
+TEST_P(PathMtuDiscovery, AnUploadPastASmallerLinkCompletes) {
   write_scripts(dir_);
-  const auto linux_saw = pmtud_scenarios(*linux_lab(), dir_);
-  const auto vecflow_saw = pmtud_scenarios(*lab_, dir_);
+  const auto linux_saw = pmtud_scenarios(*linux_lab(), dir_, to_server());
+  const auto vecflow_saw = pmtud_scenarios(*lab_, dir_, to_server());
   EXPECT_EQ(vecflow_saw, linux_saw);
   // 1240 bytes of TCP header and payload in a 1280-byte packet, less the timestamp option.
   EXPECT_EQ(linux_saw.at("tcp upload of 4 MiB"), "ok mss 1228");
-  EXPECT_EQ(trimmed(lab_->exec_output('a', "cat /sys/class/net/lan0/mtu")), "1280");
+  EXPECT_EQ(trimmed(lab_->exec_output('a', "cat /sys/class/net/" + device() + "/mtu")), "1280");
   expect_exact(settled_accounting());
   EXPECT_GE(route_counter("packet_too_big"), 1u);
 }
