@@ -172,6 +172,11 @@ std::string describe_step(const trace::Record& r, const TraceNames& names) {
       std::string s(verdict_word(r.verdict));
       if (v == Verdict::Drop)
         s += fmt::format(" ({})", drop_reason_name(static_cast<DropReason>(r.reason)));
+      if (r.extra == trace::kTraceAnswered) {
+        return fmt::format("drop ({}), answered with an ICMP error out {}",
+                           drop_reason_name(static_cast<DropReason>(r.reason)),
+                           name_of(names.ports, r.port, "port"));
+      }
       if ((v == Verdict::Transmit || v == Verdict::Continue) && r.port != kNoPort)
         s += fmt::format(" out {}", name_of(names.ports, r.port, "port"));
       if ((v == Verdict::Transmit || v == Verdict::Continue) && r.value != kNoNextHop) {

@@ -59,6 +59,10 @@ inline constexpr uint32_t kTextBytes = 96;
 
 enum class Step : uint8_t { Rx, Vector, Dequeue, Stage, Tx, TxDrop };
 
+// Record::extra of a Stage step whose packet the stage dropped under `reason` and answered
+// with an ICMP error built in its buffer (StageEnv::answered): the error leaves on `port`.
+inline constexpr uint32_t kTraceAnswered = 1;
+
 struct Record {
   uint64_t tsc = 0;
   uint16_t lcore = 0;
@@ -69,7 +73,8 @@ struct Record {
   uint16_t index = 0;   // Vector: bucket; Dequeue: flow id; Stage: stage index
   uint16_t reason = 0;  // Stage, TxDrop: DropReason
   uint32_t value = 0;   // Rx: flow hash; Vector: position; Dequeue: packets; Stage: next hop
-  uint32_t extra = 0;   // Rx: steering rule; Vector: kEventTraced; Dequeue: sched type
+  uint32_t extra = 0;   // Rx: steering rule; Vector: kEventTraced; Dequeue: sched type;
+                        // Stage: kTraceAnswered
   uint32_t length = 0;  // Rx: frame length
   uint16_t bytes = 0;   // Rx: bytes in `data`; Stage: bytes of text in `data`
   std::array<uint8_t, kFrameBytes> data{};

@@ -15,6 +15,9 @@ namespace vecflow {
 namespace {
 
 constexpr uint8_t kIcmpDestUnreachable = 3;
+constexpr uint8_t kIcmpNetUnreachable = 0;
+constexpr uint8_t kIcmp6DestUnreachable = 1;
+constexpr uint8_t kIcmp6NoRoute = 0;
 constexpr uint8_t kIcmpFragNeeded = 4;  // destination unreachable: fragmentation needed, DF set
 constexpr uint8_t kIcmpTimeExceeded = 11;
 constexpr uint8_t kIcmp6PacketTooBig = 2;
@@ -148,6 +151,14 @@ bool icmp4_time_exceeded(rte_mbuf* m, uint32_t src_be, const MacAddress& port_ma
 bool icmp6_time_exceeded(rte_mbuf* m, const uint8_t src[16], const MacAddress& port_mac) noexcept {
   return icmp6_error(m, kIcmp6TimeExceeded, 0 /* hop limit exceeded in transit */, 0, src,
                      port_mac);
+}
+
+bool icmp4_net_unreachable(rte_mbuf* m, uint32_t src_be, const MacAddress& port_mac) noexcept {
+  return icmp4_error(m, kIcmpDestUnreachable, kIcmpNetUnreachable, 0, src_be, port_mac);
+}
+
+bool icmp6_no_route(rte_mbuf* m, const uint8_t src[16], const MacAddress& port_mac) noexcept {
+  return icmp6_error(m, kIcmp6DestUnreachable, kIcmp6NoRoute, 0, src, port_mac);
 }
 
 bool icmp4_frag_needed(rte_mbuf* m, uint32_t mtu, uint32_t src_be,

@@ -1,6 +1,7 @@
 // ICMP errors a router sends back (RFC 1812 §4.3.2, RFC 4443 §2.4), built in place: "time
-// exceeded" for packets whose TTL or hop limit ran out, "fragmentation needed" / "packet too
-// big" for packets larger than their egress link's MTU that may not be fragmented. The
+// exceeded" for packets whose TTL or hop limit ran out, "destination unreachable" for packets
+// without a route, "fragmentation needed" / "packet too big" for packets larger than their
+// egress link's MTU that may not be fragmented. The
 // packet's buffer becomes the answer (its L2 header, VLAN tags included, with the MAC
 // addresses swapped; a new IP and ICMP header; the start of the expired packet as the quote),
 // sent back out of the port it came in through to the previous hop. No buffer is allocated.
@@ -31,6 +32,13 @@ bool icmp4_time_exceeded(rte_mbuf* m, uint32_t src_be, const MacAddress& port_ma
 
 // The same for IPv6 (ICMPv6 type 3 code 0) from `src`.
 bool icmp6_time_exceeded(rte_mbuf* m, const uint8_t src[16], const MacAddress& port_mac) noexcept;
+
+// Destination unreachable, network unreachable (type 3 code 0): no route (RFC 1812 §5.2.7.1).
+// The same rules as icmp4_time_exceeded.
+bool icmp4_net_unreachable(rte_mbuf* m, uint32_t src_be, const MacAddress& port_mac) noexcept;
+
+// Destination unreachable, no route to destination (ICMPv6 type 1 code 0, RFC 4443 §3.1).
+bool icmp6_no_route(rte_mbuf* m, const uint8_t src[16], const MacAddress& port_mac) noexcept;
 
 // Destination unreachable, fragmentation needed and DF set (type 3 code 4), carrying the
 // next-hop `mtu` (RFC 1191 §4). The same rules as icmp4_time_exceeded.

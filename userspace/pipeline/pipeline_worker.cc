@@ -121,6 +121,7 @@ void trace_stage(const Stage& stage, size_t index, rte_mbuf* const* pkts, size_t
       if (v == Verdict::Drop) r.reason = static_cast<uint16_t>(DropReason::NO_ROUTE);
     }
     r.verdict = static_cast<uint8_t>(v);
+    if (v == Verdict::Transmit && (pm.flags & kMetaFlagCopy)) r.extra = trace::kTraceAnswered;
     r.port = pm.out_port;
     r.value = pm.nexthop;
     r.bytes = static_cast<uint16_t>(

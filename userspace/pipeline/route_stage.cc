@@ -116,6 +116,7 @@ RouteStage::RouteStage(const config::StageConfig& cfg, StageContext& ctx)
       kernel_(ctx.kernel),
       from_kernel_(cfg.params.get<RouteConfig>().from_kernel),
       icmp_(cfg.params.get<RouteConfig>().icmp_time_exceeded),
+      unreachable_(cfg.params.get<RouteConfig>().icmp_unreachable),
       checks_(cfg.params.get<RouteConfig>().checks),
       tsc_hz_(rte_get_tsc_hz()),
       lcores_(new LcoreState[ctx.lcore_slots]),
@@ -221,6 +222,7 @@ RouteCounters RouteStage::counters() const noexcept {
     c.ttl_expired += s.ttl_expired.load();
     c.too_big += s.too_big.load();
     c.icmp_sent += s.icmp_sent.load();
+    c.icmp_limited += s.icmp_limited.load();
     c.not_ip += s.not_ip.load();
     c.bad_checksum += s.bad_checksum.load();
     c.martian_source += s.martian_source.load();
@@ -229,52 +231,69 @@ RouteCounters RouteStage::counters() const noexcept {
   return c;
 }
 
+template <typename Build4, typename Build6>
+void RouteStage::answer(rte_mbuf* m, bool v6, DropReason reason, IcmpBudget& budget,
+                        const AddressSet* addrs, LcoreState& st, StageEnv& env, Build4 build4,
+                        Build6 build6) noexcept {
+  if (m->port < addrs->by_port.size()) {
+    const PortAddresses& a = addrs->by_port[m->port];
+    if (v6 ? a.v6.has_value() : a.v4.has_value()) {
+      if (!budget.allows(env.now(), tsc_hz_)) {
+        st.icmp_limited.add();
+      } else {
+        const MacAddress& mac = ports_[m->port].mac;
+        bool sent;
+        if (v6) {
+          sent = build6(m, a.v6->bytes.data(), mac);
+        } else {
+          uint32_t src_be;
+          std::memcpy(&src_be, a.v4->bytes.data(), 4);
+          sent = build4(m, src_be, mac);
+        }
+        if (sent) {
+          budget.count();
+          st.icmp_sent.add();
+          env.answered(m, reason);
+          return;
+        }
+      }
+    }
+  }
+  set_drop(m, reason);
+}
+
 void RouteStage::expired(rte_mbuf* m, bool v6, const AddressSet* addrs, LcoreState& st,
                          StageEnv& env) noexcept {
   st.ttl_expired.add();
-  if (icmp_ && m->port < addrs->by_port.size() && st.expired_budget.allows(env.now(), tsc_hz_)) {
-    const PortAddresses& a = addrs->by_port[m->port];
-    const MacAddress& mac = ports_[m->port].mac;
-    bool sent = false;
-    if (!v6 && a.v4) {
-      uint32_t src_be;
-      std::memcpy(&src_be, a.v4->bytes.data(), 4);
-      sent = icmp4_time_exceeded(m, src_be, mac);
-    } else if (v6 && a.v6) {
-      sent = icmp6_time_exceeded(m, a.v6->bytes.data(), mac);
-    }
-    if (sent) {
-      st.expired_budget.count();
-      st.icmp_sent.add();
-      env.answered(m, DropReason::TTL_EXPIRED);
-      return;
-    }
+  if (!icmp_) {
+    set_drop(m, DropReason::TTL_EXPIRED);
+    return;
   }
-  set_drop(m, DropReason::TTL_EXPIRED);
+  answer(m, v6, DropReason::TTL_EXPIRED, st.expired_budget, addrs, st, env, icmp4_time_exceeded,
+         icmp6_time_exceeded);
+}
+
+void RouteStage::unreachable(rte_mbuf* m, bool v6, const AddressSet* addrs, LcoreState& st,
+                             StageEnv& env) noexcept {
+  if (!unreachable_) {
+    set_drop(m, DropReason::NO_ROUTE);
+    return;
+  }
+  answer(m, v6, DropReason::NO_ROUTE, st.unreachable_budget, addrs, st, env, icmp4_net_unreachable,
+         icmp6_no_route);
 }
 
 void RouteStage::too_big(rte_mbuf* m, bool v6, uint32_t mtu, const AddressSet* addrs,
                          LcoreState& st, StageEnv& env) noexcept {
   st.too_big.add();
-  if (m->port < addrs->by_port.size() && st.too_big_budget.allows(env.now(), tsc_hz_)) {
-    const PortAddresses& a = addrs->by_port[m->port];
-    const MacAddress& mac = ports_[m->port].mac;
-    bool sent = false;
-    if (!v6 && a.v4) {
-      uint32_t src_be;
-      std::memcpy(&src_be, a.v4->bytes.data(), 4);
-      sent = icmp4_frag_needed(m, mtu, src_be, mac);
-    } else if (v6 && a.v6) {
-      sent = icmp6_packet_too_big(m, mtu, a.v6->bytes.data(), mac);
-    }
-    if (sent) {
-      st.too_big_budget.count();
-      st.icmp_sent.add();
-      env.answered(m, DropReason::PACKET_TOO_BIG);
-      return;
-    }
-  }
-  set_drop(m, DropReason::PACKET_TOO_BIG);
+  answer(
+      m, v6, DropReason::PACKET_TOO_BIG, st.too_big_budget, addrs, st, env,
+      [mtu](rte_mbuf* p, uint32_t src, const MacAddress& mac) {
+        return icmp4_frag_needed(p, mtu, src, mac);
+      },
+      [mtu](rte_mbuf* p, const uint8_t* src, const MacAddress& mac) {
+        return icmp6_packet_too_big(p, mtu, src, mac);
+      });
 }
 
 void RouteStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
@@ -401,7 +420,13 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
           ++to_kernel;
           continue;
         case RouteAction::Drop:
-          set_drop(m, DropReason::NO_ROUTE);
+          // No route at all is answered (network unreachable); a `drop` route drops silently,
+          // as a Linux blackhole route does.
+          if ((v6 ? leaf6[k - n4] : leaf4[k]) == RouteTable::kNoRoute) {
+            unreachable(m, v6, addrs, st, env);
+          } else {
+            set_drop(m, DropReason::NO_ROUTE);
+          }
           ++no_route;
           continue;
         case RouteAction::Forward:
@@ -531,6 +556,7 @@ RouteConfig read_route(config::Ctx& ctx, config::MapReader& m) {
   bool fk = false;
   if (m.get("from_kernel", fk)) s.from_kernel = s.from_kernel || fk;
   m.get("icmp_time_exceeded", s.icmp_time_exceeded);
+  m.get("icmp_unreachable", s.icmp_unreachable);
   if (m.has("checks")) {
     config::MapReader c(ctx, m.child("checks"), m.key_path("checks"),
                         {"ipv4_checksum", "martians"});
@@ -577,6 +603,7 @@ Json route_json(const RouteConfig& p) {
   return {{"routes", std::move(routes)},
           {"from_kernel", p.from_kernel},
           {"icmp_time_exceeded", p.icmp_time_exceeded},
+          {"icmp_unreachable", p.icmp_unreachable},
           {"checks", {{"ipv4_checksum", p.checks.ipv4_checksum}, {"martians", p.checks.martians}}}};
 }
 
@@ -597,18 +624,18 @@ std::vector<std::pair<std::string, std::string>> route_ports(const config::AnySt
 }  // namespace
 
 StageModule route_stage_module() {
-  return StageModule{config::stage_type<RouteConfig>(
-                         "route", {"routes", "from_kernel", "icmp_time_exceeded", "checks"},
-                         read_route, route_json, check_route),
-                     make_route_stage,
-                     [](const config::AnyStageParams& p) {
-                       const auto& r = p.get<RouteConfig>();
-                       return r.from_kernel || r.icmp_time_exceeded;
-                     },
-                     {{{"routes", "route", "routes",
-                        [](const Json& r) { return r["prefix"].get<std::string>(); }}},
-                      apply_routes,
-                      route_ports}};
+  return StageModule{
+      config::stage_type<RouteConfig>(
+          "route", {"routes", "from_kernel", "icmp_time_exceeded", "icmp_unreachable", "checks"},
+          read_route, route_json, check_route),
+      make_route_stage,
+      // Its ICMP errors come from the ports' kernel addresses (too-big answers
+      // are always on).
+      [](const config::AnyStageParams&) { return true; },
+      {{{"routes", "route", "routes",
+         [](const Json& r) { return r["prefix"].get<std::string>(); }}},
+       apply_routes,
+       route_ports}};
 }
 
 }  // namespace vecflow

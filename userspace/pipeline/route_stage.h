@@ -24,12 +24,14 @@
 //   - checks.martians, on packets to be routed only: sources 0/8 and :: (martian_source). A
 //     host without an address sends from them to the box itself (DHCP, RFC 2131 §4.1; IPv6
 //     duplicate address detection, RFC 4862 §5.4.2), which the kernel must still see;
-//   - lookup: no route or a `drop` route -> drop (no_route); a `kernel` route -> kernel (the
-//     box's own addresses, 169.254/16 ones included, with routes from the kernel);
+//   - lookup: no route -> no_route, answered with ICMP destination unreachable (network
+//     unreachable / no route, icmp_unreachable); a `drop` route -> no_route, silently (a
+//     blackhole); a `kernel` route -> kernel (the box's own addresses, 169.254/16 ones
+//     included, with routes from the kernel);
 //   - checks.martians: a 169.254/16 destination is never forwarded (RFC 3927 §2.7;
 //     martian_destination);
-//   - forward: TTL/hop limit 0 or 1 -> ttl_expired (answered with ICMP time exceeded when
-//     icmp_time_exceeded is on); larger than the egress port's MTU (core/port_mtu.h) with DF
+//   - forward: TTL/hop limit 0 or 1 -> ttl_expired (answered with ICMP time exceeded,
+//     icmp_time_exceeded); larger than the egress port's MTU (core/port_mtu.h) with DF
 //     set, or IPv6 -> packet_too_big, answered with ICMP fragmentation needed / ICMPv6 packet
 //     too big carrying that MTU, so that the sender's path MTU discovery learns it (RFC 1191,
 //     RFC 8201; always on, as in Linux); IPv4 without DF goes on, for the tx adapter to
@@ -64,8 +66,9 @@ struct RouteChecks {
 // The keys of a `stage: route` entry (configs/reference.yaml).
 struct RouteConfig {
   std::vector<StaticRoute> routes;
-  bool from_kernel = false;  // also import the kernel's routing table over netlink
-  bool icmp_time_exceeded = false;
+  bool from_kernel = false;        // also import the kernel's routing table over netlink
+  bool icmp_time_exceeded = true;  // answer expired TTLs / hop limits
+  bool icmp_unreachable = true;    // answer packets without a route (destination unreachable)
   RouteChecks checks;
 };
 
@@ -76,6 +79,7 @@ struct RouteCounters {
   uint64_t ttl_expired = 0;
   uint64_t too_big = 0;  // over the egress MTU, not fragmentable (packet_too_big)
   uint64_t icmp_sent = 0;
+  uint64_t icmp_limited = 0;  // answers withheld by the rate (the packet only dropped)
   uint64_t not_ip = 0;
   uint64_t bad_checksum = 0;
   uint64_t martian_source = 0;
@@ -86,11 +90,12 @@ class RouteStage final : public Stage, public PortAddressFollower {
  public:
   // ECMP hashes a multipath route's packets itself where the port did not (route_stage.cc).
   bool reads_flow_hash() const noexcept override { return false; }
-  // ICMP errors of one kind (time exceeded; too big) one lcore sends per second at most (the
-  // rest of the packets are only dropped): enough for traceroute and for every sender's path
-  // MTU discovery, too few to turn the box into an amplifier when a loop or a flood of TTL-1
-  // or oversized packets arrives. Each kind has its own budget, so that a flood of one does
-  // not silence the other (Linux exempts fragmentation needed from its limits altogether).
+  // ICMP errors of one kind (time exceeded; unreachable; too big) one lcore sends per second
+  // at most (the rest of the packets are only dropped, counted as icmp_limited): enough for
+  // traceroute and for every sender's path MTU discovery, too few to turn the box into an
+  // amplifier when a loop or a flood of TTL-1, unroutable or oversized packets arrives. Each
+  // kind has its own budget, so that a flood of one does not silence another (Linux exempts
+  // fragmentation needed from its limits altogether).
   static constexpr uint32_t kIcmpPerSecond = 1000;
   // Packets whose destinations are looked up in one rte_fib bulk call.
   static constexpr unsigned kLookupBatch = 64;
@@ -114,6 +119,7 @@ class RouteStage final : public Stage, public PortAddressFollower {
 
   bool follows_kernel() const noexcept { return from_kernel_; }
   bool sends_icmp() const noexcept { return icmp_; }
+  bool answers_unreachable() const noexcept { return unreachable_; }
   const RouteChecks& checks() const noexcept { return checks_; }
   // The routes in force, static and kernel-learned.
   std::vector<RouteEntry> routes() const;
@@ -143,9 +149,9 @@ class RouteStage final : public Stage, public PortAddressFollower {
     void count() noexcept { ++sent; }
   };
   struct alignas(64) LcoreState {
-    Counter forwarded, to_kernel, no_route, ttl_expired, too_big, icmp_sent, not_ip;
+    Counter forwarded, to_kernel, no_route, ttl_expired, too_big, icmp_sent, icmp_limited, not_ip;
     Counter bad_checksum, martian_source, martian_destination;
-    IcmpBudget expired_budget, too_big_budget;
+    IcmpBudget expired_budget, unreachable_budget, too_big_budget;
   };
   struct AddressSet {
     std::vector<PortAddresses> by_port;
@@ -156,10 +162,17 @@ class RouteStage final : public Stage, public PortAddressFollower {
   // process() with the checks in force (RouteChecks) fixed.
   template <bool kChecksum, bool kMartians>
   void route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept;
-  // A forwarded packet whose TTL ran out, or that does not fit its egress link's `mtu`:
-  // dropped under its reason, answered where the budget and an address allow.
+  // A packet whose TTL ran out, that has no route, or that does not fit its egress link's
+  // `mtu`: dropped under its reason, answered where the configuration, the kind's budget and
+  // an address of the ingress port allow (answer(): `build4`/`build6` make the error in place,
+  // icmp_error.h; a withheld answer counts as icmp_limited).
+  template <typename Build4, typename Build6>
+  void answer(rte_mbuf* m, bool v6, DropReason reason, IcmpBudget& budget, const AddressSet* addrs,
+              LcoreState& st, StageEnv& env, Build4 build4, Build6 build6) noexcept;
   void expired(rte_mbuf* m, bool v6, const AddressSet* addrs, LcoreState& st,
                StageEnv& env) noexcept;
+  void unreachable(rte_mbuf* m, bool v6, const AddressSet* addrs, LcoreState& st,
+                   StageEnv& env) noexcept;
   void too_big(rte_mbuf* m, bool v6, uint32_t mtu, const AddressSet* addrs, LcoreState& st,
                StageEnv& env) noexcept;
 
@@ -171,6 +184,7 @@ class RouteStage final : public Stage, public PortAddressFollower {
   KernelSync* kernel_;
   bool from_kernel_;
   bool icmp_;
+  bool unreachable_;
   RouteChecks checks_;
   uint64_t tsc_hz_;
   std::unique_ptr<LcoreState[]> lcores_;

@@ -131,7 +131,9 @@ class StageEnv {
   // (kMetaFlagCopy), so that rx = tx + kernel + drops still counts what entered.
   void answered(rte_mbuf* m, DropReason reason) noexcept {
     outcomes_[m->port].drops.add(reason);
-    meta(m).flags |= kMetaFlagCopy;
+    PacketMeta& pm = meta(m);
+    pm.flags |= kMetaFlagCopy;
+    pm.drop_reason = static_cast<uint16_t>(reason);  // what a trace shows (kTraceAnswered)
   }
 
   // Keeps a packet of the vector for later (process() only): its verdict becomes Held, the

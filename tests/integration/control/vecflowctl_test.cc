@@ -780,14 +780,16 @@ TEST_F(VecflowctlTest, TraceFollowsAPingThroughEveryStepAndShowsWhereADropHappen
   Exec shown = ctl("trace show");
   EXPECT_NE(shown.out.find("neighbour"), std::string::npos) << shown.out;
 
-  // No route to 203.0.113.0/24: the route stage drops it, and the trace says so and ends there.
+  // No route to 203.0.113.0/24: the route stage drops it and answers it (destination
+  // unreachable, built in its buffer), the trace says so, and follows the answer out of wan.
   ASSERT_EQ(ctl("trace add 1 --port wan --filter 'udp dst port 7777'").rc, 0);
   lab_->exec('c', "echo hello | nc -u -w 1 203.0.113.9 7777");
   t = trace_until_finished(json, 1);
   ASSERT_EQ(t["packets"].size(), 1u) << t.dump(2);
   const Json dropped = t["packets"][0];
-  EXPECT_EQ(step_names(dropped), (std::vector<std::string>{"rx", "route"})) << dropped.dump(2);
-  EXPECT_EQ(dropped["steps"].back()["detail"], "drop (no_route)");
+  EXPECT_EQ(step_names(dropped), (std::vector<std::string>{"rx", "route", "tx"}))
+      << dropped.dump(2);
+  EXPECT_EQ(dropped["steps"][1]["detail"], "drop (no_route), answered with an ICMP error out wan");
 
   // A filter libpcap cannot compile is refused, and the trace in place stays.
   Exec bad = ctl("trace add 1 --filter 'udp dst port'");

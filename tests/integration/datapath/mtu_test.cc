@@ -4,7 +4,8 @@
 // fragmentation needed / packet too big carrying the MTU, from the ingress interface's
 // address, so that the sender's kernel learns the path MTU; a TCP upload whose server
 // advertises an MSS of 1460 completes by path MTU discovery. And vecflowd accounts for
-// every packet: rx = tx + kernel + drops, the too-big ones under packet_too_big.
+// every packet: rx = tx + kernel + drops, the too-big ones under packet_too_big. The other
+// errors a router sends by default, time exceeded and network unreachable, are compared too.
 #include <fstream>
 #include <map>
 #include <regex>
@@ -128,6 +129,10 @@ std::map<std::string, std::string> small_link_scenarios(const Lab& lab, const st
   seen["udp6 1500"] = udp("2001:db8:2::2 5400 1452 df");
   seen["udp6 1280, echoed"] = udp("2001:db8:2::2 5400 1232 nodf");
   seen["ping small"] = ping(lab, "198.51.100.2");
+  // The other errors a router sends by default: time exceeded, and no route (the lab's
+  // appliance routes only its two networks).
+  seen["ping with TTL 1"] = ping(lab, "-t 1 198.51.100.2");
+  seen["ping to a network without a route"] = ping(lab, "203.0.113.9");
   sh("pkill -f " + dir + "/udp_echo.py");
   return seen;
 }
@@ -200,6 +205,9 @@ TEST_F(Mtu, TooBigPacketsGetWhatLinuxForwardingGives) {
   EXPECT_EQ(linux_saw.at("ping 1500 with DF"),
             "From 192.0.2.1 Frag needed and DF set (mtu = 1280)");
   EXPECT_EQ(linux_saw.at("udp6 1500"), "error 90 mtu 1280");  // EMSGSIZE: the path MTU learned
+  EXPECT_EQ(linux_saw.at("ping with TTL 1"), "From 192.0.2.1 Time to live exceeded");
+  EXPECT_EQ(linux_saw.at("ping to a network without a route"),
+            "From 192.0.2.1 Destination Net Unreachable");
   for (const auto& [what, saw] : vecflow_saw)
     RecordProperty(what, saw);
 

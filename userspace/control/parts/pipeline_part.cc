@@ -52,6 +52,11 @@ inline const MetricFamily kRouteIcmp{"vecflow_route_icmp_sent_total",
                                      "fragmentation needed, packet too big)",
                                      MetricType::Counter,
                                      {"stage"}};
+inline const MetricFamily kRouteIcmpLimited{
+    "vecflow_route_icmp_limited_total",
+    "ICMP errors a route stage withheld for its rate (the packets were only dropped)",
+    MetricType::Counter,
+    {"stage"}};
 inline const MetricFamily kRoutes{"vecflow_route_entries",
                                   "Routes a route stage has in force, by where they came from",
                                   MetricType::Gauge,
@@ -301,12 +306,14 @@ void register_routes(Registry& registry, Pipeline& pipeline) {
                   Json row = {{"stage", n},
                               {"from_kernel", st->follows_kernel()},
                               {"icmp_time_exceeded", st->sends_icmp()},
+                              {"icmp_unreachable", st->answers_unreachable()},
                               {"checks",
                                {{"ipv4_checksum", st->checks().ipv4_checksum},
                                 {"martians", st->checks().martians}}}};
                   for (const char* o : kRouteOutcomes)
                     row[o] = s.count(kRoutePackets, {n, o});
                   row["icmp_sent"] = s.count(kRouteIcmp, {n});
+                  row["icmp_limited"] = s.count(kRouteIcmpLimited, {n});
                   auto entries = st->routes();
                   row["routes"] = entries.size();
                   stages.push_back(std::move(row));
@@ -336,7 +343,8 @@ void register_routes(Registry& registry, Pipeline& pipeline) {
                            {"BAD CHECKSUM", "ipv4_bad_checksum", Unit::Count},
                            {"MARTIAN SRC", "martian_source", Unit::Count},
                            {"MARTIAN DST", "martian_destination", Unit::Count},
-                           {"ICMP SENT", "icmp_sent", Unit::Count}}),
+                           {"ICMP SENT", "icmp_sent", Unit::Count},
+                           {"ICMP LIMITED", "icmp_limited", Unit::Count}}),
                     table("routes", "/routes",
                           {{"STAGE", "stage"},
                            {"PREFIX", "prefix"},
@@ -588,6 +596,7 @@ void register_pipeline(Registry& registry, Pipeline& pipeline,
       s.add(kRoutePackets, {n, "martian_source"}, c.martian_source);
       s.add(kRoutePackets, {n, "martian_destination"}, c.martian_destination);
       s.add(kRouteIcmp, {n}, c.icmp_sent);
+      s.add(kRouteIcmpLimited, {n}, c.icmp_limited);
       s.set(kRoutes, {n, "config"}, static_cast<double>(st->route_count(RouteSource::Config)));
       s.set(kRoutes, {n, "kernel"}, static_cast<double>(st->route_count(RouteSource::Kernel)));
     }
