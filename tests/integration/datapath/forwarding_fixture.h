@@ -50,6 +50,19 @@ inline std::string replace_demo_acl(const std::string& text, const std::string& 
                             stages + "\n  - stage: route\n    fuse: true");
 }
 
+// The demo configuration with the lab's IPv6 networks routed too (tools/lab.sh), neighbour
+// discovery answered by the kernel at XDP (as configs/edge.yaml does): through the exception
+// path's TAP it would reach the kernel on another interface than the one the address is on.
+inline std::string with_ipv6(std::string text) {
+  text = std::regex_replace(
+      text, std::regex("(    - \\{name: arp, match: \\{l3: arp\\}, action: pass\\})"),
+      "$1\n    - {name: icmp6-nd, match: {proto: icmpv6}, action: pass}");
+  return std::regex_replace(text,
+                            std::regex("(      - \\{prefix: 192\\.0\\.2\\.0/24, port: wan\\})"),
+                            "$1\n      - {prefix: \"2001:db8:2::/64\", port: lan}"
+                            "\n      - {prefix: \"2001:db8:1::/64\", port: wan}");
+}
+
 class Forwarding : public ::testing::Test {
  protected:
   void SetUp() override {

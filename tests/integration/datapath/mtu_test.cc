@@ -158,16 +158,7 @@ std::map<std::string, std::string> pmtud_scenarios(const Lab& lab, const std::st
 
 class Mtu : public Forwarding {
  protected:
-  // IPv6 routed too, neighbour discovery answered by the kernel (as in stateful_firewall_test).
-  std::string edit_config(std::string text) override {
-    text = std::regex_replace(
-        text, std::regex("(    - \\{name: arp, match: \\{l3: arp\\}, action: pass\\})"),
-        "$1\n    - {name: icmp6-nd, match: {proto: icmpv6}, action: pass}");
-    return std::regex_replace(text,
-                              std::regex("(      - \\{prefix: 192\\.0\\.2\\.0/24, port: wan\\})"),
-                              "$1\n      - {prefix: \"2001:db8:2::/64\", port: lan}"
-                              "\n      - {prefix: \"2001:db8:1::/64\", port: wan}");
-  }
+  std::string edit_config(std::string text) override { return with_ipv6(std::move(text)); }
   void prepare_lab() override { set_link_mtu(*lab_); }
   virtual void set_link_mtu(const Lab& lab) {
     ASSERT_EQ(lab.exec('a', "ip link set lan0 mtu 1280"), 0);

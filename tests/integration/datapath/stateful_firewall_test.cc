@@ -21,16 +21,7 @@ class StatefulFirewall : public Forwarding {
     text = std::regex_replace(
         text, std::regex("  - stage: acl\n(.|\n)*?  - stage: route\n    fuse: true"),
         "  - stage: route\n    sched: atomic");
-    // The lab's IPv6 networks too (tools/lab.sh), with neighbour discovery answered by the
-    // kernel at XDP (as configs/edge.yaml does): through the exception path's TAP it would
-    // reach the kernel on another interface than the one the address is on.
-    text = std::regex_replace(
-        text, std::regex("(    - \\{name: arp, match: \\{l3: arp\\}, action: pass\\})"),
-        "$1\n    - {name: icmp6-nd, match: {proto: icmpv6}, action: pass}");
-    text = std::regex_replace(text,
-                              std::regex("(      - \\{prefix: 192\\.0\\.2\\.0/24, port: wan\\})"),
-                              "$1\n      - {prefix: \"2001:db8:2::/64\", port: lan}"
-                              "\n      - {prefix: \"2001:db8:1::/64\", port: wan}");
+    text = with_ipv6(std::move(text));
     return std::regex_replace(text, std::regex("\n\ncontrol:"), R"(
   - stage: conntrack
     fuse: true

@@ -422,16 +422,21 @@ TEST_F(Route, ExpiredTtlIsDroppedAndCounted) {
   EXPECT_EQ(h.pipeline->find<RouteStage>("route")->counters().ttl_expired, 3u);
 }
 
+// The sources of the ICMP errors the stage sends back through wan.
+void give_wan_addresses(RouteStage& rs) {
+  std::vector<PortAddresses> addrs(2);
+  addrs[kWan].v4 = address("192.0.2.1");
+  addrs[kWan].v6 = address("2001:db8:1::1");
+  rs.set_port_addresses(addrs);
+}
+
 TEST_F(Route, ExpiredTtlIsAnsweredWithIcmpTimeExceeded) {
   Harness h;
   ASSERT_TRUE(h.build({stage("route", routes({route("0.0.0.0/0", "lan", "198.51.100.2"),
                                               route("::/0", "lan", "2001:db8:2::2")},
                                              true))}));
   auto* rs = h.pipeline->find<RouteStage>("route");
-  std::vector<PortAddresses> addrs(2);
-  addrs[kWan].v4 = address("192.0.2.1");
-  addrs[kWan].v6 = address("2001:db8:1::1");
-  rs->set_port_addresses(addrs);
+  give_wan_addresses(*rs);
 
   FrameSpec s = to("203.0.113.1", 1);
   s.port = kWan;
@@ -508,10 +513,7 @@ TEST_F(Route, PacketsOverTheEgressMtuAreAnsweredWithTheMtu) {
   ASSERT_TRUE(h.build({stage("route", routes({route("0.0.0.0/0", "lan", "198.51.100.2"),
                                               route("::/0", "lan", "2001:db8:2::2")}))}));
   auto* rs = h.pipeline->find<RouteStage>("route");
-  std::vector<PortAddresses> addrs(2);
-  addrs[kWan].v4 = address("192.0.2.1");
-  addrs[kWan].v6 = address("2001:db8:1::1");
-  rs->set_port_addresses(addrs);
+  give_wan_addresses(*rs);
 
   // 1500 bytes of IPv4 with DF: fragmentation needed, next-hop MTU 1280, from wan's address.
   FrameSpec s = to("203.0.113.1", 64);
