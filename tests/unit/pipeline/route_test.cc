@@ -515,13 +515,17 @@ TEST_F(Route, PacketsOverTheEgressMtuAreAnsweredWithTheMtu) {
   auto* rs = h.pipeline->find<RouteStage>("route");
   give_wan_addresses(*rs);
 
+  // An IPv4 UDP packet of `l3_bytes` from wan, DF as asked, through the stage.
+  auto run_v4 = [&](uint16_t l3_bytes, bool df) {
+    FrameSpec s = to("203.0.113.1", 64);
+    s.port = kWan;
+    s.payload = static_cast<uint16_t>(l3_bytes - 28);
+    rte_mbuf* f = make_frame(s);
+    set_df(f, df);
+    return h.run_one(f);
+  };
   // 1500 bytes of IPv4 with DF: fragmentation needed, next-hop MTU 1280, from wan's address.
-  FrameSpec s = to("203.0.113.1", 64);
-  s.port = kWan;
-  s.payload = 1500 - 28;
-  rte_mbuf* big = make_frame(s);
-  set_df(big, true);
-  rte_mbuf* m = h.run_one(big);
+  rte_mbuf* m = run_v4(1500, true);
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(meta(m).out_port, kWan);
   EXPECT_TRUE(meta(m).flags & kMetaFlagCopy);
@@ -537,19 +541,14 @@ TEST_F(Route, PacketsOverTheEgressMtuAreAnsweredWithTheMtu) {
   EXPECT_EQ(reinterpret_cast<rte_ipv4_hdr*>(icmp + 1)->time_to_live, 64);
 
   // Without DF it goes on, for the tx adapter to fragment.
-  rte_mbuf* frag = make_frame(s);
-  set_df(frag, false);
-  m = h.run_one(frag);
+  m = run_v4(1500, false);
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(meta(m).out_port, kLan);
   EXPECT_FALSE(meta(m).flags & kMetaFlagCopy);
   EXPECT_EQ(pkt::ipv4(m)->time_to_live, 63);
 
   // Exactly the MTU fits.
-  s.payload = 1280 - 28;
-  rte_mbuf* fits = make_frame(s);
-  set_df(fits, true);
-  m = h.run_one(fits);
+  m = run_v4(1280, true);
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(meta(m).out_port, kLan);
 
@@ -580,10 +579,7 @@ TEST_F(Route, PacketsOverTheEgressMtuAreAnsweredWithTheMtu) {
 
   // The MTU follows the port: at 1500 the same packet is forwarded.
   mtus.set(kLan, 1500);
-  s.payload = 1500 - 28;
-  rte_mbuf* now_fits = make_frame(s);
-  set_df(now_fits, true);
-  m = h.run_one(now_fits);
+  m = run_v4(1500, true);
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(meta(m).out_port, kLan);
 }
