@@ -112,12 +112,15 @@ static __always_inline int pass_or_drop(struct vf_steer_stats* st, __u8 action,
  * once on its own instead of once per path through its caller, which keeps verification of
  * the whole program fast. */
 
-/* Parses the frame of `ctx` into *out; returns VF_PARSE_OK or a vf_drop_reason. */
-__attribute__((noinline)) int vf_parse_xdp(struct xdp_md* ctx, struct vf_parsed* out) {
+/* Parses the frame of `ctx`, `len` bytes over all its buffers, into *out; returns VF_PARSE_OK
+ * or a vf_drop_reason. The headers are read from the first buffer. */
+__attribute__((noinline)) int vf_parse_xdp(struct xdp_md* ctx, __u32 len, struct vf_parsed* out) {
   if (!out) return VF_DROP_L2_TRUNCATED;
   const __u8* data = (const __u8*)(long)ctx->data;
   const __u8* end = (const __u8*)(long)ctx->data_end;
-  return vf_parse_frame(data, end, out);
+  /* The bound lets the verifier add the length to a packet pointer; no frame comes near it. */
+  if (len > 0xffff) len = 0xffff;
+  return vf_parse_frame(data, end, data + len, out);
 }
 
 /* Finds the best rule of set `set_idx` for the parsed frame into *best, which holds the
@@ -199,8 +202,9 @@ static __always_inline int write_meta(struct xdp_md* ctx, const struct vf_parsed
  * frame the link refuses fails uncounted); lifted instead, user space answers it (ICMP
  * fragmentation needed / packet too big) or fragments it. An interface the kernel does not
  * know fits: the redirect then fails, counted. */
-static __always_inline int fits_mtu(struct xdp_md* ctx, const struct vf_parsed* p, __u32 ifindex) {
-  __u32 len = (__u32)(ctx->data_end - ctx->data) - p->l2_len;
+static __always_inline int fits_mtu(struct xdp_md* ctx, __u32 frame_len, const struct vf_parsed* p,
+                                    __u32 ifindex) {
+  __u32 len = frame_len - p->l2_len;
   return bpf_check_mtu(ctx, ifindex, &len, 0, 0) != BPF_MTU_CHK_RET_FRAG_NEEDED;
 }
 
@@ -228,16 +232,20 @@ static __always_inline int lift(struct xdp_md* ctx, struct vf_steer_stats* st,
   return pass_or_drop(st, set->no_socket.action, VF_DROP_NO_XSK);
 }
 
-SEC("xdp")
+/* Multi-buffer aware ("xdp.frags"): an interface may carry frames larger than a page (jumbo
+ * frames), which then arrive as a first buffer holding the headers and fragments holding the
+ * rest. Every action the program takes works on such a frame: the parser reads the headers
+ * and holds the length fields against the whole frame, XDP_TX and devmap redirects send all
+ * of it, and an AF_XDP socket bound with XDP_USE_SG receives it in several descriptors. */
+SEC("xdp.frags")
 int vf_steer(struct xdp_md* ctx) {
-  const __u8* data = (const __u8*)(long)ctx->data;
-  const __u8* end = (const __u8*)(long)ctx->data_end;
+  const __u32 len = (__u32)bpf_xdp_get_buff_len(ctx);
   __u32 zero = 0;
 
   struct vf_steer_stats* st = bpf_map_lookup_elem(&vf_stats, &zero);
   if (!st) return XDP_PASS; /* cannot happen: a one-entry array always has entry 0 */
   st->rx_packets++;
-  st->rx_bytes += end - data;
+  st->rx_bytes += len;
 
   const struct vf_steer_config* cfg = bpf_map_lookup_elem(&vf_config, &zero);
   __u32 active = cfg ? cfg->active : 0;
@@ -250,14 +258,8 @@ int vf_steer(struct xdp_md* ctx) {
   if (!set) return count_verdict(st, VF_VERDICT_PASS, XDP_PASS); /* cannot happen */
 
   struct vf_parsed p;
-  int bad = vf_parse_xdp(ctx, &p);
+  int bad = vf_parse_xdp(ctx, len, &p);
   if (bad != VF_PARSE_OK) {
-    /* The parser sees the frame's first buffer. Drivers never hand this program (no frags
-     * flag) a frame in several buffers: they refuse to attach it where frames could exceed
-     * one. BPF_PROG_TEST_RUN does (first 3520 bytes linear, the rest in fragments); such a
-     * frame is too big rather than malformed. Asked on the malformed path only, so well-formed
-     * traffic pays nothing for it. */
-    if (bpf_xdp_get_buff_len(ctx) > (__u64)(end - data)) bad = VF_DROP_FRAME_TOO_BIG;
     st->malformed[reason_slot(bad)]++;
     st->action[action_slot(set->malformed.action)]++;
     return pass_or_drop(st, set->malformed.action, (enum vf_drop_reason)bad);
@@ -272,7 +274,7 @@ int vf_steer(struct xdp_md* ctx) {
     struct vf_rule_counter* rc = bpf_map_lookup_elem(&vf_rule_stats, &slot);
     if (rc) {
       rc->packets++;
-      rc->bytes += end - data;
+      rc->bytes += len;
     }
   }
 
@@ -282,13 +284,13 @@ int vf_steer(struct xdp_md* ctx) {
     case VF_ACT_DROP:
       return drop(st, VF_DROP_STEER_RULE);
     case VF_ACT_TX:
-      if (!fits_mtu(ctx, &p, 0)) {
+      if (!fits_mtu(ctx, len, &p, 0)) {
         st->mtu_lifted++;
         return lift(ctx, st, set, &p, r.rule_id);
       }
       return count_verdict(st, VF_VERDICT_TX, XDP_TX);
     case VF_ACT_REDIRECT:
-      if (!fits_mtu(ctx, &p, r.ifindex)) {
+      if (!fits_mtu(ctx, len, &p, r.ifindex)) {
         st->mtu_lifted++;
         return lift(ctx, st, set, &p, r.rule_id);
       }

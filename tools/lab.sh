@@ -78,9 +78,9 @@ up() {
     in_ns "$1" ethtool -K "$2" gro on >/dev/null 2>&1 || true
   done
   # The hosts send what a wire carries: frames of at most the MTU with their checksums filled
-  # in. With offloads on, a veth hands its peer 64 KiB TSO super-frames (the XDP program, one
-  # page per frame, counts them as frame_too_big) and TCP/UDP checksums left for a NIC to
-  # finish, which nothing does once XDP lifts the frame to user space.
+  # in. With offloads on, a veth hands its peer 64 KiB TSO super-frames, larger than any MTU
+  # they would leave by, and TCP/UDP checksums left for a NIC to finish, which nothing does
+  # once XDP lifts the frame to user space.
   for ns in "$C" "$S"; do
     in_ns "$ns" ethtool -K eth0 tx off tso off gso off >/dev/null 2>&1 || true
   done

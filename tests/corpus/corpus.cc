@@ -383,13 +383,18 @@ void transport(Cases& c) {
 }
 
 void sizes(Cases& c) {
-  c.both("jumbo_9000", drop(D::FRAME_TOO_BIG),
-         "9000-byte IPv4/UDP and IPv6/TCP frames: more than one buffer on both sides. "
-         "BPF_PROG_TEST_RUN hands the program a first buffer and fragments, which it reports "
-         "as too big; on an interface the kernel will not attach it where such frames arrive "
-         "(corpus_xdp_test). A DPDK port delivers an mbuf chain, which user space does not take",
+  c.both("jumbo_9000", kAccept,
+         "9000-byte IPv4/UDP and IPv6/TCP frames: more than one buffer on both sides "
+         "(BPF_PROG_TEST_RUN hands the program a first buffer and fragments, a DPDK port an "
+         "mbuf chain); both parsers read the headers in the first and hold the IP length "
+         "against the whole frame",
          {v4(udp4(kJumbo - 42)),
           FrameBuilder().ipv6(A6, B6, 6).tcp(1, 2).payload(kJumbo - 74).build()});
+  c.both("jumbo_total_length_above_frame", drop(D::IPV4_BAD_LEN),
+         "a 9000-byte IPv4 frame whose total length claims 9100 bytes: the length is held "
+         "against the whole frame, not its first buffer",
+         {v4_edit(udp4(kJumbo - 42),
+                  [](Bytes& f) { FrameBuilder::set16(f, 16, kJumbo + 100 - 14); })});
   c.both("above_mtu", kAccept,
          "1600 bytes, over a 1500-byte MTU. Well-formed to both parsers; enforcing the MTU is "
          "the receiving interface's job (corpus_xdp_test shows a veth drops it before XDP)",

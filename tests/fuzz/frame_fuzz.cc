@@ -168,7 +168,7 @@ Reference reference(std::span<const uint8_t> f) {
 }
 
 bool is_malformed_reason(DropReason r) {
-  return (r >= DropReason::L2_TRUNCATED && r <= DropReason::FRAME_TOO_BIG) ||
+  return (r >= DropReason::L2_TRUNCATED && r <= DropReason::ICMP_TRUNCATED) ||
          r == DropReason::IPV6_BAD_VERSION || r == DropReason::SCTP_TRUNCATED;
 }
 

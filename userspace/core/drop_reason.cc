@@ -73,7 +73,6 @@ bool is_parse_fault(DropReason r) noexcept {
     case UDP_BAD_LEN:
     case ICMP_TRUNCATED:
     case SCTP_TRUNCATED:
-    case FRAME_TOO_BIG:
       return true;
     default:
       return false;
@@ -94,7 +93,7 @@ bool drop_possible(DropLayer layer, DropReason r) noexcept {
     case DropLayer::Userspace:  // rx adapter, stages, tx adapter
       return !is_parse_fault(r) && r != STEER_RULE && r != NO_XSK && r != REDIRECT_FAILED &&
              r != QUEUE_NOT_READ && r != RX_MISSED && r != RX_ERROR && r != TX_ERROR &&
-             r != XSK_RING_FULL;
+             r != XSK_RING_FULL && r != FRAME_TOO_BIG;
   }
   return false;
 }

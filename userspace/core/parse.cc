@@ -44,12 +44,7 @@ uint32_t packet_type_of(const ParsedFrame& p) noexcept {
 
 int parse_packet_full(rte_mbuf* m, bool symmetric) noexcept {
   ParsedFrame p;
-  auto bad = parse_frame({rte_pktmbuf_mtod(m, const uint8_t*), m->data_len}, p);
-  // User space takes a frame in one buffer, as the XDP program does: a chain means the frame
-  // outgrew its mbuf (a jumbo frame on a port whose pool is smaller), and the parser would
-  // misread its IP length against the first segment. The flow id still comes from what the
-  // first segment holds.
-  if (m->nb_segs != 1) bad = DropReason::FRAME_TOO_BIG;
+  auto bad = parse_frame({rte_pktmbuf_mtod(m, const uint8_t*), m->data_len}, p, m->pkt_len);
   m->packet_type = bad ? 0 : packet_type_of(p);
   m->l2_len = p.l2_len;
   m->l3_len = p.l3_len;

@@ -4,7 +4,8 @@
 // parse_packet() on every received mbuf to give it what the XDP metadata gives AF_XDP frames:
 // packet_type, l2_len, l3_len and the flow id, or the reason the frame is malformed.
 //
-// Per-packet path: noexcept, no allocation, reads only the mbuf's first segment.
+// Per-packet path: noexcept, no allocation, reads only the mbuf's first segment (which holds
+// the headers; the length fields are held against the whole chain).
 #pragma once
 
 #include <cstdint>
@@ -20,17 +21,21 @@ namespace vecflow {
 
 using ParsedFrame = vf_parsed;
 
-// Parses a frame. Returns nullopt when it is well-formed, else the reason it is malformed;
-// `out` holds what was read either way (the flow key of a malformed frame may be partial).
-inline std::optional<DropReason> parse_frame(std::span<const uint8_t> frame,
-                                             ParsedFrame& out) noexcept {
+// Parses a frame of `frame_len` bytes whose first bytes, headers included, are `frame`
+// (frame_len larger than frame.size(): the rest lies in further buffers; 0: all of it is
+// `frame`). Returns nullopt when it is well-formed, else the reason it is malformed; `out`
+// holds what was read either way (the flow key of a malformed frame may be partial).
+inline std::optional<DropReason> parse_frame(std::span<const uint8_t> frame, ParsedFrame& out,
+                                             uint32_t frame_len = 0) noexcept {
   // An empty span may have no buffer at all, and the C parser's bound checks (data + n > end)
   // need a pointer into one: offsetting a null pointer is undefined (found by fuzzing).
   if (frame.empty()) {
     out = ParsedFrame{};
     return DropReason::L2_TRUNCATED;
   }
-  int r = vf_parse_frame(frame.data(), frame.data() + frame.size(), &out);
+  const uint8_t* end = frame.data() + frame.size();
+  const uint8_t* frame_end = frame_len > frame.size() ? frame.data() + frame_len : end;
+  int r = vf_parse_frame(frame.data(), end, frame_end, &out);
   if (r == VF_PARSE_OK) return std::nullopt;
   return static_cast<DropReason>(r);
 }
@@ -179,8 +184,8 @@ int parse_packet_full(rte_mbuf* m, bool symmetric) noexcept;
 // Parses the mbuf's first segment and fills m->packet_type, m->l2_len, m->l3_len and
 // m->hash.rss (vf_flow_hash of the 5-tuple, `symmetric` as steering.symmetric_hash) with
 // RTE_MBUF_F_RX_RSS_HASH. The hash is set for malformed frames too (from what was read), so
-// every packet has a flow id. Returns nullopt, or the reason the frame is malformed;
-// FRAME_TOO_BIG for a chained mbuf (user space, like XDP, takes frames in one buffer).
+// every packet has a flow id. Returns nullopt, or the reason the frame is malformed. A chained
+// mbuf (a jumbo frame) is parsed from its first segment against its whole length.
 // Common frames take classify_common's path; the rest parse_packet_full's. Inline, so that the
 // result lives in registers: returned through memory from a call, the optional's two halves
 // (written apart, read as one word) stalled the store buffer on every packet. With `hash`

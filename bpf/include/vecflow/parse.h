@@ -11,6 +11,11 @@
  * the header at fault; nothing past `end` is ever read. Lengths smaller than the frame are
  * legal (Ethernet padding): the IP length bounds the L4 header, not the frame.
  *
+ * A frame may be longer than the bytes the parser can read: a multi-buffer XDP frame or a
+ * chained mbuf, of which only the first buffer is given. `end` closes what may be read and
+ * `frame_end` the frame itself, against which the length fields are held; the headers must
+ * lie in the first buffer (they always do: it holds at least a page's worth, or a mbuf's).
+ *
  * Pointers are plain `const __u8 *`: in BPF they are the packet pointers the verifier tracks
  * (each comparison against `end` proves the following read), in user space ordinary memory.
  * The verifier learns a packet range only from a comparison with the frame's end, not with
@@ -156,13 +161,14 @@ VF_INLINE int vf_parse_l4(const __u8* l4, const __u8* l4_end, const __u8* end, _
   return VF_PARSE_OK;
 }
 
-VF_INLINE int vf_parse_ipv4(const __u8* ip, const __u8* end, struct vf_parsed* out) {
+VF_INLINE int vf_parse_ipv4(const __u8* ip, const __u8* end, const __u8* frame_end,
+                            struct vf_parsed* out) {
   if (ip + VF_IPV4_HLEN > end) return VF_DROP_IPV4_TRUNCATED;
   if ((ip[0] >> 4) != 4) return VF_DROP_IPV4_BAD_VERSION;
   __u16 hlen = (__u16)((ip[0] & 0x0f) * 4);
   if (hlen < VF_IPV4_HLEN || ip + hlen > end) return VF_DROP_IPV4_BAD_IHL;
   __u16 tot_len = vf_be16(ip + 2);
-  if (tot_len < hlen || ip + tot_len > end) return VF_DROP_IPV4_BAD_LEN;
+  if (tot_len < hlen || ip + tot_len > frame_end) return VF_DROP_IPV4_BAD_LEN;
 
   out->l3_len = hlen;
   out->key.ip_version = 4;
@@ -181,11 +187,12 @@ VF_INLINE int vf_parse_ipv4(const __u8* ip, const __u8* end, struct vf_parsed* o
   return vf_parse_l4(ip + hlen, ip + tot_len, end, ip[9], out);
 }
 
-VF_INLINE int vf_parse_ipv6(const __u8* ip, const __u8* end, struct vf_parsed* out) {
+VF_INLINE int vf_parse_ipv6(const __u8* ip, const __u8* end, const __u8* frame_end,
+                            struct vf_parsed* out) {
   if (ip + VF_IPV6_HLEN > end) return VF_DROP_IPV6_TRUNCATED;
   if ((ip[0] >> 4) != 6) return VF_DROP_IPV6_BAD_VERSION;
   const __u8* ip_end = ip + VF_IPV6_HLEN + vf_be16(ip + 4);
-  if (ip_end > end) return VF_DROP_IPV6_BAD_LEN;
+  if (ip_end > frame_end) return VF_DROP_IPV6_BAD_LEN;
 
   out->key.ip_version = 6;
   __builtin_memcpy(out->key.src, ip + 8, 16);
@@ -240,9 +247,11 @@ done:
   return vf_parse_l4(p, ip_end, end, next, out);
 }
 
-/* Parses the frame [data, end). Fills *out (zeroed first) and returns VF_PARSE_OK, or the
- * vf_drop_reason of a malformed frame (then *out holds what was read before the fault). */
-VF_INLINE int vf_parse_frame(const __u8* data, const __u8* end, struct vf_parsed* out) {
+/* Parses the frame [data, frame_end) of which [data, end) may be read (end <= frame_end).
+ * Fills *out (zeroed first) and returns VF_PARSE_OK, or the vf_drop_reason of a malformed
+ * frame (then *out holds what was read before the fault). */
+VF_INLINE int vf_parse_frame(const __u8* data, const __u8* end, const __u8* frame_end,
+                             struct vf_parsed* out) {
   __builtin_memset(out, 0, sizeof(*out));
   if (data + VF_ETH_HLEN > end) return VF_DROP_L2_TRUNCATED;
   const __u8* p = data + VF_ETH_HLEN;
@@ -263,9 +272,9 @@ VF_INLINE int vf_parse_frame(const __u8* data, const __u8* end, struct vf_parsed
 
   switch (proto) {
     case VF_ETH_P_IPV4:
-      return vf_parse_ipv4(p, end, out);
+      return vf_parse_ipv4(p, end, frame_end, out);
     case VF_ETH_P_IPV6:
-      return vf_parse_ipv6(p, end, out);
+      return vf_parse_ipv6(p, end, frame_end, out);
     case VF_ETH_P_ARP:
       if (p + VF_ARP_HLEN > end) return VF_DROP_ARP_TRUNCATED;
       /* sender and target hardware and protocol addresses */

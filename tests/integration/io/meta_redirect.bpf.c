@@ -31,7 +31,7 @@ int meta_redirect(struct xdp_md* ctx) {
   struct vf_xdp_meta* md = (struct vf_xdp_meta*)(long)ctx->data_meta;
   if ((const __u8*)(md + 1) > data) return XDP_PASS;
   struct vf_parsed p = {};
-  if (vf_parse_frame(data, end, &p) != VF_PARSE_OK) return XDP_PASS;
+  if (vf_parse_frame(data, end, end, &p) != VF_PARSE_OK) return XDP_PASS;
   md->flow_hash = vf_flow_hash(&p.key, 1);
   md->rule_id = FIXTURE_RULE_ID;
   md->vlan_tci = p.vlan_tci;
