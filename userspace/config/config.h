@@ -117,6 +117,16 @@ inline constexpr uint32_t kMaxL2Header = 14 + 2 * 4;
 constexpr uint32_t afxdp_frame_room(uint32_t frame_size, bool dpdk_owned = false) {
   return dpdk_owned ? 4096 - 320 - 256 : frame_size - 192 - 256;
 }
+// The buffers one frame may span on vecflow's own AF_XDP sockets (multi-buffer, XDP_USE_SG):
+// the kernel's copy-mode transmit takes at most 16 (io/afxdp/afxdp_port.cc). DPDK's net_af_xdp
+// (22.11) has no multi-buffer: a frame on its queues is one buffer.
+inline constexpr uint32_t kAfxdpBuffersPerFrame = 16;
+// The largest MTU an AF_XDP port takes: 25 578 with frame_size 2048, 58 346 with 4096, 3498
+// on queues DPDK owns.
+constexpr uint32_t afxdp_max_mtu(uint32_t frame_size, bool dpdk_owned = false) {
+  return (dpdk_owned ? 1 : kAfxdpBuffersPerFrame) * afxdp_frame_room(frame_size, dpdk_owned) -
+         kMaxL2Header;
+}
 
 struct AfXdpPort {
   std::string interface;

@@ -396,18 +396,19 @@ void read_port(Ctx& ctx, const YAML::Node& n, const std::string& path,
         ctx.error(m.child(key), m.key_path(key), fmt::format("{} must be a power of two", v));
       }
     }
-    // A received frame (two VLAN tags at most) lies in one UMEM frame after the mbuf's and
-    // XDP's headroom (io/packet_pool.h): a larger MTU would have the kernel drop what it
-    // cannot place. Frames over one buffer need AF_XDP multi-buffer, not used yet.
+    // A received frame (two VLAN tags at most) spans at most kAfxdpBuffersPerFrame UMEM
+    // frames after the mbuf's and XDP's headroom (io/packet_pool.h), one on queues DPDK owns:
+    // a larger MTU would have the kernel drop what it cannot place.
     const bool dpdk_owned = std::any_of(a.queues.begin(), a.queues.end(),
                                         [](const auto& r) { return r.owner == QueueOwner::Dpdk; });
-    const uint32_t room = afxdp_frame_room(a.frame_size, dpdk_owned);
-    if (p.mtu && *p.mtu + kMaxL2Header > room) {
-      ctx.error(
-          m.child("mtu"), m.key_path("mtu"),
-          fmt::format("mtu {} does not fit the port's {}-byte buffers (at most mtu {}{})", *p.mtu,
-                      dpdk_owned ? 4096 : a.frame_size, room - kMaxL2Header,
-                      !dpdk_owned && a.frame_size < 4096 ? "; frame_size: 4096 holds more" : ""));
+    const uint32_t max_mtu = afxdp_max_mtu(a.frame_size, dpdk_owned);
+    if (p.mtu && *p.mtu > max_mtu) {
+      ctx.error(m.child("mtu"), m.key_path("mtu"),
+                fmt::format("mtu {} does not fit the port's {}-byte buffers (at most mtu {}{})",
+                            *p.mtu, dpdk_owned ? 4096 : a.frame_size, max_mtu,
+                            dpdk_owned ? ": DPDK's net_af_xdp takes a frame in one buffer"
+                            : a.frame_size < 4096 ? "; frame_size: 4096 holds more"
+                                                  : ""));
     }
     p.kind = std::move(a);
   } else {

@@ -16,6 +16,7 @@ namespace vecflow {
 // The room the configuration checks an AF_XDP port's MTU against is what the pool and XDP leave.
 static_assert(config::afxdp_frame_room(4096) ==
               4096 - PacketPool::kBufferOffset - XDP_PACKET_HEADROOM);
+static_assert(config::kAfxdpBuffersPerFrame == AfXdpPort::kMaxBuffersPerFrame);
 
 PortEnvironment port_environment(const config::ApplianceConfig& cfg) {
   PortEnvironment env;
@@ -70,7 +71,10 @@ PacketPoolOptions pool_options(const config::ApplianceConfig& cfg) {
 
 Result<void> apply_port_mtus(const config::ApplianceConfig& cfg) {
   for (const auto& p : cfg.ports) {
-    const std::string* ifname = p.kernel_interface();
+    // A DPDK port's device sets its own (DpdkPort::create): net_tap's interface exists only
+    // once the device is probed.
+    const auto* a = std::get_if<config::AfXdpPort>(&p.kind);
+    const std::string* ifname = a ? &a->interface : nullptr;
     if (!p.mtu || ifname == nullptr) continue;
     if (auto r = set_interface_mtu(*ifname, *p.mtu); !r)
       return fail("port '{}': {}", p.name, r.error().message);
@@ -116,7 +120,7 @@ Result<std::unique_ptr<Port>> create_port(const config::PortConfig& p, PortId id
   o.tx_descriptors = d.tx_descriptors;
   o.classify = classify;
   o.interface = d.interface;
-  if (p.mtu && d.interface.empty()) o.mtu = *p.mtu;
+  if (p.mtu) o.mtu = *p.mtu;
   auto port = DpdkPort::create(p.name, id, o, *env.pool);
   if (!port) return std::unexpected(port.error());
   return std::unique_ptr<Port>(std::move(*port));

@@ -55,6 +55,7 @@ struct Xsk {
   alignas(64) xsk_socket* socket = nullptr;
   int fd = -1;
   bool zero_copy = false;
+  bool multi_buffer = false;  // bound with XDP_USE_SG: frames span descriptors
 };
 
 struct Queue {
@@ -64,10 +65,28 @@ struct Queue {
   PmdQueue pmd;              // DPDK-owned queues (io/afxdp/pmd_queue.h)
 };
 
-// A packet leaves through AF_XDP as it is when its bytes sit in one buffer of the pool that
-// nobody else holds (the kernel reads it after tx_burst returned, and the completion frees it).
-inline bool goes_as_is(const PacketPool& pool, const rte_mbuf* m) noexcept {
-  return pool.owns(m) && m->nb_segs == 1 && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1;
+// Multi-buffer AF_XDP (Linux 6.6): a socket bound with XDP_USE_SG takes frames larger than one
+// UMEM chunk (jumbo frames) as several descriptors, each but the last marked XDP_PKT_CONTD, on
+// rx and tx alike. Named here because Debian 12's kernel headers (6.1) predate them.
+constexpr uint16_t kXdpUseSg = 1 << 4;
+constexpr uint32_t kXdpPktContd = 1 << 0;
+
+// A buffer leaves through AF_XDP as it is when it belongs to the pool and nobody else holds it
+// (the kernel reads it after tx_burst returned, and the completion frees it).
+inline bool lendable(const PacketPool& pool, const rte_mbuf* s) noexcept {
+  return pool.owns(s) && RTE_MBUF_DIRECT(s) && rte_mbuf_refcnt_read(s) == 1;
+}
+
+// The descriptors packet `m` takes as it is (one per segment, at most `max_descs`), or 0 when
+// it must be copied into fresh buffers.
+inline uint16_t as_is_descs(const PacketPool& pool, const rte_mbuf* m,
+                            uint16_t max_descs) noexcept {
+  if (m->nb_segs == 1) [[likely]]
+    return lendable(pool, m) ? 1 : 0;
+  if (m->nb_segs > max_descs) return 0;
+  for (const rte_mbuf* s = m; s != nullptr; s = s->next)
+    if (!lendable(pool, s)) return 0;
+  return m->nb_segs;
 }
 
 // Wraps a libbpf/libxdp -errno result.
@@ -99,7 +118,7 @@ struct AfXdpPort::Impl {
 
   Result<void> open_sockets();
   // Binds every vecflow-owned queue's socket in one mode; -errno of the first failure.
-  int bind_sockets(uint16_t mode, uint16_t& failed_queue);
+  int bind_sockets(uint16_t flags, uint16_t& failed_queue);
   void close_sockets() noexcept;
   void refill(Xsk& x) noexcept;
   void reclaim(Xsk& x) noexcept;
@@ -230,17 +249,26 @@ Result<void> AfXdpPort::Impl::open_sockets() {
   // Auto tries zero-copy first and falls back to copy when the driver refuses it. The sockets
   // after the first share its UMEM and inherit its mode and need_wakeup (the kernel rejects
   // bind flags with XDP_SHARED_UMEM).
+  // Each mode is tried with multi-buffer first, then without it (kernels before 6.6, drivers
+  // without multi-buffer zero-copy): such a socket takes frames of one chunk only, which the
+  // steering program then never hands it (the kernel drops a larger one, counted in
+  // XDP_STATISTICS rx_dropped, shown as frame_too_big).
   std::vector<uint16_t> modes;
   if (opt.bind != XskBind::Copy) modes.push_back(XDP_ZEROCOPY);
   if (opt.bind != XskBind::ZeroCopy) modes.push_back(XDP_COPY);
-  for (size_t m = 0; m < modes.size(); ++m) {
+  std::vector<uint16_t> tries;
+  for (uint16_t m : modes) {
+    tries.push_back(m | kXdpUseSg);
+    tries.push_back(m);
+  }
+  for (size_t t = 0; t < tries.size(); ++t) {
     uint16_t failed = 0;
-    int rc = bind_sockets(modes[m], failed);
+    int rc = bind_sockets(tries[t], failed);
     if (rc == 0) break;
     close_sockets();
-    if (rc == -ENOMEM || m + 1 == modes.size()) {
+    if (rc == -ENOMEM || t + 1 == tries.size()) {
       return fail("cannot bind an AF_XDP socket to {} queue {} ({} mode): {}", ifname, failed,
-                  modes[m] == XDP_ZEROCOPY ? "zero-copy" : "copy", err_text(rc));
+                  tries[t] & XDP_ZEROCOPY ? "zero-copy" : "copy", err_text(rc));
     }
   }
 
@@ -285,7 +313,7 @@ Result<void> AfXdpPort::Impl::open_sockets() {
 static_assert(PacketPool::kOffsetShift == XSK_UNALIGNED_BUF_OFFSET_SHIFT &&
               PacketPool::kAddrMask == XSK_UNALIGNED_BUF_ADDR_MASK);
 
-int AfXdpPort::Impl::bind_sockets(uint16_t mode, uint16_t& failed_queue) {
+int AfXdpPort::Impl::bind_sockets(uint16_t flags, uint16_t& failed_queue) {
   xsk_umem_config ucfg{};
   ucfg.fill_size = opt.ring_size;
   ucfg.comp_size = opt.ring_size;
@@ -315,7 +343,7 @@ int AfXdpPort::Impl::bind_sockets(uint16_t mode, uint16_t& failed_queue) {
     scfg.rx_size = opt.ring_size;
     scfg.tx_size = opt.ring_size;
     scfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;  // steering owns the program
-    scfg.bind_flags = static_cast<uint16_t>(mode | XDP_USE_NEED_WAKEUP);
+    scfg.bind_flags = static_cast<uint16_t>(flags | XDP_USE_NEED_WAKEUP);
     rc = xsk_socket__create_shared(&x->socket, ifname.c_str(), queues[i].device_queue, umem, &x->rx,
                                    &x->tx, &x->fq, &x->cq, &scfg);
     if (rc != 0) {
@@ -324,6 +352,7 @@ int AfXdpPort::Impl::bind_sockets(uint16_t mode, uint16_t& failed_queue) {
       return rc < 0 ? rc : -rc;
     }
     x->fd = xsk_socket__fd(x->socket);
+    x->multi_buffer = flags & kXdpUseSg;  // sockets sharing the UMEM inherit it (xsk_bind)
   }
   return 0;
 }
@@ -469,8 +498,11 @@ uint16_t AfXdpPort::rx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
   uint16_t got;
   if (Xsk* x = q.xsk.get()) {
     uint32_t idx;
-    got = static_cast<uint16_t>(xsk_ring_cons__peek(&x->rx, n, &idx));
-    if (got == 0) {
+    // Room for the last frame's further descriptors, so a window of n always ends in whole
+    // frames when there are n of them.
+    const uint32_t window = x->multi_buffer ? n + AfXdpPort::kMaxBuffersPerFrame : n;
+    const uint32_t descs = xsk_ring_cons__peek(&x->rx, window, &idx);
+    if (descs == 0) {
       im.refill(*x);  // tops up after a pool shortage even while no frame arrives
       // Busy polling drives the driver from here; in zero-copy mode a driver that ran out of
       // fill entries waits for this wake-up. Copy mode (veth, generic XDP) never needs it.
@@ -480,16 +512,42 @@ uint16_t AfXdpPort::rx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
       return 0;
     }
     const PacketPool& pool = *im.pool;
-    for (uint16_t i = 0; i < got; ++i) {
+    got = 0;
+    uint32_t used = 0;  // descriptors of whole frames
+    rte_mbuf* tail = nullptr;
+    for (uint32_t i = 0; i < descs && got < n; ++i) {
       const xdp_desc* d = xsk_ring_cons__rx_desc(&x->rx, idx + i);
       rte_mbuf* m = pool.mbuf_of(d->addr);
       m->data_off = pool.data_off_of(d->addr);
       m->data_len = static_cast<uint16_t>(d->len);
-      m->pkt_len = d->len;
-      pkts[i] = m;
+      if (tail == nullptr) [[likely]] {
+        m->pkt_len = d->len;
+        pkts[got] = m;
+      } else {  // a further buffer of the frame at pkts[got] (free mbufs have next null)
+        tail->next = m;
+        pkts[got]->nb_segs++;
+        pkts[got]->pkt_len += d->len;
+      }
+      if (d->options & kXdpPktContd) [[unlikely]] {
+        tail = m;
+        continue;
+      }
+      tail = nullptr;
+      ++got;
+      used = i + 1;
     }
-    xsk_ring_cons__release(&x->rx, got);
+    if (tail != nullptr) {  // a frame whose last descriptor is not here yet: read it again later
+      for (rte_mbuf* m = pkts[got]; m != nullptr;) {
+        rte_mbuf* next = m->next;
+        m->next = nullptr;
+        m->nb_segs = 1;
+        m = next;
+      }
+    }
+    xsk_ring_cons__cancel(&x->rx, descs - used);
+    xsk_ring_cons__release(&x->rx, used);
     im.refill(*x);
+    if (got == 0) return 0;
   } else if (q.pmd.dev.valid()) {
     got = rte_eth_rx_burst(q.pmd.dev.port(), 0, pkts, n);
     if (got == 0) return 0;
@@ -524,52 +582,78 @@ uint16_t AfXdpPort::tx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
   }
   im.reclaim(*x);
   const PacketPool& pool = *im.pool;
-  uint16_t k = static_cast<uint16_t>(std::min<uint32_t>(xsk_prod_nb_free(&x->tx, n), n));
-  // A packet goes out as it is when its bytes sit in one pool buffer that nobody else holds;
-  // otherwise (chained, shared, indirect, foreign pool) it is copied once into a fresh buffer.
-  // Those buffers are taken first, so a shortage only shortens the burst.
+  // A packet goes out as it is when its buffers belong to the pool and nobody else holds them,
+  // a descriptor each; otherwise (shared, indirect, foreign pool, a longer chain) it is copied
+  // once into fresh buffers, as few as hold it. Those buffers are taken first, so a shortage
+  // only shortens the burst. Without multi-buffer a packet is one descriptor.
+  const uint16_t max_descs = x->multi_buffer ? AfXdpPort::kMaxBuffersPerFrame : 1;
   const uint32_t max_copy = pool.data_room() - RTE_PKTMBUF_HEADROOM;
+  uint32_t free = xsk_prod_nb_free(&x->tx, n);
   rte_mbuf* fresh[kRingBatch];
-  uint16_t copies = 0;
-  uint16_t limit = k;
-  for (uint16_t i = 0; i < k; ++i) {
-    rte_mbuf* m = pkts[i];
-    if (goes_as_is(pool, m)) continue;
-    if (copies == kRingBatch || m->pkt_len > max_copy) {
-      limit = i;
+  uint16_t copies = 0;  // fresh buffers needed
+  uint32_t descs = 0;
+  uint16_t limit = 0;
+  for (; limit < n; ++limit) {
+    const rte_mbuf* m = pkts[limit];
+    uint32_t need = as_is_descs(pool, m, max_descs);
+    const bool copy = need == 0;
+    if (copy) need = (m->pkt_len + max_copy - 1) / max_copy;
+    if (descs + need > free && (free = xsk_prod_nb_free(&x->tx, descs + need)) < descs + need)
       break;
-    }
-    ++copies;
+    if (copy && (need > max_descs || copies + need > kRingBatch)) break;
+    descs += need;
+    if (copy) copies = static_cast<uint16_t>(copies + need);
   }
   if (copies && rte_pktmbuf_alloc_bulk(pool.mempool(), fresh, copies) != 0) {
     copies = 0;
-    for (limit = 0; limit < k; ++limit) {
-      if (!goes_as_is(pool, pkts[limit])) break;
+    descs = 0;
+    for (limit = 0; limit < n; ++limit) {
+      const uint16_t need = as_is_descs(pool, pkts[limit], max_descs);
+      if (need == 0 || descs + need > free) break;
+      descs += need;
     }
   }
   uint32_t idx = 0;
-  if (limit) xsk_ring_prod__reserve(&x->tx, limit, &idx);
+  if (descs) xsk_ring_prod__reserve(&x->tx, descs, &idx);
   uint64_t bytes = 0;
   uint16_t used = 0;
   for (uint16_t i = 0; i < limit; ++i) {
     rte_mbuf* m = pkts[i];
-    bytes += m->pkt_len;
-    if (!goes_as_is(pool, m)) {
-      rte_mbuf* f = fresh[used++];
-      const void* src = rte_pktmbuf_read(m, 0, m->pkt_len, rte_pktmbuf_mtod(f, void*));
-      if (src != rte_pktmbuf_mtod(f, void*))
-        std::memcpy(rte_pktmbuf_mtod(f, void*), src, m->pkt_len);
-      f->data_len = static_cast<uint16_t>(m->pkt_len);
-      f->pkt_len = m->pkt_len;
+    const uint32_t len = m->pkt_len;
+    bytes += len;
+    if (as_is_descs(pool, m, max_descs) == 0) {
+      rte_mbuf* first = fresh[used];
+      rte_mbuf* prev = nullptr;
+      for (uint32_t off = 0; off < len; off += max_copy) {
+        rte_mbuf* f = fresh[used++];
+        const uint32_t part = std::min(max_copy, len - off);
+        auto* to = rte_pktmbuf_mtod(f, uint8_t*);
+        const void* from = rte_pktmbuf_read(m, off, part, to);
+        if (from != to) std::memcpy(to, from, part);
+        f->data_len = static_cast<uint16_t>(part);
+        if (prev) prev->next = f;
+        prev = f;
+      }
       rte_pktmbuf_free(m);
-      m = f;
+      m = first;
     }
-    xdp_desc* d = xsk_ring_prod__tx_desc(&x->tx, idx + i);
-    d->addr = pool.data_addr(m);
-    d->len = m->data_len;
-    m->port = im.tag;  // lent to the kernel until its completion comes back
+    // One descriptor a buffer; the chain is undone, as each buffer comes back on its own
+    // through the completion ring.
+    while (m != nullptr) {
+      rte_mbuf* next = m->next;
+      xdp_desc* d = xsk_ring_prod__tx_desc(&x->tx, idx++);
+      d->addr = pool.data_addr(m);
+      d->len = m->data_len;
+      d->options = next != nullptr ? kXdpPktContd : 0;
+      m->port = im.tag;  // lent to the kernel until its completion comes back
+      if (next != nullptr) [[unlikely]] {
+        m->next = nullptr;
+        m->nb_segs = 1;
+      }
+      m = next;
+    }
   }
-  if (limit) xsk_ring_prod__submit(&x->tx, limit);
+  if (descs) xsk_ring_prod__submit(&x->tx, descs);
   if (xsk_ring_prod__needs_wakeup(&x->tx) && xsk_prod_nb_free(&x->tx, x->tx.size) < x->tx.size) {
     im.kick_tx(*x);
   }

@@ -72,6 +72,10 @@ struct AfXdpOptions {
 
 class AfXdpPort final : public Port {
  public:
+  // The most buffers (descriptors) one frame spans on a multi-buffer socket: the kernel builds
+  // a copy-mode transmit as an skb of at most MAX_SKB_FRAGS (17) parts.
+  static constexpr uint16_t kMaxBuffersPerFrame = 16;
+
   // Checks the interface and its queues, and sets up the DPDK-owned queues. Sockets of
   // vecflow's own queues are made by start(). Run in the interface's network namespace.
   static Result<std::unique_ptr<AfXdpPort>> create(std::string name, PortId id,
