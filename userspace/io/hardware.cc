@@ -157,7 +157,15 @@ PortHardware ethdev_hardware(uint16_t port_id) {
 }
 
 uint32_t interface_mtu(const std::string& ifname) {
-  return static_cast<uint32_t>(sysfs_number(ifname, "mtu", 0));
+  // SIOCGIFMTU rather than sysfs: it answers for the calling thread's network namespace, which
+  // /sys/class/net does only where sysfs was mounted in it (`ip netns exec` does, setns not).
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+  const int rc = ioctl(fd, SIOCGIFMTU, &ifr);
+  close(fd);
+  return rc == 0 ? static_cast<uint32_t>(ifr.ifr_mtu) : 0;
 }
 
 uint32_t ethdev_mtu(uint16_t port_id) {

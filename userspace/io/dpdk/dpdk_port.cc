@@ -98,8 +98,15 @@ Result<std::unique_ptr<DpdkPort>> DpdkPort::create(std::string name, PortId id,
   c.pool = pool.mempool();
   c.rss = o.classify.flow_id != FlowIdFrom::Software;
   c.rx_interrupts = o.rx_interrupts;
+  c.mtu = o.mtu;
+  if (!o.interface.empty() && c.mtu == 0) c.mtu = interface_mtu(o.interface);
   if (auto r = port->dev_.configure(c); !r) return fail("port {}: {}", name, r.error().message);
-  if (o.mtu != 0) {
+  // On the kernel interface where the device has one (net_tap's ethdev caps its MTU at 1500 and
+  // receives larger frames all the same, into chains); else on the ethdev.
+  if (o.mtu != 0 && !o.interface.empty()) {
+    if (auto r = set_interface_mtu(o.interface, o.mtu); !r)
+      return fail("port {}: {}", name, r.error().message);
+  } else if (o.mtu != 0) {
     if (int rc = rte_eth_dev_set_mtu(port->dev_.port(), static_cast<uint16_t>(o.mtu)); rc != 0)
       return fail("port {}: cannot set MTU {}: {}", name, o.mtu, rte_strerror(-rc));
   }

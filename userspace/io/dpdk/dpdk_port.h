@@ -36,7 +36,7 @@ struct DpdkOptions {
   // "" for none: its MTU is the link's (the ethdev reports its own default, 1500, whatever
   // the interface carries).
   std::string interface;
-  uint32_t mtu = 0;  // set on the ethdev before it starts; 0: as it is
+  uint32_t mtu = 0;  // set before it starts (on `interface` if any, else the ethdev); 0: as is
 };
 
 class DpdkPort final : public Port {

@@ -9,6 +9,7 @@
 #include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_mbuf.h>
 #include <spdlog/sinks/base_sink.h>
 
 #include "core/log.h"
@@ -181,6 +182,18 @@ Result<void> EthDevice::configure(const EthQueueConfig& c) {
   if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE) {
     // Every mbuf we send comes from one pool with refcnt 1 at free: the PMD may skip the checks.
     conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE;
+  }
+  // A frame larger than one mbuf (jumbo frames) is received as a chain, which the PMD does only
+  // with scatter: without it the frame is dropped or cut. Asked only where the MTU needs it, as
+  // a PMD's scattered receive path is slower than its one-buffer path. A device whose MTU is
+  // raised above one mbuf later needs vecflowd restarted to receive whole frames.
+  uint16_t current_mtu = 0;
+  rte_eth_dev_get_mtu(port_, &current_mtu);
+  const uint32_t frame = std::max<uint32_t>(c.mtu, current_mtu) + RTE_ETHER_HDR_LEN +
+                         2 * RTE_VLAN_HLEN + RTE_ETHER_CRC_LEN;
+  if (frame > uint32_t(rte_pktmbuf_data_room_size(c.pool) - RTE_PKTMBUF_HEADROOM) &&
+      (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER)) {
+    conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_SCATTER;
   }
   if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) {
     conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;

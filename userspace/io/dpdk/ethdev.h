@@ -24,6 +24,8 @@ struct EthQueueConfig {
   bool rss = true;            // spread flows over the rx queues (when there are several) and
                               // deliver the NIC's hash where the device offers it
   bool rx_interrupts = true;  // ask for rx interrupts (kept only if the device accepts)
+  uint32_t mtu = 0;           // the MTU the device will carry (0: as it has): frames larger
+                              // than one mbuf of `pool` are received chained (scatter)
 };
 
 class EthDevice {
