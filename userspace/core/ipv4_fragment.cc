@@ -39,7 +39,6 @@ void strip_uncopied_options(uint8_t* opt, uint32_t len) noexcept {
 }  // namespace
 
 unsigned ipv4_fragment(const rte_mbuf* m, uint32_t mtu, rte_mbuf** out) noexcept {
-  if (m->nb_segs != 1) return 0;
   const uint32_t l2 = m->l2_len;
   const auto* base = rte_pktmbuf_mtod(m, const uint8_t*);
   const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(base + l2);
@@ -47,9 +46,13 @@ unsigned ipv4_fragment(const rte_mbuf* m, uint32_t mtu, rte_mbuf** out) noexcept
   if (frag & RTE_IPV4_HDR_DF_FLAG) return 0;
   const uint32_t ihl = rte_ipv4_hdr_len(ip);
   // The parser checked the total length against the frame; what lies past it is padding.
-  const uint32_t total = std::min<uint32_t>(rte_be_to_cpu_16(ip->total_length), m->data_len - l2);
-  if (total <= ihl || mtu <= ihl) return 0;
-  const uint32_t step = (mtu - ihl) & ~7u;  // payload per fragment, in 8-byte units
+  const uint32_t total = std::min<uint32_t>(rte_be_to_cpu_16(ip->total_length), m->pkt_len - l2);
+  // A fragment is one buffer of the pool: under a large MTU (a 16 000-byte packet to a 9000-byte
+  // link) fragments are cut to what a buffer holds, smaller than the MTU, as RFC 791 allows.
+  const uint32_t room = rte_pktmbuf_data_room_size(m->pool) - RTE_PKTMBUF_HEADROOM;
+  const uint32_t fit = std::min(mtu, room > l2 ? room - l2 : 0);
+  if (total <= ihl || fit <= ihl) return 0;
+  const uint32_t step = (fit - ihl) & ~7u;  // payload per fragment, in 8-byte units
   const uint32_t payload = total - ihl;
   if (step == 0) return 0;
   const unsigned count = (payload + step - 1) / step;
@@ -70,8 +73,10 @@ unsigned ipv4_fragment(const rte_mbuf* m, uint32_t mtu, rte_mbuf** out) noexcept
       rte_pktmbuf_free_bulk(out, count);
       return 0;
     }
-    std::memcpy(d, base, l2 + ihl);
-    std::memcpy(d + l2 + ihl, base + l2 + ihl + off, len);
+    std::memcpy(d, base, l2 + ihl);  // the headers lie in the first segment (core/parse.h)
+    uint8_t* to = d + l2 + ihl;
+    const void* from = rte_pktmbuf_read(m, l2 + ihl + off, len, to);
+    if (from != to) std::memcpy(to, from, len);
     auto* fip = reinterpret_cast<rte_ipv4_hdr*>(d + l2);
     if (i > 0 && ihl > sizeof(rte_ipv4_hdr))
       strip_uncopied_options(reinterpret_cast<uint8_t*>(fip + 1), ihl - sizeof(rte_ipv4_hdr));

@@ -18,13 +18,14 @@ namespace vecflow {
 // 17. A packet that would need more is not fragmented (the caller drops it).
 inline constexpr unsigned kMaxFragments = 64;
 
-// Cuts `m` (an IPv4 packet after its L2 header, as core/packet.h describes it) into fragments of
-// at most `mtu` bytes of IP packet each, written to `out`; returns how many. Each is a single
-// segment with the original's L2 header, mbuf fields (port, l2_len, l3_len, packet_type with
+// Cuts `m` (an IPv4 packet after its L2 header, as core/packet.h describes it; one segment or a
+// chain) into fragments of at most `mtu` bytes of IP packet each (less where a buffer of m's
+// pool holds less), written to `out`; returns how many. Each is a single segment with the
+// original's L2 header, mbuf fields (port, l2_len, l3_len, packet_type with
 // RTE_PTYPE_L4_FRAG, VLAN) and PacketMeta; its IP header is the original's with the fragment's
 // offset, MF bit, total length and checksum, and in fragments after the first the options not
 // marked "copied" replaced by no-operation options, as Linux does. Returns 0 and keeps nothing
-// when the packet cannot be fragmented here: not one segment, DF set, an MTU too small for 8
+// when the packet cannot be fragmented here: DF set, an MTU too small for 8
 // bytes of payload, more than kMaxFragments needed, or the pool is out of buffers. `m` itself
 // is left to the caller either way.
 unsigned ipv4_fragment(const rte_mbuf* m, uint32_t mtu, rte_mbuf** out) noexcept;

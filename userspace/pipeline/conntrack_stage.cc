@@ -433,6 +433,9 @@ Result<std::unique_ptr<ConntrackStage>> ConntrackStage::create(const config::Sta
 }
 
 CtMark ConntrackStage::related(rte_mbuf* m, uint8_t* l4, uint32_t now) const noexcept {
+  // An error is at most 576 (IPv4) or 1280 (IPv6) bytes: one in several buffers is not one,
+  // and its checksum, recomputed below over the first, would come out wrong.
+  if (m->nb_segs != 1) return CtMark::Invalid;
   // The header the error quotes: the packet that caused it, as its sender sent it.
   const uint8_t* frame = rte_pktmbuf_mtod(m, const uint8_t*);
   uint8_t* in = l4 + 8;

@@ -32,12 +32,19 @@ bool is_icmp4_error(uint8_t type) noexcept {
 }
 
 // Makes room for `extra` header bytes between the L2 header and the quoted packet, keeps at
-// most `quote` bytes of the quoted packet, and answers the L2 header: destination = the
-// frame's source, source = the port. Returns the start of the new L3 header, or nullptr.
+// most `quote` bytes of the quoted packet (no more than its first segment holds), and answers the
+// L2 header: destination = the frame's source, source = the port. Returns the start of the new L3
+// header, or nullptr.
 uint8_t* open_answer(rte_mbuf* m, uint32_t extra, uint32_t quote,
                      const MacAddress& port_mac) noexcept {
   const uint32_t l2 = m->l2_len;
   if (rte_pktmbuf_headroom(m) < extra) return nullptr;
+  if (m->next != nullptr) {  // a jumbo frame: the quote lies in the first segment
+    rte_pktmbuf_free(m->next);
+    m->next = nullptr;
+    m->nb_segs = 1;
+    m->pkt_len = m->data_len;
+  }
   uint8_t* base = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, static_cast<uint16_t>(extra)));
   std::memmove(base, base + extra, l2);
   auto* eth = reinterpret_cast<rte_ether_hdr*>(base);
@@ -59,7 +66,6 @@ void finish(rte_mbuf* m, uint32_t l3_len, uint32_t l3_type, uint32_t l4_type) no
 // The IPv4 error of `type` and `code` whose second 32-bit word is `rest` (host order).
 bool icmp4_error(rte_mbuf* m, uint8_t type, uint8_t code, uint32_t rest, uint32_t src_be,
                  const MacAddress& port_mac) noexcept {
-  if (m->nb_segs != 1) return false;
   const rte_ipv4_hdr* ip = pkt::ipv4(m);
   const uint32_t ihl = rte_ipv4_hdr_len(ip);
   if ((rte_be_to_cpu_16(ip->fragment_offset) & RTE_IPV4_HDR_OFFSET_MASK) != 0) return false;
@@ -105,7 +111,6 @@ bool icmp4_error(rte_mbuf* m, uint8_t type, uint8_t code, uint32_t rest, uint32_
 // The ICMPv6 error of `type` and `code` whose second 32-bit word is `rest` (host order).
 bool icmp6_error(rte_mbuf* m, uint8_t type, uint8_t code, uint32_t rest, const uint8_t src[16],
                  const MacAddress& port_mac) noexcept {
-  if (m->nb_segs != 1) return false;
   const rte_ipv6_hdr* ip = pkt::ipv6(m);
   uint8_t dst_of_answer[16];
   std::memcpy(dst_of_answer, ip->src_addr, 16);

@@ -847,6 +847,58 @@ TEST_F(TxAdapterTest, IpV4OverTheMtuLeavesInFragmentsThatFitAndCountsOnce) {
   EXPECT_EQ(tx.stats().fragments.load(), 4u);
 }
 
+// A jumbo packet arrives as a chain (AF_XDP multi-buffer, a DPDK port's scatter): an 8000-byte
+// IPv4 packet in 1000-byte segments, out of a 1500-byte link, leaves in six fragments whose
+// payloads join to the original's.
+TEST_F(TxAdapterTest, AChainedJumboPacketIsFragmentedWhole) {
+  PortMtuTable mtus(3);
+  mtus.set(to_index(kOut), 1500);
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1), nullptr, &mtus);
+  rte_mbuf* one = ipv4_packet(8000, false);
+  ASSERT_EQ(one, nullptr) << "8000 bytes outgrow one buffer of the test pool";
+  // The first segment as ipv4_packet makes it, 1000 bytes of it; the rest appended in segments.
+  rte_mbuf* m = ipv4_packet(986, false);
+  ASSERT_NE(m, nullptr);
+  auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, 14);
+  ip->total_length = rte_cpu_to_be_16(8000);
+  ip->hdr_checksum = 0;
+  ip->hdr_checksum = rte_ipv4_cksum(ip);
+  std::vector<uint8_t> payload(rte_pktmbuf_mtod_offset(m, uint8_t*, 34),
+                               rte_pktmbuf_mtod_offset(m, uint8_t*, 1000));
+  for (uint32_t done = 1000 - 14; done < 8000; done += 1000) {
+    rte_mbuf* seg = rte_pktmbuf_alloc(packet_pool());
+    ASSERT_NE(seg, nullptr);
+    const uint32_t len = std::min<uint32_t>(1000, 8000 - done);
+    auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(seg, static_cast<uint16_t>(len)));
+    for (uint32_t i = 0; i < len; ++i)
+      d[i] = static_cast<uint8_t>(done + i * 7);
+    payload.insert(payload.end(), d, d + len);
+    ASSERT_EQ(rte_pktmbuf_chain(m, seg), 0);
+  }
+  ASSERT_EQ(m->pkt_len, 14u + 8000);
+  tx.take({&m, 1});
+  tx.flush();
+  rte_mbuf* got[8];
+  const unsigned n = out_->collect(0, got, 8);
+  ASSERT_EQ(n, 6u);  // 5 x 1480 + 580 bytes of payload
+  std::vector<uint8_t> joined;
+  for (unsigned i = 0; i < n; ++i) {
+    auto* fip = rte_pktmbuf_mtod_offset(got[i], rte_ipv4_hdr*, 14);
+    const uint16_t total = rte_be_to_cpu_16(fip->total_length);
+    EXPECT_LE(total, 1500);
+    EXPECT_EQ(got[i]->nb_segs, 1u);
+    EXPECT_EQ(rte_ipv4_cksum(fip), 0) << "fragment " << i;
+    EXPECT_EQ((rte_be_to_cpu_16(fip->fragment_offset) & RTE_IPV4_HDR_OFFSET_MASK) * 8u,
+              joined.size());
+    const uint8_t* data = reinterpret_cast<const uint8_t*>(fip) + 20;
+    joined.insert(joined.end(), data, data + total - 20);
+  }
+  EXPECT_EQ(joined, payload);
+  rte_pktmbuf_free_bulk(got, n);
+  EXPECT_EQ(tx.stats().fragments.load(), 6u);
+  EXPECT_EQ(outcomes.port_snapshot(kIn).tx, 1u);
+}
+
 TEST_F(TxAdapterTest, OverTheMtuWithDfIsDroppedAsPacketTooBig) {
   PortMtuTable mtus(3);
   mtus.set(to_index(kOut), 1280);
