@@ -585,6 +585,43 @@ class Suite:
         finally:
             self.cleanup()
 
+    JUMBO_ROWS = [
+        ("linux", "Linux IP forwarding"),
+        ("pipeline", "vecflowd user space: AF_XDP, ACL + route"),
+    ]
+
+    def run_jumbo(self):
+        """Jumbo frames: every link of the lab at MTU 9000, UDP frames of 1514 and 9014 bytes
+        (IP packets of 1500 and 9000) forwarded by the kernel and by vecflowd (a 9014-byte
+        frame spans five AF_XDP buffers each way); Gbit/s of Ethernet frames delivered."""
+        self.lab_up()
+        try:
+            for side, dev in (("c", "eth0"), ("a", "wan0"), ("a", "lan0"), ("s", "eth0")):
+                r = self.sh(side, "ip", "link", "set", dev, "mtu", "9000")
+                if r.returncode != 0:
+                    raise RuntimeError(f"MTU 9000 on {dev}: {r.stderr.strip()}")
+            points = [(9014, 1024)] if self.a.quick else [(1514, 1024), (9014, 1024)]
+            data = self.e2e(points, "jumbo", self.a.rounds, self.a.seconds, self.JUMBO_ROWS)
+            group = PART_GROUPS["jumbo"]
+            for size, flows in points:
+                base = data[("linux", (size, flows))].get("mpps")
+                for kind, name in self.JUMBO_ROWS:
+                    d = data[(kind, (size, flows))]
+                    point = f"{size - 14} B packets, {plural(flows, 'flow')}"
+                    if "reason" in d:
+                        self.res.add(group, name, point, reason=d["reason"])
+                        continue
+                    gbps = d["mpps"] * size * 8 / 1000
+                    note = (f"{d['mpps']:.3f} Mpps of {size}-byte frames; offered "
+                            f"{d['offered_mpps']:.3f} Mpps, delivered "
+                            f"{100 * d['received'] / d['sent']:.1f}%")
+                    self.res.add(group, name, point, gbps, "Gbit/s",
+                                 vs=None if kind == "linux" else "Linux IP forwarding",
+                                 ratio=d["mpps"] / base if base and kind != "linux" else None,
+                                 memory_kib=d["memory_kib"], note=note)
+        finally:
+            self.cleanup()
+
     def run_rules_e2e(self):
         """vecflowd's XDP redirect with 1 .. 100k steering rules in its file: the rate of the
         fast path and vecflowd's memory as the rule set grows. The extra rules have the redirect
@@ -2299,7 +2336,7 @@ PART_GROUPS = {"e2e": "end to end (veth)", "sched": "scheduler (1 atomic queue)"
                "steer": "growth: rules (XDP steering program)", "ports": "ports (1 core, rx -> tx)",
                "rules": "growth: rules (e2e, vecflowd XDP redirect)",
                "engine": Suite.ENGINE_GROUP, "nat": "NAT over veth (SNAT, 64 B)",
-               "latency": Suite.LAT_PING_GROUP}
+               "latency": Suite.LAT_PING_GROUP, "jumbo": "jumbo frames (veth, MTU 9000)"}
 
 
 def gp_quote(text):
@@ -2386,7 +2423,8 @@ def main():
                     help="seconds per scheduler point and round")
     ap.add_argument("--hugepages", action="store_true",
                     help="DPDK tools use the hugepages run.sh reserved")
-    ap.add_argument("--only", default="e2e,rules,sched,pipeline,steer,ports,engine,nat,latency",
+    ap.add_argument("--only",
+                    default="e2e,rules,sched,pipeline,steer,ports,engine,nat,latency,jumbo",
                     help="comma-separated parts to run")
     ap.add_argument("--engine-rows", default="",
                     help="engine part: only these rows (keys of ENGINE_ROWS, comma-separated; "
@@ -2419,7 +2457,8 @@ def main():
     load_start = list(os.getloadavg())
     parts = {"e2e": s.run_e2e, "rules": s.run_rules_e2e, "sched": s.run_sched,
              "pipeline": s.run_pipeline, "steer": s.run_steer, "ports": s.run_ports,
-             "engine": s.run_engine, "nat": s.run_nat_e2e, "latency": s.run_latency}
+             "engine": s.run_engine, "nat": s.run_nat_e2e, "latency": s.run_latency,
+             "jumbo": s.run_jumbo}
 
     def on_term(signum, _):
         raise KeyboardInterrupt

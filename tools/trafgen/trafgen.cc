@@ -161,11 +161,12 @@ struct SendOptions {
   bool json = false;
 };
 
-// TPACKET_V2 ring geometry. 2048-byte frames hold any standard-MTU frame; 4096 frames (8 MiB)
-// keep the kernel busy between our batches without costing much memory.
-constexpr unsigned kTxFrameSize = 2048;
-constexpr unsigned kTxFrames = 4096;
+// TPACKET_V2 ring geometry. 2048-byte slots hold any standard-MTU frame, 16 KiB slots a jumbo
+// one (up to kMaxFrameSize, as `pcap`); 8 MiB of slots (4096 of 2 KiB) keep the kernel busy
+// between our batches without costing much memory.
+constexpr unsigned kTxRingBytes = 8u << 20;
 constexpr unsigned kTxBlockSize = 1u << 16;
+constexpr unsigned kMaxFrameSize = 9018;  // MTU 9000 with a VLAN tag
 // Frames written per sendto(): amortises the syscall, small enough to keep pacing smooth.
 constexpr unsigned kTxBatch = 64;
 
@@ -187,9 +188,11 @@ int run_send(const SendOptions& o) {
   spec.src_port = opt.src_port;
   spec.dst_port = opt.dst_port;
   spec.frame_size = opt.size;
-  if (opt.size < min_frame_size(spec) || opt.size > kTxFrameSize - TPACKET2_HDRLEN) {
-    die(fmt::format("--size must be {}..{}", min_frame_size(spec), kTxFrameSize - TPACKET2_HDRLEN));
+  if (opt.size < min_frame_size(spec) || opt.size > kMaxFrameSize) {
+    die(fmt::format("--size must be {}..{}", min_frame_size(spec), kMaxFrameSize));
   }
+  const unsigned slot_size = opt.size + TPACKET2_HDRLEN <= 2048 ? 2048 : 16384;
+  const unsigned slots = kTxRingBytes / slot_size;
 
   std::vector<FlowFrame> frames;
   frames.reserve(opt.flows);
@@ -203,7 +206,7 @@ int run_send(const SendOptions& o) {
   if (setsockopt(fd, SOL_PACKET, PACKET_VERSION, &v, sizeof(v)) < 0) die("PACKET_VERSION");
   int one = 1;
   setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one));
-  tpacket_req req{kTxBlockSize, kTxFrames * kTxFrameSize / kTxBlockSize, kTxFrameSize, kTxFrames};
+  tpacket_req req{kTxBlockSize, slots * slot_size / kTxBlockSize, slot_size, slots};
   if (setsockopt(fd, SOL_PACKET, PACKET_TX_RING, &req, sizeof(req)) < 0) {
     die(fmt::format("PACKET_TX_RING: {}", std::strerror(errno)));
   }
@@ -251,7 +254,7 @@ int run_send(const SendOptions& o) {
       // Paced: the frames due by now plus those due within the burst window, no more, so that
       // a frame is not stamped long before the batch it belongs to is sent.
       if (ns_per_pkt > 0 && batch > 0 && due(sent) > t + burst_ns) break;
-      auto* hdr = reinterpret_cast<tpacket2_hdr*>(ring + size_t{slot} * kTxFrameSize);
+      auto* hdr = reinterpret_cast<tpacket2_hdr*>(ring + size_t{slot} * slot_size);
       if (hdr->tp_status != TP_STATUS_AVAILABLE) {
         ++ring_full_waits;
         break;
@@ -263,7 +266,7 @@ int run_send(const SendOptions& o) {
       stamp(ff, data, seq[flow]++, realtime_ns());
       hdr->tp_len = static_cast<uint32_t>(ff.bytes.size());
       hdr->tp_status = TP_STATUS_SEND_REQUEST;
-      slot = (slot + 1) % kTxFrames;
+      slot = (slot + 1) % slots;
       flow = flow + 1 == opt.flows ? 0 : flow + 1;
       bytes += ff.bytes.size();
       ++sent;
@@ -278,8 +281,8 @@ int run_send(const SendOptions& o) {
   for (int i = 0; i < 1000; ++i) {
     send(fd, nullptr, 0, 0);
     bool pending = false;
-    for (unsigned s = 0; s < kTxFrames && !pending; ++s) {
-      auto* hdr = reinterpret_cast<tpacket2_hdr*>(ring + size_t{s} * kTxFrameSize);
+    for (unsigned s = 0; s < slots && !pending; ++s) {
+      auto* hdr = reinterpret_cast<tpacket2_hdr*>(ring + size_t{s} * slot_size);
       pending = hdr->tp_status == TP_STATUS_SEND_REQUEST || hdr->tp_status == TP_STATUS_SENDING;
     }
     if (!pending) break;
@@ -498,8 +501,8 @@ int run_pcap(const PcapOptions& opt) {
   spec.src_port = opt.src_port;
   spec.dst_port = opt.dst_port;
   spec.frame_size = opt.size;
-  if (opt.size < min_frame_size(spec) || opt.size > 9000) {
-    die(fmt::format("--size must be {}..9000", min_frame_size(spec)));
+  if (opt.size < min_frame_size(spec) || opt.size > kMaxFrameSize) {
+    die(fmt::format("--size must be {}..{}", min_frame_size(spec), kMaxFrameSize));
   }
   pcap_t* dead = pcap_open_dead(DLT_EN10MB, 65535);
   if (dead == nullptr) die("pcap_open_dead failed");
