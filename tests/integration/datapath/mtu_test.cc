@@ -213,6 +213,36 @@ TEST_F(Mtu, TooBigPacketsGetWhatLinuxForwardingGives) {
   expect_exact(accounting);
 }
 
+// A steering rule that redirects in XDP what would not fit the egress link: the program asks
+// bpf_check_mtu and lifts the frame to user space instead, which answers it as the route stage
+// answers any other (a devmap redirect of it would fail after the program returned, uncounted).
+class RedirectOverMtu : public Mtu {
+ protected:
+  std::string edit_config(std::string text) override {
+    return std::regex_replace(
+        Mtu::edit_config(std::move(text)), std::regex("\n  rules:\n"),
+        "\n  rules:\n    - {name: fast, match: {port: wan, proto: icmp, dst: 198.51.100.0/24}, "
+        "action: {redirect: lan}}\n");
+  }
+};
+
+TEST_F(RedirectOverMtu, IsLiftedCountedAndAnswered) {
+  EXPECT_EQ(ping(*lab_, "-M do -s 1472 198.51.100.2"),
+            "From 192.0.2.1 Frag needed and DF set (mtu = 1280)");
+  const Json accounting = settled_accounting();
+  // The steering counters are sampled once a second, apart from the accounting.
+  uint64_t lifted = 0;
+  for (int i = 0; i < 30 && lifted == 0; ++i) {
+    const Json steering = json("steering");
+    for (const auto& p : steering["ports"])
+      if (p["port"] == "wan") lifted = p["mtu_lifted"].get<uint64_t>();
+    if (lifted == 0) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(lifted, 1u) << ctl("steering").out;
+  EXPECT_EQ(route_counter("packet_too_big"), 1u);
+  expect_exact(accounting);
+}
+
 // vecflowd sets the MTU of one port from the file (`ports[].mtu`); the Linux reference's is set
 // by hand.
 class PathMtuDiscovery : public Mtu, public ::testing::WithParamInterface<bool> {
