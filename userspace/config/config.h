@@ -122,11 +122,15 @@ constexpr uint32_t afxdp_frame_room(uint32_t frame_size, bool dpdk_owned = false
 // (22.11) has no multi-buffer: a frame on its queues is one buffer.
 inline constexpr uint32_t kAfxdpBuffersPerFrame = 16;
 // The largest MTU an AF_XDP port takes: 25 578 with frame_size 2048, 58 346 with 4096, 3498
-// on queues DPDK owns.
-constexpr uint32_t afxdp_max_mtu(uint32_t frame_size, bool dpdk_owned = false) {
-  return (dpdk_owned ? 1 : kAfxdpBuffersPerFrame) * afxdp_frame_room(frame_size, dpdk_owned) -
-         kMaxL2Header;
+// on queues DPDK owns; without multi-buffer (a kernel before 6.6), what one buffer holds.
+constexpr uint32_t afxdp_max_mtu(uint32_t frame_size, bool dpdk_owned = false,
+                                 bool multi_buffer = true) {
+  const uint32_t buffers = dpdk_owned || !multi_buffer ? 1 : kAfxdpBuffersPerFrame;
+  return buffers * afxdp_frame_room(frame_size, dpdk_owned) - kMaxL2Header;
 }
+// Whether a kernel release ("6.1.0-18-amd64", uname -r) has AF_XDP multi-buffer (XDP_USE_SG,
+// Linux 6.6).
+bool kernel_has_xsk_multi_buffer(std::string_view release);
 
 struct AfXdpPort {
   std::string interface;

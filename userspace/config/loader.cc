@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +36,28 @@ std::string ConfigError::to_string() const {
   return path.empty() ? fmt::format("{}: {}", loc, message)
                       : fmt::format("{}: {}: {}", loc, path, message);
 }
+
+bool kernel_has_xsk_multi_buffer(std::string_view release) {
+  unsigned major = 0, minor = 0;
+  const char* end = release.data() + release.size();
+  auto [p, ec] = std::from_chars(release.data(), end, major);
+  if (ec != std::errc() || p == end || *p != '.') return false;
+  if (std::from_chars(p + 1, end, minor).ec != std::errc()) return false;
+  return major > 6 || (major == 6 && minor >= 6);
+}
+
+namespace {
+
+// This machine's kernel release (uname -r).
+const std::string& kernel_release() {
+  static const std::string release = [] {
+    utsname u{};
+    return uname(&u) == 0 ? std::string(u.release) : std::string();
+  }();
+  return release;
+}
+
+}  // namespace
 
 const std::string* PortConfig::kernel_interface() const {
   if (auto* a = std::get_if<AfXdpPort>(&kind)) return &a->interface;
@@ -402,6 +425,7 @@ void read_port(Ctx& ctx, const YAML::Node& n, const std::string& path,
     const bool dpdk_owned = std::any_of(a.queues.begin(), a.queues.end(),
                                         [](const auto& r) { return r.owner == QueueOwner::Dpdk; });
     const uint32_t max_mtu = afxdp_max_mtu(a.frame_size, dpdk_owned);
+    const uint32_t one_buffer = afxdp_max_mtu(a.frame_size, dpdk_owned, false);
     if (p.mtu && *p.mtu > max_mtu) {
       ctx.error(m.child("mtu"), m.key_path("mtu"),
                 fmt::format("mtu {} does not fit the port's {}-byte buffers (at most mtu {}{})",
@@ -409,6 +433,12 @@ void read_port(Ctx& ctx, const YAML::Node& n, const std::string& path,
                             dpdk_owned ? ": DPDK's net_af_xdp takes a frame in one buffer"
                             : a.frame_size < 4096 ? "; frame_size: 4096 holds more"
                                                   : ""));
+    } else if (p.mtu && *p.mtu > one_buffer && !kernel_has_xsk_multi_buffer(kernel_release())) {
+      // What this machine can do: the file is checked where it will run.
+      ctx.error(m.child("mtu"), m.key_path("mtu"),
+                fmt::format("mtu {} needs frames in several AF_XDP buffers, which Linux {} cannot "
+                            "do (multi-buffer: Linux 6.6 and later); at most mtu {} here",
+                            *p.mtu, kernel_release(), one_buffer));
     }
     p.kind = std::move(a);
   } else {

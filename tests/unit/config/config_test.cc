@@ -485,3 +485,17 @@ TEST(ConfigLoad, EcmpRouteAndStageNames) {
 }
 
 }  // namespace
+
+// An afxdp MTU above one buffer needs AF_XDP multi-buffer: the loader asks the running kernel's
+// release, read as uname gives it.
+TEST(ConfigLoad, MultiBufferAfXdpNeedsLinux66) {
+  EXPECT_FALSE(kernel_has_xsk_multi_buffer("6.1.0-18-amd64"));  // Debian 12's own
+  EXPECT_FALSE(kernel_has_xsk_multi_buffer("5.19.0"));
+  EXPECT_TRUE(kernel_has_xsk_multi_buffer("6.6.0"));
+  EXPECT_TRUE(kernel_has_xsk_multi_buffer("6.12.12+bpo-amd64"));  // bookworm-backports
+  EXPECT_TRUE(kernel_has_xsk_multi_buffer("7.0"));
+  EXPECT_FALSE(kernel_has_xsk_multi_buffer(""));
+  EXPECT_FALSE(kernel_has_xsk_multi_buffer("six"));
+  EXPECT_EQ(afxdp_max_mtu(2048, false, false), 1578u);
+  EXPECT_EQ(afxdp_max_mtu(2048), 25578u);
+}

@@ -21,6 +21,7 @@
 
 #include "core/log.h"
 #include "io/afxdp/pmd_queue.h"
+#include "io/hardware.h"
 #include "io/packet_pool.h"
 #include "io/rx_queues.h"
 
@@ -270,6 +271,18 @@ Result<void> AfXdpPort::Impl::open_sockets() {
       return fail("cannot bind an AF_XDP socket to {} queue {} ({} mode): {}", ifname, failed,
                   tries[t] & XDP_ZEROCOPY ? "zero-copy" : "copy", err_text(rc));
     }
+  }
+
+  const Xsk* bound = nullptr;
+  for (uint16_t i = 0; i < nqueues && !bound; ++i)
+    bound = queues[i].xsk.get();
+  const uint32_t room = pool->chunk_size() - PacketPool::kBufferOffset - XDP_PACKET_HEADROOM;
+  if (const uint32_t mtu = interface_mtu(ifname);
+      bound && !bound->multi_buffer && mtu + 22 > room) {  // Ethernet and two VLAN tags
+    log::get("io")->warn(
+        "{}: MTU {} needs frames in several buffers, which this kernel's AF_XDP refused "
+        "(multi-buffer: Linux 6.6): frames over {} bytes are dropped (frame_too_big)",
+        ifname, mtu, room);
   }
 
   tag = 0;
