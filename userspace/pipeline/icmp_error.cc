@@ -18,6 +18,8 @@ constexpr uint8_t kIcmpDestUnreachable = 3;
 constexpr uint8_t kIcmpNetUnreachable = 0;
 constexpr uint8_t kIcmp6DestUnreachable = 1;
 constexpr uint8_t kIcmp6NoRoute = 0;
+constexpr uint8_t kIcmpAdminProhibited = 13;  // communication administratively prohibited
+constexpr uint8_t kIcmp6AdminProhibited = 1;  // communication with destination prohibited
 constexpr uint8_t kIcmpFragNeeded = 4;  // destination unreachable: fragmentation needed, DF set
 constexpr uint8_t kIcmpTimeExceeded = 11;
 constexpr uint8_t kIcmp6PacketTooBig = 2;
@@ -175,6 +177,15 @@ bool icmp4_frag_needed(rte_mbuf* m, uint32_t mtu, uint32_t src_be,
 bool icmp6_packet_too_big(rte_mbuf* m, uint32_t mtu, const uint8_t src[16],
                           const MacAddress& port_mac) noexcept {
   return icmp6_error(m, kIcmp6PacketTooBig, 0, mtu, src, port_mac);
+}
+
+bool icmp4_admin_prohibited(rte_mbuf* m, uint32_t src_be, const MacAddress& port_mac) noexcept {
+  return icmp4_error(m, kIcmpDestUnreachable, kIcmpAdminProhibited, 0, src_be, port_mac);
+}
+
+bool icmp6_admin_prohibited(rte_mbuf* m, const uint8_t src[16],
+                            const MacAddress& port_mac) noexcept {
+  return icmp6_error(m, kIcmp6DestUnreachable, kIcmp6AdminProhibited, 0, src, port_mac);
 }
 
 }  // namespace vecflow

@@ -1,7 +1,8 @@
 // ICMP errors a router sends back (RFC 1812 §4.3.2, RFC 4443 §2.4), built in place: "time
 // exceeded" for packets whose TTL or hop limit ran out, "destination unreachable" for packets
 // without a route, "fragmentation needed" / "packet too big" for packets larger than their
-// egress link's MTU that may not be fragmented. The
+// egress link's MTU that may not be fragmented, "administratively prohibited" for packets an
+// ACL rejects. The
 // packet's buffer becomes the answer (its L2 header, VLAN tags included, with the MAC
 // addresses swapped; a new IP and ICMP header; the start of the expired packet as the quote),
 // sent back out of the port it came in through to the previous hop. No buffer is allocated.
@@ -48,5 +49,12 @@ bool icmp4_frag_needed(rte_mbuf* m, uint32_t mtu, uint32_t src_be,
 // Packet too big (ICMPv6 type 2, RFC 4443 §3.2), carrying the egress link's `mtu`.
 bool icmp6_packet_too_big(rte_mbuf* m, uint32_t mtu, const uint8_t src[16],
                           const MacAddress& port_mac) noexcept;
+
+// Destination unreachable, communication administratively prohibited (type 3 code 13, RFC 1812
+// §5.2.7.1; ICMPv6 type 1 code 1, RFC 4443 §3.1): a packet an ACL `reject` rule refused, as
+// nftables' `reject with icmp admin-prohibited`. The same rules as icmp4_time_exceeded.
+bool icmp4_admin_prohibited(rte_mbuf* m, uint32_t src_be, const MacAddress& port_mac) noexcept;
+bool icmp6_admin_prohibited(rte_mbuf* m, const uint8_t src[16],
+                            const MacAddress& port_mac) noexcept;
 
 }  // namespace vecflow

@@ -255,7 +255,6 @@ Result<void> KernelSync::follow_addresses(PortAddressFollower* follower) {
 void KernelSync::forget(RouteStage* stage) noexcept {
   std::lock_guard lock(mutex_);
   std::erase(route_stages_, stage);
-  std::erase(address_followers_, static_cast<PortAddressFollower*>(stage));
 }
 
 void KernelSync::forget(PortAddressFollower* follower) noexcept {

@@ -118,10 +118,8 @@ RouteStage::RouteStage(const config::StageConfig& cfg, StageContext& ctx)
       icmp_(cfg.params.get<RouteConfig>().icmp_time_exceeded),
       unreachable_(cfg.params.get<RouteConfig>().icmp_unreachable),
       checks_(cfg.params.get<RouteConfig>().checks),
-      tsc_hz_(rte_get_tsc_hz()),
       lcores_(new LcoreState[ctx.lcore_slots]),
-      slots_(ctx.lcore_slots),
-      addresses_(std::make_unique<AddressSet>()) {}
+      slots_(ctx.lcore_slots) {}
 
 RouteStage::~RouteStage() {
   if (kernel_ != nullptr) kernel_->forget(this);
@@ -140,13 +138,13 @@ Result<std::unique_ptr<RouteStage>> RouteStage::create(const config::StageConfig
     std::lock_guard lock(s->mutex_);
     if (auto r = s->rebuild_locked(); !r) return std::unexpected(r.error());
   }
-  if (s->kernel_ != nullptr) {
-    if (p.from_kernel) {
-      if (auto r = s->kernel_->follow_routes(s.get()); !r) return std::unexpected(r.error());
-    }
-    // The sources of its ICMP errors: too-big answers are always sent.
-    if (auto r = s->kernel_->follow_addresses(s.get()); !r) return std::unexpected(r.error());
+  if (s->kernel_ != nullptr && p.from_kernel) {
+    if (auto r = s->kernel_->follow_routes(s.get()); !r) return std::unexpected(r.error());
   }
+  // Too-big answers are always sent.
+  auto responder = IcmpResponder::create(ctx);
+  if (!responder) return std::unexpected(responder.error());
+  s->icmp_responder_ = std::move(*responder);
   return s;
 }
 
@@ -185,13 +183,6 @@ Result<void> RouteStage::set_kernel_routes(std::vector<StaticRoute> routes) {
   return r;
 }
 
-void RouteStage::set_port_addresses(std::vector<PortAddresses> addresses) {
-  std::lock_guard lock(mutex_);
-  auto set = std::make_unique<AddressSet>();
-  set->by_port = std::move(addresses);
-  addresses_.replace(std::move(set), *qsbr_);
-}
-
 std::vector<RouteEntry> RouteStage::routes() const {
   std::lock_guard lock(mutex_);
   return table_.load()->routes();
@@ -221,79 +212,43 @@ RouteCounters RouteStage::counters() const noexcept {
     c.no_route += s.no_route.load();
     c.ttl_expired += s.ttl_expired.load();
     c.too_big += s.too_big.load();
-    c.icmp_sent += s.icmp_sent.load();
-    c.icmp_limited += s.icmp_limited.load();
     c.not_ip += s.not_ip.load();
     c.bad_checksum += s.bad_checksum.load();
     c.martian_source += s.martian_source.load();
     c.martian_destination += s.martian_destination.load();
   }
+  c.icmp_sent = icmp_responder_->sent();
+  c.icmp_limited = icmp_responder_->limited();
   return c;
 }
 
-template <typename Build4, typename Build6>
-void RouteStage::answer(rte_mbuf* m, bool v6, DropReason reason, IcmpBudget& budget,
-                        const AddressSet* addrs, LcoreState& st, StageEnv& env, Build4 build4,
-                        Build6 build6) noexcept {
-  if (m->port < addrs->by_port.size()) {
-    const PortAddresses& a = addrs->by_port[m->port];
-    if (v6 ? a.v6.has_value() : a.v4.has_value()) {
-      if (!budget.allows(env.now(), tsc_hz_)) {
-        st.icmp_limited.add();
-      } else {
-        const MacAddress& mac = ports_[m->port].mac;
-        bool sent;
-        if (v6) {
-          sent = build6(m, a.v6->bytes.data(), mac);
-        } else {
-          uint32_t src_be;
-          std::memcpy(&src_be, a.v4->bytes.data(), 4);
-          sent = build4(m, src_be, mac);
-        }
-        if (sent) {
-          budget.count();
-          st.icmp_sent.add();
-          env.answered(m, reason);
-          return;
-        }
-      }
-    }
-  }
-  set_drop(m, reason);
-}
-
-void RouteStage::expired(rte_mbuf* m, bool v6, const AddressSet* addrs, LcoreState& st,
-                         StageEnv& env) noexcept {
+void RouteStage::expired(rte_mbuf* m, bool v6, LcoreState& st, StageEnv& env) noexcept {
   st.ttl_expired.add();
-  if (!icmp_) {
+  if (!icmp_ ||
+      !icmp_responder_->answer(m, v6, IcmpResponder::Kind::Expired, DropReason::TTL_EXPIRED, env,
+                               icmp4_time_exceeded, icmp6_time_exceeded))
     set_drop(m, DropReason::TTL_EXPIRED);
-    return;
-  }
-  answer(m, v6, DropReason::TTL_EXPIRED, st.expired_budget, addrs, st, env, icmp4_time_exceeded,
-         icmp6_time_exceeded);
 }
 
-void RouteStage::unreachable(rte_mbuf* m, bool v6, const AddressSet* addrs, LcoreState& st,
-                             StageEnv& env) noexcept {
-  if (!unreachable_) {
+void RouteStage::unreachable(rte_mbuf* m, bool v6, StageEnv& env) noexcept {
+  if (!unreachable_ ||
+      !icmp_responder_->answer(m, v6, IcmpResponder::Kind::Unreachable, DropReason::NO_ROUTE, env,
+                               icmp4_net_unreachable, icmp6_no_route))
     set_drop(m, DropReason::NO_ROUTE);
-    return;
-  }
-  answer(m, v6, DropReason::NO_ROUTE, st.unreachable_budget, addrs, st, env, icmp4_net_unreachable,
-         icmp6_no_route);
 }
 
-void RouteStage::too_big(rte_mbuf* m, bool v6, uint32_t mtu, const AddressSet* addrs,
-                         LcoreState& st, StageEnv& env) noexcept {
+void RouteStage::too_big(rte_mbuf* m, bool v6, uint32_t mtu, LcoreState& st,
+                         StageEnv& env) noexcept {
   st.too_big.add();
-  answer(
-      m, v6, DropReason::PACKET_TOO_BIG, st.too_big_budget, addrs, st, env,
+  const bool answered = icmp_responder_->answer(
+      m, v6, IcmpResponder::Kind::TooBig, DropReason::PACKET_TOO_BIG, env,
       [mtu](rte_mbuf* p, uint32_t src, const MacAddress& mac) {
         return icmp4_frag_needed(p, mtu, src, mac);
       },
       [mtu](rte_mbuf* p, const uint8_t* src, const MacAddress& mac) {
         return icmp6_packet_too_big(p, mtu, src, mac);
       });
+  if (!answered) set_drop(m, DropReason::PACKET_TOO_BIG);
 }
 
 void RouteStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
@@ -313,7 +268,6 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   const std::span<const RouteTable::Hop> hops = t->hops();
   // Read once: the packets' stores may alias the global, which meta() reads each time.
   const int meta_offset = g_packet_meta_offset;
-  const AddressSet* addrs = addresses_.load();
   const PortMtuTable& mtus = *mtus_;
   LcoreState& st = lcores_[env.slot()];
   // Counted per vector: one store per counter instead of one per packet.
@@ -423,7 +377,7 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
           // No route at all is answered (network unreachable); a `drop` route drops silently,
           // as a Linux blackhole route does.
           if ((v6 ? leaf6[k - n4] : leaf4[k]) == RouteTable::kNoRoute) {
-            unreachable(m, v6, addrs, st, env);
+            unreachable(m, v6, env);
           } else {
             set_drop(m, DropReason::NO_ROUTE);
           }
@@ -443,24 +397,24 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
         }
         auto* ip = static_cast<rte_ipv4_hdr*>(hdr[at]);
         if (ip->time_to_live <= 1) {
-          expired(m, false, addrs, st, env);
+          expired(m, false, st, env);
           continue;
         }
         // Checked before the TTL changes: the answer quotes the packet as it arrived.
         if (l3_bytes > mtus.get(hop.port) &&
             (ip->fragment_offset & rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG))) [[unlikely]] {
-          too_big(m, false, mtus.get(hop.port), addrs, st, env);
+          too_big(m, false, mtus.get(hop.port), st, env);
           continue;
         }
         ipv4_decrement_ttl(ip);
       } else {
         auto* ip = static_cast<rte_ipv6_hdr*>(hdr[at]);
         if (ip->hop_limits <= 1) {
-          expired(m, true, addrs, st, env);
+          expired(m, true, st, env);
           continue;
         }
         if (l3_bytes > mtus.get(hop.port)) [[unlikely]] {
-          too_big(m, true, mtus.get(hop.port), addrs, st, env);
+          too_big(m, true, mtus.get(hop.port), st, env);
           continue;
         }
         ip->hop_limits--;

@@ -49,6 +49,7 @@
 
 #include "config/config.h"
 #include "core/port_mtu.h"
+#include "pipeline/icmp_responder.h"
 #include "pipeline/rcu_ptr.h"
 #include "pipeline/route_table.h"
 #include "pipeline/stage.h"
@@ -86,17 +87,10 @@ struct RouteCounters {
   uint64_t martian_destination = 0;
 };
 
-class RouteStage final : public Stage, public PortAddressFollower {
+class RouteStage final : public Stage {
  public:
   // ECMP hashes a multipath route's packets itself where the port did not (route_stage.cc).
   bool reads_flow_hash() const noexcept override { return false; }
-  // ICMP errors of one kind (time exceeded; unreachable; too big) one lcore sends per second
-  // at most (the rest of the packets are only dropped, counted as icmp_limited): enough for
-  // traceroute and for every sender's path MTU discovery, too few to turn the box into an
-  // amplifier when a loop or a flood of TTL-1, unroutable or oversized packets arrives. Each
-  // kind has its own budget, so that a flood of one does not silence another (Linux exempts
-  // fragmentation needed from its limits altogether).
-  static constexpr uint32_t kIcmpPerSecond = 1000;
   // Packets whose destinations are looked up in one rte_fib bulk call.
   static constexpr unsigned kLookupBatch = 64;
   // Packets ahead whose headers are prefetched: an L2 access (~15 ns) hidden behind the first
@@ -114,8 +108,6 @@ class RouteStage final : public Stage, public PortAddressFollower {
   Result<void> replace_routes(std::vector<StaticRoute> routes);
   // Replaces the routes imported from the kernel (KernelSync).
   Result<void> set_kernel_routes(std::vector<StaticRoute> routes);
-  // Sources of ICMP errors, by PortId (KernelSync).
-  void set_port_addresses(std::vector<PortAddresses> addresses) override;
 
   bool follows_kernel() const noexcept { return from_kernel_; }
   bool sends_icmp() const noexcept { return icmp_; }
@@ -129,32 +121,16 @@ class RouteStage final : public Stage, public PortAddressFollower {
   // The route that decides `addr` in the table in force, if any.
   std::optional<RouteEntry> route_for(const IpAddress& addr) const;
   RouteCounters counters() const noexcept;
+  // Who answers, from which address, how often (tests give it addresses directly).
+  IcmpResponder& icmp_responder() noexcept { return *icmp_responder_; }
   // The table in force, for tests and benchmarks that look up directly. Valid until the next
   // change; do not call while another thread changes routes.
   const RouteTable& table() const noexcept { return *table_.load(); }
 
  private:
-  // One lcore's ICMP errors of one kind in the current second.
-  struct IcmpBudget {
-    uint64_t window = 0;  // TSC start of the current one-second window
-    uint32_t sent = 0;
-    // Whether one more may be sent now; count() it once it is.
-    bool allows(uint64_t now, uint64_t hz) noexcept {
-      if (now - window >= hz) {
-        window = now;
-        sent = 0;
-      }
-      return sent < kIcmpPerSecond;
-    }
-    void count() noexcept { ++sent; }
-  };
   struct alignas(64) LcoreState {
-    Counter forwarded, to_kernel, no_route, ttl_expired, too_big, icmp_sent, icmp_limited, not_ip;
+    Counter forwarded, to_kernel, no_route, ttl_expired, too_big, not_ip;
     Counter bad_checksum, martian_source, martian_destination;
-    IcmpBudget expired_budget, unreachable_budget, too_big_budget;
-  };
-  struct AddressSet {
-    std::vector<PortAddresses> by_port;
   };
 
   RouteStage(const config::StageConfig& cfg, StageContext& ctx);
@@ -163,18 +139,11 @@ class RouteStage final : public Stage, public PortAddressFollower {
   template <bool kChecksum, bool kMartians>
   void route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept;
   // A packet whose TTL ran out, that has no route, or that does not fit its egress link's
-  // `mtu`: dropped under its reason, answered where the configuration, the kind's budget and
-  // an address of the ingress port allow (answer(): `build4`/`build6` make the error in place,
-  // icmp_error.h; a withheld answer counts as icmp_limited).
-  template <typename Build4, typename Build6>
-  void answer(rte_mbuf* m, bool v6, DropReason reason, IcmpBudget& budget, const AddressSet* addrs,
-              LcoreState& st, StageEnv& env, Build4 build4, Build6 build6) noexcept;
-  void expired(rte_mbuf* m, bool v6, const AddressSet* addrs, LcoreState& st,
-               StageEnv& env) noexcept;
-  void unreachable(rte_mbuf* m, bool v6, const AddressSet* addrs, LcoreState& st,
-                   StageEnv& env) noexcept;
-  void too_big(rte_mbuf* m, bool v6, uint32_t mtu, const AddressSet* addrs, LcoreState& st,
-               StageEnv& env) noexcept;
+  // `mtu`: dropped under its reason, answered where the configuration and the responder
+  // (source address, rate limits: icmp_responder.h) allow.
+  void expired(rte_mbuf* m, bool v6, LcoreState& st, StageEnv& env) noexcept;
+  void unreachable(rte_mbuf* m, bool v6, StageEnv& env) noexcept;
+  void too_big(rte_mbuf* m, bool v6, uint32_t mtu, LcoreState& st, StageEnv& env) noexcept;
 
   std::vector<PortInfo> ports_;
   std::unique_ptr<PortMtuTable> own_mtus_;  // where the context gives none: no limit
@@ -186,12 +155,11 @@ class RouteStage final : public Stage, public PortAddressFollower {
   bool icmp_;
   bool unreachable_;
   RouteChecks checks_;
-  uint64_t tsc_hz_;
   std::unique_ptr<LcoreState[]> lcores_;
   unsigned slots_;
+  std::unique_ptr<IcmpResponder> icmp_responder_;
 
   RcuPtr<RouteTable> table_;
-  RcuPtr<AddressSet> addresses_;
   mutable std::mutex mutex_;  // control plane only
   std::vector<StaticRoute> config_routes_;
   std::vector<StaticRoute> kernel_routes_;

@@ -427,7 +427,7 @@ void give_wan_addresses(RouteStage& rs) {
   std::vector<PortAddresses> addrs(2);
   addrs[kWan].v4 = address("192.0.2.1");
   addrs[kWan].v6 = address("2001:db8:1::1");
-  rs.set_port_addresses(addrs);
+  rs.icmp_responder().set_port_addresses(addrs);
 }
 
 TEST_F(Route, ExpiredTtlIsAnsweredWithIcmpTimeExceeded) {
@@ -503,6 +503,44 @@ void set_df(rte_mbuf* m, bool df) {
       static_cast<uint16_t>(df ? off | RTE_IPV4_HDR_DF_FLAG : off & ~RTE_IPV4_HDR_DF_FLAG));
   ip->hdr_checksum = 0;
   ip->hdr_checksum = rte_ipv4_cksum(ip);
+}
+
+// Linux's limits: an error destination (the offending packet's source) gets a burst of six,
+// then one a second; another destination has its own; fragmentation needed is exempt, so
+// that path MTU discovery never stalls. The rest are only dropped, counted as limited.
+TEST_F(Route, IcmpErrorsAreLimitedPerDestinationExceptTooBig) {
+  Harness h;
+  PortMtuTable mtus(2);
+  mtus.set(kLan, 1280);
+  h.ctx.mtus = &mtus;
+  ASSERT_TRUE(h.build({stage("route", routes({route("0.0.0.0/0", "lan", "198.51.100.2")}, true))}));
+  auto* rs = h.pipeline->find<RouteStage>("route");
+  give_wan_addresses(*rs);
+  auto run = [&](const std::string& src, uint8_t ttl, uint16_t payload = 18) {
+    FrameSpec s = to("203.0.113.1", ttl);
+    s.port = kWan;
+    s.src = src;
+    s.payload = payload;
+    rte_mbuf* f = make_frame(s);
+    if (payload > 18) set_df(f, true);
+    return h.run_one(f) != nullptr;  // the harness's sinks keep (and free) what left
+  };
+  constexpr unsigned kBurst = IcmpResponder::kDestinationBurst;
+  unsigned answered = 0;
+  for (unsigned i = 0; i < 2 * kBurst; ++i)
+    answered += run("192.0.2.2", 1);
+  EXPECT_EQ(answered, kBurst) << "one destination: its burst, the rest within the second held";
+  EXPECT_EQ(rs->counters().icmp_limited, kBurst);
+  answered = 0;
+  for (unsigned i = 0; i < 2 * kBurst; ++i)
+    answered += run("192.0.2." + std::to_string(10 + i), 1);
+  EXPECT_EQ(answered, 2 * kBurst) << "each destination its own bucket";
+  answered = 0;
+  for (unsigned i = 0; i < 2 * kBurst; ++i)
+    answered += run("192.0.2.2", 64, 1500 - 28);
+  EXPECT_EQ(answered, 2 * kBurst) << "fragmentation needed is not limited per destination";
+  EXPECT_EQ(rs->counters().icmp_sent, 5 * kBurst);
+  EXPECT_EQ(h.accounting().unaccounted(), 0);
 }
 
 TEST_F(Route, PacketsOverTheEgressMtuAreAnsweredWithTheMtu) {
@@ -608,7 +646,7 @@ TEST_F(Route, NoIcmpAboutIcmpErrorsOrWithoutASourceAddress) {
   EXPECT_EQ(h.run_one(make_frame(to("203.0.113.1", 1))), nullptr);
   std::vector<PortAddresses> addrs(2);
   addrs[kWan].v4 = address("192.0.2.1");
-  rs->set_port_addresses(addrs);
+  rs->icmp_responder().set_port_addresses(addrs);
   // An ICMP error (time exceeded) with an expired TTL is not answered.
   FrameSpec s = to("203.0.113.1", 1);
   s.proto = IPPROTO_ICMP;
