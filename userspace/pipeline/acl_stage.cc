@@ -9,6 +9,7 @@
 
 #include "core/packet.h"
 #include "pipeline/conntrack_stage.h"
+#include "pipeline/icmp_error.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/stage_registry.h"
 
@@ -27,6 +28,10 @@ Result<std::unique_ptr<AclStage>> AclStage::create(const config::StageConfig& cf
   auto table = AclTable::build(cfg.params.get<AclConfig>(), ctx.lcore_slots, s->ports_);
   if (!table) return std::unexpected(table.error());
   s->table_.replace(std::move(*table), *ctx.qsbr);
+  // Ready for `reject` rules whether or not the file has one yet: a reload may add them.
+  auto responder = IcmpResponder::create(ctx);
+  if (!responder) return std::unexpected(responder.error());
+  s->icmp_responder_ = std::move(*responder);
   return s;
 }
 
@@ -109,8 +114,8 @@ size_t AclStage::describe(rte_mbuf* m, std::span<char> out) const noexcept {
   const auto& acl = t->config();
   const bool rule = result != AclTable::kNoMatch && result <= acl.rules.size();
   const std::string_view name = rule ? std::string_view(acl.rules[result - 1].name) : "default";
-  const auto r = fmt::format_to_n(out.data(), out.size(), "{} {}",
-                                  t->permits(result) ? "permit" : "deny", name);
+  const auto r =
+      fmt::format_to_n(out.data(), out.size(), "{} {}", acl_action_name(t->action(result)), name);
   return std::min(out.size(), r.size);
 }
 
@@ -148,7 +153,19 @@ void AclStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
       rte_mbuf* m = pkts[v6 ? at6[k - n4] : at4[k]];
       const uint32_t result = v6 ? r6[k - n4] : r4[k];
       t->count(slot, result, m->pkt_len);
-      if (!t->permits(result)) set_drop(m, DropReason::ACL_DENY);
+      switch (t->action(result)) {
+        case AclAction::Permit:
+          break;
+        case AclAction::Deny:
+          set_drop(m, DropReason::ACL_DENY);
+          break;
+        case AclAction::Reject:
+          if (!icmp_responder_->answer(m, v6, IcmpResponder::Kind::Prohibited,
+                                       DropReason::ACL_REJECT, env, icmp4_admin_prohibited,
+                                       icmp6_admin_prohibited))
+            set_drop(m, DropReason::ACL_REJECT);
+          break;
+      }
     }
   }
 }
@@ -188,29 +205,31 @@ void read_ct(config::Ctx& ctx, config::MapReader& r, std::vector<CtMark>& out) {
 
 AclConfig read_acl(config::Ctx& ctx, config::MapReader& m) {
   AclConfig s;
-  m.get_enum<AclAction>("default", s.default_action,
-                        {{"permit", AclAction::Permit}, {"deny", AclAction::Deny}});
-  config::for_each_item(
-      ctx, m.child("rules"), m.key_path("rules"),
-      [&](const YAML::Node& item, const std::string& ip) {
-        config::MapReader r(
-            ctx, item, ip,
-            {"name", "action", "src", "dst", "proto", "src_port", "dst_port", "in_port", "ct"});
-        if (!r.ok()) return;
-        AclRule rule;
-        rule.where = ctx.at(item);
-        rule.name = fmt::format("acl{}", s.rules.size());
-        r.get("name", rule.name);
-        if (r.require("action")) {
-          r.get_enum<AclAction>("action", rule.action,
-                                {{"permit", AclAction::Permit}, {"deny", AclAction::Deny}});
-        }
-        config::read_five_tuple(r, rule.match);
-        std::string in_port;
-        if (r.get("in_port", in_port)) rule.in_port = in_port;
-        read_ct(ctx, r, rule.ct);
-        s.rules.push_back(std::move(rule));
-      });
+  m.get_enum<AclAction>(
+      "default", s.default_action,
+      {{"permit", AclAction::Permit}, {"deny", AclAction::Deny}, {"reject", AclAction::Reject}});
+  config::for_each_item(ctx, m.child("rules"), m.key_path("rules"),
+                        [&](const YAML::Node& item, const std::string& ip) {
+                          config::MapReader r(ctx, item, ip,
+                                              {"name", "action", "src", "dst", "proto", "src_port",
+                                               "dst_port", "in_port", "ct"});
+                          if (!r.ok()) return;
+                          AclRule rule;
+                          rule.where = ctx.at(item);
+                          rule.name = fmt::format("acl{}", s.rules.size());
+                          r.get("name", rule.name);
+                          if (r.require("action")) {
+                            r.get_enum<AclAction>("action", rule.action,
+                                                  {{"permit", AclAction::Permit},
+                                                   {"deny", AclAction::Deny},
+                                                   {"reject", AclAction::Reject}});
+                          }
+                          config::read_five_tuple(r, rule.match);
+                          std::string in_port;
+                          if (r.get("in_port", in_port)) rule.in_port = in_port;
+                          read_ct(ctx, r, rule.ct);
+                          s.rules.push_back(std::move(rule));
+                        });
   return s;
 }
 
@@ -239,14 +258,10 @@ void check_acl(config::StageCheck& c, const AclConfig& a) {
   }
 }
 
-std::string_view action_name(AclAction a) {
-  return a == AclAction::Permit ? "permit" : "deny";
-}
-
 Json acl_json(const AclConfig& p) {
   Json rules = Json::array();
   for (const auto& r : p.rules) {
-    Json j = {{"name", r.name}, {"action", action_name(r.action)}};
+    Json j = {{"name", r.name}, {"action", acl_action_name(r.action)}};
     j.update(config::five_tuple_json(r.match));
     j["in_port"] = r.in_port ? Json(*r.in_port) : Json(nullptr);
     Json ct = Json::array();
@@ -255,7 +270,7 @@ Json acl_json(const AclConfig& p) {
     j["ct"] = r.ct.empty() ? Json(nullptr) : std::move(ct);
     rules.push_back(std::move(j));
   }
-  return {{"default", action_name(p.default_action)}, {"rules", std::move(rules)}};
+  return {{"default", acl_action_name(p.default_action)}, {"rules", std::move(rules)}};
 }
 
 Result<void> apply_rules(Stage& stage, const StageContext&, const config::AnyStageParams&,

@@ -1,7 +1,9 @@
-// The `acl` stage: permits or denies IPv4/IPv6 packets by 5-tuple (AclTable), counting every
-// packet under the rule that decided it (or the default action). Denied packets are dropped
-// (acl_deny); permitted ones go on. Frames that are not IP pass untouched: ARP must reach the
-// kernel, and the route stage decides what else happens to them.
+// The `acl` stage: permits, denies or rejects IPv4/IPv6 packets by 5-tuple (AclTable), counting
+// every packet under the rule that decided it (or the default action). Denied packets are
+// dropped (acl_deny); rejected ones are dropped (acl_reject) and answered with ICMP
+// administratively prohibited, as nftables' `reject with icmp admin-prohibited`, within the
+// limits of icmp_responder.h; permitted ones go on. Frames that are not IP pass untouched: ARP must
+// reach the kernel, and the route stage decides what else happens to them.
 //
 // The rule set is replaced while traffic runs (replace_rules): a new table is compiled, swapped
 // in under RCU, and rules kept from the old set keep their counts.
@@ -13,6 +15,7 @@
 
 #include "config/config.h"
 #include "pipeline/acl_table.h"
+#include "pipeline/icmp_responder.h"
 #include "pipeline/rcu_ptr.h"
 #include "pipeline/stage.h"
 
@@ -48,12 +51,15 @@ class AclStage final : public Stage {
   std::vector<AclRuleReport> rules() const;
   // The table in force (tests, benchmarks). Valid until the next replace_rules().
   const AclTable& table() const noexcept { return *table_.load(); }
+  // Who answers `reject`, from which address, how often (tests give it addresses directly).
+  IcmpResponder& icmp_responder() noexcept { return *icmp_responder_; }
 
  private:
   AclStage(const config::StageConfig& cfg, StageContext& ctx);
 
   Qsbr* qsbr_;
   unsigned slots_;
+  std::unique_ptr<IcmpResponder> icmp_responder_;
   std::vector<std::string> ports_;  // names by PortId, for in_port
   RcuPtr<AclTable> table_;
   mutable std::mutex mutex_;  // control plane only

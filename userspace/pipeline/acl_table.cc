@@ -192,9 +192,9 @@ Result<std::unique_ptr<AclTable>> AclTable::build(const AclConfig& acl, unsigned
     if (!ctx) return std::unexpected(ctx.error());
     t->ctx6_ = std::move(*ctx);
   }
-  t->permit_.push_back(acl.default_action == AclAction::Permit);
+  t->actions_.push_back(acl.default_action);
   for (const auto& r : acl.rules)
-    t->permit_.push_back(r.action == AclAction::Permit);
+    t->actions_.push_back(r.action);
   t->stride_ = (n + 1 + 3) / 4 * 4;
   t->lcores_ = lcore_slots;
   t->lines_.reset(new Line[t->stride_ / 4 * lcore_slots]);

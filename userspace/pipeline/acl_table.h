@@ -2,7 +2,7 @@
 // the 5-tuple, classified a vector at a time with SIMD), one context per IP version, plus
 // per-rule, per-lcore counters.
 //
-// Semantics: the first rule whose every given field matches decides (permit or deny); no
+// Semantics: the first rule whose every given field matches decides (permit, deny or reject); no
 // match takes the default action. A rule with IPv4 prefixes only matches IPv4 packets, one
 // with IPv6 prefixes IPv6 packets, one without prefixes both. Port ranges compare the TCP,
 // UDP or SCTP ports; a packet without readable ports (another protocol, or a fragment) is
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <rte_acl.h>
@@ -27,7 +28,20 @@
 namespace vecflow {
 
 // An ACL as the file gives it (stage: acl).
-enum class AclAction { Permit, Deny };
+// Reject: a deny that answers the sender (ICMP administratively prohibited, acl_stage.h).
+enum class AclAction : uint8_t { Permit, Deny, Reject };
+// "permit", "deny", "reject": the file's words, also what vecflowctl and traces show.
+constexpr std::string_view acl_action_name(AclAction a) noexcept {
+  switch (a) {
+    case AclAction::Permit:
+      return "permit";
+    case AclAction::Deny:
+      return "deny";
+    case AclAction::Reject:
+      return "reject";
+  }
+  return "?";
+}
 
 struct AclRule {
   std::string name;
@@ -101,8 +115,9 @@ class AclTable {
         results[i] = kNoMatch;
     }
   }
-  // Whether a classification result permits the packet.
-  bool permits(uint32_t result) const noexcept { return permit_[result]; }
+  // What a classification result does to the packet.
+  AclAction action(uint32_t result) const noexcept { return actions_[result]; }
+  bool permits(uint32_t result) const noexcept { return action(result) == AclAction::Permit; }
   // Counts a packet under its result (rule or default) on lcore `slot`.
   void count(unsigned slot, uint32_t result, uint32_t bytes) noexcept {
     Slot& s = slots()[size_t(slot) * stride_ + result];
@@ -135,8 +150,8 @@ class AclTable {
   AclConfig acl_;
   DpdkPtr<rte_acl_ctx> ctx4_;
   DpdkPtr<rte_acl_ctx> ctx6_;
-  std::vector<uint8_t> permit_;  // by result
-  size_t stride_ = 0;            // counters per lcore: rules + 1, rounded up to a line
+  std::vector<AclAction> actions_;  // by result
+  size_t stride_ = 0;               // counters per lcore: rules + 1, rounded up to a line
   unsigned lcores_ = 0;
   std::unique_ptr<Line[]> lines_;
   std::vector<AclRuleCount> base_;  // by result: carried over

@@ -68,7 +68,9 @@
   X(NAT_NO_PORT, "nat_no_port", "NAT: new connection refused, no free port in its range")          \
   X(NAT_FRAGMENT, "nat_fragment", "NAT: later fragment, first not seen, source to rewrite")        \
   /* A packet larger than its egress link's MTU (core/port_mtu.h). */                              \
-  X(PACKET_TOO_BIG, "packet_too_big", "over the egress MTU, may not be fragmented (DF or IPv6)")
+  X(PACKET_TOO_BIG, "packet_too_big", "over the egress MTU, may not be fragmented (DF or IPv6)")   \
+  /* An ACL `reject` rule: dropped, answered with ICMP administratively prohibited. */             \
+  X(ACL_REJECT, "acl_reject", "rejected by an ACL rule (answered: admin prohibited)")
 
 enum vf_drop_reason {
 #define VF_DROP_ENUM(name, wire, text) VF_DROP_##name,

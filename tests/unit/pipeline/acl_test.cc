@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <rte_icmp.h>
+#include <rte_ip.h>
+
 #include "core/packet.h"
 #include "fixture.h"
 #include "pipeline/acl_stage.h"
@@ -274,6 +277,52 @@ TEST_F(Acl, StagePermitsDeniesAndCountsPerRule) {
   EXPECT_EQ(rules[2].count.packets, 1u);
   EXPECT_EQ(rules[3].name, "default");
   EXPECT_EQ(rules[3].count.packets, 1u);
+}
+
+// `reject` drops as deny does, under acl_reject, and answers the sender from the ingress
+// port's address: ICMP destination unreachable, administratively prohibited (3/13), ICMPv6
+// destination unreachable, administratively prohibited (1/1). Without an address on the port
+// there is no source for an answer: only dropped.
+TEST_F(Acl, RejectAnswersAdministrativelyProhibited) {
+  Harness h;
+  AclConfig acl;
+  config::FiveTupleMatch telnet;
+  telnet.l4_proto = IPPROTO_TCP;
+  telnet.dst_port = config::PortRange{23, 23};
+  acl.rules = {rule("no-telnet", AclAction::Reject, telnet)};
+  ASSERT_TRUE(h.build({stage("acl", acl)}));
+  auto* stage = h.pipeline->find<AclStage>("acl");
+  EXPECT_EQ(h.run_one(pkt("192.0.2.2", "198.51.100.2", IPPROTO_TCP, 23)), nullptr);
+
+  std::vector<PortAddresses> addrs(2);
+  addrs[kWan].v4 = address("192.0.2.1");
+  addrs[kWan].v6 = address("2001:db8:1::1");
+  stage->icmp_responder().set_port_addresses(addrs);
+  rte_mbuf* m = h.run_one(pkt("192.0.2.2", "198.51.100.2", IPPROTO_TCP, 23));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(meta(m).out_port, kWan);
+  auto* ip4 = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, m->l2_len);
+  EXPECT_EQ(uint32_t{ip4->src_addr}, rte_cpu_to_be_32(address("192.0.2.1").v4_host()));
+  EXPECT_EQ(uint32_t{ip4->dst_addr}, rte_cpu_to_be_32(address("192.0.2.2").v4_host()));
+  auto* icmp = reinterpret_cast<rte_icmp_hdr*>(ip4 + 1);
+  EXPECT_EQ(icmp->icmp_type, 3);
+  EXPECT_EQ(icmp->icmp_code, 13);
+  m = h.run_one(pkt("2001:db8:1::2", "2001:db8:2::2", IPPROTO_TCP, 23));
+  ASSERT_NE(m, nullptr);
+  auto* icmp6 =
+      reinterpret_cast<uint8_t*>(rte_pktmbuf_mtod_offset(m, rte_ipv6_hdr*, m->l2_len) + 1);
+  EXPECT_EQ(icmp6[0], 1);
+  EXPECT_EQ(icmp6[1], 1);
+  // What is not rejected goes on.
+  EXPECT_EQ(h.run_one(pkt("192.0.2.2", "198.51.100.2", IPPROTO_TCP, 22)), nullptr);
+
+  auto s = h.accounting();
+  EXPECT_EQ(s.drops[size_t(DropReason::ACL_REJECT)], 3u);
+  EXPECT_EQ(s.drops[size_t(DropReason::NO_ROUTE)], 1u);  // the permitted one, unrouted
+  EXPECT_EQ(s.tx, 0u);  // the answers are packets the stage made, charged to no port
+  EXPECT_EQ(s.unaccounted(), 0) << s.to_string();
+  EXPECT_EQ(stage->icmp_responder().sent(), 2u);
+  EXPECT_EQ(stage->rules()[0].count.packets, 3u);
 }
 
 TEST_F(Acl, ReplacingRulesKeepsTheCountsOfRulesThatStay) {

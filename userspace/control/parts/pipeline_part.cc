@@ -80,10 +80,6 @@ inline const MetricFamily kNeighbours{"vecflow_neighbour_entries",
                                       MetricType::Gauge,
                                       {"state"}};
 
-std::string_view action_name(AclAction a) {
-  return a == AclAction::Permit ? "permit" : "deny";
-}
-
 std::string_view route_action_name(RouteAction a) {
   switch (a) {
     case RouteAction::Forward:
@@ -379,7 +375,7 @@ void register_acl(Registry& registry, Pipeline& pipeline) {
                   for (size_t i = 0; i < report.size(); ++i) {
                     const AclRuleReport& r = report[i];
                     bool is_default = i + 1 == report.size();
-                    auto act = action_name(r.action);
+                    auto act = acl_action_name(r.action);
                     rules.push_back(
                         {{"stage", n},
                          {"rule", r.name},
@@ -602,7 +598,7 @@ void register_pipeline(Registry& registry, Pipeline& pipeline,
     }
     for (AclStage* st : pipeline.all<AclStage>()) {
       for (const AclRuleReport& r : st->rules()) {
-        auto act = action_name(r.action);
+        auto act = acl_action_name(r.action);
         s.add(kAclPackets, {st->name(), r.name, act}, r.count.packets);
         s.add(kAclBytes, {st->name(), r.name, act}, r.count.bytes);
       }
