@@ -133,6 +133,10 @@ std::map<std::string, std::string> small_link_scenarios(const Lab& lab, const st
   // appliance routes only its two networks).
   seen["ping with TTL 1"] = ping(lab, "-t 1 198.51.100.2");
   seen["ping to a network without a route"] = ping(lab, "203.0.113.9");
+  // A host the firewall rejects (vecflowd's ACL `reject`, nftables' reject with icmp
+  // admin-prohibited): the sender learns it at once.
+  seen["ping to a rejected host"] = ping(lab, "198.51.100.77");
+  seen["udp6 to a rejected host"] = udp("2001:db8:2::77 5400 100 df");
   sh("pkill -f " + dir + "/udp_echo.py");
   return seen;
 }
@@ -158,7 +162,12 @@ std::map<std::string, std::string> pmtud_scenarios(const Lab& lab, const std::st
 
 class Mtu : public Forwarding {
  protected:
-  std::string edit_config(std::string text) override { return with_ipv6(std::move(text)); }
+  std::string edit_config(std::string text) override {
+    return std::regex_replace(
+        with_ipv6(std::move(text)), std::regex("(      - \\{name: no-telnet[^\\n]*\\n)"),
+        "$1      - {name: no-77, action: reject, dst: 198.51.100.77/32}\n"
+        "      - {name: no-77-v6, action: reject, dst: \"2001:db8:2::77/128\"}\n");
+  }
   void prepare_lab() override { set_link_mtu(*lab_); }
   virtual void set_link_mtu(const Lab& lab) {
     ASSERT_EQ(lab.exec('a', "ip link set lan0 mtu 1280"), 0);
@@ -170,6 +179,16 @@ class Mtu : public Forwarding {
     auto lab = std::make_unique<Lab>(unique_name("vmk"));
     EXPECT_TRUE(lab->ok());
     EXPECT_EQ(lab->exec('a', "sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1"), 0);
+    // The firewall's rejects, as vecflowd's ACL has them (edit_config).
+    std::ofstream(dir_ + "/reject.nft")
+        << "table inet vf {\n"
+           "  chain filter {\n"
+           "    type filter hook forward priority 0;\n"
+           "    ip daddr 198.51.100.77 reject with icmp admin-prohibited\n"
+           "    ip6 daddr 2001:db8:2::77 reject with icmpv6 admin-prohibited\n"
+           "  }\n"
+           "}\n";
+    EXPECT_EQ(lab->exec('a', "nft -f " + dir_ + "/reject.nft"), 0);
     set_link_mtu(*lab);
     return lab;
   }
@@ -199,6 +218,8 @@ TEST_F(Mtu, TooBigPacketsGetWhatLinuxForwardingGives) {
   EXPECT_EQ(linux_saw.at("ping with TTL 1"), "From 192.0.2.1 Time to live exceeded");
   EXPECT_EQ(linux_saw.at("ping to a network without a route"),
             "From 192.0.2.1 Destination Net Unreachable");
+  EXPECT_EQ(linux_saw.at("ping to a rejected host"), "From 192.0.2.1 Packet filtered");
+  EXPECT_EQ(linux_saw.at("udp6 to a rejected host").substr(0, 8), "error 13");  // EACCES
   for (const auto& [what, saw] : vecflow_saw)
     RecordProperty(what, saw);
 
