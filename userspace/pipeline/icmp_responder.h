@@ -12,7 +12,10 @@
 //   - fragmentation needed and packet too big are exempt from the per-destination limit
 //     (Linux exempts them from all: path MTU discovery must never stall), kept under their own
 //     per-lcore cap.
-// A withheld answer leaves the packet only dropped, counted as `limited`.
+// A packet whose answer the limits withhold is dropped as icmp_limited (the stage counts its
+// cause: ttl_expired, no_route, ...), and counted as `limited`; the limits are asked before
+// the builder's own rules, so over the limit a packet that would get no answer anyway (an
+// ICMP error, a later fragment) counts as icmp_limited too.
 //
 // Per-destination state is a direct-mapped table per lcore (kDestinations entries, keyed by
 // the address's hash): fixed memory, no allocation on the packet path; a destination that
@@ -29,6 +32,7 @@
 
 #include "core/counter.h"
 #include "core/drop_reason.h"
+#include "core/packet.h"
 #include "pipeline/rcu_ptr.h"
 #include "pipeline/stage.h"
 
@@ -49,9 +53,10 @@ class IcmpResponder final : public PortAddressFollower {
   ~IcmpResponder();
 
   // Makes `m` the answer of `kind` (build4(m, src_be, mac) / build6(m, src, mac), the builders
-  // of icmp_error.h) and hands it to `env` as answered under `reason`; returns false, leaving
-  // `m` for the caller to drop, when no answer may be sent (no address on the ingress port,
-  // a limit, or the builder's own rules).
+  // of icmp_error.h) and hands it to `env` as answered under `reason`, or drops it as
+  // icmp_limited when a limit withholds the answer; returns false, leaving `m` for the caller
+  // to drop under `reason`, when no answer is due (no address on the ingress port, or the
+  // builder's own rules: never about an ICMP error, a later fragment, a multicast source).
   template <typename Build4, typename Build6>
   bool answer(rte_mbuf* m, bool v6, Kind kind, DropReason reason, StageEnv& env, Build4 build4,
               Build6 build6) noexcept;
@@ -103,7 +108,8 @@ bool IcmpResponder::answer(rte_mbuf* m, bool v6, Kind kind, DropReason reason, S
   LcoreState& st = lcores_[env.slot()];
   if (!allows(st, kind, m, v6, env.now())) {
     st.limited.add();
-    return false;
+    set_drop(m, DropReason::ICMP_LIMITED);
+    return true;
   }
   const MacAddress& mac = ports_[m->port].mac;
   bool built;

@@ -70,7 +70,10 @@
   /* A packet larger than its egress link's MTU (core/port_mtu.h). */                              \
   X(PACKET_TOO_BIG, "packet_too_big", "over the egress MTU, may not be fragmented (DF or IPv6)")   \
   /* An ACL `reject` rule: dropped, answered with ICMP administratively prohibited. */             \
-  X(ACL_REJECT, "acl_reject", "rejected by an ACL rule (answered: admin prohibited)")
+  X(ACL_REJECT, "acl_reject", "rejected by an ACL rule (answered: admin prohibited)")              \
+  /* An ICMP error withheld by the rate limits (pipeline/icmp_responder.h); the stage that */      \
+  /* would have answered counts the packet's own cause (ttl_expired, no_route, ...). */            \
+  X(ICMP_LIMITED, "icmp_limited", "dropped; its ICMP error withheld by the rate limits")
 
 enum vf_drop_reason {
 #define VF_DROP_ENUM(name, wire, text) VF_DROP_##name,

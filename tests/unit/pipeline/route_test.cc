@@ -540,7 +540,11 @@ TEST_F(Route, IcmpErrorsAreLimitedPerDestinationExceptTooBig) {
     answered += run("192.0.2.2", 64, 1500 - 28);
   EXPECT_EQ(answered, 2 * kBurst) << "fragmentation needed is not limited per destination";
   EXPECT_EQ(rs->counters().icmp_sent, 5 * kBurst);
-  EXPECT_EQ(h.accounting().unaccounted(), 0);
+  EXPECT_EQ(rs->counters().ttl_expired, 4 * kBurst);  // the cause, answered or not
+  const auto acc = h.accounting();
+  EXPECT_EQ(acc.drops[size_t(DropReason::ICMP_LIMITED)], kBurst);
+  EXPECT_EQ(acc.drops[size_t(DropReason::TTL_EXPIRED)], 3 * kBurst);
+  EXPECT_EQ(acc.unaccounted(), 0);
 }
 
 TEST_F(Route, PacketsOverTheEgressMtuAreAnsweredWithTheMtu) {
