@@ -234,6 +234,26 @@ TEST_F(Mtu, TooBigPacketsGetWhatLinuxForwardingGives) {
   expect_exact(accounting);
 }
 
+// How many "Time to live exceeded" 20 TTL-1 pings, 10 ms apart, get back: Linux limits the
+// errors to one destination (a burst, then one a second), and so does vecflowd.
+int time_exceeded_in_a_burst(const Lab& lab) {
+  lab.exec('c', "ping -c 1 -W 3 198.51.100.2 >/dev/null");
+  const std::string out = lab.exec_output(
+      'c', "ping -c 20 -i 0.01 -W 1 -t 1 198.51.100.2 2>&1 | grep -c \"Time to live exceeded\"");
+  return std::atoi(out.c_str());
+}
+
+TEST_F(Mtu, IcmpErrorsAreLimitedPerDestinationAsLinuxLimitsThem) {
+  const int on_linux = time_exceeded_in_a_burst(*linux_lab());
+  const int through_vecflowd = time_exceeded_in_a_burst(*lab_);
+  EXPECT_EQ(through_vecflowd, on_linux);
+  RecordProperty("answered of 20", through_vecflowd);
+  EXPECT_GT(on_linux, 0);
+  EXPECT_LT(on_linux, 20);
+  expect_exact(settled_accounting());
+  EXPECT_EQ(wan_drops("icmp_limited"), uint64_t(20 - through_vecflowd));
+}
+
 // A steering rule that redirects in XDP what would not fit the egress link: the program asks
 // bpf_check_mtu and lifts the frame to user space instead, which answers it as the route stage
 // answers any other (a devmap redirect of it would fail after the program returned, uncounted).
