@@ -338,12 +338,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint64_t made = static_cast<uint64_t>(std::count_if(
       sinks.tx.begin(), sinks.tx.end(), [](rte_mbuf* m) { return meta(m).flags & kMetaFlagCopy; }));
   // Within the rate: each kind the route stage sends (time exceeded; unreachable; too big) at
-  // most IcmpResponder::kPerSecond a second.
+  // most the default icmp.per_second a second.
   static const uint64_t start = rte_get_tsc_cycles();
   static uint64_t answers = 0;
   answers += made;
   const uint64_t seconds = (rte_get_tsc_cycles() - start) / rte_get_tsc_hz() + 1;
-  FUZZ_CHECK(answers <= 3 * IcmpResponder::kPerSecond * seconds);
+  FUZZ_CHECK(answers <= 3 * uint64_t{config::IcmpSection{}.per_second} * seconds);
   AccountingSnapshot after = h.outcomes.total_snapshot();
   const uint64_t dropped = after.dropped() - before.dropped();
   FUZZ_CHECK(after.rx - before.rx == received + rx_dropped);

@@ -325,6 +325,16 @@ struct StageConfig {
   const StageType* kind = nullptr;
 };
 
+// ---- icmp -------------------------------------------------------------------------------------
+
+// The limits of the ICMP errors vecflowd sends (the route stage's, the acl's `reject`):
+// Linux's defaults (net.ipv4.icmp_ratelimit, XRLIM_BURST_FACTOR, icmp_msgs_per_sec).
+struct IcmpSection {
+  uint32_t ratelimit_ms = 1000;  // per destination: one error per this many ms; 0: no limit
+  uint32_t burst = 6;            // per destination: errors at once before the limit holds
+  uint32_t per_second = 1000;    // of each kind, per lcore; 0: no limit
+};
+
 // ---- control ----------------------------------------------------------------------------------
 
 struct ControlSection {
@@ -353,6 +363,7 @@ struct ApplianceConfig {
   SteeringSection steering;
   SchedulerSection scheduler;
   std::vector<StageConfig> pipeline;
+  IcmpSection icmp;
   ControlSection control;
 
   const PortConfig* find_port(std::string_view name) const;

@@ -647,6 +647,13 @@ void read_pipeline(Ctx& ctx, const YAML::Node& n, const StageTypes& types,
   });
 }
 
+void read_icmp(Ctx& ctx, const YAML::Node& n, IcmpSection& out) {
+  MapReader m(ctx, n, "icmp", {"ratelimit_ms", "burst", "per_second"});
+  m.get("ratelimit_ms", out.ratelimit_ms, 0, 3'600'000);
+  m.get("burst", out.burst, 1, 1'000'000);
+  m.get("per_second", out.per_second, 0, 100'000'000);
+}
+
 void read_control(Ctx& ctx, const YAML::Node& n, ControlSection& out) {
   MapReader m(ctx, n, "control",
               {"socket", "mode", "group", "metrics", "capture_dir", "max_request_bytes",
@@ -801,7 +808,7 @@ LoadResult load_config_text(std::string_view text, const std::string& source,
   }
   MapReader top(ctx, root, "",
                 {"appliance", "cpu", "dpdk", "logging", "ports", "steering", "scheduler",
-                 "pipeline", "control"});
+                 "pipeline", "icmp", "control"});
   if (!top.ok()) return std::unexpected(std::move(ctx.errors()));
   if (top.has("appliance")) read_appliance(ctx, top.child("appliance"), cfg.appliance);
   if (top.has("cpu")) read_cpu(ctx, top.child("cpu"), cfg.cpu);
@@ -816,6 +823,7 @@ LoadResult load_config_text(std::string_view text, const std::string& source,
   if (top.has("steering")) read_steering(ctx, top.child("steering"), cfg.steering);
   if (top.has("scheduler")) read_scheduler(ctx, top.child("scheduler"), cfg.scheduler);
   if (top.has("pipeline")) read_pipeline(ctx, top.child("pipeline"), stages, cfg.pipeline);
+  if (top.has("icmp")) read_icmp(ctx, top.child("icmp"), cfg.icmp);
   if (top.has("control")) read_control(ctx, top.child("control"), cfg.control);
   if (cfg.cpu.workers.empty()) cfg.cpu.workers = {cfg.cpu.control};
   if (cfg.scheduler.workers.empty()) cfg.scheduler.workers = cfg.cpu.workers;

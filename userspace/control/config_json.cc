@@ -235,9 +235,9 @@ void diff_values(const std::string& section, const std::string& path, const Json
 }  // namespace
 
 const std::vector<std::string>& config_sections() {
-  static const std::vector<std::string> kSections = {"appliance", "cpu",      "dpdk",
-                                                     "logging",   "ports",    "steering",
-                                                     "scheduler", "pipeline", "control"};
+  static const std::vector<std::string> kSections = {
+      "appliance", "cpu",       "dpdk",     "logging", "ports",
+      "steering",  "scheduler", "pipeline", "icmp",    "control"};
   return kSections;
 }
 
@@ -293,6 +293,9 @@ Json config_to_json(const ApplianceConfig& c) {
     stages.push_back(std::move(stage));
   }
   j["pipeline"] = std::move(stages);
+  j["icmp"] = {{"ratelimit_ms", c.icmp.ratelimit_ms},
+               {"burst", c.icmp.burst},
+               {"per_second", c.icmp.per_second}};
   j["control"] = {{"socket", c.control.socket},
                   {"mode", fmt::format("{:04o}", c.control.socket_mode)},
                   {"group", c.control.group},
@@ -330,6 +333,7 @@ void copy_section(ApplianceConfig& to, const ApplianceConfig& from, std::string_
   if (section == "steering") to.steering = from.steering;
   if (section == "scheduler") to.scheduler = from.scheduler;
   if (section == "pipeline") to.pipeline = from.pipeline;
+  if (section == "icmp") to.icmp = from.icmp;
   if (section == "control") to.control = from.control;
 }
 

@@ -128,6 +128,7 @@ Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtim
   ctx.lcore_slots = static_cast<unsigned>(runtime.slots());
   ctx.qsbr = &runtime.qsbr();
   ctx.capture_dir = cfg.control.capture_dir;
+  ctx.icmp = cfg.icmp;
   ctx.steer_rules = static_cast<uint32_t>(cfg.steering.rules.size());
   auto pipeline = Pipeline::build(cfg.pipeline, std::move(ctx));
   if (!pipeline) return fail("pipeline: {}", pipeline.error().message);

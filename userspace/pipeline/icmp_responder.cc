@@ -17,7 +17,9 @@ IcmpResponder::IcmpResponder(StageContext& ctx)
       qsbr_(ctx.qsbr),
       kernel_(ctx.kernel),
       tsc_hz_(rte_get_tsc_hz()),
-      interval_(tsc_hz_ / 1000 * kDestinationIntervalMs),
+      interval_(tsc_hz_ / 1000 * ctx.icmp.ratelimit_ms),
+      bucket_(interval_ * ctx.icmp.burst),
+      per_second_(ctx.icmp.per_second),
       lcores_(new LcoreState[ctx.lcore_slots]),
       slots_(ctx.lcore_slots),
       addresses_(std::make_unique<AddressSet>()) {}
@@ -49,8 +51,9 @@ bool IcmpResponder::allows(LcoreState& st, Kind kind, const rte_mbuf* m, bool v6
     st.window[k] = now;
     st.in_window[k] = 0;
   }
-  if (st.in_window[k] >= kPerSecond) return false;
-  if (kind == Kind::TooBig) return true;  // path MTU discovery: no per-destination limit
+  if (per_second_ != 0 && st.in_window[k] >= per_second_) return false;
+  // Path MTU discovery: too big has no per-destination limit.
+  if (kind == Kind::TooBig || interval_ == 0) return true;
 
   // The error goes to the packet's source.
   uint64_t key;
@@ -62,12 +65,11 @@ bool IcmpResponder::allows(LcoreState& st, Kind kind, const rte_mbuf* m, bool v6
   }
   key = key << 1 | 1;  // never 0, the empty slot's key
   DestBucket& b = st.dests[(key >> 1) & (kDestinations - 1)];
-  const uint64_t full = uint64_t{kDestinationBurst} * interval_;
   if (b.key != key) {  // a destination not seen lately starts with a full bucket
     b.key = key;
-    b.tokens = full;
+    b.tokens = bucket_;
   } else {
-    b.tokens = std::min(full, b.tokens + (now - b.last));
+    b.tokens = std::min(bucket_, b.tokens + (now - b.last));
   }
   b.last = now;
   if (b.tokens < interval_) return false;

@@ -3,12 +3,13 @@
 // limits, in one place for every stage that answers (route: time exceeded, unreachable, too
 // big; acl: administratively prohibited).
 //
-// Rate limits, as Linux's (net/ipv4/icmp.c, net/ipv6/icmp.c) with its defaults:
+// Rate limits, as Linux's (net/ipv4/icmp.c, net/ipv6/icmp.c), with its defaults unless the
+// file's `icmp:` section says otherwise (config::IcmpSection):
 //   - per destination of the error (the offending packet's source): a token bucket of one
 //     error a second with a burst of six (icmp_ratelimit 1000 ms, XRLIM_BURST_FACTOR 6), so
 //     that one host's flood or a routing loop cannot draw more than a trickle;
-//   - per kind and lcore, kPerSecond errors a second at most, so that a flood from many
-//     sources cannot make the box an ICMP source (icmp_msgs_per_sec);
+//   - per kind and lcore, 1000 errors a second at most, so that a flood from many sources
+//     cannot make the box an ICMP source (icmp_msgs_per_sec);
 //   - fragmentation needed and packet too big are exempt from the per-destination limit
 //     (Linux exempts them from all: path MTU discovery must never stall), kept under their own
 //     per-lcore cap.
@@ -42,9 +43,6 @@ class IcmpResponder final : public PortAddressFollower {
  public:
   enum class Kind : uint8_t { Expired, Unreachable, TooBig, Prohibited };
   static constexpr unsigned kKinds = 4;
-  static constexpr uint32_t kPerSecond = 1000;
-  static constexpr uint32_t kDestinationIntervalMs = 1000;
-  static constexpr uint32_t kDestinationBurst = 6;
   static constexpr unsigned kDestinations = 1024;  // per lcore, a power of two
 
   // Follows the ports' addresses where the pipeline has a KernelSync (else it answers nothing:
@@ -91,7 +89,9 @@ class IcmpResponder final : public PortAddressFollower {
   Qsbr* qsbr_;
   KernelSync* kernel_;
   uint64_t tsc_hz_;
-  uint64_t interval_;  // TSC ticks of kDestinationIntervalMs
+  uint64_t interval_;    // TSC ticks of the per-destination interval; 0: no such limit
+  uint64_t bucket_;      // TSC ticks a full bucket holds (burst x interval)
+  uint32_t per_second_;  // per kind and lcore; 0: no limit
   std::unique_ptr<LcoreState[]> lcores_;
   unsigned slots_;
   RcuPtr<AddressSet> addresses_;

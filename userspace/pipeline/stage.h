@@ -28,6 +28,7 @@
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
 
+#include "config/config.h"
 #include "core/accounting.h"
 #include "core/burst.h"
 #include "core/counter.h"
@@ -78,6 +79,7 @@ struct StageContext {
   unsigned lcore_slots = 1;  // per-lcore counters are sized for this many lcores
   Qsbr* qsbr = nullptr;      // grace periods for replacing tables; required
   std::string capture_dir;   // mirror files are written only below this directory
+  config::IcmpSection icmp;  // the limits of the ICMP errors stages send (icmp_responder.h)
   uint32_t steer_rules = 0;  // steering rules in the file (PacketMeta::steer_rule < this)
   // Shared by the stages of one pipeline; set by Pipeline::build.
   NeighbourTable* neighbours = nullptr;

@@ -499,3 +499,25 @@ TEST(ConfigLoad, MultiBufferAfXdpNeedsLinux66) {
   EXPECT_EQ(afxdp_max_mtu(2048, false, false), 1578u);
   EXPECT_EQ(afxdp_max_mtu(2048), 25578u);
 }
+
+// The icmp section: Linux's defaults, or the file's, within their ranges.
+TEST(ConfigLoad, IcmpLimits) {
+  const std::string base = "ports:\n  - {name: wan, type: dpdk, devargs: net_null0}\n";
+  auto cfg = load_config_text(base, "icmp.yaml");
+  ASSERT_TRUE(cfg);
+  EXPECT_EQ(cfg->icmp.ratelimit_ms, 1000u);
+  EXPECT_EQ(cfg->icmp.burst, 6u);
+  EXPECT_EQ(cfg->icmp.per_second, 1000u);
+  cfg = load_config_text(base + "icmp: {ratelimit_ms: 0, burst: 2, per_second: 50}\n", "icmp.yaml");
+  ASSERT_TRUE(cfg);
+  EXPECT_EQ(cfg->icmp.ratelimit_ms, 0u);
+  EXPECT_EQ(cfg->icmp.burst, 2u);
+  EXPECT_EQ(cfg->icmp.per_second, 50u);
+  cfg = load_config_text(base + "icmp: {burst: 0, rate: 5}\n", "icmp.yaml");
+  ASSERT_FALSE(cfg);
+  ASSERT_EQ(cfg.error().size(), 2u);
+  EXPECT_NE(cfg.error()[0].to_string().find("icmp.yaml:3:15: icmp.burst"), std::string::npos)
+      << cfg.error()[0].to_string();
+  EXPECT_NE(cfg.error()[1].to_string().find("icmp.rate"), std::string::npos)
+      << cfg.error()[1].to_string();
+}

@@ -525,7 +525,7 @@ TEST_F(Route, IcmpErrorsAreLimitedPerDestinationExceptTooBig) {
     if (payload > 18) set_df(f, true);
     return h.run_one(f) != nullptr;  // the harness's sinks keep (and free) what left
   };
-  constexpr unsigned kBurst = IcmpResponder::kDestinationBurst;
+  const unsigned kBurst = config::IcmpSection{}.burst;
   unsigned answered = 0;
   for (unsigned i = 0; i < 2 * kBurst; ++i)
     answered += run("192.0.2.2", 1);
@@ -545,6 +545,30 @@ TEST_F(Route, IcmpErrorsAreLimitedPerDestinationExceptTooBig) {
   EXPECT_EQ(acc.drops[size_t(DropReason::ICMP_LIMITED)], kBurst);
   EXPECT_EQ(acc.drops[size_t(DropReason::TTL_EXPIRED)], 3 * kBurst);
   EXPECT_EQ(acc.unaccounted(), 0);
+}
+
+// The file's `icmp:` limits: a smaller burst, no per-destination limit, a per-kind cap.
+TEST_F(Route, IcmpLimitsAreTheFiles) {
+  auto answered_of_8 = [](config::IcmpSection limits, bool one_source) {
+    Harness h;
+    h.ctx.icmp = limits;
+    EXPECT_TRUE(
+        h.build({stage("route", routes({route("0.0.0.0/0", "lan", "198.51.100.2")}, true))}));
+    give_wan_addresses(*h.pipeline->find<RouteStage>("route"));
+    unsigned answered = 0;
+    for (unsigned i = 0; i < 8; ++i) {
+      FrameSpec s = to("203.0.113.1", 1);
+      s.port = kWan;
+      s.src = one_source ? "192.0.2.2" : "192.0.2." + std::to_string(10 + i);
+      answered += h.run_one(make_frame(s)) != nullptr;
+    }
+    EXPECT_EQ(h.accounting().drops[size_t(DropReason::ICMP_LIMITED)], 8 - answered);
+    return answered;
+  };
+  EXPECT_EQ(answered_of_8({.ratelimit_ms = 1000, .burst = 2, .per_second = 1000}, true), 2u);
+  EXPECT_EQ(answered_of_8({.ratelimit_ms = 0, .burst = 6, .per_second = 1000}, true), 8u);
+  EXPECT_EQ(answered_of_8({.ratelimit_ms = 1000, .burst = 6, .per_second = 3}, false), 3u);
+  EXPECT_EQ(answered_of_8({.ratelimit_ms = 0, .burst = 6, .per_second = 0}, true), 8u);
 }
 
 TEST_F(Route, PacketsOverTheEgressMtuAreAnsweredWithTheMtu) {
