@@ -404,6 +404,56 @@ TEST(DpdkPort, VhostUserWithSplitRings) {
   vhost_exchange(false);
 }
 
+// A VM at MTU 9000: net_vhost has no MTU to set, so the file's is the port's; the guest's
+// 9014-byte frames arrive as mbuf chains (vhost copies a frame into as many of the port's mbufs
+// as it needs), parsed whole, and go back to the guest as the chains they are (mergeable rx
+// buffers on its side).
+TEST(DpdkPort, VhostUserCarriesJumboFramesAsChains) {
+  PacketPool& pool = test_pool();
+  std::string sock = temp_path("jumbo.sock");
+  const uint32_t idle = pool.in_use();
+  {
+    DpdkOptions o = options("net_vhost0,iface=" + sock);
+    o.mtu = 9000;  // as `ports[].mtu: 9000` gives it
+    auto port = DpdkPort::create("vm", kPort, o, pool);
+    ASSERT_TRUE(port) << port.error().message;
+    EXPECT_EQ((*port)->device_mtu(), 9000u);
+    ASSERT_TRUE((*port)->start());
+    constexpr int kEach = 8;
+    constexpr uint32_t kSize = 9014;
+    FILE* peer = popen((built_tool("virtio_peer") + " --socket " + sock +
+                        " --packed 1 --lcore 1 exchange --size " + std::to_string(kSize) +
+                        " --count " + std::to_string(kEach) + " --expect " + std::to_string(kEach))
+                           .c_str(),
+                       "r");
+    ASSERT_NE(peer, nullptr);
+    std::vector<rte_mbuf*> got = receive(**port, kEach, 20000);
+    ASSERT_EQ(got.size(), static_cast<size_t>(kEach)) << "frames from the guest";
+    for (rte_mbuf* m : got) {
+      EXPECT_EQ(m->pkt_len, kSize);
+      EXPECT_GT(m->nb_segs, 1u);
+      EXPECT_EQ(m->packet_type & RTE_PTYPE_L4_MASK, RTE_PTYPE_L4_UDP) << "parsed whole";
+    }
+    uint16_t sent = 0;
+    for (int tries = 0; sent < kEach && tries < 1000; ++tries) {
+      sent += (*port)->tx_burst(0, got.data() + sent, static_cast<uint16_t>(kEach - sent));
+      if (sent < kEach) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(sent, kEach);
+    for (size_t i = sent; i < got.size(); ++i)
+      rte_pktmbuf_free(got[i]);
+    char line[256] = {};
+    bool have_line = fgets(line, sizeof(line), peer) != nullptr;
+    int rc = pclose(peer);
+    ASSERT_TRUE(have_line);
+    EXPECT_THAT(line, HasSubstr("received " + std::to_string(kEach) + " bytes " +
+                                std::to_string(kEach * kSize)));
+    EXPECT_EQ(WEXITSTATUS(rc), 0) << line;
+  }
+  std::filesystem::remove(sock);
+  EXPECT_EQ(pool.in_use(), idle);
+}
+
 // A VM that goes quiet: the port sleeps on the vhost rx interrupt (the guest's kick) and the
 // guest's next frame wakes it.
 TEST(DpdkPort, VhostUserQueueSleepsUntilTheGuestSends) {

@@ -3,9 +3,9 @@
 // virtio-net would be, with packed or split virtqueues.
 //
 //   vf_virtio_peer --socket PATH [--packed 0|1] [--lcore N] exchange --count N --expect M
-//                  [--delay-ms D]
-//       sends N UDP frames (source ports 1..N), D ms after the link came up, and receives until
-//       M frames came back;
+//                  [--delay-ms D] [--size S]
+//       sends N UDP frames of S bytes (60; up to 9014, chained), source ports 1..N, D ms after
+//       the link came up, and receives until M frames came back;
 //       prints "sent N received M bytes B" and exits 0 when both counts were reached.
 //   vf_virtio_peer --socket PATH [--packed 0|1] reflect --count N
 //       injects N frames, then sends back everything it receives until SIGTERM/SIGINT;
@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -51,8 +52,9 @@ void remove_runtime_dir() {
   std::exit(2);
 }
 
-// 60-byte UDP/IPv4 frame, source port `sport`.
-void fill_frame(rte_mbuf* m, uint16_t sport) {
+// A UDP/IPv4 frame of `size` bytes (60 .. 9014), source port `sport`, in `m` and as many
+// further mbufs of `mp` chained to it as the size needs (a jumbo frame).
+void fill_frame(rte_mempool* mp, rte_mbuf* m, uint16_t sport, uint32_t size) {
   uint8_t* p = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, 60));
   const uint8_t hdr[42] = {2,
                            0,
@@ -98,6 +100,27 @@ void fill_frame(rte_mbuf* m, uint16_t sport) {
                            0};  // UDP
   std::memcpy(p, hdr, sizeof(hdr));
   std::memset(p + sizeof(hdr), 0xab, 60 - sizeof(hdr));
+  if (size <= 60) return;
+  const uint16_t ip_len = static_cast<uint16_t>(size - 14),
+                 udp_len = static_cast<uint16_t>(size - 34);
+  p[16] = static_cast<uint8_t>(ip_len >> 8);
+  p[17] = static_cast<uint8_t>(ip_len);
+  p[38] = static_cast<uint8_t>(udp_len >> 8);
+  p[39] = static_cast<uint8_t>(udp_len);
+  uint32_t left = size - 60;
+  rte_mbuf* last = m;
+  while (left > 0) {
+    const uint16_t room = rte_pktmbuf_tailroom(last);
+    if (room == 0) {
+      rte_mbuf* seg = rte_pktmbuf_alloc(mp);
+      if (!seg || rte_pktmbuf_chain(m, seg) != 0) die("cannot chain a jumbo frame");
+      last = seg;
+      continue;
+    }
+    const uint16_t n = static_cast<uint16_t>(std::min<uint32_t>(left, room));
+    std::memset(rte_pktmbuf_append(m, n), 0xab, n);  // appends to the last segment
+    left -= n;
+  }
 }
 
 }  // namespace
@@ -118,6 +141,9 @@ int main(int argc, char** argv) {
   uint32_t delay_ms = 0;
   exchange->add_option("--delay-ms", delay_ms,
                        "wait this long after the link is up before sending");
+  uint32_t size = 60;
+  exchange->add_option("--size", size, "frame size, 60..9014 (jumbo frames as mbuf chains)")
+      ->check(CLI::Range(60u, 9014u));
   auto* reflect = app.add_subcommand("reflect", "send back what arrives until stopped");
   reflect->add_option("--count", count);
   app.require_subcommand(1);
@@ -156,6 +182,11 @@ int main(int argc, char** argv) {
   uint16_t port = 0;
   if (rte_eth_dev_count_avail() != 1) die("net_virtio_user did not come up");
   rte_eth_conf conf{};
+  if (size > 1514) {  // jumbo frames: sent as chains, received as chains (mergeable buffers)
+    conf.rxmode.mtu = size - 14;
+    conf.rxmode.offloads = RTE_ETH_RX_OFFLOAD_SCATTER;
+    conf.txmode.offloads = RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+  }
   if (rte_eth_dev_configure(port, 1, 1, &conf) != 0 ||
       rte_eth_rx_queue_setup(port, 0, 1024, rte_eth_dev_socket_id(port), nullptr, mp) != 0 ||
       rte_eth_tx_queue_setup(port, 0, 1024, rte_eth_dev_socket_id(port), nullptr) != 0 ||
@@ -178,7 +209,7 @@ int main(int argc, char** argv) {
   while (sent < count && !g_stop && std::chrono::steady_clock::now() < deadline) {
     rte_mbuf* m = rte_pktmbuf_alloc(mp);
     if (!m) die("mempool ran dry");
-    fill_frame(m, static_cast<uint16_t>(1 + sent));
+    fill_frame(mp, m, static_cast<uint16_t>(1 + sent), size);
     while (rte_eth_tx_burst(port, 0, &m, 1) == 0 && !g_stop &&
            std::chrono::steady_clock::now() < deadline) {
       rte_pause();

@@ -107,8 +107,14 @@ Result<std::unique_ptr<DpdkPort>> DpdkPort::create(std::string name, PortId id,
     if (auto r = set_interface_mtu(o.interface, o.mtu); !r)
       return fail("port {}: {}", name, r.error().message);
   } else if (o.mtu != 0) {
-    if (int rc = rte_eth_dev_set_mtu(port->dev_.port(), static_cast<uint16_t>(o.mtu)); rc != 0)
+    const int rc = rte_eth_dev_set_mtu(port->dev_.port(), static_cast<uint16_t>(o.mtu));
+    if (rc == -ENOTSUP) {
+      // A device without an MTU of its own (net_vhost: the guest sizes its frames, and any
+      // size crosses): the file's MTU is the port's, for the route stage and the tx adapter.
+      port->own_mtu_ = o.mtu;
+    } else if (rc != 0) {
       return fail("port {}: cannot set MTU {}: {}", name, o.mtu, rte_strerror(-rc));
+    }
   }
   port->queues_ = o.queues;
   port->classify_ = o.classify;
@@ -233,6 +239,7 @@ PortHardware DpdkPort::hardware() const {
 }
 
 uint32_t DpdkPort::device_mtu() const {
+  if (own_mtu_ != 0) return own_mtu_;
   return interface_.empty() ? ethdev_mtu(dev_.port()) : interface_mtu(interface_);
 }
 

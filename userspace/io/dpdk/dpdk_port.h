@@ -36,7 +36,8 @@ struct DpdkOptions {
   // "" for none: its MTU is the link's (the ethdev reports its own default, 1500, whatever
   // the interface carries).
   std::string interface;
-  uint32_t mtu = 0;  // set before it starts (on `interface` if any, else the ethdev); 0: as is
+  uint32_t mtu = 0;  // set before start: on `interface` if any, else the ethdev, else (a
+                     // device with no MTU to set, net_vhost) kept as the port's; 0: as is
 };
 
 class DpdkPort final : public Port {
@@ -89,6 +90,7 @@ class DpdkPort final : public Port {
   RxClassify classify_;
   bool try_meta_ = false;     // net_af_xdp: frames may carry the steering program's metadata
   std::string interface_;     // DpdkOptions::interface
+  uint32_t own_mtu_ = 0;      // the file's MTU where the device has none to set (net_vhost)
   std::string vhost_socket_;  // net_vhost: its vhost-user socket (status: the ring layout)
   std::unique_ptr<Wake[]> wake_;
 };
