@@ -511,8 +511,11 @@ uint16_t AfXdpPort::rx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
   uint16_t got;
   if (Xsk* x = q.xsk.get()) {
     uint32_t idx;
-    // Room for the last frame's further descriptors, so a window of n always ends in whole
-    // frames when there are n of them.
+    // Room for the last frame's further descriptors, so that a window of n ends in whole
+    // frames when there are n of them. A frame longer than the window (more than n + 16
+    // buffers: only past the loader's MTU limit, set on the interface by hand) waits for a
+    // call with a larger n; the adapters ask for 32, which covers 48 buffers, more than the
+    // 41 of a 64 KiB frame in 2048-byte chunks.
     const uint32_t window = x->multi_buffer ? n + AfXdpPort::kMaxBuffersPerFrame : n;
     const uint32_t descs = xsk_ring_cons__peek(&x->rx, window, &idx);
     if (descs == 0) {
