@@ -60,6 +60,9 @@ unsigned ipv4_fragment(const rte_mbuf* m, uint32_t mtu, rte_mbuf** out) noexcept
   // Fragments of a fragment: offsets continue the original's, and the last keeps its MF.
   const uint32_t first_offset = (frag & RTE_IPV4_HDR_OFFSET_MASK) * 8u;
   const bool more_after = frag & RTE_IPV4_HDR_MF_FLAG;
+  // A fragment that reaches past the largest datagram (a "ping of death") has offsets the
+  // 13-bit field cannot carry: not fragmented.
+  if (first_offset + payload > 0xffff - ihl) return 0;
   if (rte_pktmbuf_alloc_bulk(m->pool, out, count) != 0) return 0;
 
   const uint32_t l4_type = RTE_PTYPE_L4_FRAG;

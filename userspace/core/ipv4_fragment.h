@@ -25,9 +25,9 @@ inline constexpr unsigned kMaxFragments = 64;
 // RTE_PTYPE_L4_FRAG, VLAN) and PacketMeta; its IP header is the original's with the fragment's
 // offset, MF bit, total length and checksum, and in fragments after the first the options not
 // marked "copied" replaced by no-operation options, as Linux does. Returns 0 and keeps nothing
-// when the packet cannot be fragmented here: DF set, an MTU too small for 8
-// bytes of payload, more than kMaxFragments needed, or the pool is out of buffers. `m` itself
-// is left to the caller either way.
+// when the packet cannot be fragmented here: DF set, a fragment reaching past 65535 bytes of
+// datagram, an MTU too small for 8 bytes of payload, more than kMaxFragments needed, or the
+// pool is out of buffers. `m` itself is left to the caller either way.
 unsigned ipv4_fragment(const rte_mbuf* m, uint32_t mtu, rte_mbuf** out) noexcept;
 
 }  // namespace vecflow

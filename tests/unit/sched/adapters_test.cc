@@ -9,6 +9,7 @@
 #include <rte_ether.h>
 #include <rte_ip.h>
 
+#include "core/ipv4_fragment.h"
 #include "core/packet.h"
 #include "core/port_mtu.h"
 #include "runtime/cycles.h"
@@ -897,6 +898,28 @@ TEST_F(TxAdapterTest, AChainedJumboPacketIsFragmentedWhole) {
   rte_pktmbuf_free_bulk(got, n);
   EXPECT_EQ(tx.stats().fragments.load(), 6u);
   EXPECT_EQ(outcomes.port_snapshot(kIn).tx, 1u);
+}
+
+// A later fragment whose offset and length reach past 65535 bytes of datagram (a "ping of
+// death", found by the pipeline fuzzer) has pieces the 13-bit offset cannot address: not cut,
+// dropped as too big.
+TEST_F(TxAdapterTest, AFragmentPastTheLargestDatagramIsNotCut) {
+  PortMtuTable mtus(3);
+  mtus.set(to_index(kOut), 576);
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1), nullptr, &mtus);
+  rte_mbuf* m = ipv4_packet(1900, false);
+  ASSERT_NE(m, nullptr);
+  auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, 14);
+  ip->fragment_offset = rte_cpu_to_be_16(8100);  // 64 800 bytes in
+  ip->hdr_checksum = 0;
+  ip->hdr_checksum = rte_ipv4_cksum(ip);
+  rte_mbuf* frags[kMaxFragments];
+  EXPECT_EQ(ipv4_fragment(m, 576, frags), 0u);
+  tx.take({&m, 1});
+  tx.flush();
+  rte_mbuf* got[8];
+  EXPECT_EQ(out_->collect(0, got, 8), 0u);
+  EXPECT_EQ(outcomes.port_snapshot(kIn).drops[static_cast<size_t>(DropReason::PACKET_TOO_BIG)], 1u);
 }
 
 TEST_F(TxAdapterTest, OverTheMtuWithDfIsDroppedAsPacketTooBig) {
