@@ -9,7 +9,8 @@
 // port); transmitted packets name a real port; every mbuf is a valid mbuf afterwards and none
 // is lost (the pool is full again). The ports' MTUs are small (wan 1280, lan 576) and have
 // addresses, so the route stage answers (time exceeded, fragmentation needed, packet too
-// big): an answer goes back out of its ingress port, is a well-formed ICMP error no larger
+// big) and so does the acl's reject rule (administratively prohibited): an answer goes back
+// out of its ingress port, is a well-formed ICMP error no larger
 // than RFC 1812 / RFC 4443 allow, never answers an ICMP error or a multicast or broadcast
 // source, and the answers stay within the stage's rate. A transmitted IPv4 packet without DF
 // over its egress MTU is cut by the tx adapter's fragmenter here: fragments that fit, with
@@ -42,6 +43,7 @@
 #include "core/port_mtu.h"
 #include "fuzz_check.h"
 #include "io/rx_classify.h"
+#include "pipeline/acl_stage.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pipeline_worker.h"
 #include "pipeline/route_stage.h"
@@ -65,6 +67,7 @@ pipeline:
       - {name: no-telnet, action: deny, proto: tcp, dst_port: 23}
       - {name: dns, action: permit, src: 192.0.2.0/24, proto: udp, dst_port: 53}
       - {name: v6-block, action: deny, src: "2001:db8:1::/48", proto: tcp}
+      - {name: no-smb, action: reject, proto: tcp, dst_port: 445}
   - stage: route
     icmp_time_exceeded: true
     routes:
@@ -158,7 +161,8 @@ struct Harness {
     std::vector<PortAddresses> addrs(kPorts);
     addrs[0] = {*parse_ip_address("192.0.2.1"), *parse_ip_address("2001:db8:1::1")};
     addrs[1] = {*parse_ip_address("198.51.100.1"), *parse_ip_address("2001:db8:2::1")};
-    pipeline->find<RouteStage>("route")->set_port_addresses(addrs);
+    pipeline->find<RouteStage>("route")->icmp_responder().set_port_addresses(addrs);
+    pipeline->find<AclStage>("acl")->icmp_responder().set_port_addresses(addrs);
     worker = std::make_unique<PipelineWorker>(*pipeline, outcomes, 0);
     // No per-lcore cache: the pool's count is exact after every run.
     pool = rte_pktmbuf_pool_create("fuzz_pipeline", kPoolSize, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
@@ -337,13 +341,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // packet it answered was counted as a drop.
   const uint64_t made = static_cast<uint64_t>(std::count_if(
       sinks.tx.begin(), sinks.tx.end(), [](rte_mbuf* m) { return meta(m).flags & kMetaFlagCopy; }));
-  // Within the rate: each kind the route stage sends (time exceeded; unreachable; too big) at
-  // most the default icmp.per_second a second.
+  // Within the rate: each kind (the route stage's time exceeded, unreachable and too big, the
+  // acl's reject) at most the default icmp.per_second a second.
   static const uint64_t start = rte_get_tsc_cycles();
   static uint64_t answers = 0;
   answers += made;
   const uint64_t seconds = (rte_get_tsc_cycles() - start) / rte_get_tsc_hz() + 1;
-  FUZZ_CHECK(answers <= 3 * uint64_t{config::IcmpSection{}.per_second} * seconds);
+  FUZZ_CHECK(answers <= 4 * uint64_t{config::IcmpSection{}.per_second} * seconds);
   AccountingSnapshot after = h.outcomes.total_snapshot();
   const uint64_t dropped = after.dropped() - before.dropped();
   FUZZ_CHECK(after.rx - before.rx == received + rx_dropped);

@@ -58,7 +58,10 @@ bool IcmpResponder::allows(LcoreState& st, Kind kind, const rte_mbuf* m, bool v6
   // The error goes to the packet's source.
   uint64_t key;
   if (v6) {
-    const uint8_t* src = pkt::ipv6(m)->src_addr;
+    // Copied first: rte_hash_crc reads 8-byte words, and behind a VLAN tag the address is only
+    // 2-byte aligned.
+    alignas(8) uint8_t src[16];
+    std::memcpy(src, pkt::ipv6(m)->src_addr, 16);
     key = rte_hash_crc(src, 16, 6);
   } else {
     key = rte_hash_crc_4byte(pkt::ipv4(m)->src_addr, 4);
