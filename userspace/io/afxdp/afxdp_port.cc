@@ -613,7 +613,7 @@ uint16_t AfXdpPort::tx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
     const rte_mbuf* m = pkts[limit];
     uint32_t need = as_is_descs(pool, m, max_descs);
     const bool copy = need == 0;
-    if (copy) need = (m->pkt_len + max_copy - 1) / max_copy;
+    if (copy) need = std::max<uint32_t>(1, (m->pkt_len + max_copy - 1) / max_copy);
     if (descs + need > free && (free = xsk_prod_nb_free(&x->tx, descs + need)) < descs + need)
       break;
     if (copy && (need > max_descs || copies + need > kRingBatch)) break;
@@ -640,16 +640,18 @@ uint16_t AfXdpPort::tx_burst(uint16_t qi, rte_mbuf** pkts, uint16_t n) noexcept 
     if (as_is_descs(pool, m, max_descs) == 0) {
       rte_mbuf* first = fresh[used];
       rte_mbuf* prev = nullptr;
-      for (uint32_t off = 0; off < len; off += max_copy) {
+      uint32_t off = 0;
+      do {  // at least one buffer, as counted above
         rte_mbuf* f = fresh[used++];
         const uint32_t part = std::min(max_copy, len - off);
         auto* to = rte_pktmbuf_mtod(f, uint8_t*);
-        const void* from = rte_pktmbuf_read(m, off, part, to);
+        const void* from = part ? rte_pktmbuf_read(m, off, part, to) : to;
         if (from != to) std::memcpy(to, from, part);
         f->data_len = static_cast<uint16_t>(part);
         if (prev) prev->next = f;
         prev = f;
-      }
+        off += part;
+      } while (off < len);
       rte_pktmbuf_free(m);
       m = first;
     }
