@@ -19,7 +19,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "control/metrics.h"
+#include "api/metrics.h"
 #include "control/server.h"
 #include "runtime/lcore.h"
 

@@ -27,7 +27,7 @@
 #include "core/log.h"
 #include "core/packet.h"
 #include "core/parse.h"
-#include "pipeline/conntrack_stage.h"
+#include "pipeline/conntrack/conntrack_stage.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pipeline_worker.h"
 #include "pipeline/route_stage.h"

@@ -10,9 +10,9 @@
 #include <string>
 #include <string_view>
 
+#include "api/registry.h"
 #include "config/config.h"
 #include "control/builtin_commands.h"
-#include "control/registry.h"
 #include "core/accounting.h"
 #include "fuzz_check.h"
 #include "pipeline/stage_registry.h"

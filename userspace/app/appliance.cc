@@ -11,7 +11,6 @@
 #include "app/version.h"
 #include "control/builtin_commands.h"
 #include "control/fault.h"
-#include "control/parts/conntrack_part.h"
 #include "control/parts/pipeline_part.h"
 #include "control/parts/pipeline_reload_part.h"
 #include "control/parts/ports_part.h"
@@ -322,7 +321,6 @@ Result<void> Appliance::start_control() {
     for (const auto& l : runtime_->lcores())
       lcore_of_slot.push_back(l->id());
     control::register_pipeline(registry_, datapath_->pipeline(), std::move(lcore_of_slot));
-    control::register_conntrack(registry_, datapath_->pipeline());
     control::register_pipeline_reload(*reloader_, datapath_->pipeline(), cfg_);
     tap_ = std::make_unique<HookTap>(datapath_->hooks(),
                                      static_cast<uint16_t>(datapath_->ports().size()));

@@ -10,12 +10,12 @@
 #include <memory>
 #include <optional>
 
+#include "api/registry.h"
 #include "app/hook_tap.h"
 #include "config/config.h"
 #include "control/capture.h"
 #include "control/dpdk_tools.h"
 #include "control/drop_log.h"
-#include "control/registry.h"
 #include "control/reload.h"
 #include "control/server.h"
 #include "core/accounting.h"

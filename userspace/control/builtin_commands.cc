@@ -6,8 +6,8 @@
 
 #include <fmt/chrono.h>
 
-#include "control/families.h"
-#include "control/values.h"
+#include "api/families.h"
+#include "api/values.h"
 #include "core/drop_reason.h"
 #include "core/log.h"
 #include "runtime/cycles.h"

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "api/registry.h"
 #include "config/config.h"
-#include "control/registry.h"
 #include "core/accounting.h"
 #include "runtime/runtime.h"
 

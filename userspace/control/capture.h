@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "control/registry.h"
+#include "api/registry.h"
 #include "control/server.h"
 #include "core/error.h"
 #include "hooks/pcapng_capture.h"

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "api/command.h"
 #include "config/config.h"
-#include "control/command.h"
 
 namespace vecflow::control {
 

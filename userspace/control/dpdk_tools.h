@@ -17,7 +17,7 @@
 #include <memory>
 #include <string>
 
-#include "control/registry.h"
+#include "api/registry.h"
 #include "control/server.h"
 #include "core/error.h"
 

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "control/families.h"
+#include "api/families.h"
 
 namespace vecflow::control {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 #include <tuple>
 
-#include "control/metrics.h"
+#include "api/metrics.h"
 #include "core/drop_reason.h"
 #include "core/log.h"
 

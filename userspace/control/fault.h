@@ -6,8 +6,8 @@
 //                              system call): its services stop, the flows they serve wait
 #pragma once
 
+#include "api/registry.h"
 #include "config/config.h"
-#include "control/registry.h"
 #include "runtime/runtime.h"
 
 namespace vecflow::control {

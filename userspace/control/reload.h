@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "api/registry.h"
 #include "config/config.h"
 #include "control/config_json.h"
-#include "control/registry.h"
 #include "control/server.h"
 
 namespace vecflow::control {

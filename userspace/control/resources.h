@@ -4,7 +4,7 @@
 // standard process_* families.
 #pragma once
 
-#include "control/registry.h"
+#include "api/registry.h"
 
 namespace vecflow::control {
 

@@ -16,8 +16,8 @@
 #include <memory>
 #include <string>
 
+#include "api/registry.h"
 #include "config/config.h"
-#include "control/registry.h"
 #include "core/error.h"
 #include "runtime/service.h"
 

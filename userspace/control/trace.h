@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "control/registry.h"
+#include "api/registry.h"
 #include "control/server.h"
 #include "core/error.h"
 #include "core/ids.h"

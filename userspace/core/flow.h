@@ -16,13 +16,18 @@ inline uint32_t flow_hash(const FlowKey& key, bool symmetric) noexcept {
   return vf_flow_hash(&key, symmetric ? 1 : 0);
 }
 
-// Gives some received frames another flow hash than their own 5-tuple's, so that both
-// directions of a translated connection share one (pipeline/nat_map.h). A port applies it to
-// each classified burst (io/rx_classify.h), once per burst.
+// Gives some received frames another flow hash than their own 5-tuple's, so that the packets
+// a stage must see together share one: both directions of a translated connection
+// (pipeline/conntrack/nat_map.h), a datagram's later fragments and its first
+// (pipeline/conntrack/fragment_hash.h). A port applies it to each classified burst
+// (io/rx_classify.h), once per burst.
 class FlowHashRewrite {
  public:
   virtual ~FlowHashRewrite() = default;
   virtual void apply(rte_mbuf** pkts, uint16_t n) const noexcept = 0;
+  // Whether it follows address translation. A translating rewrite covers fragments as well,
+  // so a pipeline with one uses it over any other (Pipeline::flow_hash_rewrite).
+  virtual bool translates() const noexcept { return false; }
 };
 
 }  // namespace vecflow

@@ -15,4 +15,26 @@ Result<void> register_packet_meta() {
   return {};
 }
 
+std::string_view ct_mark_name(CtMark c) noexcept {
+  switch (c) {
+    case CtMark::None:
+      return "none";
+    case CtMark::New:
+      return "new";
+    case CtMark::Established:
+      return "established";
+    case CtMark::Related:
+      return "related";
+    case CtMark::Invalid:
+      return "invalid";
+  }
+  return "?";
+}
+
+std::optional<CtMark> ct_mark_from_name(std::string_view name) noexcept {
+  for (CtMark c : {CtMark::New, CtMark::Established, CtMark::Related, CtMark::Invalid})
+    if (ct_mark_name(c) == name) return c;
+  return std::nullopt;
+}
+
 }  // namespace vecflow

@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include <rte_mbuf.h>
 #include <rte_mbuf_dyn.h>
@@ -53,10 +55,15 @@ inline constexpr uint8_t kMetaFlagTrace = 0x02;
 inline constexpr uint8_t kMetaCtShift = 2;
 inline constexpr uint8_t kMetaCtMask = 0x07 << kMetaCtShift;
 
-// A packet's connection-tracking mark (pipeline/conntrack_stage.h). None: no conntrack stage
-// looked at it (not IP, or no such stage before this one).
+// A packet's connection-tracking mark (pipeline/conntrack/conntrack_stage.h), which the stages
+// after the conntrack stage match on (acl `ct:`). None: no conntrack stage looked at it (not IP,
+// or no such stage before this one).
 enum class CtMark : uint8_t { None = 0, New = 1, Established = 2, Related = 3, Invalid = 4 };
 inline constexpr unsigned kCtMarkCount = 5;
+// "none", "new", "established", "related", "invalid": as the file, views and metrics spell them.
+std::string_view ct_mark_name(CtMark c) noexcept;
+// A mark other than None by its name.
+std::optional<CtMark> ct_mark_from_name(std::string_view name) noexcept;
 
 // PacketMeta::nexthop values besides a neighbour id (pipeline/neighbour_table.h).
 // The destination is on a connected network: the next hop is the packet's own destination.

@@ -11,7 +11,6 @@
 #include "core/packet.h"
 #include "io/afxdp/afxdp_port.h"
 #include "io/port_factory.h"
-#include "pipeline/conntrack_stage.h"
 #include "pipeline/neighbour_stage.h"
 #include "sched/from_config.h"
 
@@ -134,16 +133,8 @@ Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtim
   if (!pipeline) return fail("pipeline: {}", pipeline.error().message);
   pipeline_ = std::move(*pipeline);
   // A NAT's replies, and the later fragments of a datagram, must reach the flow bucket of
-  // their connection: every port hashes them through the conntrack stage's rewrite
-  // (pipeline/nat_map.h, pipeline/fragment_hash.h). The configuration check allows one NAT,
-  // whose rewrite covers fragments too; without one, any conntrack stage's does.
-  const FlowHashRewrite* rewrite = nullptr;
-  for (size_t i = 0; i < pipeline_->size(); ++i) {
-    const auto* ct = dynamic_cast<const ConntrackStage*>(&pipeline_->stage(i));
-    if (ct != nullptr && (rewrite == nullptr || ct->nat() != nullptr))
-      rewrite = ct->flow_hash_rewrite();
-  }
-  hash_rewrite_ = rewrite;
+  // their connection: every port hashes them through the stages' rewrite.
+  hash_rewrite_ = pipeline_->flow_hash_rewrite();
   control_services_ = pipeline_->control_services();
   for (auto& s : control_services_)
     runtime.control().add_service(s);

@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include "core/packet.h"
-#include "pipeline/conntrack_stage.h"
 #include "pipeline/icmp_error.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/stage_registry.h"

@@ -1,6 +1,6 @@
 // The built-in stage types, one line each.
 #include "pipeline/acl_stage.h"
-#include "pipeline/conntrack_stage.h"
+#include "pipeline/conntrack/conntrack_stage.h"
 #include "pipeline/count_stage.h"
 #include "pipeline/dscp_stage.h"
 #include "pipeline/l2_stage.h"

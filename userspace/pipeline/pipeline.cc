@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/flow.h"
 #include "pipeline/kernel_sync.h"
 #include "pipeline/neighbour_table.h"
 
@@ -65,6 +66,15 @@ Result<std::unique_ptr<Pipeline>> Pipeline::build(const std::vector<config::Stag
 bool Pipeline::reads_flow_hash() const noexcept {
   return std::any_of(stages_.begin(), stages_.end(),
                      [](const auto& s) { return s->reads_flow_hash(); });
+}
+
+const FlowHashRewrite* Pipeline::flow_hash_rewrite() const noexcept {
+  const FlowHashRewrite* out = nullptr;
+  for (const auto& s : stages_) {
+    const FlowHashRewrite* r = s->flow_hash_rewrite();
+    if (r != nullptr && (out == nullptr || r->translates())) out = r;
+  }
+  return out;
 }
 
 std::vector<std::shared_ptr<Service>> Pipeline::control_services() const {

@@ -57,6 +57,9 @@ class Pipeline {
   std::span<const size_t> holders() const noexcept { return holders_; }
   // Whether some stage reads the flow hash (Stage::reads_flow_hash).
   bool reads_flow_hash() const noexcept;
+  // The flow hash rewrite every port applies (Stage::flow_hash_rewrite): a translating one if a
+  // stage has it (the configuration allows one NAT), else the first stage's; nullptr if none.
+  const FlowHashRewrite* flow_hash_rewrite() const noexcept;
 
   // The stage called `name` if it is a T (RouteStage, AclStage ...), else nullptr.
   template <typename T>

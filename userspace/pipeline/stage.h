@@ -39,6 +39,8 @@
 
 namespace vecflow {
 
+class FlowHashRewrite;
+
 class Qsbr;
 class CopySink;
 class PipelineWorker;
@@ -211,6 +213,10 @@ class Stage {
   // Whether the stage reads m->hash.rss, the flow hash (core/packet.h): ports compute it in
   // software only when something does. The safe default; a stage that never reads it says so.
   virtual bool reads_flow_hash() const noexcept { return true; }
+  // What every port must run over its received bursts so that the packets this stage must see
+  // together reach it with one flow hash (conntrack: a NAT's replies, later fragments), or
+  // nullptr. The stage owns it and outlives the ports' use of it.
+  virtual const FlowHashRewrite* flow_hash_rewrite() const noexcept { return nullptr; }
   virtual bool tick(StageEnv& /*env*/, bool /*stop*/) noexcept { return false; }
   // Whether it holds packets on the worker lcore of `slot` now (that lcore only): a worker
   // that sleeps then wakes in time for tick() to give them back.

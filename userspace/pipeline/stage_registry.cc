@@ -23,6 +23,14 @@ const StageModule* StageRegistry::find(std::string_view type) const {
   return it == modules_.end() ? nullptr : &it->second;
 }
 
+std::vector<const StageModule*> StageRegistry::modules() const {
+  std::vector<const StageModule*> out;
+  out.reserve(modules_.size());
+  for (const auto& [type, module] : modules_)
+    out.push_back(&module);
+  return out;
+}
+
 Result<std::unique_ptr<Stage>> StageRegistry::create(const config::StageConfig& cfg,
                                                      StageContext& ctx) const {
   auto it = modules_.find(cfg.type);

@@ -1,8 +1,9 @@
 // Stage types by name. Each stage type is one StageModule, defined next to its stage
-// (pipeline/*_stage.cc): its part of the appliance file (config::StageType: its parameter
-// struct's keys, reader, checks and JSON), its factory, and, if the running stage can take a
-// new configuration, its reload. The loader, `vecflowctl config`, reloads and the pipeline loop
-// over the modules; none of them names a stage type.
+// (pipeline/*_stage.cc, or the stage type's own folder, pipeline/conntrack/): its part of the
+// appliance file (config::StageType: its parameter struct's keys, reader, checks and JSON), its
+// factory, if the running stage can take a new configuration its reload, and its own commands
+// and metrics if it has any. The loader, `vecflowctl config`, reloads, the pipeline and the
+// control plane loop over the modules; none of them names a stage type.
 //
 // The built-in stages are listed in builtin_stages.cc, one line each: an explicit list,
 // because static self-registering objects are silently dropped from a static library.
@@ -23,6 +24,11 @@
 #include "pipeline/stage.h"
 
 namespace vecflow {
+
+namespace control {
+class Registry;
+}
+class Pipeline;
 
 using StageFactory = Result<std::unique_ptr<Stage>> (*)(const config::StageConfig& cfg,
                                                         StageContext& ctx);
@@ -60,6 +66,11 @@ struct StageModule {
   bool (*needs_kernel)(const config::AnyStageParams& params) = nullptr;
   // Absent (no tables): every change of the stage needs a restart.
   StageReload reload;
+  // Adds the stage type's own commands and metric families (conntrack: `sessions`) when
+  // `pipeline` has stages of this type. `pipeline` outlives the registry's use of it; the
+  // commands and collectors run on the control thread. Absent: the generic ones (`pipeline`,
+  // `errors`) are all it has.
+  void (*add_commands)(control::Registry& registry, Pipeline& pipeline) = nullptr;
 };
 
 class StageRegistry {
@@ -72,6 +83,8 @@ class StageRegistry {
   Result<std::unique_ptr<Stage>> create(const config::StageConfig& cfg, StageContext& ctx) const;
   bool has(std::string_view type) const;
   const StageModule* find(std::string_view type) const;
+  // Every module, by type name.
+  std::vector<const StageModule*> modules() const;
   // What the loader needs: every type's part of the appliance file.
   const config::StageTypes& config_types() const { return config_; }
 

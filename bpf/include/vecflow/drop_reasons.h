@@ -62,7 +62,7 @@
   X(MARTIAN_DESTINATION, "martian_destination", "destination loopback, unspecified or link-local") \
   /* Frames of an rx queue the appliance file leaves unread (`other_queues: drop`). */             \
   X(QUEUE_NOT_READ, "queue_not_read", "rx queue not read by vecflow (other_queues: drop)")         \
-  /* Connection tracking and NAT (pipeline/conntrack_stage.h). */                                  \
+  /* Connection tracking and NAT (pipeline/conntrack/conntrack_stage.h). */                        \
   X(CT_INVALID, "ct_invalid", "conntrack: packet fits no connection's state (invalid)")            \
   X(CT_TABLE_FULL, "ct_table_full", "conntrack: new connection refused, session table full")       \
   X(NAT_NO_PORT, "nat_no_port", "NAT: new connection refused, no free port in its range")          \

@@ -4,8 +4,8 @@
 
 #include <spdlog/sinks/ringbuffer_sink.h>
 
+#include "api/families.h"
 #include "control/drop_log.h"
-#include "control/families.h"
 
 namespace vecflow::control {
 namespace {

@@ -2,7 +2,7 @@
 // over ports, in one pass however many rules there are.
 #include <gtest/gtest.h>
 
-#include "control/metrics.h"
+#include "api/metrics.h"
 
 namespace vecflow::control {
 namespace {

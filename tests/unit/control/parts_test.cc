@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "api/registry.h"
 #include "config/config.h"
 #include "control/builtin_commands.h"
 #include "control/parts/pipeline_part.h"
 #include "control/parts/pipeline_reload_part.h"
 #include "control/parts/ports_part.h"
 #include "control/parts/sched_part.h"
-#include "control/registry.h"
 #include "core/packet.h"
 #include "io/packet_pool.h"
 #include "io/port_factory.h"

@@ -5,10 +5,10 @@
 
 #include <stdexcept>
 
+#include "api/metrics.h"
+#include "api/registry.h"
 #include "config/config.h"
 #include "control/config_json.h"
-#include "control/metrics.h"
-#include "control/registry.h"
 #include "pipeline/stage_registry.h"
 #include "render.h"
 #include "support/lab.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-#include "control/registry.h"
+#include "api/registry.h"
 #include "control/server.h"
 
 namespace vecflow::control::test {

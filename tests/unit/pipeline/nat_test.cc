@@ -1,7 +1,7 @@
 // NAT44 in the conntrack stage (`nat:`): source NAT with endpoint-independent mapping over a
 // port range, destination NAT, hairpinning, ICMP echo, checksums, port exhaustion, the ports'
 // release on expiry, and the receive-side flow hash that brings a translated reply to its
-// connection's flow bucket (pipeline/nat_map.h).
+// connection's flow bucket (pipeline/conntrack/nat_map.h).
 
 #include <barrier>
 #include <set>
@@ -15,7 +15,7 @@
 
 #include "core/packet.h"
 #include "fixture.h"
-#include "pipeline/conntrack_stage.h"
+#include "pipeline/conntrack/conntrack_stage.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/stage_registry.h"
 #include "support/appliances.h"

@@ -13,9 +13,8 @@
 #include <fmt/format.h>
 #include <rte_lcore.h>
 
-#include "control/values.h"
+#include "api/values.h"
 #include "pipeline/acl_stage.h"
-#include "pipeline/conntrack_stage.h"
 #include "pipeline/count_stage.h"
 #include "pipeline/neighbour_stage.h"
 #include "pipeline/route_stage.h"
@@ -624,6 +623,9 @@ void register_pipeline(Registry& registry, Pipeline& pipeline,
   register_acl(registry, pipeline);
   register_neighbours(registry, pipeline);
   register_flows(registry, pipeline);
+  for (const StageModule* m : pipeline.registry().modules()) {
+    if (m->add_commands != nullptr) m->add_commands(registry, pipeline);
+  }
 }
 
 }  // namespace vecflow::control

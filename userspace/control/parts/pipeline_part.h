@@ -1,12 +1,13 @@
 // The forwarding pipeline in the control plane: `pipeline` (per stage: calls, packets, packets
 // per call and cycles per packet, as VPP's `show runtime` shows them), the tables in use
 // (`routes`, `acl`, `neighbours`) with their counters, the top flows of count stages
-// (`flows`), and all of it in /metrics.
+// (`flows`), each stage type's own commands (StageModule::add_commands: conntrack's `sessions`),
+// and all of it in /metrics.
 #pragma once
 
 #include <vector>
 
-#include "control/registry.h"
+#include "api/registry.h"
 #include "pipeline/pipeline.h"
 
 namespace vecflow::control {

@@ -4,8 +4,8 @@
 #include <string>
 #include <string_view>
 
-#include "control/families.h"
-#include "control/values.h"
+#include "api/families.h"
+#include "api/values.h"
 #include "core/drop_reason.h"
 #include "core/ids.h"
 

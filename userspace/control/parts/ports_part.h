@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "control/registry.h"
+#include "api/registry.h"
 #include "core/port_mtu.h"
 #include "io/port.h"
 

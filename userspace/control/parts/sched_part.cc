@@ -6,8 +6,8 @@
 
 #include <rte_lcore.h>
 
-#include "control/families.h"
-#include "control/values.h"
+#include "api/families.h"
+#include "api/values.h"
 #include "core/wait_histogram.h"
 #include "runtime/cycles.h"
 

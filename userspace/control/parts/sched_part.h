@@ -9,7 +9,7 @@
 
 #include "core/counter.h"
 
-#include "control/registry.h"
+#include "api/registry.h"
 #include "sched/rx_adapter.h"
 #include "sched/scheduler.h"
 #include "sched/tx_adapter.h"

@@ -3,7 +3,7 @@
 #include <array>
 #include <string_view>
 
-#include "control/families.h"
+#include "api/families.h"
 #include "core/drop_reason.h"
 
 namespace vecflow::control {

@@ -3,8 +3,8 @@
 // interfaces in `status`, and live reload of the steering section.
 #pragma once
 
+#include "api/registry.h"
 #include "config/config.h"
-#include "control/registry.h"
 #include "control/reload.h"
 #include "steer/steering.h"
 

@@ -215,7 +215,7 @@ struct alignas(64) ConnEntry {
   ConnState state;
   uint8_t flags;
   std::array<uint8_t, 2> wscale;  // by direction
-  // NAT44 (pipeline/nat_map.h). The key is the connection as the originator sent it after
+  // NAT44 (pipeline/conntrack/nat_map.h). The key is the connection as the originator sent it after
   // destination NAT and before source NAT, so both directions find it with the pool and the
   // public side translated back.
   uint16_t nat_port;  // kConnSnat: the external source port (network order)

@@ -1,4 +1,4 @@
-#include "control/values.h"
+#include "api/values.h"
 
 #include <netinet/in.h>
 

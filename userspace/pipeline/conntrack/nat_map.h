@@ -1,10 +1,10 @@
-// The shared half of NAT44 (the conntrack stage's `nat:`, pipeline/conntrack_stage.h): the
-// pools' port slots, the destination NAT rules, and the flow hash a translated connection's
+// The shared half of NAT44 (the conntrack stage's `nat:`, pipeline/conntrack/conntrack_stage.h):
+// the pools' port slots, the destination NAT rules, and the flow hash a translated connection's
 // packets carry on every port.
 //
 // Why the receive path must know about NAT. The conntrack table is owned per flow bucket
-// (pipeline/conntrack_table.h): both directions of a connection must carry the same flow hash.
-// Translation breaks that: a reply to a source-NATed connection is addressed to the pool
+// (pipeline/conntrack/conntrack_table.h): both directions of a connection must carry the same flow
+// hash. Translation breaks that: a reply to a source-NATed connection is addressed to the pool
 // (server -> pool:p), its original left the client (client:c -> server). So apply() runs on
 // every received burst, after classification, and hashes the packets a translation touches as
 // their connection's untranslated packets hash:
@@ -35,7 +35,7 @@
 //
 // IPv4 only (NAT44); TCP, UDP and ICMP echo (its identifier is the port). Fragments are not
 // reassembled: a later fragment is translated as its first fragment was
-// (pipeline/fragment_table.h).
+// (pipeline/conntrack/fragment_table.h).
 #pragma once
 
 #include <array>
@@ -146,8 +146,9 @@ class NatMap final : public FlowHashRewrite {
 
   // The receive-side hash (see above), on each classified packet of a burst. A first IPv4
   // fragment is hashed as its connection, and its later fragments as it
-  // (pipeline/fragment_hash.h).
+  // (pipeline/conntrack/fragment_hash.h).
   void apply(rte_mbuf** pkts, uint16_t n) const noexcept override;
+  bool translates() const noexcept override { return true; }
 
   // ---- control thread ----
   // Ports mapped in `pool` for `p` (a scan of its 65536 slots).

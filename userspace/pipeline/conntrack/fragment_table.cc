@@ -1,10 +1,10 @@
-#include "pipeline/fragment_table.h"
+#include "pipeline/conntrack/fragment_table.h"
 
 #include <cstring>
 
 #include <rte_ip.h>
 
-#include "pipeline/conntrack_table.h"
+#include "pipeline/conntrack/conntrack_table.h"
 #include "pipeline/ip_util.h"
 #include "pipeline/packet_view.h"
 

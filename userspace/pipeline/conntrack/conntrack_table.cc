@@ -1,4 +1,4 @@
-#include "pipeline/conntrack_table.h"
+#include "pipeline/conntrack/conntrack_table.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,4 +1,4 @@
-// The receive side of IP fragments without reassembly (pipeline/fragment_table.h).
+// The receive side of IP fragments without reassembly (pipeline/conntrack/fragment_table.h).
 //
 // A first fragment carries its ports and the parser hashes it as its connection; a later
 // fragment carries none and is hashed on addresses, so it would reach another flow bucket,
@@ -16,7 +16,7 @@
 #include <rte_mbuf.h>
 
 #include "core/flow.h"
-#include "pipeline/fragment_table.h"
+#include "pipeline/conntrack/fragment_table.h"
 
 namespace vecflow {
 
@@ -30,7 +30,7 @@ bool on_fragment(rte_mbuf* m) noexcept;
 }  // namespace fragment_hash
 
 // The rewrite a port runs for a conntrack stage without NAT: fragments only (the NAT's own,
-// pipeline/nat_map.h, does this too).
+// pipeline/conntrack/nat_map.h, does this too).
 class FragmentHashRewrite final : public FlowHashRewrite {
  public:
   void apply(rte_mbuf** pkts, uint16_t n) const noexcept override {

@@ -1,4 +1,4 @@
-#include "control/parts/conntrack_part.h"
+#include "pipeline/conntrack/conntrack_commands.h"
 
 #include <netinet/in.h>
 
@@ -9,8 +9,8 @@
 #include <rte_byteorder.h>
 #include <rte_cycles.h>
 
-#include "control/values.h"
-#include "pipeline/conntrack_stage.h"
+#include "api/values.h"
+#include "pipeline/conntrack/conntrack_stage.h"
 
 namespace vecflow::control {
 namespace {
@@ -217,7 +217,7 @@ CommandResult sessions(Pipeline& pipeline, const CommandContext& ctx) {
 
 }  // namespace
 
-void register_conntrack(Registry& registry, Pipeline& pipeline) {
+void add_conntrack_commands(Registry& registry, Pipeline& pipeline) {
   if (pipeline.all<ConntrackStage>().empty()) return;
   registry.add_collector("conntrack", [&pipeline](Snapshot& s) {
     for (const ConntrackStage* st : pipeline.all<ConntrackStage>()) {

@@ -1,4 +1,4 @@
-#include "pipeline/nat_map.h"
+#include "pipeline/conntrack/nat_map.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <rte_byteorder.h>
 
 #include "core/packet.h"
-#include "pipeline/fragment_hash.h"
+#include "pipeline/conntrack/fragment_hash.h"
 #include "pipeline/ip_util.h"
 #include "pipeline/packet_view.h"
 #include "vecflow/flow.h"
@@ -196,7 +196,8 @@ void NatMap::apply(rte_mbuf** pkts, uint16_t n) const noexcept {
     rte_mbuf* m = pkts[i];
     if (is_fragment(m)) [[unlikely]] {
       // A first fragment carries its ports: hashed as its connection, and that hash given to
-      // its later fragments (pipeline/fragment_hash.h). IPv6 ones too (NAT leaves them be).
+      // its later fragments (pipeline/conntrack/fragment_hash.h). IPv6 ones too (NAT leaves them
+      // be).
       const FragmentOf f = fragment_of(m);
       if (f.later) {
         fragment_hash::give_later(m, f.datagram);

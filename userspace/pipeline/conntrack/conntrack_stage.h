@@ -15,8 +15,8 @@
 // TCP follows a simplified state machine (syn_sent, syn_recv, established, fin_wait, time_wait,
 // close) with the window checks Linux uses; a connection first seen mid-stream is picked up as
 // established and its windows are not checked (as Linux with nf_conntrack_tcp_loose). Fragments
-// are not reassembled (pipeline/fragment_table.h): an IPv4 or IPv6 first fragment is tracked
-// as its connection and the later fragments take what it became; those of a datagram whose
+// are not reassembled (pipeline/conntrack/fragment_table.h): an IPv4 or IPv6 first fragment is
+// tracked as its connection and the later fragments take what it became; those of a datagram whose
 // first fragment was not seen are tracked by their addresses and protocol. Timeouts by state
 // (ConnTimeouts) run from a session's last packet.
 //
@@ -33,16 +33,17 @@
 // from the next ones only while that one has no free port. Masquerade leaves from the
 // address the port's kernel interface has when the connection opens (KernelSync): a session
 // keeps the address it started with; while the port has none, new connections are refused
-// as nat_no_port. Shared port state and the receive-side flow hash: pipeline/nat_map.h. A new
-// connection that finds no free port in its rule's range is dropped as nat_no_port.
+// as nat_no_port. Shared port state and the receive-side flow hash: pipeline/conntrack/nat_map.h. A
+// new connection that finds no free port in its rule's range is dropped as nat_no_port.
 //
 // Scheduling: the stage must run on an atomic queue (its own or the group it is fused to),
 // with flow-bucketed vectors and the symmetric software or XDP flow hash; the configuration
-// check enforces it. That is what makes its table lock-free (pipeline/conntrack_table.h).
+// check enforces it. That is what makes its table lock-free (pipeline/conntrack/conntrack_table.h).
 #pragma once
 
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -52,10 +53,10 @@
 
 #include "config/config.h"
 #include "core/counter.h"
-#include "pipeline/conntrack_table.h"
-#include "pipeline/fragment_hash.h"
-#include "pipeline/fragment_table.h"
-#include "pipeline/nat_map.h"
+#include "pipeline/conntrack/conntrack_table.h"
+#include "pipeline/conntrack/fragment_hash.h"
+#include "pipeline/conntrack/fragment_table.h"
+#include "pipeline/conntrack/nat_map.h"
 #include "pipeline/rcu_ptr.h"
 #include "pipeline/stage.h"
 
@@ -92,7 +93,16 @@ struct ConntrackConfig {
   std::vector<SnatRuleConfig> snat;
   std::vector<DnatRuleConfig> dnat;
   bool nat() const noexcept { return !snat.empty() || !dnat.empty(); }
+  // Whether a source NAT rule leaves from a port's kernel address (then the stage follows it).
+  bool masquerades() const noexcept {
+    return std::any_of(snat.begin(), snat.end(),
+                       [](const SnatRuleConfig& r) { return !r.masquerade.empty(); });
+  }
 };
+
+// The addresses of a source NAT pool (network order): each address of each prefix, each once,
+// at most NatMap::kMaxPools + 1 of them (the check refuses more).
+std::vector<uint32_t> nat_pool_addresses(const std::vector<IpPrefix>& to);
 
 struct ConntrackCounters {
   std::array<uint64_t, kCtMarkCount> marks{};  // packets by CtMark
@@ -137,8 +147,8 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
   // The NAT's shared state, nullptr without `nat:`.
   const NatMap* nat() const noexcept { return nat_.get(); }
   // What every port runs over its received bursts for this stage: the NAT's hash (which
-  // covers fragments), or the fragments' alone (pipeline/fragment_hash.h).
-  const FlowHashRewrite* flow_hash_rewrite() const noexcept {
+  // covers fragments), or the fragments' alone (pipeline/conntrack/fragment_hash.h).
+  const FlowHashRewrite* flow_hash_rewrite() const noexcept override {
     return nat_ ? static_cast<const FlowHashRewrite*>(nat_.get()) : &fragment_rewrite_;
   }
   const ConntrackConfig& config() const noexcept { return cfg_; }
@@ -258,14 +268,11 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
   Result<std::vector<SnatRule>> snat_rules(const std::vector<SnatRuleConfig>& rules);
   std::vector<DnatRule> dnat_rules(const std::vector<DnatRuleConfig>& rules) const;
   // Checks the ports masquerade rules name and follows their addresses from then on.
-  Result<void> masquerade_ports(const std::vector<SnatRuleConfig>& rules);
+  Result<void> masquerade_ports(const ConntrackConfig& cfg);
   std::unique_ptr<LcoreState[]> lcores_;
   unsigned slots_;
   Qsbr* qsbr_;
 };
-
-std::string_view ct_mark_name(CtMark c) noexcept;
-std::optional<CtMark> ct_mark_from_name(std::string_view name) noexcept;
 
 struct StageModule;
 // The conntrack stage type: its configuration and factory.

@@ -1,4 +1,4 @@
-#include "control/command.h"
+#include "api/command.h"
 
 #include <cmath>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "control/metrics.h"
+#include "api/metrics.h"
 
 #include <time.h>
 

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "control/command.h"
-#include "control/metrics.h"
+#include "api/command.h"
+#include "api/metrics.h"
 #include "core/error.h"
 
 namespace vecflow::control {

@@ -1,4 +1,4 @@
-#include "control/registry.h"
+#include "api/registry.h"
 
 #include <exception>
 

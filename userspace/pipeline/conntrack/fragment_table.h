@@ -7,10 +7,10 @@
 // datagram's identity (source, destination, protocol, and the identification of the IPv4
 // header or the IPv6 fragment header) and gives the later fragments the same. For that they
 // must reach the owner of the first fragment's flow bucket: the receive-side hash
-// (pipeline/fragment_hash.h) gives a later fragment its first fragment's flow hash, and this
-// table is laid out by flow hash class like the connection table
-// (pipeline/conntrack_table.h): a bucket holds the datagrams of one class, so only the worker
-// holding that flow bucket reads or writes it, without a lock.
+// (pipeline/conntrack/fragment_hash.h) gives a later fragment its first fragment's flow hash, and
+// this table is laid out by flow hash class like the connection table
+// (pipeline/conntrack/conntrack_table.h): a bucket holds the datagrams of one class, so only the
+// worker holding that flow bucket reads or writes it, without a lock.
 //
 // Bounded: 4-way buckets; a new datagram takes a free or expired way, else the one that
 // expires first. A datagram whose entry is gone (expired, replaced) is not known to its later

@@ -1,4 +1,4 @@
-#include "pipeline/fragment_hash.h"
+#include "pipeline/conntrack/fragment_hash.h"
 
 #include <array>
 #include <cstdint>

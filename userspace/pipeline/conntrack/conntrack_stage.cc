@@ -1,4 +1,4 @@
-#include "pipeline/conntrack_stage.h"
+#include "pipeline/conntrack/conntrack_stage.h"
 
 #include <algorithm>
 #include <cstring>
@@ -14,6 +14,7 @@
 #include "core/flow.h"
 #include "core/log.h"
 #include "core/packet.h"
+#include "pipeline/conntrack/tcp_window.h"
 #include "pipeline/ip_util.h"
 #include "pipeline/kernel_sync.h"
 #include "pipeline/packet_view.h"
@@ -21,34 +22,15 @@
 
 namespace vecflow {
 
+using namespace tcp;
+
 namespace {
-
-constexpr uint8_t kTcpFin = 0x01;
-constexpr uint8_t kTcpSyn = 0x02;
-constexpr uint8_t kTcpRst = 0x04;
-constexpr uint8_t kTcpAck = 0x10;
-
-uint32_t be32(const uint8_t* p) noexcept {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return rte_be_to_cpu_32(v);
-}
-uint16_t be16(const uint8_t* p) noexcept {
-  return static_cast<uint16_t>(p[0] << 8 | p[1]);
-}
-
-// Sequence-space comparisons (RFC 793 arithmetic modulo 2^32).
-bool before(uint32_t a, uint32_t b) noexcept {
-  return static_cast<int32_t>(a - b) < 0;
-}
-bool after(uint32_t a, uint32_t b) noexcept {
-  return before(b, a);
-}
 
 bool icmp_echo(uint8_t version, uint8_t type, bool& request) noexcept {
   request = version == 4 ? type == 8 : type == 128;
   return request || (version == 4 ? type == 0 : type == 129);
 }
+
 // Destination unreachable, source quench, redirect, time exceeded, parameter problem (ICMP);
 // destination unreachable, packet too big, time exceeded, parameter problem (ICMPv6).
 bool icmp_error(uint8_t version, uint8_t type) noexcept {
@@ -60,44 +42,17 @@ bool has_l4_ports(uint8_t proto) noexcept {
   return proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_SCTP;
 }
 
-// The window scale a SYN offers (RFC 7323 §2), or -1. The parser checked that the options lie
-// in the frame (doff within the segment).
-int window_scale(const uint8_t* tcp, uint32_t doff) noexcept {
-  uint32_t i = 20;
-  while (i < doff) {
-    const uint8_t kind = tcp[i];
-    if (kind == 0) break;  // end of options
-    if (kind == 1) {       // no-op
-      ++i;
-      continue;
-    }
-    if (i + 1 >= doff) break;
-    const uint8_t len = tcp[i + 1];
-    if (len < 2 || i + len > doff) break;
-    if (kind == 3 && len == 3) return std::min<int>(tcp[i + 2], 14);
-    i += len;
-  }
-  return -1;
-}
-
 ConnState unreplied(uint8_t proto) noexcept {
   if (proto == IPPROTO_UDP) return ConnState::UdpUnreplied;
   if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) return ConnState::IcmpUnreplied;
   return ConnState::OtherUnreplied;
 }
+
 ConnState replied(uint8_t proto) noexcept {
   if (proto == IPPROTO_UDP) return ConnState::UdpAssured;
   if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) return ConnState::IcmpReplied;
   return ConnState::OtherReplied;
 }
-
-// A TCP segment as the tracker reads it.
-struct Segment {
-  uint8_t flags;  // FIN, SYN, RST, ACK
-  uint32_t seq, ack, end;
-  uint32_t win;  // unscaled
-  int wscale;    // offered in a SYN, else -1
-};
 
 // RFC 1624 (eqn. 3), in two parts: what changed, ~from + to over `n` 16-bit words (unfolded),
 // and that change applied to a checksum, so that one change summed once updates both the IP
@@ -109,6 +64,7 @@ uint32_t checksum_change(const uint16_t* from, const uint16_t* to, unsigned n) n
     acc += static_cast<uint16_t>(~from[i]) + uint32_t{to[i]};
   return acc;
 }
+
 uint16_t checksum_apply(uint16_t sum, uint32_t change) noexcept {
   uint32_t acc = static_cast<uint16_t>(~sum) + change;  // a few words: two folds suffice
   acc = (acc & 0xffff) + (acc >> 16);
@@ -124,6 +80,7 @@ struct Rewrite {
   uint8_t* l4;
   uint8_t proto;
 };
+
 // Inlined (as nat_apply() is): called on every translated packet, each call spilled and
 // reloaded what the caller had in registers.
 [[gnu::always_inline]] inline void rewrite_endpoint(const Rewrite& r, uint8_t* addr,
@@ -159,83 +116,7 @@ struct Rewrite {
   std::memcpy(at, &sum, 2);
 }
 
-bool valid_flags(uint8_t f) noexcept {
-  switch (f) {
-    case kTcpSyn:
-    case kTcpSyn | kTcpAck:
-    case kTcpRst:
-    case kTcpRst | kTcpAck:
-    case kTcpFin | kTcpAck:
-    case kTcpAck:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// The four bounds of "Real Stateful TCP Packet Filtering" on a segment from `s` to `r`, then
-// the update of both directions' windows. `swin`: the sender's window, scaled.
-bool in_window(TcpWindow& s, TcpWindow& r, const Segment& g, uint32_t swin) noexcept {
-  const uint32_t ack = (g.flags & kTcpAck) ? g.ack : r.end;
-  const uint32_t maxack = std::max<uint32_t>(s.maxwin, 66000);
-  const bool ok = before(g.seq, s.maxend + 1) && after(g.end, s.end - r.maxwin - 1) &&
-                  before(ack, r.end + 1) && after(ack, r.end - maxack - 1);
-  if (!ok) return false;
-  if (s.maxwin < swin) s.maxwin = swin;
-  if (after(g.end, s.end)) s.end = g.end;
-  if (g.flags & kTcpAck) {
-    if (after(ack + swin, r.maxend)) r.maxend = ack + swin;
-  }
-  return true;
-}
-
-// A TCP segment's fields; `l4_room`: the bytes of the IP payload. The parser guarantees the
-// whole header, options included, in the first segment.
-Segment segment_of(const uint8_t* l4, uint32_t l4_room) noexcept {
-  const uint32_t doff = uint32_t(l4[12] >> 4) * 4;
-  Segment g;
-  g.flags = l4[13] & (kTcpFin | kTcpSyn | kTcpRst | kTcpAck);
-  g.seq = be32(l4 + 4);
-  g.ack = be32(l4 + 8);
-  g.win = be16(l4 + 14);
-  g.end = g.seq + (l4_room - doff) + ((g.flags & kTcpSyn) ? 1 : 0) + ((g.flags & kTcpFin) ? 1 : 0);
-  g.wscale = (g.flags & kTcpSyn) ? window_scale(l4, doff) : -1;
-  return g;
-}
-
-// Whether an ACK, FIN or RST segment of `e` in direction `dir` is acceptable (then both
-// directions' windows are updated): always on a connection picked up mid-stream, and before
-// the other side announced a window.
-bool segment_accepted(ConnEntry& e, unsigned dir, const Segment& g) noexcept {
-  const bool scaled = (e.flags & kConnWscaleOrig) && (e.flags & kConnWscaleReply);
-  const uint32_t swin = g.win << (scaled ? e.wscale[dir] : 0);
-  TcpWindow& r = e.tcp[dir ^ 1];
-  return (e.flags & kConnLiberal) || r.maxwin == 0 || in_window(e.tcp[dir], r, g, swin);
-}
-
 }  // namespace
-
-std::string_view ct_mark_name(CtMark c) noexcept {
-  switch (c) {
-    case CtMark::None:
-      return "none";
-    case CtMark::New:
-      return "new";
-    case CtMark::Established:
-      return "established";
-    case CtMark::Related:
-      return "related";
-    case CtMark::Invalid:
-      return "invalid";
-  }
-  return "?";
-}
-
-std::optional<CtMark> ct_mark_from_name(std::string_view name) noexcept {
-  for (CtMark c : {CtMark::New, CtMark::Established, CtMark::Related, CtMark::Invalid})
-    if (ct_mark_name(c) == name) return c;
-  return std::nullopt;
-}
 
 ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx)
     : Stage(cfg.type, cfg.name, ctx.lcore_slots),
@@ -270,166 +151,6 @@ ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx
 
 ConntrackStage::~ConntrackStage() {
   if (follows_addresses_) kernel_->forget(static_cast<PortAddressFollower*>(this));
-}
-
-namespace {
-
-bool masquerades(const std::vector<SnatRuleConfig>& rules) {
-  return std::any_of(rules.begin(), rules.end(),
-                     [](const SnatRuleConfig& r) { return !r.masquerade.empty(); });
-}
-
-// Every address of a pool's prefixes, in order, each once (network order); kMaxPools + 1 at
-// most, which is already too many.
-std::vector<uint32_t> pool_addresses(const std::vector<IpPrefix>& to) {
-  std::vector<uint32_t> out;
-  for (const IpPrefix& p : to) {
-    uint32_t first;
-    std::memcpy(&first, p.addr.bytes.data(), 4);
-    const uint64_t n = uint64_t{1} << (32 - p.length);
-    for (uint64_t i = 0; i < n && out.size() <= NatMap::kMaxPools; ++i) {
-      const uint32_t a = rte_cpu_to_be_32(rte_be_to_cpu_32(first) + static_cast<uint32_t>(i));
-      if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-Result<std::vector<ConntrackStage::SnatRule>> ConntrackStage::snat_rules(
-    const std::vector<SnatRuleConfig>& rules) {
-  std::vector<SnatRule> out;
-  for (const SnatRuleConfig& r : rules) {
-    SnatRule b{};
-    b.in_port = kNoPort;
-    for (size_t i = 0; i < ports_.size(); ++i)
-      if (ports_[i].name == r.in_port) b.in_port = static_cast<uint16_t>(i);
-    if (r.src) {
-      std::memcpy(&b.src, r.src->addr.bytes.data(), 4);
-      b.mask = r.src->length == 0 ? 0 : rte_cpu_to_be_32(~uint32_t{0} << (32 - r.src->length));
-    }
-    std::vector<uint32_t> addrs = pool_addresses(r.to);
-    if (!r.masquerade.empty()) {
-      for (size_t i = 0; i < ports_.size(); ++i)
-        if (ports_[i].name == r.masquerade && port_v4_[i] != 0) addrs.push_back(port_v4_[i]);
-    }
-    for (uint32_t a : addrs) {
-      const int pool = nat_->add_pool(a);
-      if (pool < 0)
-        return fail(
-            "conntrack: nat: more than {} pool addresses since vecflowd started (an address a "
-            "reload or a masquerade port drops stays while its sessions live): restart to "
-            "reuse them",
-            NatMap::kMaxPools);
-      b.pools.push_back(static_cast<uint8_t>(pool));
-    }
-    b.lo = r.ports.low;
-    b.hi = r.ports.high;
-    out.push_back(std::move(b));
-  }
-  return out;
-}
-
-Result<void> ConntrackStage::replace_nat(const ConntrackConfig& next, const StageContext&) {
-  if (!nat_ && next.nat())
-    return fail(
-        "conntrack: adding nat to a stage started without it needs a restart (the ports' "
-        "flow hash rewrite is installed at start)");
-  if (!nat_) return {};
-  if (auto r = masquerade_ports(next.snat); !r) return r;
-  std::lock_guard lock(nat_mutex_);
-  auto rules = snat_rules(next.snat);
-  if (!rules) return std::unexpected(rules.error());
-  if (next.dnat != cfg_.dnat && !nat_->set_dnat(dnat_rules(next.dnat)))
-    return fail(
-        "conntrack: nat.dnat: more than {} distinct destination NAT rules since vecflowd "
-        "started (a rule a reload drops keeps its place while its sessions may live): "
-        "restart to load these",
-        NatMap::kMaxDnatRules);
-  snat_->replace(std::make_unique<std::vector<SnatRule>>(std::move(*rules)), *qsbr_);
-  cfg_.snat = next.snat;
-  cfg_.dnat = next.dnat;
-  return {};
-}
-
-std::vector<DnatRule> ConntrackStage::dnat_rules(const std::vector<DnatRuleConfig>& rules) const {
-  std::vector<DnatRule> out;
-  for (const DnatRuleConfig& r : rules) {
-    DnatRule d;
-    for (size_t i = 0; i < ports_.size(); ++i)
-      if (ports_[i].name == r.in_port) d.in = static_cast<uint16_t>(i);
-    d.proto = *nat_proto(r.proto);
-    std::memcpy(&d.pub.addr, r.dst.bytes.data(), 4);
-    d.pub.port = rte_cpu_to_be_16(r.dst_port);
-    std::memcpy(&d.target.addr, r.to.bytes.data(), 4);
-    d.target.port = rte_cpu_to_be_16(r.to_port);
-    out.push_back(d);
-  }
-  return out;
-}
-
-Result<void> ConntrackStage::masquerade_ports(const std::vector<SnatRuleConfig>& rules) {
-  for (size_t i = 0; i < rules.size(); ++i) {
-    const std::string& name = rules[i].masquerade;
-    if (name.empty()) continue;
-    const auto port = std::find_if(ports_.begin(), ports_.end(),
-                                   [&](const PortInfo& p) { return p.name == name; });
-    if (port == ports_.end() || port->interface.empty())
-      return fail(
-          "conntrack: nat.snat[{}].masquerade: port '{}' has no kernel interface to take an "
-          "address from (masquerade needs an af_xdp port or a DPDK port with one, e.g. "
-          "net_tap)",
-          i, name);
-  }
-  if (follows_addresses_ || !masquerades(rules)) return {};
-  if (kernel_ == nullptr)
-    return fail("conntrack: masquerade on a pipeline started without it needs a restart");
-  // Outside nat_mutex_: KernelSync calls set_port_addresses() with its own lock held.
-  if (auto r = kernel_->follow_addresses(this); !r) return r;
-  follows_addresses_ = true;
-  return {};
-}
-
-void ConntrackStage::set_port_addresses(std::vector<PortAddresses> addresses) {
-  if (!nat_) return;
-  std::lock_guard lock(nat_mutex_);
-  std::vector<uint32_t> v4(port_v4_.size(), 0);
-  for (size_t i = 0; i < v4.size() && i < addresses.size(); ++i)
-    if (addresses[i].v4) std::memcpy(&v4[i], addresses[i].v4->bytes.data(), 4);
-  if (v4 == port_v4_) return;
-  port_v4_ = std::move(v4);
-  auto rules = snat_rules(cfg_.snat);
-  if (!rules) {
-    log::get("pipeline")
-        ->warn("stage {}: masquerade keeps its previous addresses: {}", name(),
-               rules.error().message);
-    return;
-  }
-  snat_->replace(std::make_unique<std::vector<SnatRule>>(std::move(*rules)), *qsbr_);
-}
-
-Result<std::unique_ptr<ConntrackStage>> ConntrackStage::create(const config::StageConfig& cfg,
-                                                               StageContext& ctx) {
-  const auto& p = cfg.params.get<ConntrackConfig>();
-  if (p.max_sessions == 0) return fail("conntrack: max_sessions must be at least 1");
-  // The table is reserved and touched at start: a size the machine cannot hold is refused
-  // here, named, rather than ending the process when the kernel runs out of memory.
-  const size_t need = ConnTable::memory_for(p.max_sessions);
-  const size_t ram = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGE_SIZE));
-  if (need > ram / 2)
-    return fail(
-        "conntrack: max_sessions {} needs {} MiB of session table, more than half of "
-        "this machine's {} MiB",
-        p.max_sessions, need >> 20, ram >> 20);
-  std::unique_ptr<ConntrackStage> s;
-  try {
-    s.reset(new ConntrackStage(cfg, ctx));
-  } catch (const std::bad_alloc&) {
-    return fail("conntrack: cannot map {} MiB for {} sessions", need >> 20, p.max_sessions);
-  }
-  if (auto r = s->masquerade_ports(p.snat); !r) return std::unexpected(r.error());
-  return s;
 }
 
 CtMark ConntrackStage::related(rte_mbuf* m, uint8_t* l4, uint32_t now) const noexcept {
@@ -470,7 +191,7 @@ CtMark ConntrackStage::related(rte_mbuf* m, uint8_t* l4, uint32_t now) const noe
     k.dst_port = k.src_port;
   }
   // A quote of a translated packet names the pool or a public endpoint: the session is keyed
-  // by what they stand for, and hashed as its packets are (pipeline/nat_map.h).
+  // by what they stand for, and hashed as its packets are (pipeline/conntrack/nat_map.h).
   // (A plain enum and a flag: GCC 12 takes an optional's value here for uninitialised.)
   const std::optional<NatProto> quoted_proto =
       nat_ && k.version == 4 ? nat_proto(k.proto) : std::nullopt;
@@ -806,11 +527,11 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
   }
   bool fragment = is_fragment(m);
   if (fragment) [[unlikely]] {
-    // Fragments without reassembly (pipeline/fragment_table.h): a first fragment carries its
-    // ports and is tracked (and translated) as its connection; a later one takes what its
-    // first fragment became, its mark and (IPv4) its addresses. A later fragment of a datagram
-    // not known goes on tracked by its addresses alone; with NAT, one whose source would be
-    // rewritten is dropped and counted rather than sent with an internal address.
+    // Fragments without reassembly (pipeline/conntrack/fragment_table.h): a first fragment carries
+    // its ports and is tracked (and translated) as its connection; a later one takes what its first
+    // fragment became, its mark and (IPv4) its addresses. A later fragment of a datagram not known
+    // goes on tracked by its addresses alone; with NAT, one whose source would be rewritten is
+    // dropped and counted rather than sent with an internal address.
     const FragmentOf f = fragment_of(m);
     if (!f.later) {
       fragment = false;
@@ -1157,293 +878,6 @@ void ConntrackStage::for_each_session(const SessionFilter& f,
     }
     fn(s);
   });
-}
-
-namespace {
-
-using Json = nlohmann::ordered_json;
-
-Result<std::unique_ptr<Stage>> make_conntrack_stage(const config::StageConfig& cfg,
-                                                    StageContext& ctx) {
-  auto s = ConntrackStage::create(cfg, ctx);
-  if (!s) return std::unexpected(s.error());
-  return std::unique_ptr<Stage>(std::move(*s));
-}
-
-// The timeouts: key, member.
-struct TimeoutKey {
-  std::string_view key;
-  uint32_t ConnTimeouts::*field;
-};
-constexpr TimeoutKey kTimeoutKeys[] = {
-    {"tcp_syn_sent", &ConnTimeouts::tcp_syn_sent},
-    {"tcp_syn_recv", &ConnTimeouts::tcp_syn_recv},
-    {"tcp_established", &ConnTimeouts::tcp_established},
-    {"tcp_fin_wait", &ConnTimeouts::tcp_fin_wait},
-    {"tcp_time_wait", &ConnTimeouts::tcp_time_wait},
-    {"tcp_close", &ConnTimeouts::tcp_close},
-    {"udp_unreplied", &ConnTimeouts::udp_unreplied},
-    {"udp_assured", &ConnTimeouts::udp_assured},
-    {"icmp", &ConnTimeouts::icmp},
-    {"other_unreplied", &ConnTimeouts::other_unreplied},
-    {"other_replied", &ConnTimeouts::other_replied},
-};
-
-// An IPv4 address; IPv6 is refused by name (the NAT is NAT44).
-void get_v4(config::Ctx& ctx, config::MapReader& m, std::string_view key, IpAddress& out) {
-  std::optional<IpAddress> a;
-  if (!m.get_address(key, a)) return;
-  if (a->version != 4) {
-    ctx.error(m.child(key), m.key_path(key), "NAT translates IPv4 only (NAT44)");
-    return;
-  }
-  out = *a;
-}
-
-// `to`: an IPv4 address or prefix, or a list of them.
-void read_pool(config::Ctx& ctx, const YAML::Node& n, const std::string& path,
-               std::vector<IpPrefix>& out) {
-  const auto one = [&](const YAML::Node& item, const std::string& at) {
-    const auto text = config::read_string(ctx, item, at);
-    if (!text) return;
-    std::string why;
-    std::optional<IpPrefix> p;
-    if (text->find('/') == std::string::npos) {
-      if (const auto a = parse_ip_address(*text))
-        p = IpPrefix{*a, static_cast<uint8_t>(a->version == 4 ? 32 : 128)};
-      else
-        why = "not an IPv4 address or prefix";
-    } else {
-      p = parse_ip_prefix(*text, &why);
-    }
-    if (!p)
-      ctx.error(item, at, fmt::format("invalid pool address '{}': {}", *text, why));
-    else if (p->addr.version != 4)
-      ctx.error(item, at, "NAT translates IPv4 only (NAT44)");
-    else
-      out.push_back(*p);
-  };
-  if (n.IsSequence()) {
-    config::for_each_item(ctx, n, path, one);
-    if (n.size() == 0) ctx.error(n, path, "an empty pool");
-  } else {
-    one(n, path);
-  }
-}
-
-void read_nat(config::Ctx& ctx, config::MapReader& m, ConntrackConfig& c) {
-  config::MapReader n(ctx, m.child("nat"), m.key_path("nat"), {"snat", "dnat"});
-  if (!n.ok()) return;
-  config::for_each_item(
-      ctx, n.child("snat"), n.key_path("snat"),
-      [&](const YAML::Node& item, const std::string& path) {
-        config::MapReader r(ctx, item, path, {"in_port", "src", "to", "masquerade", "ports"});
-        if (!r.ok()) return;
-        SnatRuleConfig s;
-        r.get("in_port", s.in_port);
-        if (r.get_prefix("src", s.src) && s.src->addr.version != 4) {
-          ctx.error(r.child("src"), r.key_path("src"), "NAT translates IPv4 only (NAT44)");
-          s.src.reset();
-        }
-        r.get("masquerade", s.masquerade);
-        if (r.has("to") == !s.masquerade.empty())
-          ctx.error(item, path,
-                    "give `to` (pool addresses) or `masquerade` (a port whose address to "
-                    "take), one of them");
-        else if (r.has("to"))
-          read_pool(ctx, r.child("to"), r.key_path("to"), s.to);
-        std::optional<config::PortRange> ports;
-        if (r.get_port_range("ports", ports)) {
-          if (ports->low == 0)
-            ctx.error(r.child("ports"), r.key_path("ports"), "port 0 cannot be a source port");
-          else
-            s.ports = *ports;
-        }
-        c.snat.push_back(std::move(s));
-      });
-  config::for_each_item(
-      ctx, n.child("dnat"), n.key_path("dnat"),
-      [&](const YAML::Node& item, const std::string& path) {
-        config::MapReader r(ctx, item, path,
-                            {"in_port", "proto", "dst", "dst_port", "to", "to_port"});
-        if (!r.ok()) return;
-        DnatRuleConfig d;
-        r.get("in_port", d.in_port);
-        r.get_enum<uint8_t>("proto", d.proto, {{"tcp", IPPROTO_TCP}, {"udp", IPPROTO_UDP}});
-        if (r.require("dst")) get_v4(ctx, r, "dst", d.dst);
-        if (r.require("dst_port")) r.get("dst_port", d.dst_port, 1, 65535);
-        if (r.require("to")) get_v4(ctx, r, "to", d.to);
-        d.to_port = d.dst_port;
-        r.get("to_port", d.to_port, 1, 65535);
-        c.dnat.push_back(std::move(d));
-      });
-}
-
-ConntrackConfig read_conntrack(config::Ctx& ctx, config::MapReader& m) {
-  ConntrackConfig c;
-  if (m.has("nat")) read_nat(ctx, m, c);
-  m.get("max_sessions", c.max_sessions, 1, ConnTable::kMaxSessions);
-  m.get_enum<bool>("invalid", c.drop_invalid, {{"mark", false}, {"drop", true}});
-  if (m.has("timeouts")) {
-    std::vector<std::string_view> keys;
-    for (const auto& t : kTimeoutKeys)
-      keys.push_back(t.key);
-    config::MapReader t(ctx, m.child("timeouts"), m.key_path("timeouts"), keys);
-    if (t.ok()) {
-      for (const auto& tk : kTimeoutKeys)
-        t.get(std::string(tk.key), c.timeouts.*tk.field, 1, kMaxConnTimeout);
-    }
-  }
-  return c;
-}
-
-const config::StageConfig* group_head(const config::ApplianceConfig& cfg, size_t i) {
-  while (i > 0 && cfg.pipeline[i].fuse)
-    --i;
-  return &cfg.pipeline[i];
-}
-
-void check_nat(config::StageCheck& c, const ConntrackConfig& p) {
-  const config::ApplianceConfig& cfg = c.config();
-  for (size_t i = 0; i < cfg.pipeline.size(); ++i) {
-    if (i == c.index() || cfg.pipeline[i].type != c.stage().type) continue;
-    if (cfg.pipeline[i].params.get<ConntrackConfig>().nat() && i < c.index())
-      c.error(c.node({"nat"}), c.path(".nat"),
-              fmt::format("only one conntrack stage may translate; pipeline[{}] does already", i));
-  }
-  std::vector<uint32_t> pools;
-  size_t masquerade = 0;
-  for (size_t i = 0; i < p.snat.size(); ++i) {
-    const SnatRuleConfig& r = p.snat[i];
-    if (!r.in_port.empty())
-      c.port_exists(r.in_port, c.node({"nat", "snat", i, "in_port"}),
-                    c.path(fmt::format(".nat.snat[{}].in_port", i)));
-    if (!r.masquerade.empty()) {
-      c.port_exists(r.masquerade, c.node({"nat", "snat", i, "masquerade"}),
-                    c.path(fmt::format(".nat.snat[{}].masquerade", i)));
-      ++masquerade;
-    }
-    for (uint32_t a : pool_addresses(r.to))
-      if (std::find(pools.begin(), pools.end(), a) == pools.end()) pools.push_back(a);
-  }
-  if (pools.size() + masquerade > NatMap::kMaxPools)
-    c.error(
-        c.node({"nat", "snat"}), c.path(".nat.snat"),
-        fmt::format("more than {} pool addresses (each address of a pool, one per masquerade rule)",
-                    NatMap::kMaxPools));
-  if (p.dnat.size() > 255)
-    c.error(c.node({"nat", "dnat"}), c.path(".nat.dnat"),
-            fmt::format("{} destination NAT rules; at most 255", p.dnat.size()));
-  for (size_t i = 0; i < p.dnat.size(); ++i) {
-    const DnatRuleConfig& r = p.dnat[i];
-    const std::string at = fmt::format(".nat.dnat[{}]", i);
-    if (!r.in_port.empty())
-      c.port_exists(r.in_port, c.node({"nat", "dnat", i, "in_port"}), c.path(at + ".in_port"));
-    for (size_t j = 0; j < i; ++j) {
-      const DnatRuleConfig& o = p.dnat[j];
-      if (o.proto == r.proto && o.dst == r.dst && o.dst_port == r.dst_port &&
-          (o.in_port == r.in_port || o.in_port.empty() || r.in_port.empty()))
-        c.error(c.node({"nat", "dnat", i}), c.path(at),
-                fmt::format("forwards the same public endpoint {}:{} as dnat[{}]",
-                            r.dst.to_string(), r.dst_port, j));
-      if (o.proto == r.proto && o.to == r.to && o.to_port == r.to_port)
-        c.error(c.node({"nat", "dnat", i}), c.path(at),
-                fmt::format("has the same target {}:{} as dnat[{}]: replies could not tell "
-                            "which public endpoint to leave from",
-                            r.to.to_string(), r.to_port, j));
-    }
-  }
-}
-
-void check_conntrack(config::StageCheck& c, const ConntrackConfig& p) {
-  const config::ApplianceConfig& cfg = c.config();
-  const YAML::Node at = c.node();
-  if (p.nat()) check_nat(c, p);
-  if (group_head(cfg, c.index())->sched != config::SchedType::Atomic)
-    c.error(at, c.path(),
-            "conntrack keeps per-connection state and needs an atomic queue: give it "
-            "`sched: atomic`, or fuse it to a stage that has it");
-  if (cfg.scheduler.vector_size < 2)
-    c.error(at, c.path(),
-            "conntrack needs flow-bucketed vectors (scheduler.vector.size of 2 or more): its "
-            "table is owned per flow bucket");
-  if (!cfg.steering.symmetric_hash)
-    c.error(at, c.path(),
-            "conntrack needs steering.symmetric_hash: true, so that both directions of a "
-            "connection share a flow bucket");
-  const bool any_dpdk = std::any_of(cfg.ports.begin(), cfg.ports.end(),
-                                    [](const config::PortConfig& p) { return !p.is_afxdp(); });
-  if (cfg.scheduler.flow_id == config::FlowIdSource::Rss ||
-      (cfg.scheduler.flow_id == config::FlowIdSource::Auto && any_dpdk))
-    c.error(at, c.path(),
-            "conntrack needs the flow hash vecflow computes (scheduler.flow_id: software or "
-            "xdp): a NIC's RSS hash differs between a connection's two directions");
-}
-
-Json conntrack_json(const ConntrackConfig& p) {
-  Json t = Json::object();
-  for (const auto& tk : kTimeoutKeys)
-    t[std::string(tk.key)] = p.timeouts.*tk.field;
-  Json snat = Json::array(), dnat = Json::array();
-  for (const SnatRuleConfig& r : p.snat) {
-    Json rule = {{"in_port", r.in_port.empty() ? Json() : Json(r.in_port)},
-                 {"src", config::prefix_json(r.src)}};
-    if (r.masquerade.empty()) {
-      Json to = Json::array();
-      for (const IpPrefix& a : r.to)
-        to.push_back(a.length == 32 ? a.addr.to_string() : a.to_string());
-      rule["to"] = to.size() == 1 ? to[0] : to;
-    } else {
-      rule["masquerade"] = r.masquerade;
-    }
-    rule["ports"] = config::port_range_json(r.ports);
-    snat.push_back(std::move(rule));
-  }
-  for (const DnatRuleConfig& r : p.dnat)
-    dnat.push_back({{"in_port", r.in_port.empty() ? Json() : Json(r.in_port)},
-                    {"proto", config::l4_proto_json(r.proto)},
-                    {"dst", r.dst.to_string()},
-                    {"dst_port", r.dst_port},
-                    {"to", r.to.to_string()},
-                    {"to_port", r.to_port}});
-  return {{"max_sessions", p.max_sessions},
-          {"invalid", p.drop_invalid ? "drop" : "mark"},
-          {"timeouts", std::move(t)},
-          {"nat", {{"snat", std::move(snat)}, {"dnat", std::move(dnat)}}}};
-}
-
-// Source NAT rules are swapped live (new connections take the new rules; a session keeps the
-// mapping it has until it expires, as Linux keeps its NAT bindings); the rest is a restart.
-Result<void> apply_nat(Stage& stage, const StageContext& ctx, const config::AnyStageParams&,
-                       const config::AnyStageParams& to) {
-  return static_cast<ConntrackStage&>(stage).replace_nat(to.get<ConntrackConfig>(), ctx);
-}
-
-std::vector<std::pair<std::string, std::string>> nat_ports(const config::AnyStageParams& params) {
-  const auto& c = params.get<ConntrackConfig>();
-  std::vector<std::pair<std::string, std::string>> out;
-  for (size_t i = 0; i < c.snat.size(); ++i) {
-    if (!c.snat[i].in_port.empty())
-      out.emplace_back(fmt::format("nat.snat[{}]", i), c.snat[i].in_port);
-    if (!c.snat[i].masquerade.empty())
-      out.emplace_back(fmt::format("nat.snat[{}]", i), c.snat[i].masquerade);
-  }
-  for (size_t i = 0; i < c.dnat.size(); ++i)
-    if (!c.dnat[i].in_port.empty())
-      out.emplace_back(fmt::format("nat.dnat[{}]", i), c.dnat[i].in_port);
-  return out;
-}
-
-}  // namespace
-
-StageModule conntrack_stage_module() {
-  return StageModule{
-      config::stage_type<ConntrackConfig>("conntrack",
-                                          {"max_sessions", "invalid", "timeouts", "nat"},
-                                          read_conntrack, conntrack_json, check_conntrack),
-      make_conntrack_stage,
-      [](const config::AnyStageParams& p) { return masquerades(p.get<ConntrackConfig>().snat); },
-      {{{"nat", "", "", nullptr}}, apply_nat, nat_ports}};
 }
 
 }  // namespace vecflow

@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "control/command.h"
-#include "control/metrics.h"
+#include "api/command.h"
+#include "api/metrics.h"
 
 namespace vecflow::control {
 

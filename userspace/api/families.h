@@ -3,7 +3,7 @@
 // dashboard see every drop of the box in one family whichever layer dropped it.
 #pragma once
 
-#include "control/metrics.h"
+#include "api/metrics.h"
 
 namespace vecflow::control {
 

@@ -1,0 +1,16 @@
+// The conntrack stage's part of the control plane: `sessions` (sessions by state, the largest by
+// packets or bytes, filtered by address, port or state; with one match, all of that session)
+// and the conntrack and NAT series in /metrics.
+#pragma once
+
+#include "api/registry.h"
+#include "pipeline/pipeline.h"
+
+namespace vecflow::control {
+
+// StageModule::add_commands of the conntrack stage type: nothing when `pipeline` has no
+// conntrack stage. The sessions are read on the control thread, each under its sequence count
+// (pipeline/conntrack/conntrack_table.h).
+void add_conntrack_commands(Registry& registry, Pipeline& pipeline);
+
+}  // namespace vecflow::control
