@@ -10,8 +10,8 @@
 // this saves against rx adapter -> scheduler -> worker is the vectors by flow bucket, the
 // events, the enqueue and dequeue, and the gather of the packets of several events: 20-30
 // cycles a packet of route + neighbour's ~100-130 here (1.18-1.38x the scheduled path,
-// tools/bench/README.md, engine). A packet after which nothing comes leaves in
-// the poll that received it, as on the scheduled path.
+// tools/bench/log/2026-12-05-engine-direct-path.md). A packet after which nothing comes
+// leaves in the poll that received it, as on the scheduled path.
 //
 // Accounting is the scheduled path's: rx counted here, per ingress port, in this lcore's row
 // of the OutcomeTable; tx, kernel and drops where the pipeline and the TxAdapter decide them.
