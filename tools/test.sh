@@ -53,6 +53,9 @@ ctest_run() {  # build-dir ctest-args...
   (cd "$dir" && ctest --output-on-failure -j "$jobs" "$@")
 }
 
+# First, in every mode: each commit headline since f094fb6 is at most 72 characters
+# (tools/check-commits.sh; skipped where the clone lacks that history).
+stage "commit headlines" tools/check-commits.sh
 stage setup tools/setup.sh
 # Line tables only (-g1, clang's -gline-tables-only): perf, backtraces and the sanitizers'
 # reports keep file:line, and the build takes 40 % less time than with full -g (variables'
