@@ -226,28 +226,93 @@ Json port_row(const Snapshot& s, const RateWindow& rates, const PortStatus& st) 
       {"device_info", std::move(info)}};
 }
 
-}  // namespace
-
-void register_ports(Registry& registry, std::vector<Port*> ports, const PortMtuTable* mtus) {
-  registry.add_collector("ports", [ports, mtus](Snapshot& s) {
-    for (const Port* port : ports)
-      collect_port(s, port->status(), mtus);
-  });
-
-  registry.add_status("ports", [ports](const CommandContext&) {
-    Json rows = Json::array();
-    for (const Port* port : ports) {
-      PortStatus st = port->status();
-      rows.push_back({{"name", st.name},
-                      {"type", st.kind},
-                      {"interface", st.device},
-                      {"state", to_string(st.link)},
-                      {"queues", st.queues.size()},
-                      {"mode", copy_modes(st)}});
+// The drops a port counted, per queue and in its device.
+void add_drop_rows(Json& rows, const Snapshot& s, const RateWindow& rates, const PortStatus& st) {
+  const std::string& p = st.name;
+  for (const QueueStatus& q : st.queues) {
+    std::string ql = queue_label(q.index);
+    for (const auto& drop : q.drops) {
+      auto name = drop_reason_name(drop.first);
+      rows.push_back({{"port", p},
+                      {"where", "queue " + ql},
+                      {"reason", name},
+                      {"count", s.count(kRxDrops, {p, ql, name})},
+                      {"pps", number_or_null(rates.rate(kRxDrops, {p, ql, name}))}});
     }
-    return rows;
-  });
+  }
+  for (const auto& drop : st.device_drops) {
+    auto name = drop_reason_name(drop.first);
+    rows.push_back({{"port", p},
+                    {"where", "device"},
+                    {"reason", name},
+                    {"count", s.count(kDrops, {p, name, "device"})},
+                    {"pps", number_or_null(rates.rate(kDrops, {p, name, "device"}))}});
+  }
+}
 
+void add_device_stat_rows(Json& rows, const Snapshot& s, const RateWindow& rates,
+                          const PortStatus& st) {
+  const std::string& p = st.name;
+  for (const auto& stat : st.device_stats) {
+    const std::string& name = stat.first;
+    rows.push_back({{"port", p},
+                    {"name", name},
+                    {"value", s.count(device_family(name), {p, name})},
+                    {"rate", number_or_null(rates.rate(device_family(name), {p, name}))}});
+  }
+}
+
+View ports_view() {
+  return View{{table("ports", "/ports",
+                     {{"PORT", "port"},
+                      {"KIND", "kind"},
+                      {"DEVICE", "device"},
+                      {"LINK", "link"},
+                      {"MTU", "mtu"},
+                      {"QUEUES", "queues"},
+                      {"MODE", "mode"},
+                      {"RX", "rx_packets", Unit::Count},
+                      {"RX RATE", "rx_pps", Unit::Pps},
+                      {"RX BITS", "rx_bps", Unit::Bps},
+                      {"TX", "tx_packets", Unit::Count},
+                      {"TX RATE", "tx_pps", Unit::Pps},
+                      {"TX BITS", "tx_bps", Unit::Bps},
+                      {"KERNEL", "kernel_packets", Unit::Count},
+                      {"RX DROPS", "rx_dropped", Unit::Count},
+                      {"DEVICE DROPS", "device_dropped", Unit::Count}}),
+               table("queues", "/queues",
+                     {{"PORT", "port"},
+                      {"QUEUE", "queue"},
+                      {"DEV QUEUE", "device_queue"},
+                      {"OWNER", "owner"},
+                      {"SERVED BY", "served_by"},
+                      {"MODE", "mode"},
+                      {"WAKE", "wake"},
+                      {"RX", "rx_packets", Unit::Count},
+                      {"RX RATE", "rx_pps", Unit::Pps},
+                      {"TX", "tx_packets", Unit::Count},
+                      {"TX RATE", "tx_pps", Unit::Pps},
+                      {"KERNEL", "kernel_packets", Unit::Count},
+                      {"REFUSED", "tx_refused", Unit::Count},
+                      {"COPIES", "tx_copies", Unit::Count},
+                      {"DROPS", "rx_dropped", Unit::Count}}),
+               table("drops", "/drops",
+                     {{"PORT", "port"},
+                      {"WHERE", "where"},
+                      {"REASON", "reason"},
+                      {"COUNT", "count", Unit::Count},
+                      {"RATE", "pps", Unit::Pps}},
+                     "/count"),
+               table("device counters", "/device_stats",
+                     {{"PORT", "port"},
+                      {"COUNTER", "name"},
+                      {"VALUE", "value", Unit::Count},
+                      {"PER SECOND", "rate", Unit::Count}},
+                     "/value")}};
+}
+
+// `ports`: per port and queue, the counters of the last snapshot and their rates.
+void register_ports_command(Registry& registry, const std::vector<Port*>& ports) {
   (void)registry.add_command(Command{
       "ports",
       "Per port and queue: rx/tx/kernel packets, bytes and rates, drops by reason, AF_XDP mode, "
@@ -271,35 +336,11 @@ void register_ports(Registry& registry, std::vector<Port*> ports, const PortMtuT
           if (only && port->name() != *only) continue;
           found = true;
           PortStatus st = port->status();
-          const std::string& p = st.name;
           port_rows.push_back(port_row(s, rates, st));
-          for (const QueueStatus& q : st.queues) {
+          for (const QueueStatus& q : st.queues)
             queue_rows.push_back(queue_row(s, rates, st, q));
-            std::string ql = queue_label(q.index);
-            for (const auto& drop : q.drops) {
-              auto name = drop_reason_name(drop.first);
-              drops.push_back({{"port", p},
-                               {"where", "queue " + ql},
-                               {"reason", name},
-                               {"count", s.count(kRxDrops, {p, ql, name})},
-                               {"pps", number_or_null(rates.rate(kRxDrops, {p, ql, name}))}});
-            }
-          }
-          for (const auto& drop : st.device_drops) {
-            auto name = drop_reason_name(drop.first);
-            drops.push_back({{"port", p},
-                             {"where", "device"},
-                             {"reason", name},
-                             {"count", s.count(kDrops, {p, name, "device"})},
-                             {"pps", number_or_null(rates.rate(kDrops, {p, name, "device"}))}});
-          }
-          for (const auto& stat : st.device_stats) {
-            const std::string& name = stat.first;
-            stats.push_back({{"port", p},
-                             {"name", name},
-                             {"value", s.count(device_family(name), {p, name})},
-                             {"rate", number_or_null(rates.rate(device_family(name), {p, name}))}});
-          }
+          add_drop_rows(drops, s, rates, st);
+          add_device_stat_rows(stats, s, rates, st);
         }
         if (only && !found) {
           return command_error(ErrorCode::BadArguments, "no port '{}'; ports: {}", *only, names);
@@ -310,53 +351,41 @@ void register_ports(Registry& registry, std::vector<Port*> ports, const PortMtuT
                     {"drops", std::move(drops)},
                     {"device_stats", std::move(stats)}};
       },
-      View{{table("ports", "/ports",
-                  {{"PORT", "port"},
-                   {"KIND", "kind"},
-                   {"DEVICE", "device"},
-                   {"LINK", "link"},
-                   {"MTU", "mtu"},
-                   {"QUEUES", "queues"},
-                   {"MODE", "mode"},
-                   {"RX", "rx_packets", Unit::Count},
-                   {"RX RATE", "rx_pps", Unit::Pps},
-                   {"RX BITS", "rx_bps", Unit::Bps},
-                   {"TX", "tx_packets", Unit::Count},
-                   {"TX RATE", "tx_pps", Unit::Pps},
-                   {"TX BITS", "tx_bps", Unit::Bps},
-                   {"KERNEL", "kernel_packets", Unit::Count},
-                   {"RX DROPS", "rx_dropped", Unit::Count},
-                   {"DEVICE DROPS", "device_dropped", Unit::Count}}),
-            table("queues", "/queues",
-                  {{"PORT", "port"},
-                   {"QUEUE", "queue"},
-                   {"DEV QUEUE", "device_queue"},
-                   {"OWNER", "owner"},
-                   {"SERVED BY", "served_by"},
-                   {"MODE", "mode"},
-                   {"WAKE", "wake"},
-                   {"RX", "rx_packets", Unit::Count},
-                   {"RX RATE", "rx_pps", Unit::Pps},
-                   {"TX", "tx_packets", Unit::Count},
-                   {"TX RATE", "tx_pps", Unit::Pps},
-                   {"KERNEL", "kernel_packets", Unit::Count},
-                   {"REFUSED", "tx_refused", Unit::Count},
-                   {"COPIES", "tx_copies", Unit::Count},
-                   {"DROPS", "rx_dropped", Unit::Count}}),
-            table("drops", "/drops",
-                  {{"PORT", "port"},
-                   {"WHERE", "where"},
-                   {"REASON", "reason"},
-                   {"COUNT", "count", Unit::Count},
-                   {"RATE", "pps", Unit::Pps}},
-                  "/count"),
-            table("device counters", "/device_stats",
-                  {{"PORT", "port"},
-                   {"COUNTER", "name"},
-                   {"VALUE", "value", Unit::Count},
-                   {"PER SECOND", "rate", Unit::Count}},
-                  "/value")}}});
+      ports_view()});
+}
 
+Json hardware_row(const Port& port) {
+  const PortHardware h = port.hardware();
+  auto or_null = [](auto v, auto none) { return v == none ? Json() : Json(v); };
+  std::string offloads;
+  for (const auto& o : h.offloads)
+    offloads += (offloads.empty() ? "" : " ") + o;
+  return Json{{"port", port.name()},
+              {"kind", port.kind()},
+              {"mac", port.mac().to_string()},
+              {"driver", h.driver},
+              {"bus", h.bus},
+              {"numa_node", or_null(h.numa_node, -1)},
+              {"speed_mbps", or_null(h.speed_mbps, 0u)},
+              {"mtu", or_null(h.mtu, 0u)},
+              {"rx_queues", h.rx_queues},
+              {"rx_queues_max", h.rx_queues_max},
+              {"tx_queues", h.tx_queues},
+              {"tx_queues_max", h.tx_queues_max},
+              {"queues", fmt::format("{}/{} rx {}/{} tx", h.rx_queues, h.rx_queues_max, h.tx_queues,
+                                     h.tx_queues_max)},
+              {"offloads", h.offloads},
+              {"offload_list", offloads},
+              {"xdp_mode", h.xdp_mode},
+              {"xdp_program_id", or_null(h.xdp_program_id, 0u)},
+              {"xdp_program", h.xdp_program},
+              {"xdp", h.xdp_mode.empty() ? std::string("-")
+                                         : fmt::format("{} {} (id {})", h.xdp_mode, h.xdp_program,
+                                                       h.xdp_program_id)}};
+}
+
+// `hardware`: what each port's device is, read from the device when asked.
+void register_hardware_command(Registry& registry, const std::vector<Port*>& ports) {
   (void)registry.add_command(Command{
       "hardware",
       "Per port, what the device is: driver, bus address, NUMA node, speed, MTU, queues, "
@@ -371,34 +400,7 @@ void register_ports(Registry& registry, std::vector<Port*> ports, const PortMtuT
         for (const Port* port : ports) {
           names += (names.empty() ? "" : ", ") + port->name();
           if (only && *only != port->name()) continue;
-          const PortHardware h = port->hardware();
-          auto or_null = [](auto v, auto none) { return v == none ? Json() : Json(v); };
-          std::string offloads;
-          for (const auto& o : h.offloads)
-            offloads += (offloads.empty() ? "" : " ") + o;
-          rows.push_back(
-              {{"port", port->name()},
-               {"kind", port->kind()},
-               {"mac", port->mac().to_string()},
-               {"driver", h.driver},
-               {"bus", h.bus},
-               {"numa_node", or_null(h.numa_node, -1)},
-               {"speed_mbps", or_null(h.speed_mbps, 0u)},
-               {"mtu", or_null(h.mtu, 0u)},
-               {"rx_queues", h.rx_queues},
-               {"rx_queues_max", h.rx_queues_max},
-               {"tx_queues", h.tx_queues},
-               {"tx_queues_max", h.tx_queues_max},
-               {"queues", fmt::format("{}/{} rx {}/{} tx", h.rx_queues, h.rx_queues_max,
-                                      h.tx_queues, h.tx_queues_max)},
-               {"offloads", h.offloads},
-               {"offload_list", offloads},
-               {"xdp_mode", h.xdp_mode},
-               {"xdp_program_id", or_null(h.xdp_program_id, 0u)},
-               {"xdp_program", h.xdp_program},
-               {"xdp", h.xdp_mode.empty() ? std::string("-")
-                                          : fmt::format("{} {} (id {})", h.xdp_mode, h.xdp_program,
-                                                        h.xdp_program_id)}});
+          rows.push_back(hardware_row(*port));
         }
         if (only && rows.empty()) {
           return command_error(ErrorCode::BadArguments, "no port '{}'; ports: {}", *only, names);
@@ -415,6 +417,32 @@ void register_ports(Registry& registry, std::vector<Port*> ports, const PortMtuT
                    {"QUEUES", "queues"},
                    {"XDP", "xdp"},
                    {"OFFLOADS", "offload_list"}})}}});
+}
+
+}  // namespace
+
+void register_ports(Registry& registry, std::vector<Port*> ports, const PortMtuTable* mtus) {
+  registry.add_collector("ports", [ports, mtus](Snapshot& s) {
+    for (const Port* port : ports)
+      collect_port(s, port->status(), mtus);
+  });
+
+  registry.add_status("ports", [ports](const CommandContext&) {
+    Json rows = Json::array();
+    for (const Port* port : ports) {
+      PortStatus st = port->status();
+      rows.push_back({{"name", st.name},
+                      {"type", st.kind},
+                      {"interface", st.device},
+                      {"state", to_string(st.link)},
+                      {"queues", st.queues.size()},
+                      {"mode", copy_modes(st)}});
+    }
+    return rows;
+  });
+
+  register_ports_command(registry, ports);
+  register_hardware_command(registry, ports);
 }
 
 }  // namespace vecflow::control
