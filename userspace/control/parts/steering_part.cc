@@ -83,65 +83,146 @@ const char* state_name(steer::SteerInterface::State s) {
   return "unknown";
 }
 
-}  // namespace
+// How the program is attached to an interface, in `status` and `steering`.
+const char* attach_name(const steer::SteerInterface& itf) {
+  return itf.adopted ? "dpdk net_af_xdp" : itf.dispatcher ? "libxdp dispatcher" : "single program";
+}
 
-void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteering& steering,
-                       const config::ApplianceConfig& running) {
-  registry.add_collector("steering", [&steering, &running](Snapshot& s) {
-    for (const auto& itf : steering.interfaces()) {
-      auto c = steering.counters(itf.port);
-      if (!c) continue;  // the interface went away: nothing to read, nothing to invent
-      const std::string& port = itf.port;
-      s.add(kSteerRxPackets, {port}, c->rx_packets);
-      s.add(kRxBytes, {port}, c->rx_bytes);
-      for (size_t i = 0; i < VF_ACT_COUNT; ++i) {
-        s.add(kSteerVerdicts, {port, kActions[i]}, c->verdict[i]);
-        s.add(kActionCount, {port, kActions[i]}, c->action[i]);
-      }
-      s.add(kDefaultHits, {port}, c->default_hits);
-      s.add(kNoSocket, {port}, c->no_socket_fallback);
-      s.add(kQueueNotRead, {port}, c->queue_not_read);
-      s.add(kMtuLifted, {port}, c->mtu_lifted);
-      s.add(kMetaUnavailable, {port}, c->meta_unavailable);
-      s.add(kUnconfigured, {port}, c->unconfigured);
-      for (size_t r = 0; r < kDropReasonCount; ++r) {
-        const auto dr = static_cast<DropReason>(r);
-        auto reason = drop_reason_name(dr);
-        if (c->malformed[r] || is_parse_fault(dr))
-          s.add(kParseErrors, {port, reason}, c->malformed[r]);
-        if (c->drop[r] || drop_possible(DropLayer::Xdp, dr))
-          s.add(kDrops, {port, reason, "xdp"}, c->drop[r]);
-      }
-      // Rule ids index the steering section's rules of the set installed last. A rule that
-      // has not matched on a port has no series there: a block list of 100k rules would
-      // otherwise cost 400k series every sample and scrape, nearly all zero. (Rates treat
-      // a series that appears as having been 0.)
-      const auto& rules = running.steering.rules;
-      for (size_t id = 0; id < c->rules.size() && id < rules.size(); ++id) {
-        if (c->rules[id].packets == 0) continue;
-        s.add(kRuleHits, {port, rules[id].name}, c->rules[id].packets);
-        s.add(kRuleBytes, {port, rules[id].name}, c->rules[id].bytes);
-      }
+void collect_steering(Snapshot& s, const steer::XdpSteering& steering,
+                      const config::ApplianceConfig& running) {
+  for (const auto& itf : steering.interfaces()) {
+    auto c = steering.counters(itf.port);
+    if (!c) continue;  // the interface went away: nothing to read, nothing to invent
+    const std::string& port = itf.port;
+    s.add(kSteerRxPackets, {port}, c->rx_packets);
+    s.add(kRxBytes, {port}, c->rx_bytes);
+    for (size_t i = 0; i < VF_ACT_COUNT; ++i) {
+      s.add(kSteerVerdicts, {port, kActions[i]}, c->verdict[i]);
+      s.add(kActionCount, {port, kActions[i]}, c->action[i]);
     }
-  });
-
-  registry.add_status("steering", [&steering](const CommandContext&) {
-    Json rows = Json::array();
-    for (const auto& itf : steering.interfaces()) {
-      rows.push_back({{"port", itf.port},
-                      {"interface", itf.interface},
-                      {"prog_id", itf.prog_id},
-                      {"attach", itf.adopted      ? "dpdk net_af_xdp"
-                                 : itf.dispatcher ? "libxdp dispatcher"
-                                                  : "single program"},
-                      {"mode", itf.generic ? "generic" : "native"},
-                      {"state", state_name(itf.state)},
-                      {"detaches", itf.detaches},
-                      {"reattaches", itf.reattaches}});
+    s.add(kDefaultHits, {port}, c->default_hits);
+    s.add(kNoSocket, {port}, c->no_socket_fallback);
+    s.add(kQueueNotRead, {port}, c->queue_not_read);
+    s.add(kMtuLifted, {port}, c->mtu_lifted);
+    s.add(kMetaUnavailable, {port}, c->meta_unavailable);
+    s.add(kUnconfigured, {port}, c->unconfigured);
+    for (size_t r = 0; r < kDropReasonCount; ++r) {
+      const auto dr = static_cast<DropReason>(r);
+      auto reason = drop_reason_name(dr);
+      if (c->malformed[r] || is_parse_fault(dr))
+        s.add(kParseErrors, {port, reason}, c->malformed[r]);
+      if (c->drop[r] || drop_possible(DropLayer::Xdp, dr))
+        s.add(kDrops, {port, reason, "xdp"}, c->drop[r]);
     }
-    return rows;
-  });
+    // Rule ids index the steering section's rules of the set installed last. A rule that
+    // has not matched on a port has no series there: a block list of 100k rules would
+    // otherwise cost 400k series every sample and scrape, nearly all zero. (Rates treat
+    // a series that appears as having been 0.)
+    const auto& rules = running.steering.rules;
+    for (size_t id = 0; id < c->rules.size() && id < rules.size(); ++id) {
+      if (c->rules[id].packets == 0) continue;
+      s.add(kRuleHits, {port, rules[id].name}, c->rules[id].packets);
+      s.add(kRuleBytes, {port, rules[id].name}, c->rules[id].bytes);
+    }
+  }
+}
 
+// Per interface: how the program is attached and the frames it saw, by verdict.
+Json interface_rows(const Snapshot& s, const RateWindow& rates,
+                    const steer::XdpSteering& steering) {
+  Json ports = Json::array();
+  for (const auto& itf : steering.interfaces()) {
+    const std::string& p = itf.port;
+    Json row = {{"port", p},
+                {"interface", itf.interface},
+                {"attach", attach_name(itf)},
+                {"mode", itf.generic ? "generic" : "native"},
+                {"state", state_name(itf.state)},
+                {"detaches", itf.detaches},
+                {"reattaches", itf.reattaches},
+                {"rx_packets", s.count(kSteerRxPackets, {p})},
+                {"rx_bytes", s.count(kRxBytes, {p})},
+                {"rx_pps", rate_or_null(rates, kSteerRxPackets, {{"port", p}})},
+                {"rx_bps", [&] {
+                   auto r = rates.rate(kRxBytes, {p});
+                   return r ? Json(*r * 8) : Json(nullptr);
+                 }()}};
+    for (auto v : kActions)
+      row[std::string(v)] = s.count(kSteerVerdicts, {p, v});
+    row["default_hits"] = s.count(kDefaultHits, {p});
+    row["no_socket_fallbacks"] = s.count(kNoSocket, {p});
+    row["queue_not_read"] = s.count(kQueueNotRead, {p});
+    row["mtu_lifted"] = s.count(kMtuLifted, {p});
+    row["meta_unavailable"] = s.count(kMetaUnavailable, {p});
+    row["unconfigured"] = s.count(kUnconfigured, {p});
+    ports.push_back(std::move(row));
+  }
+  return ports;
+}
+
+// Per rule of the running configuration, summed over ports: one pass over each family, not
+// one per rule.
+Json rule_rows(const Snapshot& s, const RateWindow& rates, const config::ApplianceConfig& running) {
+  const auto hits = s.sum_by(kRuleHits, "rule");
+  const auto bytes = s.sum_by(kRuleBytes, "rule");
+  const auto hit_rates = rates.rate_by(kRuleHits, "rule");
+  auto value_or = [](const auto& map, const std::string& key, auto fallback) {
+    auto it = map.find(key);
+    return it == map.end() ? fallback : it->second;
+  };
+  Json rules = Json::array();
+  for (const auto& r : running.steering.rules) {
+    Json action = r.action.kind == config::SteerActionKind::Redirect
+                      ? Json("redirect " + r.action.redirect_port)
+                      : Json(config::to_string(r.action.kind));
+    rules.push_back({{"rule", r.name},
+                     {"priority", r.priority},
+                     {"action", action},
+                     {"packets", static_cast<uint64_t>(value_or(hits, r.name, 0.0))},
+                     {"bytes", static_cast<uint64_t>(value_or(bytes, r.name, 0.0))},
+                     {"pps", [&] {
+                        auto rate = value_or(hit_rates, r.name, std::optional<double>(0.0));
+                        return rates.ready() && rate ? Json(*rate) : Json(nullptr);
+                      }()}});
+  }
+  return rules;
+}
+
+View steering_view() {
+  return View{
+      {table("interfaces", "/ports",
+             {{"PORT", "port"},
+              {"INTERFACE", "interface"},
+              {"XDP", "attach"},
+              {"MODE", "mode"},
+              {"STATE", "state"},
+              {"REATTACHED", "reattaches", Unit::Count},
+              {"RX", "rx_packets", Unit::Count},
+              {"RX RATE", "rx_pps", Unit::Pps},
+              {"PASS", "pass", Unit::Count},
+              {"DROP", "drop", Unit::Count},
+              {"USERSPACE", "userspace", Unit::Count},
+              {"TX", "tx", Unit::Count},
+              {"REDIRECT", "redirect", Unit::Count},
+              {"NO SOCKET", "no_socket_fallbacks", Unit::Count},
+              {"QUEUE NOT READ", "queue_not_read", Unit::Count},
+              {"OVER MTU", "mtu_lifted", Unit::Count}}),
+       table("rules", "/rules",
+             {{"RULE", "rule"},
+              {"PRIO", "priority"},
+              {"ACTION", "action"},
+              {"HITS", "packets", Unit::Count},
+              {"BYTES", "bytes", Unit::Bytes},
+              {"RATE", "pps", Unit::Pps}}),
+       table("actions", "/actions",
+             {{"ACTION", "action"}, {"COUNT", "count", Unit::Count}, {"RATE", "pps", Unit::Pps}}),
+       table("parse errors", "/parse_errors",
+             {{"REASON", "reason"}, {"COUNT", "count", Unit::Count}}, "/count")}};
+}
+
+// `steering`: per interface, per rule and per action counts and rates, parse errors.
+void register_steering_command(Registry& registry, const steer::XdpSteering& steering,
+                               const config::ApplianceConfig& running) {
   (void)registry.add_command(Command{
       "steering",
       "XDP steering: frames per port and verdict, hits per rule and action, parse errors",
@@ -151,63 +232,11 @@ void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteerin
         if (auto e = a.error()) return std::unexpected(*e);
         const Snapshot& s = ctx.snapshot;
         const RateWindow& rates = ctx.rates;
-        Json ports = Json::array();
-        for (const auto& itf : steering.interfaces()) {
-          const std::string& p = itf.port;
-          Json row = {{"port", p},
-                      {"interface", itf.interface},
-                      {"attach", itf.adopted      ? "dpdk net_af_xdp"
-                                 : itf.dispatcher ? "libxdp dispatcher"
-                                                  : "single program"},
-                      {"mode", itf.generic ? "generic" : "native"},
-                      {"state", state_name(itf.state)},
-                      {"detaches", itf.detaches},
-                      {"reattaches", itf.reattaches},
-                      {"rx_packets", s.count(kSteerRxPackets, {p})},
-                      {"rx_bytes", s.count(kRxBytes, {p})},
-                      {"rx_pps", rate_or_null(rates, kSteerRxPackets, {{"port", p}})},
-                      {"rx_bps", [&] {
-                         auto r = rates.rate(kRxBytes, {p});
-                         return r ? Json(*r * 8) : Json(nullptr);
-                       }()}};
-          for (auto v : kActions)
-            row[std::string(v)] = s.count(kSteerVerdicts, {p, v});
-          row["default_hits"] = s.count(kDefaultHits, {p});
-          row["no_socket_fallbacks"] = s.count(kNoSocket, {p});
-          row["queue_not_read"] = s.count(kQueueNotRead, {p});
-          row["mtu_lifted"] = s.count(kMtuLifted, {p});
-          row["meta_unavailable"] = s.count(kMetaUnavailable, {p});
-          row["unconfigured"] = s.count(kUnconfigured, {p});
-          ports.push_back(std::move(row));
-        }
         Json actions = Json::array();
         for (auto v : kActions) {
           actions.push_back({{"action", v},
                              {"count", static_cast<uint64_t>(s.sum(kActionCount, {{"action", v}}))},
                              {"pps", rate_or_null(rates, kActionCount, {{"action", v}})}});
-        }
-        // Per rule, summed over ports: one pass over each family, not one per rule.
-        const auto hits = s.sum_by(kRuleHits, "rule");
-        const auto bytes = s.sum_by(kRuleBytes, "rule");
-        const auto hit_rates = rates.rate_by(kRuleHits, "rule");
-        auto value_or = [](const auto& map, const std::string& key, auto fallback) {
-          auto it = map.find(key);
-          return it == map.end() ? fallback : it->second;
-        };
-        Json rules = Json::array();
-        for (const auto& r : running.steering.rules) {
-          Json action = r.action.kind == config::SteerActionKind::Redirect
-                            ? Json("redirect " + r.action.redirect_port)
-                            : Json(config::to_string(r.action.kind));
-          rules.push_back({{"rule", r.name},
-                           {"priority", r.priority},
-                           {"action", action},
-                           {"packets", static_cast<uint64_t>(value_or(hits, r.name, 0.0))},
-                           {"bytes", static_cast<uint64_t>(value_or(bytes, r.name, 0.0))},
-                           {"pps", [&] {
-                              auto rate = value_or(hit_rates, r.name, std::optional<double>(0.0));
-                              return rates.ready() && rate ? Json(*rate) : Json(nullptr);
-                            }()}});
         }
         Json parse = Json::array();
         for (size_t r = 0; r < kDropReasonCount; ++r) {
@@ -218,41 +247,37 @@ void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteerin
         }
         return Json{{"interval_s", rates.interval_s()},
                     {"default", config::to_string(running.steering.default_action.kind)},
-                    {"ports", std::move(ports)},
-                    {"rules", std::move(rules)},
+                    {"ports", interface_rows(s, rates, steering)},
+                    {"rules", rule_rows(s, rates, running)},
                     {"actions", std::move(actions)},
                     {"parse_errors", std::move(parse)}};
       },
-      View{
-          {table("interfaces", "/ports",
-                 {{"PORT", "port"},
-                  {"INTERFACE", "interface"},
-                  {"XDP", "attach"},
-                  {"MODE", "mode"},
-                  {"STATE", "state"},
-                  {"REATTACHED", "reattaches", Unit::Count},
-                  {"RX", "rx_packets", Unit::Count},
-                  {"RX RATE", "rx_pps", Unit::Pps},
-                  {"PASS", "pass", Unit::Count},
-                  {"DROP", "drop", Unit::Count},
-                  {"USERSPACE", "userspace", Unit::Count},
-                  {"TX", "tx", Unit::Count},
-                  {"REDIRECT", "redirect", Unit::Count},
-                  {"NO SOCKET", "no_socket_fallbacks", Unit::Count},
-                  {"QUEUE NOT READ", "queue_not_read", Unit::Count},
-                  {"OVER MTU", "mtu_lifted", Unit::Count}}),
-           table("rules", "/rules",
-                 {{"RULE", "rule"},
-                  {"PRIO", "priority"},
-                  {"ACTION", "action"},
-                  {"HITS", "packets", Unit::Count},
-                  {"BYTES", "bytes", Unit::Bytes},
-                  {"RATE", "pps", Unit::Pps}}),
-           table(
-               "actions", "/actions",
-               {{"ACTION", "action"}, {"COUNT", "count", Unit::Count}, {"RATE", "pps", Unit::Pps}}),
-           table("parse errors", "/parse_errors",
-                 {{"REASON", "reason"}, {"COUNT", "count", Unit::Count}}, "/count")}}});
+      steering_view()});
+}
+
+}  // namespace
+
+void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteering& steering,
+                       const config::ApplianceConfig& running) {
+  registry.add_collector(
+      "steering", [&steering, &running](Snapshot& s) { collect_steering(s, steering, running); });
+
+  registry.add_status("steering", [&steering](const CommandContext&) {
+    Json rows = Json::array();
+    for (const auto& itf : steering.interfaces()) {
+      rows.push_back({{"port", itf.port},
+                      {"interface", itf.interface},
+                      {"prog_id", itf.prog_id},
+                      {"attach", attach_name(itf)},
+                      {"mode", itf.generic ? "generic" : "native"},
+                      {"state", state_name(itf.state)},
+                      {"detaches", itf.detaches},
+                      {"reattaches", itf.reattaches}});
+    }
+    return rows;
+  });
+
+  register_steering_command(registry, steering, running);
 
   // Rule sets are swapped atomically per interface (SteerProgram::install); what decides the
   // interfaces (the ports section) is not part of this section.
