@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -23,41 +24,55 @@ bool prefix_versions_agree(const std::optional<IpPrefix>& a, const std::optional
   return !a || !b || a->addr.version == b->addr.version;
 }
 
-}  // namespace
+// What the checks of each section share: the config, its document, and where errors go.
+struct Checker {
+  Ctx& ctx;
+  const YAML::Node& root;
+  const ApplianceConfig& cfg;
 
-void validate(Ctx& ctx, const YAML::Node& root, const ApplianceConfig& cfg) {
-  auto err = [&](const YAML::Node& n, const std::string& path, std::string msg) {
+  void err(const YAML::Node& n, const std::string& path, std::string msg) const {
     ctx.error(n, path, std::move(msg));
-  };
+  }
+  bool port_exists(const std::string& name, const YAML::Node& at, const std::string& path) const {
+    return config::port_exists(ctx, cfg, name, at, path);
+  }
+};
 
-  // ---- ports: names, interfaces, devices, queues, lcores ----
+// Whether the scheduler is the eventdev backend on a device whose name starts with `prefix`.
+bool eventdev_device(const SchedulerSection& sc, std::string_view prefix) {
+  return sc.backend == SchedBackend::Eventdev && sc.device.starts_with(prefix);
+}
+
+// ---- ports: names, interfaces, devices, queues, lcores ----
+void check_ports(const Checker& c) {
+  const ApplianceConfig& cfg = c.cfg;
   std::map<std::string, size_t> names;
   std::map<std::string, size_t> ifaces;
   std::map<std::string, size_t> devices;
   std::set<unsigned> lcores(cfg.cpu.workers.begin(), cfg.cpu.workers.end());
   lcores.insert(cfg.cpu.control);
-  if (cfg.ports.empty()) err(locate(root, {k("ports")}), "ports", "declare at least one port");
+  if (cfg.ports.empty()) c.err(locate(c.root, {k("ports")}), "ports", "declare at least one port");
   for (size_t pi = 0; pi < cfg.ports.size(); ++pi) {
     const auto& p = cfg.ports[pi];
     std::string path = fmt::format("ports[{}]", pi);
     if (auto [it, fresh] = names.emplace(p.name, pi); !fresh) {
-      err(locate(root, {k("ports"), i(pi), k("name")}), path + ".name",
-          fmt::format("duplicate port name '{}' (first declared at line {})", p.name,
-                      cfg.ports[it->second].where.line));
+      c.err(locate(c.root, {k("ports"), i(pi), k("name")}), path + ".name",
+            fmt::format("duplicate port name '{}' (first declared at line {})", p.name,
+                        cfg.ports[it->second].where.line));
     }
     if (const std::string* ifname = p.kernel_interface()) {
       if (auto [it, fresh] = ifaces.emplace(*ifname, pi); !fresh) {
-        err(locate(root, {k("ports"), i(pi)}), path,
-            fmt::format("interface '{}' is already claimed by port '{}'", *ifname,
-                        cfg.ports[it->second].name));
+        c.err(locate(c.root, {k("ports"), i(pi)}), path,
+              fmt::format("interface '{}' is already claimed by port '{}'", *ifname,
+                          cfg.ports[it->second].name));
       }
     }
     if (auto* d = std::get_if<DpdkPort>(&p.kind)) {
       std::string dev = d->devargs.substr(0, d->devargs.find(','));
       if (auto [it, fresh] = devices.emplace(dev, pi); !fresh) {
-        err(locate(root, {k("ports"), i(pi)}), path,
-            fmt::format("device '{}' is already used by port '{}'", dev,
-                        cfg.ports[it->second].name));
+        c.err(locate(c.root, {k("ports"), i(pi)}), path,
+              fmt::format("device '{}' is already used by port '{}'", dev,
+                          cfg.ports[it->second].name));
       }
     }
     if (auto* a = std::get_if<AfXdpPort>(&p.kind)) {
@@ -66,142 +81,153 @@ void validate(Ctx& ctx, const YAML::Node& root, const ApplianceConfig& cfg) {
                 [](const QueueRange& x, const QueueRange& y) { return x.first < y.first; });
       for (size_t q = 1; q < sorted.size(); ++q) {
         if (sorted[q].first < sorted[q - 1].first + sorted[q - 1].count) {
-          err(locate(root, {k("ports"), i(pi), k("queues")}), path + ".queues",
-              fmt::format("queue ranges overlap at queue {}", sorted[q].first));
+          c.err(locate(c.root, {k("ports"), i(pi), k("queues")}), path + ".queues",
+                fmt::format("queue ranges overlap at queue {}", sorted[q].first));
         }
       }
     }
     if (p.lcore && !lcores.contains(*p.lcore)) {
-      err(locate(root, {k("ports"), i(pi), k("lcore")}), path + ".lcore",
-          fmt::format("lcore {} is neither cpu.control nor in cpu.workers", *p.lcore));
+      c.err(locate(c.root, {k("ports"), i(pi), k("lcore")}), path + ".lcore",
+            fmt::format("lcore {} is neither cpu.control nor in cpu.workers", *p.lcore));
     }
   }
   for (size_t w = 0; w < cfg.scheduler.workers.size(); ++w) {
     if (!lcores.contains(cfg.scheduler.workers[w])) {
-      err(locate(root, {k("scheduler"), k("workers"), i(w)}),
-          fmt::format("scheduler.workers[{}]", w),
-          fmt::format("lcore {} is not in cpu.workers", cfg.scheduler.workers[w]));
+      c.err(locate(c.root, {k("scheduler"), k("workers"), i(w)}),
+            fmt::format("scheduler.workers[{}]", w),
+            fmt::format("lcore {} is not in cpu.workers", cfg.scheduler.workers[w]));
     }
   }
+}
 
-  auto port_exists = [&](const std::string& name, const YAML::Node& at, const std::string& path) {
-    return config::port_exists(ctx, cfg, name, at, path);
-  };
-
-  // ---- steering ----
-  bool any_afxdp = std::any_of(cfg.ports.begin(), cfg.ports.end(),
-                               [](const PortConfig& p) { return p.is_afxdp(); });
-  const auto& st = cfg.steering;
-  auto check_action = [&](const SteerAction& a, const YAML::Node& at, const std::string& path) {
-    if (a.kind != SteerActionKind::Redirect) return;
-    if (!port_exists(a.redirect_port, at, path)) return;
-    if (!cfg.find_port(a.redirect_port)->kernel_interface()) {
-      err(at, path,
+void check_steer_action(const Checker& c, const SteerAction& a, const YAML::Node& at,
+                        const std::string& path) {
+  if (a.kind != SteerActionKind::Redirect) return;
+  if (!c.port_exists(a.redirect_port, at, path)) return;
+  if (!c.cfg.find_port(a.redirect_port)->kernel_interface()) {
+    c.err(at, path,
           fmt::format("redirect target '{}' has no kernel interface (XDP redirects between "
                       "kernel interfaces only)",
                       a.redirect_port));
-    }
+  }
+}
+
+// `rule_names`: the names of the rules before this one, by index.
+void check_steering_rule(const Checker& c, size_t ri, std::map<std::string, size_t>& rule_names) {
+  const auto& r = c.cfg.steering.rules[ri];
+  std::string path = fmt::format("steering.rules[{}]", ri);
+  auto at = [&](std::initializer_list<std::string> keys) {
+    YAML::Node n = locate(c.root, {k("steering"), k("rules"), i(ri)});
+    for (const auto& key : keys)
+      n.reset(locate(n, {k(key)}));
+    return n;
   };
-  check_action(st.default_action, locate(root, {k("steering"), k("default")}), "steering.default");
-  for (auto [a, key] :
-       {std::pair{&st.malformed, "malformed"}, std::pair{&st.no_socket, "no_socket"}}) {
-    if (a->kind != SteerActionKind::Drop && a->kind != SteerActionKind::Pass) {
-      err(locate(root, {k("steering"), k(key)}), fmt::format("steering.{}", key),
-          "must be 'drop' or 'pass'");
-    }
+  if (auto [it, fresh] = rule_names.emplace(r.name, ri); !fresh) {
+    c.err(at({"name"}), path + ".name", fmt::format("duplicate rule name '{}'", r.name));
   }
-  if (!st.rules.empty() && !any_afxdp) {
-    err(locate(root, {k("steering"), k("rules")}), "steering.rules",
-        "steering rules run in the XDP program of afxdp ports, and no afxdp port is declared");
+  check_steer_action(c, r.action, at({"action"}), path + ".action");
+  const auto& m = r.match;
+  if (m.port && c.port_exists(*m.port, at({"match", "port"}), path + ".match.port") &&
+      !c.cfg.find_port(*m.port)->is_afxdp()) {
+    c.err(
+        at({"match", "port"}), path + ".match.port",
+        fmt::format("port '{}' is not an afxdp port; steering runs on afxdp ports only", *m.port));
   }
-  std::map<std::string, size_t> rule_names;
-  for (size_t ri = 0; ri < st.rules.size(); ++ri) {
-    const auto& r = st.rules[ri];
-    std::string path = fmt::format("steering.rules[{}]", ri);
-    auto at = [&](std::initializer_list<std::string> keys) {
-      YAML::Node n = locate(root, {k("steering"), k("rules"), i(ri)});
-      for (const auto& key : keys)
-        n.reset(locate(n, {k(key)}));
-      return n;
-    };
-    if (auto [it, fresh] = rule_names.emplace(r.name, ri); !fresh) {
-      err(at({"name"}), path + ".name", fmt::format("duplicate rule name '{}'", r.name));
-    }
-    check_action(r.action, at({"action"}), path + ".action");
-    const auto& m = r.match;
-    if (m.port && port_exists(*m.port, at({"match", "port"}), path + ".match.port") &&
-        !cfg.find_port(*m.port)->is_afxdp()) {
-      err(at({"match", "port"}), path + ".match.port",
-          fmt::format("port '{}' is not an afxdp port; steering runs on afxdp ports only",
-                      *m.port));
-    }
-    if (!prefix_versions_agree(m.src, m.dst)) {
-      err(at({"match"}), path + ".match", "src and dst are of different IP versions");
-    }
-    if (m.l3) {
-      uint8_t want = *m.l3 == L3Proto::Ipv4 ? 4 : *m.l3 == L3Proto::Ipv6 ? 6 : 0;
-      for (const auto* pfx : {&m.src, &m.dst}) {
-        if (*pfx && (*pfx)->addr.version != want) {
-          err(at({"match", "l3"}), path + ".match.l3",
+  if (!prefix_versions_agree(m.src, m.dst)) {
+    c.err(at({"match"}), path + ".match", "src and dst are of different IP versions");
+  }
+  if (m.l3) {
+    uint8_t want = *m.l3 == L3Proto::Ipv4 ? 4 : *m.l3 == L3Proto::Ipv6 ? 6 : 0;
+    for (const auto* pfx : {&m.src, &m.dst}) {
+      if (*pfx && (*pfx)->addr.version != want) {
+        c.err(at({"match", "l3"}), path + ".match.l3",
               want == 0
                   ? "an arp rule cannot match IP prefixes"
                   : fmt::format("l3 is ipv{} but a prefix is IPv{}", want, (*pfx)->addr.version));
-          break;
-        }
-      }
-      if (*m.l3 == L3Proto::Arp && m.l4_proto) {
-        err(at({"match", "proto"}), path + ".match.proto", "an arp rule has no L4 protocol");
+        break;
       }
     }
-    if ((m.src_port || m.dst_port) && !(m.l4_proto && has_ports(*m.l4_proto))) {
-      err(at({"match"}), path + ".match", "src_port/dst_port need proto tcp, udp or sctp");
+    if (*m.l3 == L3Proto::Arp && m.l4_proto) {
+      c.err(at({"match", "proto"}), path + ".match.proto", "an arp rule has no L4 protocol");
     }
   }
+  if ((m.src_port || m.dst_port) && !(m.l4_proto && has_ports(*m.l4_proto))) {
+    c.err(at({"match"}), path + ".match", "src_port/dst_port need proto tcp, udp or sctp");
+  }
+}
 
-  // ---- scheduler ----
-  const auto& sc = cfg.scheduler;
+// ---- steering ----
+void check_steering(const Checker& c) {
+  const auto& st = c.cfg.steering;
+  bool any_afxdp = std::any_of(c.cfg.ports.begin(), c.cfg.ports.end(),
+                               [](const PortConfig& p) { return p.is_afxdp(); });
+  check_steer_action(c, st.default_action, locate(c.root, {k("steering"), k("default")}),
+                     "steering.default");
+  for (auto [a, key] :
+       {std::pair{&st.malformed, "malformed"}, std::pair{&st.no_socket, "no_socket"}}) {
+    if (a->kind != SteerActionKind::Drop && a->kind != SteerActionKind::Pass) {
+      c.err(locate(c.root, {k("steering"), k(key)}), fmt::format("steering.{}", key),
+            "must be 'drop' or 'pass'");
+    }
+  }
+  if (!st.rules.empty() && !any_afxdp) {
+    c.err(locate(c.root, {k("steering"), k("rules")}), "steering.rules",
+          "steering rules run in the XDP program of afxdp ports, and no afxdp port is declared");
+  }
+  std::map<std::string, size_t> rule_names;
+  for (size_t ri = 0; ri < st.rules.size(); ++ri)
+    check_steering_rule(c, ri, rule_names);
+}
+
+// ---- scheduler ----
+void check_scheduler(const Checker& c) {
+  const auto& sc = c.cfg.scheduler;
   if (sc.backend == SchedBackend::Eventdev && sc.device.empty()) {
-    err(locate(root, {k("scheduler")}), "scheduler.device",
-        "the eventdev backend needs a device (e.g. event_dsw0, event_sw0)");
+    c.err(locate(c.root, {k("scheduler")}), "scheduler.device",
+          "the eventdev backend needs a device (e.g. event_dsw0, event_sw0)");
   }
   if (sc.backend == SchedBackend::Builtin && (!sc.device.empty() || !sc.devargs.empty())) {
-    err(locate(root, {k("scheduler"), k(sc.device.empty() ? "devargs" : "device")}),
-        "scheduler.device", "device/devargs apply to the eventdev backend only");
+    c.err(locate(c.root, {k("scheduler"), k(sc.device.empty() ? "devargs" : "device")}),
+          "scheduler.device", "device/devargs apply to the eventdev backend only");
   }
-  bool dsw = sc.backend == SchedBackend::Eventdev && sc.device.rfind("event_dsw", 0) == 0;
-  bool sw = sc.backend == SchedBackend::Eventdev && sc.device.rfind("event_sw", 0) == 0;
+}
 
-  // ---- pipeline ----
+// ---- pipeline ----
+void check_pipeline(const Checker& c) {
+  const bool dsw = eventdev_device(c.cfg.scheduler, "event_dsw");
   std::map<std::string, size_t> stage_names;
-  for (size_t si = 0; si < cfg.pipeline.size(); ++si) {
-    const auto& s = cfg.pipeline[si];
+  for (size_t si = 0; si < c.cfg.pipeline.size(); ++si) {
+    const auto& s = c.cfg.pipeline[si];
     std::string path = fmt::format("pipeline[{}]", si);
-    YAML::Node sn = locate(root, {k("pipeline"), i(si)});
+    YAML::Node sn = locate(c.root, {k("pipeline"), i(si)});
     if (auto [it, fresh] = stage_names.emplace(s.name, si); !fresh) {
-      err(locate(sn, {k("name")}), path + ".name",
-          fmt::format("duplicate stage name '{}'", s.name));
+      c.err(locate(sn, {k("name")}), path + ".name",
+            fmt::format("duplicate stage name '{}'", s.name));
     }
     if (si == 0 && s.fuse) {
-      err(locate(sn, {k("fuse")}), path + ".fuse",
-          "the first stage has no previous stage to fuse with");
+      c.err(locate(sn, {k("fuse")}), path + ".fuse",
+            "the first stage has no previous stage to fuse with");
     }
     if (dsw && s.sched == SchedType::Ordered && !s.fuse) {
-      err(locate(sn, {k("sched")}), path + ".sched",
-          "event_dsw has no ordered queues (DPDK 22.11); use atomic, parallel, or the builtin "
-          "backend");
+      c.err(locate(sn, {k("sched")}), path + ".sched",
+            "event_dsw has no ordered queues (DPDK 22.11); use atomic, parallel, or the builtin "
+            "backend");
     }
     if (s.kind && s.kind->check) {
-      StageCheck check(ctx, cfg, si, sn);
+      StageCheck check(c.ctx, c.cfg, si, sn);
       s.kind->check(check, s.params);
     }
   }
+}
 
-  // ---- what the scheduler backend can hold ----
-  // One scheduler queue per stage that is not fused, plus the egress queue that restores
-  // order after an ordered stage (sched/from_config.h). The limits are those of the builtin
-  // backend (sched/scheduler.h: kMaxQueues) and of DPDK 22.11's software devices
-  // (drivers/event/dsw/dsw_evdev.h, drivers/event/sw/sw_evdev.h); a hardware device's own
-  // limits are checked when vecflowd configures it.
+// ---- what the scheduler backend can hold ----
+// One scheduler queue per stage that is not fused, plus the egress queue that restores
+// order after an ordered stage (sched/from_config.h). The limits are those of the builtin
+// backend (sched/scheduler.h: kMaxQueues) and of DPDK 22.11's software devices
+// (drivers/event/dsw/dsw_evdev.h, drivers/event/sw/sw_evdev.h); a hardware device's own
+// limits are checked when vecflowd configures it.
+void check_scheduler_capacity(const Checker& c) {
+  const auto& sc = c.cfg.scheduler;
   struct Limits {
     const char* name;
     size_t queues;
@@ -209,30 +235,40 @@ void validate(Ctx& ctx, const YAML::Node& root, const ApplianceConfig& cfg) {
   };
   std::optional<Limits> limits;
   if (sc.backend == SchedBackend::Builtin) limits = Limits{"the builtin scheduler", 32, 1u << 20};
-  if (dsw) limits = Limits{"event_dsw", 16, 16384};
-  if (sw) limits = Limits{"event_sw", 255, 4096};
-  if (limits) {
-    size_t queues = 0;
-    bool ordered = false;
-    for (const auto& s : cfg.pipeline) {
-      if (!s.fuse) ++queues;
-      ordered |= s.sched == SchedType::Ordered && !s.fuse;
-    }
-    if (ordered) ++queues;
-    if (queues > limits->queues) {
-      err(locate(root, {k("pipeline")}), "pipeline",
+  if (eventdev_device(sc, "event_dsw")) limits = Limits{"event_dsw", 16, 16384};
+  if (eventdev_device(sc, "event_sw")) limits = Limits{"event_sw", 255, 4096};
+  if (!limits) return;
+  size_t queues = 0;
+  bool ordered = false;
+  for (const auto& s : c.cfg.pipeline) {
+    if (!s.fuse) ++queues;
+    ordered |= s.sched == SchedType::Ordered && !s.fuse;
+  }
+  if (ordered) ++queues;
+  if (queues > limits->queues) {
+    c.err(locate(c.root, {k("pipeline")}), "pipeline",
           fmt::format("{} stages that are not fused{} need {} scheduler queues; {} offers {} (fuse "
                       "stages that can run to completion together)",
                       queues - (ordered ? 1 : 0),
                       ordered ? " and the egress queue of ordered stages" : "", queues,
                       limits->name, limits->queues));
-    }
-    if (sc.queue_depth > limits->inflight) {
-      err(locate(root, {k("scheduler"), k("queue_depth")}), "scheduler.queue_depth",
+  }
+  if (sc.queue_depth > limits->inflight) {
+    c.err(locate(c.root, {k("scheduler"), k("queue_depth")}), "scheduler.queue_depth",
           fmt::format("{} events in flight is above the {} of {}", sc.queue_depth, limits->inflight,
                       limits->name));
-    }
   }
+}
+
+}  // namespace
+
+void validate(Ctx& ctx, const YAML::Node& root, const ApplianceConfig& cfg) {
+  const Checker c{ctx, root, cfg};
+  check_ports(c);
+  check_steering(c);
+  check_scheduler(c);
+  check_pipeline(c);
+  check_scheduler_capacity(c);
 }
 
 }  // namespace vecflow::config::detail
