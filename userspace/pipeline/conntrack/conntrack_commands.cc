@@ -12,6 +12,61 @@
 #include "api/values.h"
 #include "pipeline/conntrack/conntrack_stage.h"
 
+namespace vecflow {
+
+// The stage's readers for the control plane (control thread).
+ConntrackCounters ConntrackStage::counters() const noexcept {
+  ConntrackCounters c;
+  for (unsigned i = 0; i < slots_; ++i) {
+    const LcoreState& s = lcores_[i];
+    for (size_t k = 0; k < kCtMarkCount; ++k)
+      c.marks[k] += s.marks[k].load();
+    c.created += s.created.load();
+    c.expired += s.expired.load();
+    c.table_full += s.table_full.load();
+    c.nat_no_port += s.nat_no_port.load();
+    c.fragments_known += s.fragments_known.load();
+    c.fragments_unknown += s.fragments_unknown.load();
+  }
+  return c;
+}
+
+std::array<uint64_t, kConnStateCount> ConntrackStage::sessions_by_state() const {
+  std::array<uint64_t, kConnStateCount> n{};
+  table_->for_each(ConnTable::tick(rte_rdtsc()),
+                   [&](const ConnSnapshot& s) { ++n[size_t(s.state)]; });
+  return n;
+}
+
+std::vector<ConnSnapshot> ConntrackStage::sessions(const SessionFilter& f) const {
+  std::vector<ConnSnapshot> out;
+  for_each_session(f, [&](const ConnSnapshot& s) { out.push_back(s); });
+  return out;
+}
+
+void ConntrackStage::for_each_session(const SessionFilter& f,
+                                      const std::function<void(const ConnSnapshot&)>& fn) const {
+  const auto has_address = [&](const ConnKey& k) {
+    if (!f.address) return true;
+    if (f.address->version != k.version) return false;
+    const size_t n = k.version == 4 ? 4 : 16;
+    return std::equal(k.src.begin(), k.src.begin() + n, f.address->bytes.begin()) ||
+           std::equal(k.dst.begin(), k.dst.begin() + n, f.address->bytes.begin());
+  };
+  table_->for_each(ConnTable::tick(rte_rdtsc()), [&](const ConnSnapshot& s) {
+    if (f.state && s.state != *f.state) return;
+    if (!has_address(s.key)) return;
+    if (f.port) {
+      const uint16_t p = rte_cpu_to_be_16(*f.port);
+      const bool ports = has_l4_ports(s.key.proto);
+      if (!ports || (s.key.src_port != p && s.key.dst_port != p)) return;
+    }
+    fn(s);
+  });
+}
+
+}  // namespace vecflow
+
 namespace vecflow::control {
 namespace {
 

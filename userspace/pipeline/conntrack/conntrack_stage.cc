@@ -38,10 +38,6 @@ bool icmp_error(uint8_t version, uint8_t type) noexcept {
   return type >= 1 && type <= 4;
 }
 
-bool has_l4_ports(uint8_t proto) noexcept {
-  return proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_SCTP;
-}
-
 ConnState unreplied(uint8_t proto) noexcept {
   if (proto == IPPROTO_UDP) return ConnState::UdpUnreplied;
   if (proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6) return ConnState::IcmpUnreplied;
@@ -114,6 +110,20 @@ struct Rewrite {
   sum = checksum_apply(sum, change);
   if (r.proto == IPPROTO_UDP && sum == 0) sum = 0xffff;
   std::memcpy(at, &sum, 2);
+}
+
+// A TCP session (new, or its port pair used again) as its opening segment `g` sets it up.
+void open_tcp(ConnEntry* c, const Segment& g, ConnState state, uint8_t flags) noexcept {
+  c->state = state;
+  c->flags = static_cast<uint8_t>(flags | (c->flags & (kConnSnat | kConnDnat)));
+  c->tcp = {};
+  c->tcp[0].end = g.end;
+  c->tcp[0].maxend = g.end;
+  c->tcp[0].maxwin = std::max<uint32_t>(g.win, 1);
+  if (g.wscale >= 0) {
+    c->flags |= kConnWscaleOrig;
+    c->wscale[0] = static_cast<uint8_t>(g.wscale);
+  }
 }
 
 }  // namespace
@@ -511,6 +521,132 @@ inline bool ConntrackStage::track_established(rte_mbuf* m, uint64_t tsc, uint32_
   return true;
 }
 
+// The session of key `k`: the one the packet before found when it was of the same flow, else
+// a lookup (with NAT, of the key translated back first).
+[[gnu::always_inline]] inline ConnEntry* ConntrackStage::find(const rte_mbuf* m, ConnKey& k,
+                                                              bool fragment, bool echo,
+                                                              uint32_t now, LcoreState& st,
+                                                              LastLookup& last, bool run_follows,
+                                                              NatPre& pre, bool& reply) noexcept {
+  const uint32_t hash = m->hash.rss;
+  ConnEntry* e;
+  const uint8_t shape = static_cast<uint8_t>(fragment | echo << 1);
+  if (last.entry != nullptr && last.hash == hash && last.port == m->port && last.shape == shape &&
+      last.key == k) {
+    e = last.entry;
+    reply = last.reply;
+  } else {
+    // Remembered only when the next packet may be of the same flow: with many flows a copy
+    // of the key per packet would cost more than the lookups it saves.
+    last.entry = nullptr;
+    if (run_follows) {
+      last.hash = hash;
+      last.port = m->port;
+      last.shape = shape;
+      last.key = k;
+    }
+    uint64_t expired = 0;
+    if (nat_ && k.version == 4 && !fragment && (has_l4_ports(k.proto) || echo)) {
+      // What nat_key may change, kept as fields: a copy of the key would read it as 16-byte
+      // words (see ConnKey).
+      uint32_t dst;
+      std::memcpy(&dst, k.dst.data(), 4);
+      const uint16_t src_port = k.src_port, dst_port = k.dst_port;
+      pre = nat_key(m, k, echo);
+      e = table_->find(hash, k, now, reply, expired);
+      if (pre.pool >= 0 && (e == nullptr || !(e->flags & kConnSnat) || !reply)) {
+        // Not a reply of the connection the pool port maps (the filtering is address and port
+        // dependent): the packet goes on as addressed.
+        pre.pool = -1;
+        k.set_dst_v4(dst);
+        k.set_ports(src_port, dst_port);
+        e = table_->find(hash, k, now, reply, expired);
+      }
+    } else {
+      e = table_->find(hash, k, now, reply, expired);
+    }
+    if (expired) st.expired.add(expired);
+    if (run_follows) {
+      last.entry = e;
+      last.reply = reply;
+    }
+  }
+  return e;
+}
+
+// A segment of TCP session `e`: the state machine's step and the window checks.
+[[gnu::always_inline]] inline ConntrackStage::Tracked ConntrackStage::tcp_segment(
+    const rte_mbuf* m, ConnEntry* e, const Segment& g, bool reply, uint64_t tsc,
+    uint32_t now) noexcept {
+  const unsigned dir = reply ? 1 : 0;
+  rte_seqcount_write_begin(&e->seq);
+  CtMark mark = CtMark::Invalid;
+  ConnState state = e->state;
+  TcpWindow& s = e->tcp[dir];
+  TcpWindow& r = e->tcp[dir ^ 1];
+  if (g.flags == kTcpSyn) {
+    if (!reply && (state == ConnState::TcpTimeWait || state == ConnState::TcpClose)) {
+      open_tcp(e, g, ConnState::TcpSynSent, 0);  // the port pair is used again
+      state = ConnState::TcpSynSent;
+      e->packets = {0, 0};
+      e->bytes = {0, 0};
+      e->created = tsc;
+      mark = CtMark::New;
+    } else if (!reply && state == ConnState::TcpSynSent) {
+      mark = CtMark::New;  // a retransmitted SYN
+    }
+  } else if (g.flags == (kTcpSyn | kTcpAck)) {
+    if (reply && (state == ConnState::TcpSynSent || state == ConnState::TcpSynRecv)) {
+      s.end = g.end;
+      s.maxend = g.end;
+      s.maxwin = std::max<uint32_t>(g.win, 1);
+      if (g.wscale >= 0 && (e->flags & kConnWscaleOrig)) {
+        e->flags |= kConnWscaleReply;
+        e->wscale[1] = static_cast<uint8_t>(g.wscale);
+      }
+      if (in_window(s, r, g, g.win)) {
+        e->flags |= kConnSeenReply;
+        state = ConnState::TcpSynRecv;
+        mark = CtMark::Established;
+      }
+    }
+  } else if (state != ConnState::TcpSynSent || !reply) {
+    // ACK, FIN or RST (the originator's ACKs while the SYN waits for its answer, too).
+    if (segment_accepted(*e, dir, g)) {
+      if (reply) e->flags |= kConnSeenReply;
+      if (g.flags & kTcpRst) {
+        state = ConnState::TcpClose;
+      } else {
+        if (g.flags & kTcpFin) e->flags |= reply ? kConnFinReply : kConnFinOrig;
+        if ((e->flags & (kConnFinOrig | kConnFinReply)) == (kConnFinOrig | kConnFinReply)) {
+          state = ConnState::TcpTimeWait;
+        } else if (g.flags & kTcpFin) {
+          state = ConnState::TcpFinWait;
+        } else if (state == ConnState::TcpSynRecv && !reply) {
+          state = ConnState::TcpEstablished;
+        }
+      }
+      mark = (e->flags & kConnSeenReply) ? CtMark::Established : CtMark::New;
+    }
+  } else if (g.flags & kTcpRst) {
+    // The responder refuses the SYN: its reset acknowledges the SYN exactly.
+    if ((g.flags & kTcpAck) && g.ack == e->tcp[0].end) {
+      e->flags |= kConnSeenReply;
+      state = ConnState::TcpClose;
+      mark = CtMark::Established;
+    }
+  }
+  if (mark != CtMark::Invalid) {
+    e->state = state;
+    e->packets[dir] += 1;
+    e->bytes[dir] += m->pkt_len;
+    e->last_seen = tsc;
+  }
+  rte_seqcount_write_end(&e->seq);
+  if (mark != CtMark::Invalid) table_->set_expiry(e, expiry(state, now));
+  return Tracked(mark, e, reply);
+}
+
 ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_t now,
                                               LcoreState& st, LastLookup& last,
                                               bool run_follows) noexcept {
@@ -573,49 +709,7 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
   const uint32_t hash = m->hash.rss;
   bool reply = false;
   NatPre pre;
-  ConnEntry* e;
-  const uint8_t shape = static_cast<uint8_t>(fragment | echo << 1);
-  if (last.entry != nullptr && last.hash == hash && last.port == m->port && last.shape == shape &&
-      last.key == k) {
-    e = last.entry;
-    reply = last.reply;
-  } else {
-    // Remembered only when the next packet may be of the same flow: with many flows a copy
-    // of the key per packet would cost more than the lookups it saves.
-    last.entry = nullptr;
-    if (run_follows) {
-      last.hash = hash;
-      last.port = m->port;
-      last.shape = shape;
-      last.key = k;
-    }
-    uint64_t expired = 0;
-    if (nat_ && k.version == 4 && !fragment && (has_l4_ports(k.proto) || echo)) {
-      // What nat_key may change, kept as fields: a copy of the key would read it as 16-byte
-      // words (see ConnKey).
-      uint32_t dst;
-      std::memcpy(&dst, k.dst.data(), 4);
-      const uint16_t src_port = k.src_port, dst_port = k.dst_port;
-      pre = nat_key(m, k, echo);
-      e = table_->find(hash, k, now, reply, expired);
-      if (pre.pool >= 0 && (e == nullptr || !(e->flags & kConnSnat) || !reply)) {
-        // Not a reply of the connection the pool port maps (the filtering is address and port
-        // dependent): the packet goes on as addressed.
-        pre.pool = -1;
-        k.set_dst_v4(dst);
-        k.set_ports(src_port, dst_port);
-        e = table_->find(hash, k, now, reply, expired);
-      }
-    } else {
-      e = table_->find(hash, k, now, reply, expired);
-    }
-    if (expired) st.expired.add(expired);
-    if (run_follows) {
-      last.entry = e;
-      last.reply = reply;
-    }
-  }
-  const unsigned dir = reply ? 1 : 0;
+  ConnEntry* e = find(m, k, fragment, echo, now, st, last, run_follows, pre, reply);
   // A new session's translation; refused when its source NAT rule has no free port. A bound
   // session is what the next packets of the flow find.
   const auto bind = [&](ConnEntry* c) noexcept {
@@ -645,19 +739,6 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
   const Segment g = segment_of(l4, l4_room);
   if (!valid_flags(g.flags)) return Tracked(CtMark::Invalid);
 
-  const auto open = [&](ConnEntry* c, ConnState state, uint8_t flags) noexcept {
-    c->state = state;
-    c->flags = static_cast<uint8_t>(flags | (c->flags & (kConnSnat | kConnDnat)));
-    c->tcp = {};
-    c->tcp[0].end = g.end;
-    c->tcp[0].maxend = g.end;
-    c->tcp[0].maxwin = std::max<uint32_t>(g.win, 1);
-    if (g.wscale >= 0) {
-      c->flags |= kConnWscaleOrig;
-      c->wscale[0] = static_cast<uint8_t>(g.wscale);
-    }
-  };
-
   if (e == nullptr) {
     // A SYN opens a connection; a reset or SYN/ACK for none is invalid; any other segment
     // picks up a connection already running (vecflowd restarted, a route moved).
@@ -668,10 +749,10 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
     st.created.add();
     rte_seqcount_write_begin(&e->seq);
     if (g.flags == kTcpSyn) {
-      open(e, ConnState::TcpSynSent, 0);
+      open_tcp(e, g, ConnState::TcpSynSent, 0);
     } else {
-      open(e, (g.flags & kTcpFin) ? ConnState::TcpFinWait : ConnState::TcpEstablished,
-           kConnLiberal | ((g.flags & kTcpFin) ? kConnFinOrig : 0));
+      open_tcp(e, g, (g.flags & kTcpFin) ? ConnState::TcpFinWait : ConnState::TcpEstablished,
+               kConnLiberal | ((g.flags & kTcpFin) ? kConnFinOrig : 0));
     }
     e->packets[0] = 1;
     e->bytes[0] = m->pkt_len;
@@ -680,72 +761,7 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
     return Tracked(CtMark::New, e, false);
   }
 
-  rte_seqcount_write_begin(&e->seq);
-  CtMark mark = CtMark::Invalid;
-  ConnState state = e->state;
-  TcpWindow& s = e->tcp[dir];
-  TcpWindow& r = e->tcp[dir ^ 1];
-  if (g.flags == kTcpSyn) {
-    if (!reply && (state == ConnState::TcpTimeWait || state == ConnState::TcpClose)) {
-      open(e, ConnState::TcpSynSent, 0);  // the port pair is used again
-      state = ConnState::TcpSynSent;
-      e->packets = {0, 0};
-      e->bytes = {0, 0};
-      e->created = tsc;
-      mark = CtMark::New;
-    } else if (!reply && state == ConnState::TcpSynSent) {
-      mark = CtMark::New;  // a retransmitted SYN
-    }
-  } else if (g.flags == (kTcpSyn | kTcpAck)) {
-    if (reply && (state == ConnState::TcpSynSent || state == ConnState::TcpSynRecv)) {
-      s.end = g.end;
-      s.maxend = g.end;
-      s.maxwin = std::max<uint32_t>(g.win, 1);
-      if (g.wscale >= 0 && (e->flags & kConnWscaleOrig)) {
-        e->flags |= kConnWscaleReply;
-        e->wscale[1] = static_cast<uint8_t>(g.wscale);
-      }
-      if (in_window(s, r, g, g.win)) {
-        e->flags |= kConnSeenReply;
-        state = ConnState::TcpSynRecv;
-        mark = CtMark::Established;
-      }
-    }
-  } else if (state != ConnState::TcpSynSent || !reply) {
-    // ACK, FIN or RST (the originator's ACKs while the SYN waits for its answer, too).
-    if (segment_accepted(*e, dir, g)) {
-      if (reply) e->flags |= kConnSeenReply;
-      if (g.flags & kTcpRst) {
-        state = ConnState::TcpClose;
-      } else {
-        if (g.flags & kTcpFin) e->flags |= reply ? kConnFinReply : kConnFinOrig;
-        if ((e->flags & (kConnFinOrig | kConnFinReply)) == (kConnFinOrig | kConnFinReply)) {
-          state = ConnState::TcpTimeWait;
-        } else if (g.flags & kTcpFin) {
-          state = ConnState::TcpFinWait;
-        } else if (state == ConnState::TcpSynRecv && !reply) {
-          state = ConnState::TcpEstablished;
-        }
-      }
-      mark = (e->flags & kConnSeenReply) ? CtMark::Established : CtMark::New;
-    }
-  } else if (g.flags & kTcpRst) {
-    // The responder refuses the SYN: its reset acknowledges the SYN exactly.
-    if ((g.flags & kTcpAck) && g.ack == e->tcp[0].end) {
-      e->flags |= kConnSeenReply;
-      state = ConnState::TcpClose;
-      mark = CtMark::Established;
-    }
-  }
-  if (mark != CtMark::Invalid) {
-    e->state = state;
-    e->packets[dir] += 1;
-    e->bytes[dir] += m->pkt_len;
-    e->last_seen = tsc;
-  }
-  rte_seqcount_write_end(&e->seq);
-  if (mark != CtMark::Invalid) table_->set_expiry(e, expiry(state, now));
-  return Tracked(mark, e, reply);
+  return tcp_segment(m, e, g, reply, tsc, now);
 }
 
 void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
@@ -828,56 +844,6 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
 size_t ConntrackStage::describe(rte_mbuf* m, std::span<char> out) const noexcept {
   const auto r = fmt::format_to_n(out.data(), out.size(), "{}", ct_mark_name(ct_mark(m)));
   return std::min(out.size(), r.size);
-}
-
-ConntrackCounters ConntrackStage::counters() const noexcept {
-  ConntrackCounters c;
-  for (unsigned i = 0; i < slots_; ++i) {
-    const LcoreState& s = lcores_[i];
-    for (size_t k = 0; k < kCtMarkCount; ++k)
-      c.marks[k] += s.marks[k].load();
-    c.created += s.created.load();
-    c.expired += s.expired.load();
-    c.table_full += s.table_full.load();
-    c.nat_no_port += s.nat_no_port.load();
-    c.fragments_known += s.fragments_known.load();
-    c.fragments_unknown += s.fragments_unknown.load();
-  }
-  return c;
-}
-
-std::array<uint64_t, kConnStateCount> ConntrackStage::sessions_by_state() const {
-  std::array<uint64_t, kConnStateCount> n{};
-  table_->for_each(ConnTable::tick(rte_rdtsc()),
-                   [&](const ConnSnapshot& s) { ++n[size_t(s.state)]; });
-  return n;
-}
-
-std::vector<ConnSnapshot> ConntrackStage::sessions(const SessionFilter& f) const {
-  std::vector<ConnSnapshot> out;
-  for_each_session(f, [&](const ConnSnapshot& s) { out.push_back(s); });
-  return out;
-}
-
-void ConntrackStage::for_each_session(const SessionFilter& f,
-                                      const std::function<void(const ConnSnapshot&)>& fn) const {
-  const auto has_address = [&](const ConnKey& k) {
-    if (!f.address) return true;
-    if (f.address->version != k.version) return false;
-    const size_t n = k.version == 4 ? 4 : 16;
-    return std::equal(k.src.begin(), k.src.begin() + n, f.address->bytes.begin()) ||
-           std::equal(k.dst.begin(), k.dst.begin() + n, f.address->bytes.begin());
-  };
-  table_->for_each(ConnTable::tick(rte_rdtsc()), [&](const ConnSnapshot& s) {
-    if (f.state && s.state != *f.state) return;
-    if (!has_address(s.key)) return;
-    if (f.port) {
-      const uint16_t p = rte_cpu_to_be_16(*f.port);
-      const bool ports = has_l4_ports(s.key.proto);
-      if (!ports || (s.key.src_port != p && s.key.dst_port != p)) return;
-    }
-    fn(s);
-  });
 }
 
 }  // namespace vecflow

@@ -62,6 +62,10 @@
 
 namespace vecflow {
 
+namespace tcp {
+struct Segment;
+}
+
 // `nat.snat[i]`: connections entering through `in_port` from `src` leave from an address of
 // `to`, or from the address of port `masquerade`'s kernel interface, with a source port of
 // `ports`.
@@ -218,6 +222,13 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
   // A datagram of session `e` (not TCP): its counters, reply state and expiry. Its mark.
   CtMark count_datagram(ConnEntry* e, bool reply, const rte_mbuf* m, uint64_t tsc,
                         uint32_t now) noexcept;
+  // The session of `k` (nullptr: none), `reply` whether the packet goes against it, `pre` what
+  // the NAT made of the key; `k` as the session is keyed.
+  ConnEntry* find(const rte_mbuf* m, ConnKey& k, bool fragment, bool echo, uint32_t now,
+                  LcoreState& st, LastLookup& last, bool run_follows, NatPre& pre,
+                  bool& reply) noexcept;
+  Tracked tcp_segment(const rte_mbuf* m, ConnEntry* e, const tcp::Segment& g, bool reply,
+                      uint64_t tsc, uint32_t now) noexcept;
   // `run_follows`: the next packet has this one's flow hash (worth remembering the lookup).
   Tracked track(rte_mbuf* m, uint64_t tsc, uint32_t now, LcoreState& st, LastLookup& last,
                 bool run_follows) noexcept;

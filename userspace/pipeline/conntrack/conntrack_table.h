@@ -40,6 +40,8 @@
 // skip them.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <array>
 #include <atomic>
 #include <bit>
@@ -96,6 +98,11 @@ struct ConnTimeouts {
 };
 // The longest timeout a session may have: times are kept in 32-bit ticks.
 inline constexpr uint32_t kMaxConnTimeout = 30 * 86400;
+
+// Whether a connection of protocol `proto` is keyed by its ports (TCP, UDP, SCTP).
+inline bool has_l4_ports(uint8_t proto) noexcept {
+  return proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_SCTP;
+}
 
 // A connection as its originator sent it. IPv4 addresses use the first 4 bytes, the rest
 // zero. Ports in network order; an ICMP echo's identifier stands in both; 0 for protocols
