@@ -148,7 +148,7 @@ class Port {
   virtual Result<void> start() = 0;
   virtual void stop() noexcept = 0;
 
-  // ---- additions to the first contract (all with defaults, so test doubles stay small) ----
+  // ---- implemented here or with a default: a test double overrides only what it uses ----
 
   // The port's MAC address (the interface's, or the DPDK device's).
   virtual MacAddress mac() const noexcept { return {}; }

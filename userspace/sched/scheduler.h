@@ -50,7 +50,10 @@ struct QueueConfig {
   SchedType type = SchedType::Atomic;
 };
 
-// Named trade-offs of the builtin backend; defaults in builtin.h. Tests and benchmarks pass
+// Named trade-offs of the builtin backend. They are here, not in sched/builtin_backend.h,
+// because SchedulerConfig carries them for whichever backend it creates; eventdev backends
+// ignore them. default_builtin_tuning() (sched/builtin_backend.cc) returns the constants
+// sched/builtin_backend.h explains (kMigrationIntervalUs ...). Tests and benchmarks pass
 // others (for example, migrating eagerly to exercise the migration protocol).
 struct BuiltinTuning {
   uint32_t migration_interval_us;  // least time between two emigrations from one port
