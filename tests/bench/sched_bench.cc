@@ -219,14 +219,14 @@ uint32_t g_worker_backlog = 1u << 24;
 std::unique_ptr<sched::Scheduler> make(Kind k, bool vectors) {
   static unsigned seq = 0;
   sched::SchedulerConfig c;
-  c.queues = {{"q", sched::SchedType::Atomic}};
+  c.queues = {{"q", SchedType::Atomic}};
   c.producers = 1;
   c.workers = 1;
   c.inflight_limit = kInflight;
   c.worker_backlog_packets = g_worker_backlog;
   c.vector_events = vectors;
   if (k != Kind::Builtin) {
-    c.backend = sched::Backend::Eventdev;
+    c.backend = SchedBackend::Eventdev;
     c.device = fmt::format("{}_vscb{}", k == Kind::Dsw ? "event_dsw" : "event_sw", seq++);
   }
   auto s = sched::create_scheduler(c);
@@ -413,7 +413,7 @@ RxMeasure run_rx_point(Kind k, uint16_t vector, uint32_t flows, uint32_t train, 
   }
   OutcomeTable outcomes(1, 1);
   SynthPort port(mbufs, flows, train);
-  sched::RxAdapter rx("rx", s.producer(0), {vector, 50, 0, sched::SchedType::Atomic, vecs},
+  sched::RxAdapter rx("rx", s.producer(0), {vector, 50, 0, SchedType::Atomic, vecs},
                       outcomes.row(0));
   (void)rx.add_queue(port, 0);
   TouchEvery handler;

@@ -116,7 +116,7 @@ config::StageConfig conntrack_stage(uint32_t sessions, bool nat) {
   }
   config::StageConfig s;
   s.type = s.name = "conntrack";
-  s.sched = config::SchedType::Atomic;
+  s.sched = SchedType::Atomic;
   s.params = c;
   return s;
 }
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
       {"route (stateless)",
        {[] {
          auto r = route_stage(false);
-         r.sched = config::SchedType::Atomic;
+         r.sched = SchedType::Atomic;
          return r;
        }()},
        {}},

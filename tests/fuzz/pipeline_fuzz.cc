@@ -281,7 +281,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     RxClassify c;
     c.port = PortId{uint16_t(flags & 1)};
     c.drop_malformed = !(flags & 2);
-    c.flow_id = FlowIdFrom::Software;
+    c.flow_id = FlowIdSource::Software;
     PortOutcomes& o = h.outcomes.at(0, c.port);
     o.rx_packets.add();
     o.rx_bytes.add(len);

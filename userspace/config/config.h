@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "core/net.h"
+#include "core/queue_owner.h"
+#include "core/sched_types.h"
 
 namespace vecflow::config {
 
@@ -93,7 +95,6 @@ enum class SteerActionKind { Pass, Drop, Userspace, Tx, Redirect };
 
 enum class XskMode { Auto, Copy, ZeroCopy };
 enum class XdpAttachMode { Auto, Native, Generic };
-enum class QueueOwner { Vecflow, Dpdk };
 
 // A run of rx queues of an interface and who reads them: vecflow's own AF_XDP sockets, or
 // DPDK's net_af_xdp PMD. Either way vecflow's steering program decides what is lifted.
@@ -223,9 +224,6 @@ struct SteeringSection {
 
 // ---- scheduler --------------------------------------------------------------------------------
 
-enum class SchedBackend { Builtin, Eventdev };
-enum class FlowIdSource { Auto, Xdp, Rss, Software };
-
 // Whether a single worker that polls every rx queue runs the pipeline straight on what it
 // receives (datapath/direct_path.h) or through the scheduler.
 enum class SchedPath { Auto, Scheduled };
@@ -251,8 +249,6 @@ struct SchedulerSection {
 };
 
 // ---- pipeline ---------------------------------------------------------------------------------
-
-enum class SchedType { Atomic, Ordered, Parallel };
 
 // The match a stage applies to a packet's 5-tuple (acl rules, the mirror stage); absent
 // fields match anything.
@@ -395,9 +391,6 @@ std::string queue_list(uint64_t mask);
 
 // Names used in messages and the control protocol.
 std::string_view to_string(SteerActionKind k);
-std::string_view to_string(SchedType t);
-std::string_view to_string(SchedBackend b);
-std::string_view to_string(QueueOwner o);
 std::string_view to_string(XskMode m);
 
 }  // namespace vecflow::config

@@ -165,26 +165,6 @@ std::string_view to_string(SteerActionKind k) {
   return "?";
 }
 
-std::string_view to_string(SchedType t) {
-  switch (t) {
-    case SchedType::Atomic:
-      return "atomic";
-    case SchedType::Ordered:
-      return "ordered";
-    case SchedType::Parallel:
-      return "parallel";
-  }
-  return "?";
-}
-
-std::string_view to_string(SchedBackend b) {
-  return b == SchedBackend::Builtin ? "builtin" : "eventdev";
-}
-
-std::string_view to_string(QueueOwner o) {
-  return o == QueueOwner::Vecflow ? "vecflow" : "dpdk";
-}
-
 std::string_view to_string(XskMode m) {
   switch (m) {
     case XskMode::Auto:

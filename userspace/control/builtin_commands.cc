@@ -169,7 +169,7 @@ void register_status(Registry& registry, StatusSource source) {
         out["control_lcore"] = cfg.cpu.control;
         out["workers"] = std::move(workers);
         out["hugepages"] = source.hugepages;
-        out["scheduler"] = {{"backend", config::to_string(cfg.scheduler.backend)}};
+        out["scheduler"] = {{"backend", to_string(cfg.scheduler.backend)}};
         if (sections.contains("scheduler")) out["scheduler"].update(sections["scheduler"]);
         if (sections.contains("ports")) {
           out["ports"] = sections["ports"];

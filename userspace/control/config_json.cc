@@ -73,20 +73,6 @@ std::string_view log_level_name(LogLevel l) {
   return "?";
 }
 
-std::string_view flow_id_name(FlowIdSource f) {
-  switch (f) {
-    case FlowIdSource::Auto:
-      return "auto";
-    case FlowIdSource::Xdp:
-      return "xdp";
-    case FlowIdSource::Rss:
-      return "rss";
-    case FlowIdSource::Software:
-      return "software";
-  }
-  return "?";
-}
-
 Json port_json(const PortConfig& p) {
   Json j = {{"name", p.name}, {"lcore", opt(p.lcore)}};
   if (const auto* a = std::get_if<AfXdpPort>(&p.kind)) {
@@ -284,7 +270,7 @@ Json config_to_json(const ApplianceConfig& c) {
                       {"buckets", s.vector_buckets ? Json(s.vector_buckets) : Json("auto")}}},
                     {"queue_depth", s.queue_depth},
                     {"worker_backlog", s.worker_backlog},
-                    {"flow_id", flow_id_name(s.flow_id)}};
+                    {"flow_id", to_string(s.flow_id)}};
   Json stages = Json::array();
   for (const auto& st : c.pipeline) {
     Json stage = {

@@ -20,7 +20,7 @@ PipelineHandler::PipelineHandler(Pipeline& pipeline, OutcomeTable& outcomes, uns
   for (size_t g = 0; g < group_queue_.size(); ++g) {
     queue_group_[group_queue_[g]] = static_cast<uint8_t>(g);
     group_ordered_.push_back(g < pipeline_.groups().size() &&
-                             pipeline_.groups()[g].sched == config::SchedType::Ordered);
+                             pipeline_.groups()[g].sched == SchedType::Ordered);
   }
 }
 

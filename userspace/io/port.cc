@@ -20,10 +20,6 @@ std::string_view to_string(LinkState s) noexcept {
   return "unknown";
 }
 
-std::string_view to_string(QueueOwner o) noexcept {
-  return o == QueueOwner::Vecflow ? "vecflow" : "dpdk";
-}
-
 std::string_view to_string(CopyMode m) noexcept {
   return m == CopyMode::ZeroCopy ? "zero-copy" : "copy";
 }

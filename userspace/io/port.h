@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "core/ids.h"
 #include "core/net.h"
+#include "core/queue_owner.h"
 #include "io/hardware.h"
 
 struct rte_mbuf;
@@ -38,9 +39,6 @@ class FlowHashRewrite;
 
 enum class LinkState : uint8_t { Unknown, Down, Up };
 
-// Who reads a queue: vecflow's own code (an AF_XDP socket, or the ethdev of a DPDK port), or
-// DPDK's net_af_xdp PMD on a queue of an AF_XDP port's interface (config `owner: dpdk`).
-enum class QueueOwner : uint8_t { Vecflow, Dpdk };
 // Whether received frames land in our buffers directly (AF_XDP zero-copy, any DPDK PMD writing
 // into our mbufs) or the kernel copies them there (AF_XDP copy mode).
 enum class CopyMode : uint8_t { ZeroCopy, Copy };
@@ -48,7 +46,6 @@ enum class CopyMode : uint8_t { ZeroCopy, Copy };
 enum class WakeMode : uint8_t { Polling, Interrupt };
 
 std::string_view to_string(LinkState s) noexcept;
-std::string_view to_string(QueueOwner o) noexcept;
 std::string_view to_string(CopyMode m) noexcept;
 std::string_view to_string(WakeMode m) noexcept;
 

@@ -22,18 +22,7 @@ PortEnvironment port_environment(const config::ApplianceConfig& cfg) {
   PortEnvironment env;
   env.symmetric_hash = cfg.steering.symmetric_hash;
   env.drop_malformed = cfg.steering.malformed.kind == config::SteerActionKind::Drop;
-  switch (cfg.scheduler.flow_id) {
-    case config::FlowIdSource::Rss:
-      env.flow_id = FlowIdFrom::Rss;
-      break;
-    case config::FlowIdSource::Software:
-      env.flow_id = FlowIdFrom::Software;
-      break;
-    case config::FlowIdSource::Auto:
-    case config::FlowIdSource::Xdp:
-      env.flow_id = FlowIdFrom::Auto;
-      break;
-  }
+  env.flow_id = cfg.scheduler.flow_id;
   return env;
 }
 
@@ -52,7 +41,7 @@ PacketPoolOptions pool_options(const config::ApplianceConfig& cfg) {
       // full-sized 1514-byte frame would be dropped on receive. DPDK-owned queues therefore
       // get 4096-byte buffers, whatever the file says.
       for (const auto& r : a->queues) {
-        if (r.owner == config::QueueOwner::Dpdk) {
+        if (r.owner == QueueOwner::Dpdk) {
           o.frame_size = std::max(o.frame_size, 4096u);
           zero_copy_possible = true;
         }
@@ -95,9 +84,7 @@ Result<std::unique_ptr<Port>> create_port(const config::PortConfig& p, PortId id
     o.interface = a->interface;
     o.queues.clear();
     for (const auto& r : a->queues) {
-      o.queues.push_back(XskQueueRange{
-          r.first, r.count,
-          r.owner == config::QueueOwner::Dpdk ? QueueOwner::Dpdk : QueueOwner::Vecflow});
+      o.queues.push_back(XskQueueRange{r.first, r.count, r.owner});
     }
     o.bind = a->mode == config::XskMode::Copy       ? XskBind::Copy
              : a->mode == config::XskMode::ZeroCopy ? XskBind::ZeroCopy

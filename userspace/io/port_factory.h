@@ -25,9 +25,9 @@ namespace vecflow {
 
 struct PortEnvironment {
   PacketPool* pool = nullptr;
-  bool symmetric_hash = true;  // steering.symmetric_hash
-  bool drop_malformed = true;  // steering.malformed == drop
-  FlowIdFrom flow_id = FlowIdFrom::Auto;
+  bool symmetric_hash = true;                 // steering.symmetric_hash
+  bool drop_malformed = true;                 // steering.malformed == drop
+  FlowIdSource flow_id = FlowIdSource::Auto;  // scheduler.flow_id
   // The steering BPF object, handed to net_af_xdp (`xdp_prog`) for DPDK-owned queues.
   std::string steering_object;
 };

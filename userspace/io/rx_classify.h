@@ -16,23 +16,16 @@
 #include "core/ids.h"
 #include "core/packet.h"
 #include "core/parse.h"
+#include "core/sched_types.h"
 #include "vecflow/xdp_meta.h"
 
 namespace vecflow {
 
-// Where a port takes a frame's flow id from (config scheduler.flow_id).
-enum class FlowIdFrom : uint8_t {
-  Auto,      // XDP metadata on AF_XDP ports; the NIC's RSS hash where the PMD reports one;
-             // else the software hash (the same vf_flow_hash the XDP program computes)
-  Rss,       // the NIC's RSS hash, software where the PMD reports none
-  Software,  // always vf_flow_hash: one id per flow whichever port sees it
-};
-
 struct RxClassify {
   PortId port{};
-  bool symmetric = true;       // steering.symmetric_hash, for software hashes
-  bool drop_malformed = true;  // steering.malformed: drop (else deliver as non-IP)
-  FlowIdFrom flow_id = FlowIdFrom::Auto;
+  bool symmetric = true;                      // steering.symmetric_hash, for software hashes
+  bool drop_malformed = true;                 // steering.malformed: drop (else deliver as non-IP)
+  FlowIdSource flow_id = FlowIdSource::Auto;  // scheduler.flow_id
   // Whether anything reads the flow hash (a scheduler's flow ids, a stage: Stage::
   // reads_flow_hash). Without a reader a frame the NIC or XDP did not hash is not hashed
   // (~16 cycles of dependent multiplications): m->hash.rss 0, no RTE_MBUF_F_RX_RSS_HASH.
@@ -96,7 +89,7 @@ inline bool classify_from_meta(rte_mbuf* m, const RxClassify& c, bool try_meta) 
 // Whether the frame keeps the NIC's RSS hash as its flow id, or needs none (else it is hashed
 // in software).
 inline bool keeps_rss(const rte_mbuf* m, const RxClassify& c) noexcept {
-  return !c.hash || (c.flow_id != FlowIdFrom::Software && (m->ol_flags & RTE_MBUF_F_RX_RSS_HASH));
+  return !c.hash || (c.flow_id != FlowIdSource::Software && (m->ol_flags & RTE_MBUF_F_RX_RSS_HASH));
 }
 
 // A frame the common path did not take, parsed in full. Returns the drop reason when it is

@@ -12,6 +12,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "core/sched_types.h"
 #include "pipeline/stage.h"
 #include "pipeline/stage_registry.h"
 #include "runtime/service.h"
@@ -20,10 +21,10 @@ namespace vecflow {
 
 // Consecutive stages that run to completion on one worker: one scheduler queue.
 struct PipelineGroup {
-  size_t first = 0;                                     // index of its first stage
-  size_t count = 0;                                     // stages in the group
-  config::SchedType sched = config::SchedType::Atomic;  // the first stage's: the queue's type
-  std::string name;                                     // "route+neighbour+l2"
+  size_t first = 0;                     // index of its first stage
+  size_t count = 0;                     // stages in the group
+  SchedType sched = SchedType::Atomic;  // the first stage's: the queue's type
+  std::string name;                     // "route+neighbour+l2"
 };
 
 // One line of `vecflowctl runtime`: a stage's counters summed over lcores.

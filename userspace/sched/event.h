@@ -21,15 +21,14 @@
 #include <rte_eventdev.h>
 #include <rte_mbuf.h>
 
+#include "core/sched_types.h"
+
 namespace vecflow::sched {
 
-enum class SchedType : uint8_t {
-  Atomic = RTE_SCHED_TYPE_ATOMIC,      // a flow is on at most one worker at a time, in order
-  Ordered = RTE_SCHED_TYPE_ORDERED,    // order restored at the next enqueue
-  Parallel = RTE_SCHED_TYPE_PARALLEL,  // no guarantee
-};
-
-const char* to_string(SchedType t) noexcept;
+// A queue's SchedType is stored into rte_event.sched_type as it is.
+static_assert(static_cast<uint8_t>(SchedType::Atomic) == RTE_SCHED_TYPE_ATOMIC);
+static_assert(static_cast<uint8_t>(SchedType::Ordered) == RTE_SCHED_TYPE_ORDERED);
+static_assert(static_cast<uint8_t>(SchedType::Parallel) == RTE_SCHED_TYPE_PARALLEL);
 
 // rte_event.flow_id is a 20-bit field.
 inline constexpr uint32_t kFlowIdMask = (1u << 20) - 1;

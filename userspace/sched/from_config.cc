@@ -6,29 +6,13 @@
 #include "sched/rx_adapter.h"
 
 namespace vecflow::sched {
-namespace {
-
-SchedType to_sched(config::SchedType t) {
-  switch (t) {
-    case config::SchedType::Atomic:
-      return SchedType::Atomic;
-    case config::SchedType::Ordered:
-      return SchedType::Ordered;
-    case config::SchedType::Parallel:
-      return SchedType::Parallel;
-  }
-  return SchedType::Atomic;
-}
-
-}  // namespace
-
 StageQueues stage_queues(std::span<const config::StageConfig> stages) {
   StageQueues q;
   bool ordered = false;
   for (const auto& s : stages) {
     if (!s.fuse || q.queues.empty()) {
-      q.queues.push_back(QueueConfig{s.name, to_sched(s.sched)});
-      ordered |= s.sched == config::SchedType::Ordered;
+      q.queues.push_back(QueueConfig{s.name, s.sched});
+      ordered |= s.sched == SchedType::Ordered;
     }
     q.stage_queue.push_back(static_cast<uint8_t>(q.queues.size() - 1));
   }
@@ -42,8 +26,7 @@ StageQueues stage_queues(std::span<const config::StageConfig> stages) {
 SchedulerConfig scheduler_config(const config::SchedulerSection& section, const StageQueues& q,
                                  uint16_t producers, uint16_t workers, uint32_t spare_mbufs) {
   SchedulerConfig c;
-  c.backend =
-      section.backend == config::SchedBackend::Builtin ? Backend::Builtin : Backend::Eventdev;
+  c.backend = section.backend;
   c.device = section.device;
   c.devargs = section.devargs;
   c.queues = q.queues;

@@ -5,18 +5,6 @@
 
 namespace vecflow::sched {
 
-const char* to_string(SchedType t) noexcept {
-  switch (t) {
-    case SchedType::Atomic:
-      return "atomic";
-    case SchedType::Ordered:
-      return "ordered";
-    case SchedType::Parallel:
-      return "parallel";
-  }
-  return "?";
-}
-
 void free_payload(rte_event& ev) noexcept {
   if (is_vector(ev)) {
     rte_event_vector* v = ev.vec;
@@ -85,7 +73,7 @@ Result<std::unique_ptr<Scheduler>> create_scheduler(const SchedulerConfig& confi
     return fail("scheduler: {} queues; at most {} pipeline stages are supported",
                 config.queues.size(), kMaxQueues - 1);
   if (config.workers == 0) return fail("scheduler: no worker ports");
-  if (config.backend == Backend::Builtin) return create_builtin_scheduler(config);
+  if (config.backend == SchedBackend::Builtin) return create_builtin_scheduler(config);
   return create_eventdev_scheduler(config);
 }
 

@@ -29,6 +29,7 @@
 
 #include "core/counter.h"
 #include "core/error.h"
+#include "core/sched_types.h"
 #include "sched/event.h"
 
 namespace vecflow {
@@ -42,8 +43,6 @@ inline constexpr uint16_t kMaxQueues = 32;
 // Largest burst a caller passes to enqueue/dequeue. Eventdev ports are configured with at
 // least this depth; the builtin backend takes any size.
 inline constexpr uint16_t kMaxEventBurst = 64;
-
-enum class Backend : uint8_t { Builtin, Eventdev };
 
 struct QueueConfig {
   std::string name;
@@ -66,7 +65,7 @@ struct BuiltinTuning {
 BuiltinTuning default_builtin_tuning() noexcept;
 
 struct SchedulerConfig {
-  Backend backend = Backend::Builtin;
+  SchedBackend backend = SchedBackend::Builtin;
   std::string device;   // eventdev: "event_dsw0", "event_sw0", or a probed device's name
   std::string devargs;  // eventdev vdev arguments
   std::vector<QueueConfig> queues;

@@ -159,9 +159,8 @@ SteerSetup steer_setup(const config::ApplianceConfig& cfg) {
   for (const auto& p : cfg.ports) {
     if (const std::string* ifname = p.kernel_interface()) s.interfaces.emplace(p.name, *ifname);
     if (const auto* a = std::get_if<config::AfXdpPort>(&p.kind)) {
-      bool dpdk_queues = std::any_of(a->queues.begin(), a->queues.end(), [](const auto& q) {
-        return q.owner == config::QueueOwner::Dpdk;
-      });
+      bool dpdk_queues = std::any_of(a->queues.begin(), a->queues.end(),
+                                     [](const auto& q) { return q.owner == QueueOwner::Dpdk; });
       s.ports.push_back({p.name, a->interface, a->xdp_mode, !dpdk_queues, RxQueuePlan::of(*a)});
     }
   }

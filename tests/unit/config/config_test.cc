@@ -21,8 +21,10 @@
 
 namespace fs = std::filesystem;
 using namespace vecflow::config;
+using vecflow::QueueOwner;
 using vecflow::RouteChecks;
 using vecflow::RouteConfig;
+using vecflow::SchedType;
 
 namespace {
 

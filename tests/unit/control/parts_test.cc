@@ -285,7 +285,7 @@ class Transmit final : public sched::EventHandler {
 TEST(SchedPart, VectorsEventsAndBusyShareOfAWorker) {
   VECFLOW_REQUIRE_EAL();
   auto scheduler =
-      test::make_scheduler(test::BackendKind::Builtin, {{"first", sched::SchedType::Atomic}}, 1, 1);
+      test::make_scheduler(test::BackendKind::Builtin, {{"first", SchedType::Atomic}}, 1, 1);
   ASSERT_TRUE(scheduler);
   auto pool = sched::VectorPool::create("vpt_vectors", 64, 4, 0);
   ASSERT_TRUE(pool) << pool.error().message;
@@ -293,8 +293,8 @@ TEST(SchedPart, VectorsEventsAndBusyShareOfAWorker) {
   test::RingPort in("in", PortId{0});
   test::RingPort out("out", PortId{1});
   // Vectors of 4; a partial vector closes after 1 ms.
-  sched::RxAdapter rx("rx0", scheduler->producer(0),
-                      {4, 1000, 0, sched::SchedType::Atomic, pool->get()}, outcomes.row(0));
+  sched::RxAdapter rx("rx0", scheduler->producer(0), {4, 1000, 0, SchedType::Atomic, pool->get()},
+                      outcomes.row(0));
   ASSERT_TRUE(rx.add_queue(in, 0));
   Transmit handler;
   sched::TxAdapter tx({{&in, 0}, {&out, 0}}, {}, outcomes.row(1));

@@ -23,8 +23,7 @@ namespace {
 constexpr uint8_t kFirstQueue = 3;   // the scheduler queue of group 0
 constexpr uint8_t kSecondQueue = 5;  // ... of group 1
 
-config::StageConfig test_stage(std::string type,
-                               config::SchedType sched = config::SchedType::Atomic) {
+config::StageConfig test_stage(std::string type, SchedType sched = SchedType::Atomic) {
   config::StageConfig s = stage(type, CountConfig{});
   s.sched = sched;
   return s;
@@ -165,7 +164,7 @@ TEST_F(PipelineHandlerTest, AGroupRunsOnceOverTheBurstAndEventsGoOnInOrder) {
 }
 
 TEST_F(PipelineHandlerTest, AnOrderedGroupPutsWhatItDecidedBackIntoItsFinishedEvents) {
-  build({test_stage("decide", config::SchedType::Ordered)});
+  build({test_stage("decide", SchedType::Ordered)});
   for (uint32_t f = 0; f < 2; ++f)
     events_.push_back(vector_event(kFirstQueue, f, 8 * f, 8));
   handler_->process(events_);
@@ -186,7 +185,7 @@ TEST_F(PipelineHandlerTest, AnOrderedGroupPutsWhatItDecidedBackIntoItsFinishedEv
 }
 
 TEST_F(PipelineHandlerTest, AnOrderedGroupSendsWhatItDecidedAtOnceWhenTheEventGoesOn) {
-  build({test_stage("decide", config::SchedType::Ordered), test_stage("place")});
+  build({test_stage("decide", SchedType::Ordered), test_stage("place")});
   for (uint32_t f = 0; f < 2; ++f)
     events_.push_back(vector_event(kFirstQueue, f, 8 * f, 8));
   handler_->process(events_);

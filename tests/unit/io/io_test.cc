@@ -276,12 +276,12 @@ TEST(RxClassify, ABurstGivesEachFrameWhatItGetsAlone) {
     }
     return m;
   };
-  for (const FlowIdFrom from : {FlowIdFrom::Software, FlowIdFrom::Rss}) {
+  for (const FlowIdSource from : {FlowIdSource::Software, FlowIdSource::Rss}) {
     SCOPED_TRACE(static_cast<int>(from));
     RxClassify c;
     c.port = PortId{4};
     c.flow_id = from;
-    const bool rss = from == FlowIdFrom::Rss;
+    const bool rss = from == FlowIdSource::Rss;
     std::vector<rte_mbuf*> alone, burst;
     for (const Bytes& f : frames) {
       rte_mbuf* m = mbuf_of(f, rss);
@@ -382,7 +382,7 @@ TEST(PortFactory, PortsAndPoolFromTheApplianceFile) {
   PortEnvironment env = port_environment(*cfg);
   EXPECT_FALSE(env.drop_malformed);
   EXPECT_FALSE(env.symmetric_hash);
-  EXPECT_EQ(env.flow_id, FlowIdFrom::Software);
+  EXPECT_EQ(env.flow_id, FlowIdSource::Software);
   env.pool = &p;
   auto wan = create_port(cfg->ports[0], PortId{0}, env);
   ASSERT_FALSE(wan);

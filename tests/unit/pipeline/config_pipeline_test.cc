@@ -38,9 +38,9 @@ TEST(ConfigPipeline, BuildsAndRunsTheStagesOfAnApplianceFile) {
   auto groups = h.pipeline->groups();
   ASSERT_EQ(groups.size(), 3u);
   EXPECT_EQ(groups[0].name, "acl");
-  EXPECT_EQ(groups[0].sched, config::SchedType::Parallel);
+  EXPECT_EQ(groups[0].sched, SchedType::Parallel);
   EXPECT_EQ(groups[1].name, "route+neighbour+l2");
-  EXPECT_EQ(groups[1].sched, config::SchedType::Atomic);
+  EXPECT_EQ(groups[1].sched, SchedType::Atomic);
   EXPECT_EQ(groups[2].name, "count");
 
   auto frame = [](const std::string& dst, uint8_t proto, uint16_t dport, uint16_t sport) {

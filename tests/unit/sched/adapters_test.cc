@@ -20,7 +20,6 @@
 
 using namespace vecflow;
 using namespace vecflow::test;
-using sched::SchedType;
 
 namespace {
 

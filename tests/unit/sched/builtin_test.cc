@@ -18,7 +18,6 @@
 
 using namespace vecflow;
 using namespace vecflow::test;
-using sched::SchedType;
 
 namespace {
 
@@ -96,9 +95,7 @@ TEST_P(BuiltinMigration, FlowsOfThreeProducersMoveWhileAtomicityAndOrderHold) {
 
 INSTANTIATE_TEST_SUITE_P(FirstStage, BuiltinMigration,
                          ::testing::Values(SchedType::Atomic, SchedType::Ordered),
-                         [](const auto& info) {
-                           return std::string(sched::to_string(info.param));
-                         });
+                         [](const auto& info) { return std::string(to_string(info.param)); });
 
 // With the default tuning a port below 70% load keeps its flows: light traffic never migrates.
 TEST(Builtin, LightLoadDoesNotMigrate) {

@@ -17,7 +17,6 @@
 
 using namespace vecflow;
 using namespace vecflow::test;
-using sched::SchedType;
 
 namespace {
 

@@ -55,7 +55,7 @@ class CheckHandler final : public sched::EventHandler {
     for (rte_event& e : events) {
       const uint8_t q = e.queue_id;
       const size_t cell = static_cast<size_t>(q) * c_.flows + ev_flow(e);
-      const bool atomic = types_[q] == sched::SchedType::Atomic;
+      const bool atomic = types_[q] == SchedType::Atomic;
       if (atomic) {
         int expected = -1;
         if (!c_.owner[cell].compare_exchange_strong(expected, id_)) c_.violations.fetch_add(1);
@@ -72,7 +72,7 @@ class CheckHandler final : public sched::EventHandler {
 
  private:
   Checks& c_;
-  const std::array<sched::SchedType, sched::kMaxQueues>& types_;
+  const std::array<SchedType, sched::kMaxQueues>& types_;
   int id_;
   uint16_t stages_;
   uint32_t cost_ns_;
@@ -101,7 +101,7 @@ class CheckSink final : public sched::EgressSink {
 class Producer final : public Service {
  public:
   // Producer `index` of s.producers: makes its share of s.events, on its share of the flows.
-  Producer(sched::EventPort& port, const Scenario& s, sched::SchedType first, uint16_t index)
+  Producer(sched::EventPort& port, const Scenario& s, SchedType first, uint16_t index)
       : Service("producer"),
         port_(port),
         s_(s),
@@ -165,7 +165,7 @@ class Producer final : public Service {
  private:
   sched::EventPort& port_;
   const Scenario& s_;
-  sched::SchedType first_;
+  SchedType first_;
   uint16_t index_;
   uint64_t events_;
   std::vector<uint32_t> seqs_;
@@ -212,12 +212,12 @@ Outcome run_scenario(BackendKind kind, const Scenario& s) {
   bool ordered = false;
   for (size_t i = 0; i < s.stages.size(); ++i) {
     queues.push_back({fmt::format("stage{}", i), s.stages[i]});
-    ordered |= s.stages[i] == sched::SchedType::Ordered;
+    ordered |= s.stages[i] == SchedType::Ordered;
   }
   std::optional<uint8_t> egress;
   if (ordered) {
     egress = static_cast<uint8_t>(queues.size());
-    queues.push_back({"egress", sched::SchedType::Atomic});
+    queues.push_back({"egress", SchedType::Atomic});
   }
   auto sched = make_scheduler(kind, queues, s.producers, s.workers, s.inflight, s.tuning);
   if (!sched) return out;

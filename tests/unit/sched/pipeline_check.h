@@ -17,7 +17,7 @@
 namespace vecflow::test {
 
 struct Scenario {
-  std::vector<sched::SchedType> stages;
+  std::vector<SchedType> stages;
   uint32_t flows = 1024;
   uint64_t events = 100'000;
   uint16_t workers = 2;

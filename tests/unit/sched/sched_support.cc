@@ -43,9 +43,9 @@ std::unique_ptr<sched::Scheduler> make_scheduler(BackendKind kind,
   c.inflight_limit = inflight;
   if (tuning) c.builtin = *tuning;
   if (kind == BackendKind::Builtin) {
-    c.backend = sched::Backend::Builtin;
+    c.backend = SchedBackend::Builtin;
   } else {
-    c.backend = sched::Backend::Eventdev;
+    c.backend = SchedBackend::Eventdev;
     c.device = fmt::format("{}_vsc{}", kind == BackendKind::Dsw ? "event_dsw" : "event_sw",
                            seq.fetch_add(1));
   }

@@ -11,11 +11,10 @@
 
 using namespace vecflow;
 using namespace vecflow::test;
-using sched::SchedType;
 
 namespace {
 
-class SchedBackend : public ::testing::TestWithParam<BackendKind> {
+class SchedulerBackend : public ::testing::TestWithParam<BackendKind> {
  protected:
   void SetUp() override { VECFLOW_REQUIRE_EAL(); }
   BackendKind kind() const { return GetParam(); }
@@ -30,7 +29,7 @@ void expect_clean(const Outcome& o, uint64_t events) {
   EXPECT_EQ(o.inflight_after, 0u);
 }
 
-TEST_P(SchedBackend, AtomicStagesRunAFlowOnOneWorkerAtATimeInOrder) {
+TEST_P(SchedulerBackend, AtomicStagesRunAFlowOnOneWorkerAtATimeInOrder) {
   Scenario s;
   s.stages = {SchedType::Atomic, SchedType::Atomic};
   s.events = 60'000;
@@ -42,7 +41,7 @@ TEST_P(SchedBackend, AtomicStagesRunAFlowOnOneWorkerAtATimeInOrder) {
   EXPECT_GT(o.per_worker_events[1], 0u);
 }
 
-TEST_P(SchedBackend, OrderedStageOrderIsRestoredAtTheNextStage) {
+TEST_P(SchedulerBackend, OrderedStageOrderIsRestoredAtTheNextStage) {
   if (!has_ordered(kind())) GTEST_SKIP() << backend_name(kind()) << " has no ordered queues";
   Scenario s;
   s.stages = {SchedType::Ordered, SchedType::Atomic};
@@ -51,7 +50,7 @@ TEST_P(SchedBackend, OrderedStageOrderIsRestoredAtTheNextStage) {
   expect_clean(run_scenario(kind(), s), s.events);
 }
 
-TEST_P(SchedBackend, LastStageOrderedLeavesThroughTheEgressQueueInOrder) {
+TEST_P(SchedulerBackend, LastStageOrderedLeavesThroughTheEgressQueueInOrder) {
   if (!has_ordered(kind())) GTEST_SKIP() << backend_name(kind()) << " has no ordered queues";
   Scenario s;
   s.stages = {SchedType::Atomic, SchedType::Ordered};
@@ -64,7 +63,7 @@ TEST_P(SchedBackend, LastStageOrderedLeavesThroughTheEgressQueueInOrder) {
   EXPECT_EQ(o.stats.queues.back().dequeued, s.events);
 }
 
-TEST_P(SchedBackend, ParallelStageSpreadsOverWorkers) {
+TEST_P(SchedulerBackend, ParallelStageSpreadsOverWorkers) {
   Scenario s;
   s.stages = {SchedType::Parallel};
   s.flows = 4;
@@ -78,7 +77,7 @@ TEST_P(SchedBackend, ParallelStageSpreadsOverWorkers) {
   EXPECT_GT(o.per_worker_events[1], 0u);
 }
 
-TEST_P(SchedBackend, UnderOverloadEveryEventIsDeliveredOrCountedDropped) {
+TEST_P(SchedulerBackend, UnderOverloadEveryEventIsDeliveredOrCountedDropped) {
   Scenario s;
   s.stages = {SchedType::Atomic, SchedType::Atomic};
   s.events = 100'000;
@@ -95,7 +94,7 @@ TEST_P(SchedBackend, UnderOverloadEveryEventIsDeliveredOrCountedDropped) {
   EXPECT_EQ(o.inflight_after, 0u);
 }
 
-TEST_P(SchedBackend, VariableBurstSizesKeepEveryEventAndOrder) {
+TEST_P(SchedulerBackend, VariableBurstSizesKeepEveryEventAndOrder) {
   for (auto [lo, hi] : {std::pair{1, 1}, {2, 2}, {32, 32}, {1, 16}}) {
     Scenario s;
     s.stages = {SchedType::Atomic};
@@ -111,7 +110,7 @@ TEST_P(SchedBackend, VariableBurstSizesKeepEveryEventAndOrder) {
 
 // Drives ports by hand on one thread: NEW, then FORWARD and RELEASE through enqueue_burst, and
 // the implicit release at the next dequeue, as the counters and inflight() see them.
-TEST_P(SchedBackend, NewForwardReleaseAndImplicitRelease) {
+TEST_P(SchedulerBackend, NewForwardReleaseAndImplicitRelease) {
   auto sched = make_scheduler(kind(), {{"a", SchedType::Atomic}, {"b", SchedType::Atomic}}, 1, 1);
   ASSERT_TRUE(sched);
   auto svc = sched->service();
@@ -169,7 +168,7 @@ TEST_P(SchedBackend, NewForwardReleaseAndImplicitRelease) {
   EXPECT_EQ(st.queues[1].dequeued, 4u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, SchedBackend,
+INSTANTIATE_TEST_SUITE_P(Backends, SchedulerBackend,
                          ::testing::Values(BackendKind::Builtin, BackendKind::Dsw, BackendKind::Sw),
                          [](const auto& info) {
                            return std::string(info.param == BackendKind::Builtin ? "builtin"

@@ -231,7 +231,7 @@ void register_stages(Registry& registry, Pipeline& pipeline) {
                             {"type", st.type()},
                             {"group", g},
                             {"queue", groups.empty() ? "" : groups[g].name},
-                            {"sched", groups.empty() ? "" : config::to_string(groups[g].sched)},
+                            {"sched", groups.empty() ? "" : to_string(groups[g].sched)},
                             {"calls", calls},
                             {"packets", packets},
                             {"cycles", cycles},

@@ -397,14 +397,13 @@ void register_sched(Registry& registry, const sched::Scheduler* scheduler,
           const std::string& name = scheduler->queue(static_cast<uint8_t>(q)).name;
           uint64_t in = s.count(kQueueEnqueued, {name});
           uint64_t out = s.count(kQueueDequeued, {name});
-          queues.push_back(
-              {{"queue", q},
-               {"name", name},
-               {"type", sched::to_string(scheduler->queue_type(static_cast<uint8_t>(q)))},
-               {"in", in},
-               {"out", out},
-               {"in_per_s", number_or_null(rates.rate(kQueueEnqueued, {name}))},
-               {"out_per_s", number_or_null(rates.rate(kQueueDequeued, {name}))}});
+          queues.push_back({{"queue", q},
+                            {"name", name},
+                            {"type", to_string(scheduler->queue_type(static_cast<uint8_t>(q)))},
+                            {"in", in},
+                            {"out", out},
+                            {"in_per_s", number_or_null(rates.rate(kQueueEnqueued, {name}))},
+                            {"out_per_s", number_or_null(rates.rate(kQueueDequeued, {name}))}});
         }
 
         Json adapters = Json::array();

@@ -96,7 +96,7 @@ Result<std::unique_ptr<DpdkPort>> DpdkPort::create(std::string name, PortId id,
   c.rx_descriptors = o.rx_descriptors;
   c.tx_descriptors = o.tx_descriptors;
   c.pool = pool.mempool();
-  c.rss = o.classify.flow_id != FlowIdFrom::Software;
+  c.rss = o.classify.flow_id != FlowIdSource::Software;
   c.rx_interrupts = o.rx_interrupts;
   c.mtu = o.mtu;
   if (!o.interface.empty() && c.mtu == 0) c.mtu = interface_mtu(o.interface);

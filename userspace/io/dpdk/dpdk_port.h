@@ -3,9 +3,9 @@
 // PCI address), with its queues on the appliance's PacketPool.
 //
 // Received frames are parsed once (core/parse.h) for packet_type, l2_len, l3_len; the flow id is
-// the NIC's RSS hash when the PMD delivers one (and FlowIdFrom allows it), else the software
-// vf_flow_hash the XDP program also computes. Malformed frames are dropped here, counted per
-// queue under their reason (steering.malformed: drop), or delivered as non-IP.
+// the NIC's RSS hash when the PMD delivers one (unless scheduler.flow_id is software), else the
+// software vf_flow_hash the XDP program also computes. Malformed frames are dropped here, counted
+// per queue under their reason (steering.malformed: drop), or delivered as non-IP.
 //
 // VM ports: net_vhost serves a vhost-user socket; the guest (QEMU's virtio-net, or DPDK's
 // net_virtio_user) chooses split or packed virtqueues, and vhost offers packed ones, so a guest

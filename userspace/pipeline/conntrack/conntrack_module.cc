@@ -247,7 +247,7 @@ void check_conntrack(config::StageCheck& c, const ConntrackConfig& p) {
   const config::ApplianceConfig& cfg = c.config();
   const YAML::Node at = c.node();
   if (p.nat()) check_nat(c, p);
-  if (group_head(cfg, c.index())->sched != config::SchedType::Atomic)
+  if (group_head(cfg, c.index())->sched != SchedType::Atomic)
     c.error(at, c.path(),
             "conntrack keeps per-connection state and needs an atomic queue: give it "
             "`sched: atomic`, or fuse it to a stage that has it");
@@ -261,8 +261,8 @@ void check_conntrack(config::StageCheck& c, const ConntrackConfig& p) {
             "connection share a flow bucket");
   const bool any_dpdk = std::any_of(cfg.ports.begin(), cfg.ports.end(),
                                     [](const config::PortConfig& p) { return !p.is_afxdp(); });
-  if (cfg.scheduler.flow_id == config::FlowIdSource::Rss ||
-      (cfg.scheduler.flow_id == config::FlowIdSource::Auto && any_dpdk))
+  if (cfg.scheduler.flow_id == FlowIdSource::Rss ||
+      (cfg.scheduler.flow_id == FlowIdSource::Auto && any_dpdk))
     c.error(at, c.path(),
             "conntrack needs the flow hash vecflow computes (scheduler.flow_id: software or "
             "xdp): a NIC's RSS hash differs between a connection's two directions");
