@@ -1,8 +1,11 @@
 #include "control/parts/sched_part.h"
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <rte_lcore.h>
 
@@ -246,6 +249,341 @@ Json service_share(const RateWindow& rates, const MetricFamily& f, const std::st
   return tsc_percent(rates.rate_sum(f, {{"service", service}}));
 }
 
+// What the sched part reads, owned by the app (register_sched says so). The collector and
+// the `sched` command each keep a copy.
+struct SchedSources {
+  const sched::Scheduler* scheduler;
+  std::vector<const sched::RxAdapter*> rx_adapters;
+  std::vector<const sched::Worker*> workers;
+  std::vector<const sched::TxAdapter*> tx_adapters;
+  std::vector<DirectPathView> direct;
+};
+
+// A tx adapter's counters, under the name of the worker or direct path it sends for.
+void add_tx(Snapshot& s, const std::string& name, const sched::TxStats& t) {
+  s.add(kTxBursts, {name}, t.bursts.load());
+  s.add(kTxRetries, {name}, t.retries.load());
+  s.add(kTxFull, {name}, t.tx_full.load());
+  s.add(kTxFragmented, {name}, t.fragmented.load());
+  s.add(kTxFragments, {name}, t.fragments.load());
+}
+
+void collect_direct(Snapshot& s, const std::vector<DirectPathView>& direct) {
+  for (const DirectPathView& d : direct) {
+    s.add(kDirectPackets, {d.name}, d.packets->load());
+    s.add(kDirectRuns, {d.name}, d.runs->load());
+    add_tx(s, d.name, *d.tx);
+  }
+}
+
+// The scheduler's own counters: its queues and the ports the adapters and workers use.
+void collect_scheduler(Snapshot& s, const sched::Scheduler& scheduler) {
+  sched::SchedulerStats st = scheduler.stats();
+  s.set(kInfo, {st.backend}, 1);
+  s.set(kInflight, {}, static_cast<double>(st.inflight));
+  s.add(kMigrations, {}, st.migrations);
+  for (const auto& q : st.queues) {
+    s.add(kQueueEnqueued, {q.name}, q.enqueued);
+    s.add(kQueueDequeued, {q.name}, q.dequeued);
+  }
+  for (const auto& p : st.ports) {
+    auto role = role_name(p.role);
+    std::string idx = std::to_string(p.index);
+    s.add(kPortEnqueued, {role, idx, "new"}, p.enq_new);
+    s.add(kPortEnqueued, {role, idx, "forward"}, p.enq_forward);
+    s.add(kPortEnqueued, {role, idx, "release"}, p.enq_release);
+    s.add(kPortRefused, {role, idx}, p.refused);
+    if (p.role != sched::PortRole::Worker) continue;
+    s.add(kPortDequeued, {role, idx}, p.dequeued);
+    s.add(kPortDequeueCalls, {role, idx}, p.dequeue_calls);
+    s.add(kPortEmptyDequeues, {role, idx}, p.empty_dequeues);
+    s.add(kPortEmigrations, {role, idx}, p.emigrations);
+    s.add(kPortImmigrations, {role, idx}, p.immigrations);
+    s.set(kPortLoad, {role, idx}, p.load_permille / 1000.0);
+    s.set(kPortBacklog, {role, idx}, p.backlog);
+    s.set(kPortBacklogPackets, {role, idx}, static_cast<double>(p.backlog_packets));
+  }
+}
+
+void collect_rx_adapter(Snapshot& s, const sched::RxAdapter& rx) {
+  const std::string& a = rx.name();
+  const sched::RxAdapterStats& r = rx.adapter_stats();
+  s.add(kRxPackets, {a}, r.packets.load());
+  s.add(kRxEvents, {a}, r.events.load());
+  s.add(kRxVectors, {a}, r.vectors.load());
+  s.add(kRxVectorPackets, {a}, r.vector_packets.load());
+  s.add(kRxClosed, {a, kClosedWhy[0]}, r.closed_full.load());
+  s.add(kRxClosed, {a, kClosedWhy[1]}, r.closed_drained.load());
+  s.add(kRxClosed, {a, kClosedWhy[2]}, r.closed_timeout.load());
+  s.add(kRxClosed, {a, kClosedWhy[3]}, r.closed_flush.load());
+  add_wait(s, a, r.wait);
+  s.add(kRxNoVector, {a}, r.no_vector.load());
+  s.add(kRxRefused, {a}, r.refused.load());
+  s.add(kRxHeld, {a}, r.held.load());
+}
+
+// A worker's counters, and its tx adapter's (`tx` null when it has none) under its name.
+void collect_worker(Snapshot& s, const sched::Worker& worker, const sched::TxAdapter* tx) {
+  const std::string& w = worker.name();
+  const sched::WorkerStats& ws = worker.worker_stats();
+  s.add(kWorkerEvents, {w}, ws.events.load());
+  s.add(kWorkerForwarded, {w}, ws.forwarded.load());
+  s.add(kWorkerFinished, {w}, ws.finished.load());
+  s.add(kWorkerViaEgress, {w}, ws.via_egress.load());
+  s.add(kWorkerRefused, {w}, ws.refused.load());
+  if (tx) add_tx(s, w, tx->stats());
+}
+
+void collect_sched(Snapshot& s, const SchedSources& src) {
+  collect_direct(s, src.direct);
+  if (src.scheduler == nullptr) return;
+  collect_scheduler(s, *src.scheduler);
+  for (const sched::RxAdapter* rx : src.rx_adapters)
+    collect_rx_adapter(s, *rx);
+  for (size_t i = 0; i < src.workers.size(); ++i)
+    collect_worker(s, *src.workers[i], i < src.tx_adapters.size() ? src.tx_adapters[i] : nullptr);
+}
+
+// `lcore=N` of `sched`: whether what runs on `lcore` ("" for none) is shown.
+bool on_lcore(const std::optional<uint64_t>& only, const std::string& lcore) {
+  return !only || lcore == std::to_string(*only);
+}
+
+Json direct_row(const Snapshot& s, const RateWindow& rates, const DirectPathView& d,
+                const std::string& lcore) {
+  const uint64_t packets = s.count(kDirectPackets, {d.name});
+  const uint64_t runs = s.count(kDirectRuns, {d.name});
+  auto pkt_rate = rates.rate(kDirectPackets, {d.name});
+  auto run_rate = rates.rate(kDirectRuns, {d.name});
+  return Json{{"service", d.name},
+              {"lcore", lcore},
+              {"busy_pct", service_share(rates, kServiceBusy, d.name)},
+              {"idle_pct", service_share(rates, kServiceIdle, d.name)},
+              {"packets", packets},
+              {"pps", number_or_null(pkt_rate)},
+              {"runs", runs},
+              {"mean_run", runs ? Json(static_cast<double>(packets) / static_cast<double>(runs))
+                                : Json(nullptr)},
+              {"recent_mean_run",
+               run_rate && *run_rate > 0 && pkt_rate ? Json(*pkt_rate / *run_rate) : Json(nullptr)},
+              {"tx_bursts", s.count(kTxBursts, {d.name})},
+              {"tx_retries", s.count(kTxRetries, {d.name})},
+              {"tx_full", s.count(kTxFull, {d.name})},
+              {"fragmented", s.count(kTxFragmented, {d.name})},
+              {"fragments_out", s.count(kTxFragments, {d.name})}};
+}
+
+Json queue_rows(const Snapshot& s, const RateWindow& rates, const sched::Scheduler& scheduler) {
+  Json queues = Json::array();
+  for (uint16_t q = 0; q < scheduler.queue_count(); ++q) {
+    const std::string& name = scheduler.queue(static_cast<uint8_t>(q)).name;
+    uint64_t in = s.count(kQueueEnqueued, {name});
+    uint64_t out = s.count(kQueueDequeued, {name});
+    queues.push_back({{"queue", q},
+                      {"name", name},
+                      {"type", to_string(scheduler.queue_type(static_cast<uint8_t>(q)))},
+                      {"in", in},
+                      {"out", out},
+                      {"in_per_s", number_or_null(rates.rate(kQueueEnqueued, {name}))},
+                      {"out_per_s", number_or_null(rates.rate(kQueueDequeued, {name}))}});
+  }
+  return queues;
+}
+
+Json rx_adapter_row(const Snapshot& s, const RateWindow& rates, const sched::RxAdapter& rx,
+                    const std::string& lcore) {
+  const std::string& n = rx.name();
+  uint64_t vectors = s.count(kRxVectors, {n});
+  uint64_t in_vectors = s.count(kRxVectorPackets, {n});
+  auto vec_rate = rates.rate(kRxVectors, {n});
+  auto vec_pkt_rate = rates.rate(kRxVectorPackets, {n});
+  std::string producer = std::to_string(rx.producer_index());
+  return Json{
+      {"adapter", n},
+      {"lcore", lcore},
+      {"busy_pct", service_share(rates, kServiceBusy, n)},
+      {"queues", rx.queue_count()},
+      {"vector_size", rx.config().vector_size},
+      {"vector_timeout_us", rx.config().vector_timeout_us},
+      {"flow_buckets", rx.config().flow_buckets},
+      {"packets", s.count(kRxPackets, {n})},
+      {"pps", number_or_null(rates.rate(kRxPackets, {n}))},
+      {"events", s.count(kRxEvents, {n})},
+      {"vectors", vectors},
+      {"vector_packets", in_vectors},
+      {"mean_vector", vectors ? Json(static_cast<double>(in_vectors) / static_cast<double>(vectors))
+                              : Json(nullptr)},
+      // Over the last sampling interval: what the adapter forms now.
+      {"recent_mean_vector",
+       vec_rate && *vec_rate > 0 && vec_pkt_rate ? Json(*vec_pkt_rate / *vec_rate) : Json(nullptr)},
+      {"closed_full", s.count(kRxClosed, {n, kClosedWhy[0]})},
+      {"closed_drained", s.count(kRxClosed, {n, kClosedWhy[1]})},
+      {"closed_timeout", s.count(kRxClosed, {n, kClosedWhy[2]})},
+      {"closed_flush", s.count(kRxClosed, {n, kClosedWhy[3]})},
+      {"wait_mean_us", recent_wait_mean_us(rates, n)},
+      {"wait_p99_us", recent_wait_quantile_us(rates, n, 0.99)},
+      {"no_vector", s.count(kRxNoVector, {n})},
+      {"refused", s.count(kRxRefused, {n})},
+      {"held_polls", s.count(kRxHeld, {n})},
+      {"sched_port_refused", s.count(kPortRefused, {"producer", producer})}};
+}
+
+Json worker_row(const Snapshot& s, const RateWindow& rates, const sched::Worker& w,
+                const std::string& lcore) {
+  const std::string& n = w.name();
+  std::string port = std::to_string(w.port_index());
+  uint64_t events = s.count(kWorkerEvents, {n});
+  uint64_t calls = s.count(kPortDequeueCalls, {"worker", port});
+  uint64_t empty = s.count(kPortEmptyDequeues, {"worker", port});
+  auto load = s.get(kPortLoad, {"worker", port});
+  auto backlog = s.get(kPortBacklog, {"worker", port});
+  auto backlog_packets = s.get(kPortBacklogPackets, {"worker", port});
+  // A stalled lcore (runtime/lcore.h) does not run this worker: its flows wait.
+  auto stalled = lcore.empty() ? std::nullopt : s.get(kLcoreStalled, {lcore});
+  return Json{
+      {"worker", n},
+      {"lcore", lcore},
+      {"state", stalled && stalled->as_double() > 0 ? "stalled" : "running"},
+      {"sched_port", w.port_index()},
+      {"busy_pct", service_share(rates, kServiceBusy, n)},
+      {"idle_pct", service_share(rates, kServiceIdle, n)},
+      {"events", events},
+      {"events_per_s", number_or_null(rates.rate(kWorkerEvents, {n}))},
+      {"forwarded", s.count(kWorkerForwarded, {n})},
+      {"finished", s.count(kWorkerFinished, {n})},
+      {"via_egress", s.count(kWorkerViaEgress, {n})},
+      {"refused", s.count(kWorkerRefused, {n})},
+      {"dequeue_calls", calls},
+      {"empty_dequeues", empty},
+      {"events_per_dequeue",
+       calls > empty ? Json(static_cast<double>(events) / static_cast<double>(calls - empty))
+                     : Json(nullptr)},
+      {"emigrations", s.count(kPortEmigrations, {"worker", port})},
+      {"immigrations", s.count(kPortImmigrations, {"worker", port})},
+      {"load_pct", load ? Json(load->as_double() * 100) : Json(nullptr)},
+      {"backlog", backlog ? Json(backlog->as_double()) : Json(nullptr)},
+      {"backlog_packets", backlog_packets ? Json(backlog_packets->as_double()) : Json(nullptr)},
+      {"tx_bursts", s.count(kTxBursts, {n})},
+      {"tx_retries", s.count(kTxRetries, {n})},
+      {"tx_full", s.count(kTxFull, {n})},
+      {"fragmented", s.count(kTxFragmented, {n})},
+      {"fragments_out", s.count(kTxFragments, {n})}};
+}
+
+View sched_view() {
+  return View{{fields("", "",
+                      {{"backend", "/backend"},
+                       {"path", "/path"},
+                       {"in flight", "/inflight", Unit::Count},
+                       {"migrations", "/migrations", Unit::Count},
+                       {"refused", "/refused", Unit::Count}}),
+               table("queues", "/queues",
+                     {{"QUEUE", "queue"},
+                      {"NAME", "name"},
+                      {"TYPE", "type"},
+                      {"IN", "in", Unit::Count},
+                      {"IN/S", "in_per_s", Unit::Count},
+                      {"OUT", "out", Unit::Count},
+                      {"OUT/S", "out_per_s", Unit::Count}}),
+               table("rx adapters", "/rx_adapters",
+                     {{"ADAPTER", "adapter"},
+                      {"LCORE", "lcore"},
+                      {"BUSY", "busy_pct", Unit::Percent},
+                      {"PACKETS", "packets", Unit::Count},
+                      {"RATE", "pps", Unit::Pps},
+                      {"BUCKETS", "flow_buckets"},
+                      {"VECTORS", "vectors", Unit::Count},
+                      {"MEAN SIZE", "mean_vector"},
+                      {"FULL", "closed_full", Unit::Count},
+                      {"DRAINED", "closed_drained", Unit::Count},
+                      {"TIMEOUT", "closed_timeout", Unit::Count},
+                      {"FLUSH", "closed_flush", Unit::Count},
+                      {"NO VECTOR", "no_vector", Unit::Count},
+                      {"REFUSED", "refused", Unit::Count},
+                      {"HELD", "held_polls", Unit::Count},
+                      {"WAIT MEAN US", "wait_mean_us"},
+                      {"WAIT P99 US", "wait_p99_us"}}),
+               table("workers", "/workers",
+                     {{"WORKER", "worker"},
+                      {"LCORE", "lcore"},
+                      {"STATE", "state"},
+                      {"BUSY", "busy_pct", Unit::Percent},
+                      {"IDLE", "idle_pct", Unit::Percent},
+                      {"EVENTS", "events", Unit::Count},
+                      {"EVENTS/S", "events_per_s", Unit::Count},
+                      {"FORWARDED", "forwarded", Unit::Count},
+                      {"FINISHED", "finished", Unit::Count},
+                      {"MIGRATED OUT", "emigrations", Unit::Count},
+                      {"MIGRATED IN", "immigrations", Unit::Count},
+                      {"BACKLOG", "backlog", Unit::Count},
+                      {"REFUSED", "refused", Unit::Count},
+                      {"TX FULL", "tx_full", Unit::Count},
+                      {"FRAGMENTS OUT", "fragments_out", Unit::Count}}),
+               table("direct path", "/direct",
+                     {{"SERVICE", "service"},
+                      {"LCORE", "lcore"},
+                      {"BUSY", "busy_pct", Unit::Percent},
+                      {"IDLE", "idle_pct", Unit::Percent},
+                      {"PACKETS", "packets", Unit::Count},
+                      {"RATE", "pps", Unit::Pps},
+                      {"RUNS", "runs", Unit::Count},
+                      {"MEAN RUN", "mean_run"},
+                      {"TX FULL", "tx_full", Unit::Count},
+                      {"FRAGMENTS OUT", "fragments_out", Unit::Count}})}};
+}
+
+// `sched`: the scheduler's queues, rx adapters and workers, or the direct path without one.
+CommandResult sched_command(const CommandContext& ctx, const SchedSources& src) {
+  ArgReader a(ctx.args, {"lcore"});
+  // One lcore's adapters and workers; the queues and totals stay the whole scheduler's.
+  const auto only = a.uint("lcore", 0, RTE_MAX_LCORE - 1);
+  if (auto e = a.error()) return std::unexpected(*e);
+  const Snapshot& s = ctx.snapshot;
+  const RateWindow& rates = ctx.rates;
+
+  Json direct_rows = Json::array();
+  for (const DirectPathView& d : src.direct) {
+    const std::string lcore = lcore_of(s, d.name);
+    if (on_lcore(only, lcore)) direct_rows.push_back(direct_row(s, rates, d, lcore));
+  }
+  const sched::Scheduler* scheduler = src.scheduler;
+  if (scheduler == nullptr) {
+    return Json{{"backend", "none"},
+                {"path", "direct"},
+                {"interval_s", rates.interval_s()},
+                {"inflight", 0},
+                {"migrations", 0},
+                {"refused", 0},
+                {"queues", Json::array()},
+                {"rx_adapters", Json::array()},
+                {"workers", Json::array()},
+                {"direct", std::move(direct_rows)}};
+  }
+
+  Json adapters = Json::array();
+  for (const sched::RxAdapter* rx : src.rx_adapters) {
+    const std::string lcore = lcore_of(s, rx->name());
+    if (on_lcore(only, lcore)) adapters.push_back(rx_adapter_row(s, rates, *rx, lcore));
+  }
+  Json worker_rows = Json::array();
+  for (const sched::Worker* w : src.workers) {
+    const std::string lcore = lcore_of(s, w->name());
+    if (on_lcore(only, lcore)) worker_rows.push_back(worker_row(s, rates, *w, lcore));
+  }
+
+  auto inflight = s.get(kInflight, {});
+  return Json{{"backend", std::string(scheduler->backend())},
+              {"path", "scheduled"},
+              {"interval_s", rates.interval_s()},
+              {"inflight", inflight ? static_cast<uint64_t>(inflight->as_double()) : 0},
+              {"migrations", s.count(kMigrations, {})},
+              {"refused", static_cast<uint64_t>(s.sum(kPortRefused))},
+              {"queues", queue_rows(s, rates, *scheduler)},
+              {"rx_adapters", std::move(adapters)},
+              {"workers", std::move(worker_rows)},
+              {"direct", std::move(direct_rows)}};
+}
+
 }  // namespace
 
 void register_sched(Registry& registry, const sched::Scheduler* scheduler,
@@ -253,85 +591,18 @@ void register_sched(Registry& registry, const sched::Scheduler* scheduler,
                     std::vector<const sched::Worker*> workers,
                     std::vector<const sched::TxAdapter*> tx_adapters,
                     std::vector<DirectPathView> direct) {
-  registry.add_collector(
-      "sched", [scheduler, rx_adapters, workers, tx_adapters, direct](Snapshot& s) {
-        for (const DirectPathView& d : direct) {
-          s.add(kDirectPackets, {d.name}, d.packets->load());
-          s.add(kDirectRuns, {d.name}, d.runs->load());
-          s.add(kTxBursts, {d.name}, d.tx->bursts.load());
-          s.add(kTxRetries, {d.name}, d.tx->retries.load());
-          s.add(kTxFull, {d.name}, d.tx->tx_full.load());
-          s.add(kTxFragmented, {d.name}, d.tx->fragmented.load());
-          s.add(kTxFragments, {d.name}, d.tx->fragments.load());
-        }
-        if (scheduler == nullptr) return;
-        sched::SchedulerStats st = scheduler->stats();
-        s.set(kInfo, {st.backend}, 1);
-        s.set(kInflight, {}, static_cast<double>(st.inflight));
-        s.add(kMigrations, {}, st.migrations);
-        for (const auto& q : st.queues) {
-          s.add(kQueueEnqueued, {q.name}, q.enqueued);
-          s.add(kQueueDequeued, {q.name}, q.dequeued);
-        }
-        for (const auto& p : st.ports) {
-          auto role = role_name(p.role);
-          std::string idx = std::to_string(p.index);
-          s.add(kPortEnqueued, {role, idx, "new"}, p.enq_new);
-          s.add(kPortEnqueued, {role, idx, "forward"}, p.enq_forward);
-          s.add(kPortEnqueued, {role, idx, "release"}, p.enq_release);
-          s.add(kPortRefused, {role, idx}, p.refused);
-          if (p.role != sched::PortRole::Worker) continue;
-          s.add(kPortDequeued, {role, idx}, p.dequeued);
-          s.add(kPortDequeueCalls, {role, idx}, p.dequeue_calls);
-          s.add(kPortEmptyDequeues, {role, idx}, p.empty_dequeues);
-          s.add(kPortEmigrations, {role, idx}, p.emigrations);
-          s.add(kPortImmigrations, {role, idx}, p.immigrations);
-          s.set(kPortLoad, {role, idx}, p.load_permille / 1000.0);
-          s.set(kPortBacklog, {role, idx}, p.backlog);
-          s.set(kPortBacklogPackets, {role, idx}, static_cast<double>(p.backlog_packets));
-        }
-        for (const sched::RxAdapter* rx : rx_adapters) {
-          const std::string& a = rx->name();
-          const sched::RxAdapterStats& r = rx->adapter_stats();
-          s.add(kRxPackets, {a}, r.packets.load());
-          s.add(kRxEvents, {a}, r.events.load());
-          s.add(kRxVectors, {a}, r.vectors.load());
-          s.add(kRxVectorPackets, {a}, r.vector_packets.load());
-          s.add(kRxClosed, {a, kClosedWhy[0]}, r.closed_full.load());
-          s.add(kRxClosed, {a, kClosedWhy[1]}, r.closed_drained.load());
-          s.add(kRxClosed, {a, kClosedWhy[2]}, r.closed_timeout.load());
-          s.add(kRxClosed, {a, kClosedWhy[3]}, r.closed_flush.load());
-          add_wait(s, a, r.wait);
-          s.add(kRxNoVector, {a}, r.no_vector.load());
-          s.add(kRxRefused, {a}, r.refused.load());
-          s.add(kRxHeld, {a}, r.held.load());
-        }
-        for (size_t i = 0; i < workers.size(); ++i) {
-          const std::string& w = workers[i]->name();
-          const sched::WorkerStats& ws = workers[i]->worker_stats();
-          s.add(kWorkerEvents, {w}, ws.events.load());
-          s.add(kWorkerForwarded, {w}, ws.forwarded.load());
-          s.add(kWorkerFinished, {w}, ws.finished.load());
-          s.add(kWorkerViaEgress, {w}, ws.via_egress.load());
-          s.add(kWorkerRefused, {w}, ws.refused.load());
-          if (i < tx_adapters.size()) {
-            const sched::TxStats& t = tx_adapters[i]->stats();
-            s.add(kTxBursts, {w}, t.bursts.load());
-            s.add(kTxRetries, {w}, t.retries.load());
-            s.add(kTxFull, {w}, t.tx_full.load());
-            s.add(kTxFragmented, {w}, t.fragmented.load());
-            s.add(kTxFragments, {w}, t.fragments.load());
-          }
-        }
-      });
+  const SchedSources src{scheduler, std::move(rx_adapters), std::move(workers),
+                         std::move(tx_adapters), std::move(direct)};
+  registry.add_collector("sched", [src](Snapshot& s) { collect_sched(s, src); });
 
-  registry.add_status("scheduler", [scheduler, workers, direct](const CommandContext&) {
+  registry.add_status("scheduler", [scheduler, nworkers = src.workers.size(),
+                                    ndirect = src.direct.size()](const CommandContext&) {
     if (scheduler == nullptr)
-      return Json{{"backend", "none"}, {"path", "direct"}, {"workers", direct.size()}};
+      return Json{{"backend", "none"}, {"path", "direct"}, {"workers", ndirect}};
     return Json{{"backend", std::string(scheduler->backend())},
                 {"path", "scheduled"},
                 {"queues", scheduler->queue_count()},
-                {"workers", workers.size()},
+                {"workers", nworkers},
                 {"inflight", scheduler->inflight()}};
   });
 
@@ -341,228 +612,7 @@ void register_sched(Registry& registry, const sched::Scheduler* scheduler,
       "per worker, migrations, backpressure; or the direct path, when one worker runs the "
       "pipeline without it",
       Access::Read, "[lcore=N]",
-      [scheduler, rx_adapters, workers, direct](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {"lcore"});
-        // One lcore's adapters and workers; the queues and totals stay the whole scheduler's.
-        const auto only = a.uint("lcore", 0, RTE_MAX_LCORE - 1);
-        if (auto e = a.error()) return std::unexpected(*e);
-        auto wanted = [&only](const std::string& lcore) {
-          return !only || lcore == std::to_string(*only);
-        };
-        const Snapshot& s = ctx.snapshot;
-        const RateWindow& rates = ctx.rates;
-
-        Json direct_rows = Json::array();
-        for (const DirectPathView& d : direct) {
-          const std::string lcore = lcore_of(s, d.name);
-          if (!wanted(lcore)) continue;
-          const uint64_t packets = s.count(kDirectPackets, {d.name});
-          const uint64_t runs = s.count(kDirectRuns, {d.name});
-          auto pkt_rate = rates.rate(kDirectPackets, {d.name});
-          auto run_rate = rates.rate(kDirectRuns, {d.name});
-          direct_rows.push_back(
-              {{"service", d.name},
-               {"lcore", lcore},
-               {"busy_pct", service_share(rates, kServiceBusy, d.name)},
-               {"idle_pct", service_share(rates, kServiceIdle, d.name)},
-               {"packets", packets},
-               {"pps", number_or_null(pkt_rate)},
-               {"runs", runs},
-               {"mean_run", runs ? Json(static_cast<double>(packets) / static_cast<double>(runs))
-                                 : Json(nullptr)},
-               {"recent_mean_run", run_rate && *run_rate > 0 && pkt_rate
-                                       ? Json(*pkt_rate / *run_rate)
-                                       : Json(nullptr)},
-               {"tx_bursts", s.count(kTxBursts, {d.name})},
-               {"tx_retries", s.count(kTxRetries, {d.name})},
-               {"tx_full", s.count(kTxFull, {d.name})},
-               {"fragmented", s.count(kTxFragmented, {d.name})},
-               {"fragments_out", s.count(kTxFragments, {d.name})}});
-        }
-        if (scheduler == nullptr) {
-          return Json{{"backend", "none"},
-                      {"path", "direct"},
-                      {"interval_s", rates.interval_s()},
-                      {"inflight", 0},
-                      {"migrations", 0},
-                      {"refused", 0},
-                      {"queues", Json::array()},
-                      {"rx_adapters", Json::array()},
-                      {"workers", Json::array()},
-                      {"direct", std::move(direct_rows)}};
-        }
-
-        Json queues = Json::array();
-        for (uint16_t q = 0; q < scheduler->queue_count(); ++q) {
-          const std::string& name = scheduler->queue(static_cast<uint8_t>(q)).name;
-          uint64_t in = s.count(kQueueEnqueued, {name});
-          uint64_t out = s.count(kQueueDequeued, {name});
-          queues.push_back({{"queue", q},
-                            {"name", name},
-                            {"type", to_string(scheduler->queue_type(static_cast<uint8_t>(q)))},
-                            {"in", in},
-                            {"out", out},
-                            {"in_per_s", number_or_null(rates.rate(kQueueEnqueued, {name}))},
-                            {"out_per_s", number_or_null(rates.rate(kQueueDequeued, {name}))}});
-        }
-
-        Json adapters = Json::array();
-        for (const sched::RxAdapter* rx : rx_adapters) {
-          const std::string& n = rx->name();
-          if (!wanted(lcore_of(s, n))) continue;
-          uint64_t vectors = s.count(kRxVectors, {n});
-          uint64_t in_vectors = s.count(kRxVectorPackets, {n});
-          auto vec_rate = rates.rate(kRxVectors, {n});
-          auto vec_pkt_rate = rates.rate(kRxVectorPackets, {n});
-          std::string producer = std::to_string(rx->producer_index());
-          adapters.push_back(
-              {{"adapter", n},
-               {"lcore", lcore_of(s, n)},
-               {"busy_pct", service_share(rates, kServiceBusy, n)},
-               {"queues", rx->queue_count()},
-               {"vector_size", rx->config().vector_size},
-               {"vector_timeout_us", rx->config().vector_timeout_us},
-               {"flow_buckets", rx->config().flow_buckets},
-               {"packets", s.count(kRxPackets, {n})},
-               {"pps", number_or_null(rates.rate(kRxPackets, {n}))},
-               {"events", s.count(kRxEvents, {n})},
-               {"vectors", vectors},
-               {"vector_packets", in_vectors},
-               {"mean_vector",
-                vectors ? Json(static_cast<double>(in_vectors) / static_cast<double>(vectors))
-                        : Json(nullptr)},
-               // Over the last sampling interval: what the adapter forms now.
-               {"recent_mean_vector", vec_rate && *vec_rate > 0 && vec_pkt_rate
-                                          ? Json(*vec_pkt_rate / *vec_rate)
-                                          : Json(nullptr)},
-               {"closed_full", s.count(kRxClosed, {n, kClosedWhy[0]})},
-               {"closed_drained", s.count(kRxClosed, {n, kClosedWhy[1]})},
-               {"closed_timeout", s.count(kRxClosed, {n, kClosedWhy[2]})},
-               {"closed_flush", s.count(kRxClosed, {n, kClosedWhy[3]})},
-               {"wait_mean_us", recent_wait_mean_us(rates, n)},
-               {"wait_p99_us", recent_wait_quantile_us(rates, n, 0.99)},
-               {"no_vector", s.count(kRxNoVector, {n})},
-               {"refused", s.count(kRxRefused, {n})},
-               {"held_polls", s.count(kRxHeld, {n})},
-               {"sched_port_refused", s.count(kPortRefused, {"producer", producer})}});
-        }
-
-        Json worker_rows = Json::array();
-        for (const sched::Worker* w : workers) {
-          const std::string& n = w->name();
-          std::string port = std::to_string(w->port_index());
-          uint64_t events = s.count(kWorkerEvents, {n});
-          uint64_t calls = s.count(kPortDequeueCalls, {"worker", port});
-          uint64_t empty = s.count(kPortEmptyDequeues, {"worker", port});
-          auto load = s.get(kPortLoad, {"worker", port});
-          auto backlog = s.get(kPortBacklog, {"worker", port});
-          auto backlog_packets = s.get(kPortBacklogPackets, {"worker", port});
-          const std::string lcore = lcore_of(s, n);
-          if (!wanted(lcore)) continue;
-          // A stalled lcore (runtime/lcore.h) does not run this worker: its flows wait.
-          auto stalled = lcore.empty() ? std::nullopt : s.get(kLcoreStalled, {lcore});
-          worker_rows.push_back(
-              {{"worker", n},
-               {"lcore", lcore},
-               {"state", stalled && stalled->as_double() > 0 ? "stalled" : "running"},
-               {"sched_port", w->port_index()},
-               {"busy_pct", service_share(rates, kServiceBusy, n)},
-               {"idle_pct", service_share(rates, kServiceIdle, n)},
-               {"events", events},
-               {"events_per_s", number_or_null(rates.rate(kWorkerEvents, {n}))},
-               {"forwarded", s.count(kWorkerForwarded, {n})},
-               {"finished", s.count(kWorkerFinished, {n})},
-               {"via_egress", s.count(kWorkerViaEgress, {n})},
-               {"refused", s.count(kWorkerRefused, {n})},
-               {"dequeue_calls", calls},
-               {"empty_dequeues", empty},
-               {"events_per_dequeue", calls > empty ? Json(static_cast<double>(events) /
-                                                           static_cast<double>(calls - empty))
-                                                    : Json(nullptr)},
-               {"emigrations", s.count(kPortEmigrations, {"worker", port})},
-               {"immigrations", s.count(kPortImmigrations, {"worker", port})},
-               {"load_pct", load ? Json(load->as_double() * 100) : Json(nullptr)},
-               {"backlog", backlog ? Json(backlog->as_double()) : Json(nullptr)},
-               {"backlog_packets",
-                backlog_packets ? Json(backlog_packets->as_double()) : Json(nullptr)},
-               {"tx_bursts", s.count(kTxBursts, {n})},
-               {"tx_retries", s.count(kTxRetries, {n})},
-               {"tx_full", s.count(kTxFull, {n})},
-               {"fragmented", s.count(kTxFragmented, {n})},
-               {"fragments_out", s.count(kTxFragments, {n})}});
-        }
-
-        auto inflight = s.get(kInflight, {});
-        return Json{{"backend", std::string(scheduler->backend())},
-                    {"path", "scheduled"},
-                    {"interval_s", rates.interval_s()},
-                    {"inflight", inflight ? static_cast<uint64_t>(inflight->as_double()) : 0},
-                    {"migrations", s.count(kMigrations, {})},
-                    {"refused", static_cast<uint64_t>(s.sum(kPortRefused))},
-                    {"queues", std::move(queues)},
-                    {"rx_adapters", std::move(adapters)},
-                    {"workers", std::move(worker_rows)},
-                    {"direct", std::move(direct_rows)}};
-      },
-      View{{fields("", "",
-                   {{"backend", "/backend"},
-                    {"path", "/path"},
-                    {"in flight", "/inflight", Unit::Count},
-                    {"migrations", "/migrations", Unit::Count},
-                    {"refused", "/refused", Unit::Count}}),
-            table("queues", "/queues",
-                  {{"QUEUE", "queue"},
-                   {"NAME", "name"},
-                   {"TYPE", "type"},
-                   {"IN", "in", Unit::Count},
-                   {"IN/S", "in_per_s", Unit::Count},
-                   {"OUT", "out", Unit::Count},
-                   {"OUT/S", "out_per_s", Unit::Count}}),
-            table("rx adapters", "/rx_adapters",
-                  {{"ADAPTER", "adapter"},
-                   {"LCORE", "lcore"},
-                   {"BUSY", "busy_pct", Unit::Percent},
-                   {"PACKETS", "packets", Unit::Count},
-                   {"RATE", "pps", Unit::Pps},
-                   {"BUCKETS", "flow_buckets"},
-                   {"VECTORS", "vectors", Unit::Count},
-                   {"MEAN SIZE", "mean_vector"},
-                   {"FULL", "closed_full", Unit::Count},
-                   {"DRAINED", "closed_drained", Unit::Count},
-                   {"TIMEOUT", "closed_timeout", Unit::Count},
-                   {"FLUSH", "closed_flush", Unit::Count},
-                   {"NO VECTOR", "no_vector", Unit::Count},
-                   {"REFUSED", "refused", Unit::Count},
-                   {"HELD", "held_polls", Unit::Count},
-                   {"WAIT MEAN US", "wait_mean_us"},
-                   {"WAIT P99 US", "wait_p99_us"}}),
-            table("workers", "/workers",
-                  {{"WORKER", "worker"},
-                   {"LCORE", "lcore"},
-                   {"STATE", "state"},
-                   {"BUSY", "busy_pct", Unit::Percent},
-                   {"IDLE", "idle_pct", Unit::Percent},
-                   {"EVENTS", "events", Unit::Count},
-                   {"EVENTS/S", "events_per_s", Unit::Count},
-                   {"FORWARDED", "forwarded", Unit::Count},
-                   {"FINISHED", "finished", Unit::Count},
-                   {"MIGRATED OUT", "emigrations", Unit::Count},
-                   {"MIGRATED IN", "immigrations", Unit::Count},
-                   {"BACKLOG", "backlog", Unit::Count},
-                   {"REFUSED", "refused", Unit::Count},
-                   {"TX FULL", "tx_full", Unit::Count},
-                   {"FRAGMENTS OUT", "fragments_out", Unit::Count}}),
-            table("direct path", "/direct",
-                  {{"SERVICE", "service"},
-                   {"LCORE", "lcore"},
-                   {"BUSY", "busy_pct", Unit::Percent},
-                   {"IDLE", "idle_pct", Unit::Percent},
-                   {"PACKETS", "packets", Unit::Count},
-                   {"RATE", "pps", Unit::Pps},
-                   {"RUNS", "runs", Unit::Count},
-                   {"MEAN RUN", "mean_run"},
-                   {"TX FULL", "tx_full", Unit::Count},
-                   {"FRAGMENTS OUT", "fragments_out", Unit::Count}})}}});
+      [src](const CommandContext& ctx) { return sched_command(ctx, src); }, sched_view()});
 }
 
 }  // namespace vecflow::control
