@@ -38,7 +38,7 @@
 #include "pipeline/neighbour_stage.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pipeline_worker.h"
-#include "pipeline/route_stage.h"
+#include "pipeline/route/route_stage.h"
 #include "runtime/eal.h"
 #include "runtime/qsbr.h"
 

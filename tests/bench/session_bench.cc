@@ -30,7 +30,7 @@
 #include "pipeline/conntrack/conntrack_stage.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pipeline_worker.h"
-#include "pipeline/route_stage.h"
+#include "pipeline/route/route_stage.h"
 #include "runtime/eal.h"
 #include "runtime/qsbr.h"
 

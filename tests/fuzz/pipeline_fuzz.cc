@@ -46,7 +46,7 @@
 #include "pipeline/acl_stage.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pipeline_worker.h"
-#include "pipeline/route_stage.h"
+#include "pipeline/route/route_stage.h"
 #include "pipeline/stage_registry.h"
 #include "runtime/qsbr.h"
 #include "support/eal_env.h"

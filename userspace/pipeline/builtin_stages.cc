@@ -6,7 +6,7 @@
 #include "pipeline/l2_stage.h"
 #include "pipeline/mirror_stage.h"
 #include "pipeline/neighbour_stage.h"
-#include "pipeline/route_stage.h"
+#include "pipeline/route/route_stage.h"
 #include "pipeline/stage_registry.h"
 
 namespace vecflow {

@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "core/log.h"
-#include "pipeline/route_stage.h"
+#include "pipeline/route/route_stage.h"
 
 namespace vecflow {
 

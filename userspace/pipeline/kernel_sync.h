@@ -28,7 +28,7 @@
 #include "core/error.h"
 #include "pipeline/neighbour_table.h"
 #include "pipeline/netlink.h"
-#include "pipeline/route_table.h"
+#include "pipeline/route/route_table.h"
 #include "pipeline/stage.h"
 #include "runtime/service.h"
 

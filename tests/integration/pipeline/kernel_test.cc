@@ -14,7 +14,7 @@
 #include "pipeline/packet_view.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pipeline_worker.h"
-#include "pipeline/route_stage.h"
+#include "pipeline/route/route_stage.h"
 #include "runtime/qsbr.h"
 #include "support/eal_env.h"
 #include "support/lab.h"

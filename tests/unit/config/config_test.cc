@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "config/config.h"
-#include "pipeline/route_stage.h"
+#include "pipeline/route/route_stage.h"
 #include "pipeline/stage_registry.h"
 
 namespace fs = std::filesystem;

@@ -9,7 +9,7 @@
 #include "pipeline/acl_stage.h"
 #include "pipeline/count_stage.h"
 #include "pipeline/packet_view.h"
-#include "pipeline/route_stage.h"
+#include "pipeline/route/route_stage.h"
 #include "pipeline/stage_registry.h"
 #include "support/appliances.h"
 

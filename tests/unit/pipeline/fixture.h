@@ -13,7 +13,7 @@
 #include "frames.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pipeline_worker.h"
-#include "pipeline/route_stage.h"
+#include "pipeline/route/route_stage.h"
 #include "runtime/qsbr.h"
 #include "support/eal_env.h"
 

@@ -12,7 +12,7 @@
 #include "core/packet.h"
 #include "fixture.h"
 #include "pipeline/acl_stage.h"
-#include "pipeline/route_stage.h"
+#include "pipeline/route/route_stage.h"
 #include "runtime/lcore.h"
 
 using namespace vecflow;

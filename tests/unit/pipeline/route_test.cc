@@ -17,7 +17,7 @@
 #include "pipeline/ip_util.h"
 #include "pipeline/neighbour_table.h"
 #include "pipeline/packet_view.h"
-#include "pipeline/route_stage.h"
+#include "pipeline/route/route_stage.h"
 
 using namespace vecflow;
 using namespace vecflow::test;

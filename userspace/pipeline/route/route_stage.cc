@@ -1,4 +1,4 @@
-#include "pipeline/route_stage.h"
+#include "pipeline/route/route_stage.h"
 
 #include <map>
 #include <set>
@@ -15,6 +15,7 @@
 #include "pipeline/ip_util.h"
 #include "pipeline/kernel_sync.h"
 #include "pipeline/packet_view.h"
+#include "pipeline/route/route_commands.h"
 #include "pipeline/stage_registry.h"
 
 namespace vecflow {
@@ -589,7 +590,8 @@ StageModule route_stage_module() {
       {{{"routes", "route", "routes",
          [](const Json& r) { return r["prefix"].get<std::string>(); }}},
        apply_routes,
-       route_ports}};
+       route_ports},
+      control::add_route_commands};
 }
 
 }  // namespace vecflow

@@ -1,4 +1,4 @@
-#include "pipeline/route_table.h"
+#include "pipeline/route/route_table.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -51,7 +51,7 @@
 #include "core/port_mtu.h"
 #include "pipeline/icmp_responder.h"
 #include "pipeline/rcu_ptr.h"
-#include "pipeline/route_table.h"
+#include "pipeline/route/route_table.h"
 #include "pipeline/stage.h"
 
 namespace vecflow {

@@ -1,0 +1,177 @@
+#include "pipeline/route/route_commands.h"
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "api/values.h"
+#include "pipeline/route/route_stage.h"
+#include "pipeline/stage_commands.h"
+
+namespace vecflow::control {
+namespace {
+
+inline const MetricFamily kRoutePackets{
+    "vecflow_route_packets_total",
+    "What a route stage did with packets: forwarded, to_kernel, no_route, ttl_expired, "
+    "packet_too_big, not_ip, ipv4_bad_checksum, martian_source, martian_destination",
+    MetricType::Counter,
+    {"stage", "outcome"}};
+// The outcome label values of kRoutePackets, in the order `routes` shows them.
+constexpr const char* kRouteOutcomes[] = {
+    "forwarded", "to_kernel",         "no_route",       "ttl_expired",        "packet_too_big",
+    "not_ip",    "ipv4_bad_checksum", "martian_source", "martian_destination"};
+inline const MetricFamily kRouteIcmp{"vecflow_route_icmp_sent_total",
+                                     "ICMP errors a route stage sent (time exceeded, "
+                                     "fragmentation needed, packet too big)",
+                                     MetricType::Counter,
+                                     {"stage"}};
+inline const MetricFamily kRouteIcmpLimited{
+    "vecflow_route_icmp_limited_total",
+    "ICMP errors a route stage withheld for its rate (the packets were only dropped)",
+    MetricType::Counter,
+    {"stage"}};
+inline const MetricFamily kRoutes{"vecflow_route_entries",
+                                  "Routes a route stage has in force, by where they came from",
+                                  MetricType::Gauge,
+                                  {"stage", "source"}};
+
+std::string_view route_action_name(RouteAction a) {
+  switch (a) {
+    case RouteAction::Forward:
+      return "forward";
+    case RouteAction::Kernel:
+      return "kernel";
+    case RouteAction::Drop:
+      break;
+  }
+  return "drop";
+}
+
+// "via 192.0.2.254 dev wan", or "dev lan" for a connected network.
+std::string hop_text(const NextHop& h) {
+  return h.via ? fmt::format("via {} dev {}", h.via->to_string(), h.port) : "dev " + h.port;
+}
+
+Json route_row(const std::string& stage, const RouteEntry& e) {
+  Json hops = Json::array();
+  for (const auto& h : e.route.nexthops)
+    hops.push_back(hop_text(h));
+  return Json{
+      {"stage", stage},
+      {"prefix", e.route.prefix.to_string()},
+      {"action", route_action_name(e.route.action)},
+      {"nexthops", std::move(hops)},
+      {"source", e.source == RouteSource::Kernel ? "kernel" : "config"},
+      // Who installed a kernel route; none for the file's.
+      {"protocol",
+       e.source == RouteSource::Kernel ? Json(kernel_protocol_name(e.route.protocol)) : Json()}};
+}
+
+}  // namespace
+
+void add_route_commands(Registry& registry, Pipeline& pipeline) {
+  registry.add_collector("route", [&pipeline](Snapshot& s) {
+    for (RouteStage* st : pipeline.all<RouteStage>()) {
+      const std::string& n = st->name();
+      RouteCounters c = st->counters();
+      s.add(kRoutePackets, {n, "forwarded"}, c.forwarded);
+      s.add(kRoutePackets, {n, "to_kernel"}, c.to_kernel);
+      s.add(kRoutePackets, {n, "no_route"}, c.no_route);
+      s.add(kRoutePackets, {n, "ttl_expired"}, c.ttl_expired);
+      s.add(kRoutePackets, {n, "packet_too_big"}, c.too_big);
+      s.add(kRoutePackets, {n, "not_ip"}, c.not_ip);
+      s.add(kRoutePackets, {n, "ipv4_bad_checksum"}, c.bad_checksum);
+      s.add(kRoutePackets, {n, "martian_source"}, c.martian_source);
+      s.add(kRoutePackets, {n, "martian_destination"}, c.martian_destination);
+      s.add(kRouteIcmp, {n}, c.icmp_sent);
+      s.add(kRouteIcmpLimited, {n}, c.icmp_limited);
+      s.set(kRoutes, {n, "config"}, static_cast<double>(st->route_count(RouteSource::Config)));
+      s.set(kRoutes, {n, "kernel"}, static_cast<double>(st->route_count(RouteSource::Kernel)));
+    }
+  });
+  (void)registry.add_command(
+      Command{"routes", "Routes in force per route stage (file and kernel), what each stage did",
+              Access::Read, "[stage=NAME] [lookup=ADDRESS]",
+              [&pipeline](const CommandContext& ctx) -> CommandResult {
+                ArgReader a(ctx.args, {"stage", "lookup"});
+                auto only = a.string("stage");
+                auto lookup = a.string("lookup");
+                if (auto e = a.error()) return std::unexpected(*e);
+                if (auto e = unknown_stage<RouteStage>(pipeline, only, "route"))
+                  return std::unexpected(*e);
+                std::optional<IpAddress> addr;
+                if (lookup) {
+                  addr = parse_ip_address(*lookup);
+                  if (!addr) {
+                    return command_error(ErrorCode::BadArguments,
+                                         "lookup: '{}' is not an IP address", *lookup);
+                  }
+                }
+                const Snapshot& s = ctx.snapshot;
+                Json stages = Json::array();
+                Json routes = Json::array();
+                Json lookups = Json::array();
+                for (RouteStage* st : pipeline.all<RouteStage>()) {
+                  if (only && st->name() != *only) continue;
+                  const std::string& n = st->name();
+                  Json row = {{"stage", n},
+                              {"from_kernel", st->follows_kernel()},
+                              {"icmp_time_exceeded", st->sends_icmp()},
+                              {"icmp_unreachable", st->answers_unreachable()},
+                              {"checks",
+                               {{"ipv4_checksum", st->checks().ipv4_checksum},
+                                {"martians", st->checks().martians}}}};
+                  for (const char* o : kRouteOutcomes)
+                    row[o] = s.count(kRoutePackets, {n, o});
+                  row["icmp_sent"] = s.count(kRouteIcmp, {n});
+                  row["icmp_limited"] = s.count(kRouteIcmpLimited, {n});
+                  auto entries = st->routes();
+                  row["routes"] = entries.size();
+                  stages.push_back(std::move(row));
+                  for (const auto& e : entries)
+                    routes.push_back(route_row(n, e));
+                  if (addr) {
+                    auto hit = st->route_for(*addr);
+                    lookups.push_back({{"stage", n},
+                                       {"address", addr->to_string()},
+                                       {"route", hit ? route_row(n, *hit) : Json(nullptr)}});
+                  }
+                }
+                Json out = {{"stages", std::move(stages)}, {"routes", std::move(routes)}};
+                if (addr) out["lookup"] = std::move(lookups);
+                return out;
+              },
+              View{{table("route stages", "/stages",
+                          {{"STAGE", "stage"},
+                           {"ROUTES", "routes", Unit::Count},
+                           {"FROM KERNEL", "from_kernel"},
+                           {"FORWARDED", "forwarded", Unit::Count},
+                           {"TO KERNEL", "to_kernel", Unit::Count},
+                           {"NO ROUTE", "no_route", Unit::Count},
+                           {"TTL EXPIRED", "ttl_expired", Unit::Count},
+                           {"TOO BIG", "packet_too_big", Unit::Count},
+                           {"NOT IP", "not_ip", Unit::Count},
+                           {"BAD CHECKSUM", "ipv4_bad_checksum", Unit::Count},
+                           {"MARTIAN SRC", "martian_source", Unit::Count},
+                           {"MARTIAN DST", "martian_destination", Unit::Count},
+                           {"ICMP SENT", "icmp_sent", Unit::Count},
+                           {"ICMP LIMITED", "icmp_limited", Unit::Count}}),
+                    table("routes", "/routes",
+                          {{"STAGE", "stage"},
+                           {"PREFIX", "prefix"},
+                           {"ACTION", "action"},
+                           {"SOURCE", "source"},
+                           {"PROTOCOL", "protocol"},
+                           {"NEXT HOPS", "nexthops"}}),
+                    table("lookup", "/lookup",
+                          {{"STAGE", "stage"},
+                           {"ADDRESS", "address"},
+                           {"PREFIX", "/route/prefix"},
+                           {"ACTION", "/route/action"},
+                           {"NEXT HOPS", "/route/nexthops"}})}}});
+}
+
+}  // namespace vecflow::control
