@@ -33,7 +33,7 @@
 #include "core/packet.h"
 #include "core/parse.h"
 #include "hooks/hook_table.h"
-#include "pipeline/acl_table.h"
+#include "pipeline/acl/acl_table.h"
 #include "pipeline/count_stage.h"
 #include "pipeline/neighbour_stage.h"
 #include "pipeline/pipeline.h"

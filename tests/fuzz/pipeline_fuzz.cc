@@ -43,7 +43,7 @@
 #include "core/port_mtu.h"
 #include "fuzz_check.h"
 #include "io/rx_classify.h"
-#include "pipeline/acl_stage.h"
+#include "pipeline/acl/acl_stage.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pipeline_worker.h"
 #include "pipeline/route/route_stage.h"

@@ -1,5 +1,5 @@
 // The built-in stage types, one line each.
-#include "pipeline/acl_stage.h"
+#include "pipeline/acl/acl_stage.h"
 #include "pipeline/conntrack/conntrack_stage.h"
 #include "pipeline/count_stage.h"
 #include "pipeline/dscp_stage.h"

@@ -9,8 +9,8 @@
 
 #include "core/packet.h"
 #include "fixture.h"
-#include "pipeline/acl_stage.h"
-#include "pipeline/acl_table.h"
+#include "pipeline/acl/acl_stage.h"
+#include "pipeline/acl/acl_table.h"
 
 using namespace vecflow;
 using namespace vecflow::test;

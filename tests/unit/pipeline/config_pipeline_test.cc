@@ -6,7 +6,7 @@
 #include "config/config.h"
 #include "core/packet.h"
 #include "fixture.h"
-#include "pipeline/acl_stage.h"
+#include "pipeline/acl/acl_stage.h"
 #include "pipeline/count_stage.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/route/route_stage.h"

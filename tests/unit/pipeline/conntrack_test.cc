@@ -15,7 +15,7 @@
 
 #include "core/packet.h"
 #include "fixture.h"
-#include "pipeline/acl_stage.h"
+#include "pipeline/acl/acl_stage.h"
 #include "pipeline/conntrack/conntrack_stage.h"
 #include "pipeline/conntrack/fragment_table.h"
 #include "pipeline/packet_view.h"

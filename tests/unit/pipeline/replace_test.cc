@@ -11,7 +11,7 @@
 
 #include "core/packet.h"
 #include "fixture.h"
-#include "pipeline/acl_stage.h"
+#include "pipeline/acl/acl_stage.h"
 #include "pipeline/route/route_stage.h"
 #include "runtime/lcore.h"
 

@@ -1,4 +1,4 @@
-#include "pipeline/acl_table.h"
+#include "pipeline/acl/acl_table.h"
 
 #include <algorithm>
 #include <cstddef>

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "pipeline/acl_table.h"
+#include "pipeline/acl/acl_table.h"
 #include "pipeline/icmp_responder.h"
 #include "pipeline/rcu_ptr.h"
 #include "pipeline/stage.h"

@@ -1,4 +1,4 @@
-#include "pipeline/acl_stage.h"
+#include "pipeline/acl/acl_stage.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/packet.h"
+#include "pipeline/acl/acl_commands.h"
 #include "pipeline/icmp_error.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/stage_registry.h"
@@ -287,7 +288,8 @@ StageModule acl_stage_module() {
       {{{"rules", "rule", "rules", [](const Json& r) { return r["name"].get<std::string>(); }},
         {"default", "", "", nullptr}},
        apply_rules,
-       nullptr}};
+       nullptr},
+      control::add_acl_commands};
 }
 
 }  // namespace vecflow
