@@ -34,7 +34,7 @@
 #include "core/parse.h"
 #include "hooks/hook_table.h"
 #include "pipeline/acl/acl_table.h"
-#include "pipeline/count_stage.h"
+#include "pipeline/count/count_stage.h"
 #include "pipeline/neighbour_stage.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pipeline_worker.h"

@@ -1,7 +1,7 @@
 // The built-in stage types, one line each.
 #include "pipeline/acl/acl_stage.h"
 #include "pipeline/conntrack/conntrack_stage.h"
-#include "pipeline/count_stage.h"
+#include "pipeline/count/count_stage.h"
 #include "pipeline/dscp_stage.h"
 #include "pipeline/l2_stage.h"
 #include "pipeline/mirror_stage.h"

@@ -9,7 +9,7 @@
 
 #include "core/packet.h"
 #include "datapath/direct_path.h"
-#include "pipeline/count_stage.h"
+#include "pipeline/count/count_stage.h"
 #include "pipeline/stage_registry.h"
 #include "unit/datapath/decide_stages.h"
 #include "unit/pipeline/fixture.h"

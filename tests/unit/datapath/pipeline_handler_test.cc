@@ -7,7 +7,7 @@
 
 #include "core/packet.h"
 #include "datapath/pipeline_handler.h"
-#include "pipeline/count_stage.h"
+#include "pipeline/count/count_stage.h"
 #include "pipeline/stage_registry.h"
 #include "sched/event.h"
 #include "sched/rx_adapter.h"

@@ -7,7 +7,7 @@
 #include "core/packet.h"
 #include "fixture.h"
 #include "pipeline/acl/acl_stage.h"
-#include "pipeline/count_stage.h"
+#include "pipeline/count/count_stage.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/route/route_stage.h"
 #include "pipeline/stage_registry.h"

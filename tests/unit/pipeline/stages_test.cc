@@ -9,7 +9,7 @@
 
 #include "core/packet.h"
 #include "fixture.h"
-#include "pipeline/count_stage.h"
+#include "pipeline/count/count_stage.h"
 #include "pipeline/dscp_stage.h"
 #include "pipeline/l2_stage.h"
 #include "pipeline/mirror_stage.h"

@@ -4,7 +4,7 @@
 
 #include "core/packet.h"
 #include "fixture.h"
-#include "pipeline/count_stage.h"
+#include "pipeline/count/count_stage.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/stage_registry.h"
 

@@ -1,4 +1,4 @@
-#include "pipeline/count_stage.h"
+#include "pipeline/count/count_stage.h"
 
 #include <algorithm>
 #include <map>
@@ -10,6 +10,7 @@
 #include <rte_hash_crc.h>
 
 #include "core/packet.h"
+#include "pipeline/count/count_commands.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/stage_registry.h"
 
@@ -180,7 +181,8 @@ StageModule count_stage_module() {
       config::stage_type<CountConfig>("count", {"by", "max_flows"}, read_count, count_json),
       make_count_stage,
       nullptr,
-      {}};
+      {},
+      control::add_count_commands};
 }
 
 }  // namespace vecflow
