@@ -35,7 +35,7 @@
 #include "hooks/hook_table.h"
 #include "pipeline/acl/acl_table.h"
 #include "pipeline/count/count_stage.h"
-#include "pipeline/neighbour_stage.h"
+#include "pipeline/neighbour/neighbour_stage.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pipeline_worker.h"
 #include "pipeline/route/route_stage.h"

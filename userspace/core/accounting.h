@@ -5,8 +5,9 @@
 //     rx == tx + to_kernel + sum(drops[reason]) + held
 //
 // holds on drained state, and the same sum holds for the whole box. `held` is what a stage
-// keeps for later right now (packets waiting for their next hop to resolve, pipeline/
-// neighbour_stage.h): taken minus given back, zero once stopped (a stop drops them, counted).
+// keeps for later right now (packets waiting for their next hop to resolve,
+// pipeline/neighbour/neighbour_stage.h): taken minus given back, zero once stopped (a stop drops
+// them, counted).
 #pragma once
 
 #include <array>

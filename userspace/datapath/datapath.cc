@@ -11,7 +11,7 @@
 #include "core/packet.h"
 #include "io/afxdp/afxdp_port.h"
 #include "io/port_factory.h"
-#include "pipeline/neighbour_stage.h"
+#include "pipeline/neighbour/neighbour_stage.h"
 #include "sched/from_config.h"
 
 namespace vecflow {

@@ -5,7 +5,7 @@
 #include "pipeline/dscp_stage.h"
 #include "pipeline/l2_stage.h"
 #include "pipeline/mirror_stage.h"
-#include "pipeline/neighbour_stage.h"
+#include "pipeline/neighbour/neighbour_stage.h"
 #include "pipeline/route/route_stage.h"
 #include "pipeline/stage_registry.h"
 

@@ -10,7 +10,7 @@
 #include "core/packet.h"
 #include "frames.h"
 #include "pipeline/kernel_sync.h"
-#include "pipeline/neighbour_stage.h"
+#include "pipeline/neighbour/neighbour_stage.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/pipeline_worker.h"

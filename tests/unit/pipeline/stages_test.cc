@@ -13,7 +13,7 @@
 #include "pipeline/dscp_stage.h"
 #include "pipeline/l2_stage.h"
 #include "pipeline/mirror_stage.h"
-#include "pipeline/neighbour_stage.h"
+#include "pipeline/neighbour/neighbour_stage.h"
 #include "pipeline/neighbour_table.h"
 #include "pipeline/packet_view.h"
 #include "support/pcapng_file.h"

@@ -1,20 +1,13 @@
 #include "control/parts/pipeline_part.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-
 #include <algorithm>
-#include <cstring>
-#include <optional>
 #include <set>
 #include <string>
-#include <string_view>
 
-#include <fmt/format.h>
 #include <rte_lcore.h>
 
 #include "api/values.h"
-#include "pipeline/neighbour_stage.h"
+#include "pipeline/neighbour_table.h"
 
 namespace vecflow::control {
 namespace {
@@ -33,22 +26,12 @@ inline const MetricFamily kStageCycles{
     "TSC cycles a pipeline stage spent processing vectors, per lcore",
     MetricType::Counter,
     {"stage", "type", "lcore"}};
-inline const MetricFamily kNeighbourPackets{
-    "vecflow_neighbour_packets_total",
-    "What a neighbour stage did with packets: resolved, unresolved, unplaced; of the "
-    "unresolved, held (policy hold), and of those held_sent and held_dropped",
-    MetricType::Counter,
-    {"stage", "outcome"}};
+// The shared neighbour table's (Pipeline owns it, with or without a neighbour stage); what the
+// neighbour stages did is theirs (pipeline/neighbour/neighbour_commands.h).
 inline const MetricFamily kNeighbours{"vecflow_neighbour_entries",
                                       "Next hops in the neighbour table, by state",
                                       MetricType::Gauge,
                                       {"state"}};
-
-// A port's name, or its index when the pipeline knows no such port.
-std::string port_name(const Pipeline& p, PortId id) {
-  size_t i = to_index(id);
-  return i < p.ports().size() ? p.ports()[i].name : std::to_string(i);
-}
 
 void register_stages(Registry& registry, Pipeline& pipeline) {
   (void)registry.add_command(Command{
@@ -162,84 +145,6 @@ void register_stages(Registry& registry, Pipeline& pipeline) {
                   "/calls")}}});
 }
 
-void register_neighbours(Registry& registry, Pipeline& pipeline) {
-  (void)registry.add_command(Command{
-      "neighbours", "Next hops the pipeline resolves: static and kernel-learned link addresses",
-      Access::Read, "[port=NAME]",
-      [&pipeline](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {"port"});
-        auto only = a.string("port");
-        if (auto e = a.error()) return std::unexpected(*e);
-        if (only) {
-          bool known = false;
-          std::string names;
-          for (const auto& p : pipeline.ports()) {
-            known |= p.name == *only;
-            names += fmt::format("{}{}", names.empty() ? "" : ", ", p.name);
-          }
-          if (!known) {
-            return command_error(ErrorCode::BadArguments, "no port '{}'; ports: {}", *only, names);
-          }
-        }
-        const Snapshot& s = ctx.snapshot;
-        Json stages = Json::array();
-        for (NeighbourStage* st : pipeline.all<NeighbourStage>()) {
-          const std::string& n = st->name();
-          stages.push_back(
-              {{"stage", n},
-               {"unresolved_policy", std::string(unresolved_name(st->unresolved_policy()))},
-               {"resolved", s.count(kNeighbourPackets, {n, "resolved"})},
-               {"unresolved", s.count(kNeighbourPackets, {n, "unresolved"})},
-               {"unplaced", s.count(kNeighbourPackets, {n, "unplaced"})},
-               {"held", s.count(kNeighbourPackets, {n, "held"})},
-               {"held_sent", s.count(kNeighbourPackets, {n, "held_sent"})},
-               {"held_dropped", s.count(kNeighbourPackets, {n, "held_dropped"})},
-               {"holding", st->counters().holding()}});
-        }
-        Json entries = Json::array();
-        uint64_t resolved = 0;
-        for (const NeighbourInfo& e : pipeline.neighbours().entries()) {
-          std::string port = port_name(pipeline, e.port);
-          if (only && port != *only) continue;
-          resolved += e.mac.has_value();
-          entries.push_back({{"id", e.id},
-                             {"port", port},
-                             {"ip", e.ip.to_string()},
-                             {"mac", e.mac ? Json(e.mac->to_string()) : Json(nullptr)},
-                             {"state", e.mac        ? "resolved"
-                                       : e.is_local ? "local"
-                                                    : "unresolved"},
-                             {"source", e.is_static ? "static" : "kernel"}});
-        }
-        uint64_t total = entries.size();
-        return Json{{"entries_total", total},
-                    {"resolved", resolved},
-                    {"unresolved", total - resolved},
-                    {"stages", std::move(stages)},
-                    {"entries", std::move(entries)}};
-      },
-      View{{fields("", "",
-                   {{"entries", "/entries_total", Unit::Count},
-                    {"resolved", "/resolved", Unit::Count},
-                    {"unresolved", "/unresolved", Unit::Count}}),
-            table("neighbour stages", "/stages",
-                  {{"STAGE", "stage"},
-                   {"UNRESOLVED POLICY", "unresolved_policy"},
-                   {"RESOLVED", "resolved", Unit::Count},
-                   {"UNRESOLVED", "unresolved", Unit::Count},
-                   {"UNPLACED", "unplaced", Unit::Count},
-                   {"HELD", "held", Unit::Count},
-                   {"HELD SENT", "held_sent", Unit::Count},
-                   {"HELD DROPPED", "held_dropped", Unit::Count},
-                   {"HOLDING", "holding", Unit::Count}}),
-            table("neighbours", "/entries",
-                  {{"PORT", "port"},
-                   {"IP", "ip"},
-                   {"MAC", "mac"},
-                   {"STATE", "state"},
-                   {"SOURCE", "source"}})}}});
-}
-
 }  // namespace
 
 void register_pipeline(Registry& registry, Pipeline& pipeline,
@@ -261,15 +166,6 @@ void register_pipeline(Registry& registry, Pipeline& pipeline,
         s.add(kStageCycles, {st.name(), st.type(), lcore}, c.cycles);
       }
     }
-    for (NeighbourStage* st : pipeline.all<NeighbourStage>()) {
-      NeighbourCounters c = st->counters();
-      s.add(kNeighbourPackets, {st->name(), "resolved"}, c.resolved);
-      s.add(kNeighbourPackets, {st->name(), "unresolved"}, c.unresolved);
-      s.add(kNeighbourPackets, {st->name(), "unplaced"}, c.unplaced);
-      s.add(kNeighbourPackets, {st->name(), "held"}, c.held);
-      s.add(kNeighbourPackets, {st->name(), "held_sent"}, c.held_sent);
-      s.add(kNeighbourPackets, {st->name(), "held_dropped"}, c.held_dropped);
-    }
     const NeighbourTable& table = pipeline.neighbours();
     size_t total = table.size();
     size_t resolved = std::min(table.resolved(), total);  // one may resolve between the reads
@@ -278,7 +174,6 @@ void register_pipeline(Registry& registry, Pipeline& pipeline,
   });
 
   register_stages(registry, pipeline);
-  register_neighbours(registry, pipeline);
   for (const StageModule* m : pipeline.registry().modules()) {
     if (m->add_commands != nullptr) m->add_commands(registry, pipeline);
   }

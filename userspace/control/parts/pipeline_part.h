@@ -1,8 +1,8 @@
 // The forwarding pipeline in the control plane: `pipeline` (per stage: calls, packets, packets
-// per call and cycles per packet, as VPP's `show runtime` shows them), the tables in use
-// (`routes`, `acl`, `neighbours`) with their counters, the top flows of count stages
-// (`flows`), each stage type's own commands (StageModule::add_commands: conntrack's `sessions`),
-// and all of it in /metrics.
+// per call and cycles per packet, as VPP's `show runtime` shows them) and its series in
+// /metrics, the shared neighbour table's gauge, and each stage type's own commands and series
+// (StageModule::add_commands, in the stage type's folder: route's `routes`, acl's `acl`,
+// neighbour's `neighbours`, count's `flows`, conntrack's `sessions`).
 #pragma once
 
 #include <vector>

@@ -1,4 +1,4 @@
-#include "pipeline/neighbour_stage.h"
+#include "pipeline/neighbour/neighbour_stage.h"
 
 #include <algorithm>
 #include <bit>
@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeline/kernel_sync.h"
+#include "pipeline/neighbour/neighbour_commands.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/stage_registry.h"
 
@@ -543,7 +544,8 @@ StageModule neighbour_stage_module() {
            return fmt::format("{} on {}", n["ip"].get<std::string>(), n["port"].get<std::string>());
          }}},
        apply_statics,
-       neighbour_ports}};
+       neighbour_ports},
+      control::add_neighbour_commands};
 }
 
 }  // namespace vecflow
