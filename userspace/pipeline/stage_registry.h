@@ -1,9 +1,10 @@
-// Stage types by name. Each stage type is one StageModule, defined next to its stage
-// (pipeline/*_stage.cc, or the stage type's own folder, pipeline/conntrack/): its part of the
-// appliance file (config::StageType: its parameter struct's keys, reader, checks and JSON), its
-// factory, if the running stage can take a new configuration its reload, and its own commands
-// and metrics if it has any. The loader, `vecflowctl config`, reloads, the pipeline and the
-// control plane loop over the modules; none of them names a stage type.
+// Stage types by name. Each stage type is one StageModule, defined next to its stage (in the
+// stage type's own folder, pipeline/route/, pipeline/conntrack/ ..., or pipeline/*_stage.cc for
+// a stage type with no commands of its own): its part of the appliance file (config::StageType: its
+// parameter struct's keys, reader, checks and JSON), its factory, if the running stage can take a
+// new configuration its reload, and its own commands and metrics if it has any. The loader,
+// `vecflowctl config`, reloads, the pipeline and the control plane loop over the modules; none of
+// them names a stage type.
 //
 // The built-in stages are listed in builtin_stages.cc, one line each: an explicit list,
 // because static self-registering objects are silently dropped from a static library.
@@ -66,10 +67,11 @@ struct StageModule {
   bool (*needs_kernel)(const config::AnyStageParams& params) = nullptr;
   // Absent (no tables): every change of the stage needs a restart.
   StageReload reload;
-  // Adds the stage type's own commands and metric families (conntrack: `sessions`) when
-  // `pipeline` has stages of this type. `pipeline` outlives the registry's use of it; the
-  // commands and collectors run on the control thread. Absent: the generic ones (`pipeline`,
-  // `errors`) are all it has.
+  // Adds the stage type's own commands and metric families (route: `routes`, conntrack:
+  // `sessions`). Called for every module, whether or not `pipeline` has stages of its type: a
+  // command may answer that there are none (`routes`), or the module adds nothing then
+  // (conntrack). `pipeline` outlives the registry's use of it; the commands and collectors run
+  // on the control thread. Absent: the generic ones (`pipeline`, `errors`) are all it has.
   void (*add_commands)(control::Registry& registry, Pipeline& pipeline) = nullptr;
 };
 
