@@ -11,7 +11,7 @@
 #include "core/packet.h"
 #include "io/afxdp/afxdp_port.h"
 #include "io/port_factory.h"
-#include "pipeline/neighbour/neighbour_stage.h"
+#include "pipeline/stage_registry.h"
 #include "sched/from_config.h"
 
 namespace vecflow {
@@ -26,15 +26,14 @@ std::vector<unsigned> worker_lcores(const config::ApplianceConfig& cfg) {
 }
 
 // Packet buffers the pool has beyond what the ports keep posted for receive (AF_XDP fill
-// rings, DPDK rx descriptors) and what neighbour stages may hold while next hops resolve:
-// what packets in flight can use.
+// rings, DPDK rx descriptors) and what stages may hold (neighbour stages while next hops
+// resolve): what packets in flight can use.
 uint32_t spare_mbufs(const config::ApplianceConfig& cfg) {
   uint64_t posted = 0;
   for (const auto& s : cfg.pipeline) {
-    const auto* n = s.params.get_if<NeighbourConfig>();
-    if (n && n->unresolved == Unresolved::Hold) {
-      posted += uint64_t{NeighbourStage::kHoldQueues} * n->hold_packets * worker_lcores(cfg).size();
-    }
+    const StageModule* m = StageRegistry::builtin().find(s.type);
+    if (m != nullptr && m->held_packets != nullptr)
+      posted += m->held_packets(s.params) * worker_lcores(cfg).size();
   }
   for (const auto& p : cfg.ports) {
     if (const auto* a = std::get_if<config::AfXdpPort>(&p.kind)) {

@@ -73,6 +73,9 @@ struct StageModule {
   // (conntrack). `pipeline` outlives the registry's use of it; the commands and collectors run
   // on the control thread. Absent: the generic ones (`pipeline`, `errors`) are all it has.
   void (*add_commands)(control::Registry& registry, Pipeline& pipeline) = nullptr;
+  // Packets a stage of this type with `params` may hold on each worker lcore
+  // (Stage::holds_packets), which the buffer pool must have beyond the ports' rings. Absent: 0.
+  uint64_t (*held_packets)(const config::AnyStageParams& params) = nullptr;
 };
 
 class StageRegistry {

@@ -234,35 +234,18 @@ bool destination_key(rte_mbuf* m, uint16_t port, KeyWords& k) noexcept {
   return false;
 }
 
-}  // namespace
-
-void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
-  static_assert(kBatch <= NeighbourTable::kMaxBulk);
-  const uint64_t now = env.now();
-  const size_t nports = port_mac_.size();
-  uint64_t resolved = 0, unresolved_n = 0, unplaced = 0, held = 0;
-  // Policy hold: this worker's held packets. A packet to a next hop with packets held here
-  // joins them (it must not overtake them), even when the next hop has just been resolved.
-  HoldState* const hs = holds_ ? &holds_[env.slot()] : nullptr;
-
-  // Most packets of a vector go to the next hop of the packet before them (a few gateways, a
-  // few directly connected servers): the last resolved next hop is kept, and a packet going
-  // there costs two stores. The others wait for one bulk lookup per batch.
-  uint32_t last_id = NeighbourTable::kNotFound;  // a gateway's id, resolved
-  KeyWords last_key{};    // a connected destination's key, resolved; all zero: none
-  uint64_t dst_word = 0;  // MAC of the last resolved next hop
-  uint16_t last_port = kNoPort;
-  uint64_t src_word = 0;  // MAC of last_port
-  // The 12 address bytes as an 8- and a 4-byte store: destination, then source.
-  uint64_t head = 0;
-  uint32_t tail = 0;
-  auto prepare = [&](uint16_t port) noexcept {
-    last_port = port;
-    src_word = port_mac_[port];
-    head = (dst_word & 0xffffffffffffull) | src_word << 48;
-    tail = static_cast<uint32_t>(src_word >> 16);
-  };
-  auto rewrite = [&](rte_mbuf* m, uint16_t port) noexcept {
+// The Ethernet addresses given to packets to the last resolved next hop: its MAC and the
+// egress port's, as an 8- and a 4-byte store (destination, then source), made again only when
+// the next hop or the port changes. Most packets of a vector go where the packet before them
+// went. Inlined into NeighbourStage::process, whose loop it is part of.
+struct MacWriter {
+  explicit MacWriter(const uint64_t* port_macs) noexcept : port_mac(port_macs) {}
+  // A new next hop (its NeighbourEntry word), leaving through `port`.
+  [[gnu::always_inline]] void next_hop(uint64_t word, uint16_t port) noexcept {
+    dst_word = word;
+    prepare(port);
+  }
+  [[gnu::always_inline]] void write(rte_mbuf* m, uint16_t port) noexcept {
     static_assert(std::endian::native == std::endian::little);
     if (port != last_port) prepare(port);
     auto* eth = rte_pktmbuf_mtod(m, uint8_t*);
@@ -272,8 +255,41 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     } else {  // the port's MAC is unknown: the source stays as it is
       std::memcpy(eth, &dst_word, RTE_ETHER_ADDR_LEN);
     }
-    ++resolved;
-  };
+    ++written;
+  }
+  [[gnu::always_inline]] void prepare(uint16_t port) noexcept {
+    last_port = port;
+    src_word = port_mac[port];
+    head = (dst_word & 0xffffffffffffull) | src_word << 48;
+    tail = static_cast<uint32_t>(src_word >> 16);
+  }
+
+  const uint64_t* port_mac;  // by port, NeighbourEntry word form, 0: keep the source
+  uint64_t dst_word = 0;     // MAC of the last resolved next hop
+  uint16_t last_port = kNoPort;
+  uint64_t src_word = 0;  // MAC of last_port
+  uint64_t head = 0;
+  uint32_t tail = 0;
+  uint64_t written = 0;  // packets given addresses: resolved
+};
+
+}  // namespace
+
+void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
+  static_assert(kBatch <= NeighbourTable::kMaxBulk);
+  const uint64_t now = env.now();
+  const size_t nports = port_mac_.size();
+  uint64_t unresolved_n = 0, unplaced = 0, held = 0;
+  // Policy hold: this worker's held packets. A packet to a next hop with packets held here
+  // joins them (it must not overtake them), even when the next hop has just been resolved.
+  HoldState* const hs = holds_ ? &holds_[env.slot()] : nullptr;
+
+  // Most packets of a vector go to the next hop of the packet before them (a few gateways, a
+  // few directly connected servers): the last resolved next hop is kept, and a packet going
+  // there costs two stores. The others wait for one bulk lookup per batch.
+  uint32_t last_id = NeighbourTable::kNotFound;  // a gateway's id, resolved
+  KeyWords last_key{};  // a connected destination's key, resolved; all zero: none
+  MacWriter mac(port_mac_.data());
   // Resolves entry `id` for a packet: rewrites it (and remembers the entry) or applies the
   // unresolved policy. Returns whether it was resolved.
   auto resolve = [&](rte_mbuf* m, uint16_t port, uint32_t id, const NeighbourKey* key) noexcept {
@@ -299,9 +315,8 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
       return false;
     }
     if (e.used.load(std::memory_order_relaxed) == 0) e.used.store(1, std::memory_order_relaxed);
-    dst_word = word;
-    prepare(port);
-    rewrite(m, port);
+    mac.next_hop(word, port);
+    mac.write(m, port);
     return true;
   };
 
@@ -329,7 +344,7 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
       }
       if (pm.nexthop < kNextHopConnected) {  // a gateway: its entry, no hash lookup
         if (pm.nexthop == last_id) {
-          rewrite(m, port);
+          mac.write(m, port);
         } else if (resolve(m, port, pm.nexthop, nullptr)) {
           last_id = pm.nexthop;
           last_key = KeyWords{};
@@ -344,7 +359,7 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
         continue;
       }
       if (k.same(last_key)) {
-        rewrite(m, port);
+        mac.write(m, port);
         continue;
       }
       if (!looked_up) {
@@ -383,7 +398,7 @@ void NeighbourStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     }
   }
   LcoreState& st = lcores_[env.slot()];
-  st.resolved.add(resolved);
+  st.resolved.add(mac.written);
   st.unresolved.add(unresolved_n);
   st.unplaced.add(unplaced);
   if (held) st.held.add(held);
@@ -545,7 +560,13 @@ StageModule neighbour_stage_module() {
          }}},
        apply_statics,
        neighbour_ports},
-      control::add_neighbour_commands};
+      control::add_neighbour_commands,
+      [](const config::AnyStageParams& p) -> uint64_t {
+        const auto& n = p.get<NeighbourConfig>();
+        return n.unresolved == Unresolved::Hold
+                   ? uint64_t{NeighbourStage::kHoldQueues} * n.hold_packets
+                   : 0;
+      }};
 }
 
 }  // namespace vecflow

@@ -105,6 +105,76 @@ inline uint32_t pick(rte_mbuf* m, uint16_t count) noexcept {
   return count == 1 ? 0 : pick_multipath(m, count);
 }
 
+// What a vector's packets came to, counted per vector: one store per counter instead of one
+// per packet.
+struct RouteTally {
+  uint64_t forwarded = 0, to_kernel = 0, no_route = 0, not_ip = 0;
+  uint64_t bad_checksum = 0, martian_source = 0, martian_destination = 0;
+};
+
+// The checks an IPv4 packet passes before its lookup: its header checksum, martian addresses
+// (RFC 1812 5.3.7), and the box's own destinations, which go to the kernel. False: decided
+// here (dropped or to the kernel) and counted. Inlined into route()'s loop, which it is part of.
+template <bool kChecksum, bool kMartians>
+[[gnu::always_inline]] inline bool admit4(rte_mbuf* m, const rte_ipv4_hdr* ip, uint32_t dst,
+                                          RouteTally& n) noexcept {
+  if (kChecksum && !ipv4_header_intact(m, ip)) {
+    set_drop(m, DropReason::IPV4_BAD_CHECKSUM);
+    ++n.bad_checksum;
+    return false;
+  }
+  // The source's first octet, read as it lies in the packet: all its checks need.
+  const uint8_t src_net = reinterpret_cast<const uint8_t*>(&ip->src_addr)[0];
+  if (kMartians && martian_source4(src_net)) {
+    set_drop(m, DropReason::MARTIAN_SOURCE);
+    ++n.martian_source;
+    return false;
+  }
+  if (kMartians && martian_destination4(dst)) {
+    set_drop(m, DropReason::MARTIAN_DESTINATION);
+    ++n.martian_destination;
+    return false;
+  }
+  if (host_bound4(dst)) {
+    set_kernel(m);
+    ++n.to_kernel;
+    return false;
+  }
+  if (kMartians && unspecified_source4(src_net)) {
+    set_drop(m, DropReason::MARTIAN_SOURCE);
+    ++n.martian_source;
+    return false;
+  }
+  return true;
+}
+
+// admit4's checks for IPv6 (no header checksum).
+template <bool kMartians>
+[[gnu::always_inline]] inline bool admit6(rte_mbuf* m, const rte_ipv6_hdr* ip,
+                                          RouteTally& n) noexcept {
+  if (kMartians && martian_source6(ip->src_addr)) {
+    set_drop(m, DropReason::MARTIAN_SOURCE);
+    ++n.martian_source;
+    return false;
+  }
+  if (kMartians && martian_destination6(ip->dst_addr)) {
+    set_drop(m, DropReason::MARTIAN_DESTINATION);
+    ++n.martian_destination;
+    return false;
+  }
+  if (host_bound6(ip->dst_addr)) {
+    set_kernel(m);
+    ++n.to_kernel;
+    return false;
+  }
+  if (kMartians && unspecified6(ip->src_addr)) {
+    set_drop(m, DropReason::MARTIAN_SOURCE);
+    ++n.martian_source;
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 RouteStage::RouteStage(const config::StageConfig& cfg, StageContext& ctx)
@@ -271,9 +341,7 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   const int meta_offset = g_packet_meta_offset;
   const PortMtuTable& mtus = *mtus_;
   LcoreState& st = lcores_[env.slot()];
-  // Counted per vector: one store per counter instead of one per packet.
-  uint64_t forwarded = 0, to_kernel = 0, no_route = 0, not_ip = 0;
-  uint64_t bad_checksum = 0, martian_source = 0, martian_destination = 0;
+  RouteTally n;
 
   uint32_t ip4[kLookupBatch];
   uint64_t leaf4[kLookupBatch];
@@ -296,69 +364,24 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
       rte_mbuf* m = pkts[i];
       if (pkt::is_ipv4(m)) {
         rte_ipv4_hdr* ip = pkt::ipv4(m);
-        if (kChecksum && !ipv4_header_intact(m, ip)) {
-          set_drop(m, DropReason::IPV4_BAD_CHECKSUM);
-          ++bad_checksum;
-          continue;
-        }
-        // The source's first octet, read as it lies in the packet: all its checks need.
-        const uint8_t src_net = reinterpret_cast<const uint8_t*>(&ip->src_addr)[0];
         const uint32_t dst = rte_be_to_cpu_32(ip->dst_addr);
-        if (kMartians && martian_source4(src_net)) {
-          set_drop(m, DropReason::MARTIAN_SOURCE);
-          ++martian_source;
-          continue;
-        }
-        if (kMartians && martian_destination4(dst)) {
-          set_drop(m, DropReason::MARTIAN_DESTINATION);
-          ++martian_destination;
-          continue;
-        }
-        if (host_bound4(dst)) {
-          set_kernel(m);
-          ++to_kernel;
-          continue;
-        }
-        if (kMartians && unspecified_source4(src_net)) {
-          set_drop(m, DropReason::MARTIAN_SOURCE);
-          ++martian_source;
-          continue;
-        }
+        if (!admit4<kChecksum, kMartians>(m, ip, dst, n)) continue;
         hdr[i - base] = ip;
         ip4[n4] = dst;
         at4[n4++] = static_cast<uint16_t>(i - base);
       } else if (pkt::is_ipv6(m)) {
         rte_ipv6_hdr* ip = pkt::ipv6(m);
         const uint8_t* dst = ip->dst_addr;
-        if (kMartians && martian_source6(ip->src_addr)) {
-          set_drop(m, DropReason::MARTIAN_SOURCE);
-          ++martian_source;
-          continue;
-        }
-        if (kMartians && martian_destination6(dst)) {
-          set_drop(m, DropReason::MARTIAN_DESTINATION);
-          ++martian_destination;
-          continue;
-        }
-        if (host_bound6(dst)) {
-          set_kernel(m);
-          ++to_kernel;
-          continue;
-        }
-        if (kMartians && unspecified6(ip->src_addr)) {
-          set_drop(m, DropReason::MARTIAN_SOURCE);
-          ++martian_source;
-          continue;
-        }
+        if (!admit6<kMartians>(m, ip, n)) continue;
         hdr[i - base] = ip;
         std::memcpy(ip6[n6], dst, 16);
         at6[n6++] = static_cast<uint16_t>(i - base);
       } else if (is_arp(m)) {
         set_kernel(m);
-        ++to_kernel;
+        ++n.to_kernel;
       } else {
         set_drop(m, DropReason::NOT_IP);
-        ++not_ip;
+        ++n.not_ip;
       }
     }
     if (n4) t->lookup4(ip4, leaf4, n4);
@@ -372,7 +395,7 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
       switch (leaf.action) {
         case RouteAction::Kernel:
           set_kernel(m);
-          ++to_kernel;
+          ++n.to_kernel;
           continue;
         case RouteAction::Drop:
           // No route at all is answered (network unreachable); a `drop` route drops silently,
@@ -382,7 +405,7 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
           } else {
             set_drop(m, DropReason::NO_ROUTE);
           }
-          ++no_route;
+          ++n.no_route;
           continue;
         case RouteAction::Forward:
           break;
@@ -393,7 +416,7 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
       if (!v6) {
         if (kMartians && link_local4(ip4[k])) {
           set_drop(m, DropReason::MARTIAN_DESTINATION);
-          ++martian_destination;
+          ++n.martian_destination;
           continue;
         }
         auto* ip = static_cast<rte_ipv4_hdr*>(hdr[at]);
@@ -423,16 +446,16 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
       PacketMeta& pm = *RTE_MBUF_DYNFIELD(m, meta_offset, PacketMeta*);
       pm.out_port = hop.port;
       pm.nexthop = hop.neighbour;
-      ++forwarded;
+      ++n.forwarded;
     }
   }
-  st.forwarded.add(forwarded);
-  st.to_kernel.add(to_kernel);
-  st.no_route.add(no_route);
-  st.not_ip.add(not_ip);
-  st.bad_checksum.add(bad_checksum);
-  st.martian_source.add(martian_source);
-  st.martian_destination.add(martian_destination);
+  st.forwarded.add(n.forwarded);
+  st.to_kernel.add(n.to_kernel);
+  st.no_route.add(n.no_route);
+  st.not_ip.add(n.not_ip);
+  st.bad_checksum.add(n.bad_checksum);
+  st.martian_source.add(n.martian_source);
+  st.martian_destination.add(n.martian_destination);
 }
 
 namespace {
