@@ -261,11 +261,14 @@ void check_conntrack(config::StageCheck& c, const ConntrackConfig& p) {
             "connection share a flow bucket");
   const bool any_dpdk = std::any_of(cfg.ports.begin(), cfg.ports.end(),
                                     [](const config::PortConfig& p) { return !p.is_afxdp(); });
+  // A DPDK port takes its NIC's RSS hash unless flow_id is software (xdp means the XDP
+  // program's hash, which only AF_XDP ports' frames carry).
   if (cfg.scheduler.flow_id == FlowIdSource::Rss ||
-      (cfg.scheduler.flow_id == FlowIdSource::Auto && any_dpdk))
+      (cfg.scheduler.flow_id != FlowIdSource::Software && any_dpdk))
     c.error(at, c.path(),
-            "conntrack needs the flow hash vecflow computes (scheduler.flow_id: software or "
-            "xdp): a NIC's RSS hash differs between a connection's two directions");
+            "conntrack needs the flow hash vecflow computes (scheduler.flow_id: software, or xdp "
+            "when every port is AF_XDP): a NIC's RSS hash differs between a connection's two "
+            "directions");
 }
 
 Json conntrack_json(const ConntrackConfig& p) {
