@@ -28,6 +28,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
+const CommandSpec kPing{"ping", "answers"};
+
 class Rig {
  public:
   explicit Rig(BackoffConfig backoff) {
@@ -37,10 +39,9 @@ class Rig {
     o.socket_path = dir_ + "/c.sock";
     o.group = "";
     o.read_timeout_ms = 600000;
-    (void)registry_.add_command(
-        Command{"ping", "", Access::Read, "", [](const CommandContext&) -> CommandResult {
-                  return Json{{"pong", true}};
-                }});
+    (void)registry_.add_command(Command{&kPing, [](const CommandContext&) -> CommandResult {
+                                          return Json{{"pong", true}};
+                                        }});
     server_ = *ControlServer::create(o, registry_);
     lcore_ = std::make_unique<Lcore>(0, backoff);
     lcore_->add_service(server_);

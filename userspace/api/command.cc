@@ -57,31 +57,89 @@ std::string_view to_string(Unit u) noexcept {
   return "";
 }
 
-ArgReader::ArgReader(const Json& args, std::initializer_list<std::string_view> known)
-    : args_(args) {
-  if (args_.is_null()) return;
-  if (!args_.is_object()) {
-    fail("\"args\" must be an object");
-    return;
-  }
-  for (const auto& [key, value] : args_.items()) {
-    bool ok = false;
-    for (auto k : known)
-      ok |= k == key;
-    if (!ok) {
-      std::string list;
-      for (auto k : known)
-        list += fmt::format("{}{}", list.empty() ? "" : ", ", k);
-      fail(list.empty() ? fmt::format("unknown argument '{}': this command takes none", key)
-                        : fmt::format("unknown argument '{}' (expected: {})", key, list));
-      return;
-    }
-  }
+namespace {
+
+std::string list_of(const std::vector<std::string_view>& words) {
+  std::string out;
+  for (auto w : words)
+    out += fmt::format("{}{}", out.empty() ? "" : ", ", w);
+  return out;
 }
 
-void ArgReader::fail(std::string message) {
-  if (!error_) error_ = CommandError{ErrorCode::BadArguments, std::move(message), {}};
+std::string bound(double v) {
+  return fmt::format("{}", v);
 }
+
+// What is wrong with one argument's value, or empty.
+std::string value_problem(const ArgSpec& a, const Json& v) {
+  switch (a.type) {
+    case ArgType::String:
+    case ArgType::Path:
+      if (!v.is_string()) return fmt::format("argument '{}' must be a string", a.name);
+      if (!a.choices.empty()) {
+        const std::string s = v.get<std::string>();
+        for (auto c : a.choices) {
+          if (c == s) return {};
+        }
+        return fmt::format("argument '{}' is '{}', expected one of: {}", a.name, s,
+                           list_of(a.choices));
+      }
+      return {};
+    case ArgType::Uint: {
+      if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+        return fmt::format("argument '{}' must be a non-negative integer", a.name);
+      const auto n = v.get<uint64_t>();
+      if (static_cast<double>(n) < a.min || static_cast<double>(n) > a.max)
+        return fmt::format("argument '{}' is {}, expected {}..{}", a.name, n, bound(a.min),
+                           bound(a.max));
+      return {};
+    }
+    case ArgType::Number: {
+      if (!v.is_number()) return fmt::format("argument '{}' must be a number", a.name);
+      const double n = v.get<double>();
+      if (!std::isfinite(n) || n < a.min || n > a.max)
+        return fmt::format("argument '{}' is {}, expected {}..{}", a.name, n, bound(a.min),
+                           bound(a.max));
+      return {};
+    }
+    case ArgType::Bool:
+      if (!v.is_boolean()) return fmt::format("argument '{}' must be true or false", a.name);
+      return {};
+  }
+  return {};
+}
+
+}  // namespace
+
+std::optional<CommandError> check_args(const CommandSpec& spec, const Json& args) {
+  auto bad = [](std::string message) {
+    return CommandError{ErrorCode::BadArguments, std::move(message), {}};
+  };
+  if (!args.is_null() && !args.is_object()) return bad("\"args\" must be an object");
+  if (args.is_object()) {
+    for (const auto& [key, value] : args.items()) {
+      const ArgSpec* a = spec.arg(key);
+      if (!a) {
+        if (spec.args.empty())
+          return bad(fmt::format("unknown argument '{}': this command takes none", key));
+        std::vector<std::string_view> names;
+        for (const ArgSpec& known : spec.args)
+          names.push_back(known.name);
+        return bad(fmt::format("unknown argument '{}' (expected: {})", key, list_of(names)));
+      }
+      if (value.is_null()) continue;
+      if (auto problem = value_problem(*a, value); !problem.empty()) return bad(problem);
+    }
+  }
+  for (const ArgSpec& a : spec.args) {
+    if (!a.required) continue;
+    if (!args.is_object() || !args.contains(a.name) || args[a.name].is_null())
+      return bad(fmt::format("missing argument '{}'", a.name));
+  }
+  return std::nullopt;
+}
+
+ArgReader::ArgReader(const CommandContext& ctx) : args_(ctx.args) {}
 
 const Json* ArgReader::find(std::string_view key) const {
   if (!args_.is_object()) return nullptr;
@@ -90,82 +148,36 @@ const Json* ArgReader::find(std::string_view key) const {
   return &*it;
 }
 
-void ArgReader::require(std::string_view key) {
-  if (!find(key)) fail(fmt::format("missing argument '{}'", key));
-}
-
-std::optional<std::string> ArgReader::string(std::string_view key) {
+std::optional<std::string> ArgReader::string(std::string_view key) const {
   const Json* v = find(key);
-  if (!v) return std::nullopt;
-  if (!v->is_string()) {
-    fail(fmt::format("argument '{}' must be a string", key));
-    return std::nullopt;
-  }
+  if (!v || !v->is_string()) return std::nullopt;
   return v->get<std::string>();
 }
 
-std::string ArgReader::string(std::string_view key, std::string fallback) {
+std::string ArgReader::string(std::string_view key, std::string fallback) const {
   auto v = string(key);
   return v ? *v : fallback;
 }
 
-std::optional<uint64_t> ArgReader::uint(std::string_view key, uint64_t min, uint64_t max) {
+std::optional<uint64_t> ArgReader::uint(std::string_view key) const {
   const Json* v = find(key);
-  if (!v) return std::nullopt;
-  if (!v->is_number_unsigned() && !(v->is_number_integer() && v->get<int64_t>() >= 0)) {
-    fail(fmt::format("argument '{}' must be a non-negative integer", key));
-    return std::nullopt;
-  }
-  auto n = v->get<uint64_t>();
-  if (n < min || n > max) {
-    fail(fmt::format("argument '{}' is {}, expected {}..{}", key, n, min, max));
-    return std::nullopt;
-  }
-  return n;
+  if (!v || !v->is_number_integer()) return std::nullopt;
+  return v->get<uint64_t>();
 }
 
-uint64_t ArgReader::uint(std::string_view key, uint64_t fallback, uint64_t min, uint64_t max) {
-  auto v = uint(key, min, max);
+uint64_t ArgReader::uint(std::string_view key, uint64_t fallback) const {
+  auto v = uint(key);
   return v ? *v : fallback;
 }
 
-double ArgReader::number(std::string_view key, double fallback, double min, double max) {
+double ArgReader::number(std::string_view key, double fallback) const {
   const Json* v = find(key);
-  if (!v) return fallback;
-  if (!v->is_number()) {
-    fail(fmt::format("argument '{}' must be a number", key));
-    return fallback;
-  }
-  double n = v->get<double>();
-  if (!std::isfinite(n) || n < min || n > max) {
-    fail(fmt::format("argument '{}' is {}, expected {}..{}", key, n, min, max));
-    return fallback;
-  }
-  return n;
+  return v && v->is_number() ? v->get<double>() : fallback;
 }
 
-bool ArgReader::boolean(std::string_view key, bool fallback) {
+bool ArgReader::boolean(std::string_view key, bool fallback) const {
   const Json* v = find(key);
-  if (!v) return fallback;
-  if (!v->is_boolean()) {
-    fail(fmt::format("argument '{}' must be true or false", key));
-    return fallback;
-  }
-  return v->get<bool>();
-}
-
-std::string ArgReader::choice(std::string_view key, std::string fallback,
-                              std::initializer_list<std::string_view> allowed) {
-  auto v = string(key);
-  if (!v) return fallback;
-  for (auto a : allowed) {
-    if (a == *v) return *v;
-  }
-  std::string list;
-  for (auto a : allowed)
-    list += fmt::format("{}{}", list.empty() ? "" : ", ", a);
-  fail(fmt::format("argument '{}' is '{}', expected one of: {}", key, *v, list));
-  return fallback;
+  return v && v->is_boolean() ? v->get<bool>() : fallback;
 }
 
 Json View::to_json() const {

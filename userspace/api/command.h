@@ -1,9 +1,9 @@
 // Commands of the control protocol: what a part registers, what a handler receives and returns.
 //
-// A command is a name, an access level, a one-line summary, a handler and, for commands whose
-// result is a table, a View that tells vecflowctl how to print it. Handlers run on the control
-// thread (the control lcore's ControlServer service), one at a time, so they may read the
-// parts' tables without locks; they read data-path counters through their single-writer
+// A command is its spec (api/command_spec.h: name, summary, access, arguments), a handler and,
+// for commands whose result is a table, a View that tells vecflowctl how to print it. Handlers run
+// on the control thread (the control lcore's ControlServer service), one at a time, so they may
+// read the parts' tables without locks; they read data-path counters through their single-writer
 // Counters, never through locks. A handler must answer quickly: it runs between the control
 // lcore's polls.
 #pragma once
@@ -21,6 +21,8 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "api/command_spec.h"
 
 namespace vecflow::control {
 
@@ -63,10 +65,6 @@ std::unexpected<CommandError> command_error(ErrorCode code, fmt::format_string<A
   return std::unexpected(CommandError{code, fmt::format(f, std::forward<Args>(args)...), {}});
 }
 
-// Read: anyone who can open the socket. Change: root, the daemon's own user, or a member of
-// control.group, checked against the peer's SO_PEERCRED/SO_PEERGROUPS credentials.
-enum class Access { Read, Change };
-
 // The process at the other end of a control connection, as the kernel reports it.
 struct Peer {
   pid_t pid = 0;
@@ -76,38 +74,32 @@ struct Peer {
   bool may_change = false;    // decided once per connection by the server
 };
 
-// Reads a command's arguments (a JSON object), rejecting unknown keys and values of the wrong
-// type or range. The first problem is kept and returned by error():
+struct CommandContext;
+
+// Checks a request's arguments against its command's spec: an object (or null) whose keys are
+// the spec's arguments, each of its type, range and choices, the required ones present. The
+// registry runs it before every handler, so that handlers only read.
+std::optional<CommandError> check_args(const CommandSpec& spec, const Json& args);
+
+// Reads arguments that check_args accepted; a key the request left out gives the fallback.
 //
-//   ArgReader a(ctx.args, {"top", "by"});
-//   uint64_t top = a.uint("top", 10, 1, 10000);
-//   std::string by = a.choice("by", "packets", {"packets", "bytes"});
-//   if (auto e = a.error()) return std::unexpected(*e);
+//   ArgReader a(ctx);
+//   uint64_t top = a.uint("top", 10);
+//   std::string by = a.string("by", "packets");
 class ArgReader {
  public:
-  // Keeps a reference to `args`: it must outlive the reader.
-  ArgReader(const Json& args, std::initializer_list<std::string_view> known);
-  ArgReader(Json&& args, std::initializer_list<std::string_view> known) = delete;
+  explicit ArgReader(const CommandContext& ctx);
 
-  std::optional<std::string> string(std::string_view key);
-  std::string string(std::string_view key, std::string fallback);
-  uint64_t uint(std::string_view key, uint64_t fallback, uint64_t min, uint64_t max);
-  std::optional<uint64_t> uint(std::string_view key, uint64_t min, uint64_t max);
-  double number(std::string_view key, double fallback, double min, double max);
-  bool boolean(std::string_view key, bool fallback);
-  std::string choice(std::string_view key, std::string fallback,
-                     std::initializer_list<std::string_view> allowed);
-  // Records an error for a required argument that is absent.
-  void require(std::string_view key);
-
-  std::optional<CommandError> error() const { return error_; }
+  std::optional<std::string> string(std::string_view key) const;
+  std::string string(std::string_view key, std::string fallback) const;
+  std::optional<uint64_t> uint(std::string_view key) const;
+  uint64_t uint(std::string_view key, uint64_t fallback) const;
+  double number(std::string_view key, double fallback) const;
+  bool boolean(std::string_view key, bool fallback) const;
 
  private:
   const Json* find(std::string_view key) const;
-  void fail(std::string message);
-
   const Json& args_;
-  std::optional<CommandError> error_;
 };
 
 // ---- how vecflowctl prints a result ------------------------------------------------------------
@@ -178,10 +170,7 @@ struct CommandContext {
 using Handler = std::function<CommandResult(const CommandContext&)>;
 
 struct Command {
-  std::string name;     // "ports"
-  std::string summary;  // one line, shown by `vecflowctl commands`
-  Access access = Access::Read;
-  std::string args_help;  // "[top=N] [by=packets|bytes]" for the help listing
+  const CommandSpec* spec = nullptr;  // name, summary, access, arguments
   Handler handler = nullptr;
   std::optional<View> view = std::nullopt;  // how vecflowctl prints the result
   // The counters as collected, never minus the baseline of `clear` (the `metrics` command,

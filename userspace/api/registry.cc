@@ -88,10 +88,10 @@ Json reply_error(const Json& id, const CommandError& error) {
 }
 
 Result<void> Registry::add_command(Command command) {
-  if (commands_.contains(command.name)) {
-    return fail("control command '{}' is registered twice", command.name);
-  }
-  std::string name = command.name;
+  if (!command.spec) return fail("a control command has no spec");
+  if (auto problem = spec_problem(*command.spec); !problem.empty()) return fail("{}", problem);
+  std::string name(command.spec->name);
+  if (commands_.contains(name)) return fail("control command '{}' is registered twice", name);
   commands_.emplace(std::move(name), std::move(command));
   return {};
 }
@@ -149,15 +149,16 @@ Json Registry::dispatch(const Request& request, const Peer& peer, const RateWind
                                                 request.command, names),
                                     {}});
   }
-  if (c->access == Access::Change && !peer.may_change) {
+  if (c->spec->access == Access::Change && !peer.may_change) {
     return reply_error(
         request.id,
         CommandError{ErrorCode::PermissionDenied,
                      fmt::format("'{}' changes the appliance: it needs root or membership of the "
                                  "control group (uid {} is neither)",
-                                 c->name, peer.uid),
+                                 c->spec->name, peer.uid),
                      {}});
   }
+  if (auto bad = check_args(*c->spec, request.args)) return reply_error(request.id, *bad);
   try {
     Snapshot snapshot = collect();
     if (!c->raw_counters) snapshot.subtract(baseline_);
@@ -167,10 +168,10 @@ Json Registry::dispatch(const Request& request, const Peer& peer, const RateWind
     if (!r) return reply_error(request.id, r.error());
     return reply_ok(request.id, std::move(*r), request.view && c->view ? &*c->view : nullptr);
   } catch (const std::exception& e) {
-    return reply_error(
-        request.id, CommandError{ErrorCode::Internal,
-                                 fmt::format("'{}' failed inside vecflowd: {}", c->name, e.what()),
-                                 {}});
+    return reply_error(request.id, CommandError{ErrorCode::Internal,
+                                                fmt::format("'{}' failed inside vecflowd: {}",
+                                                            c->spec->name, e.what()),
+                                                {}});
   }
 }
 

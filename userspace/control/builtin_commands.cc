@@ -8,6 +8,7 @@
 
 #include "api/families.h"
 #include "api/values.h"
+#include "control/command_specs.h"
 #include "core/drop_reason.h"
 #include "core/log.h"
 #include "runtime/cycles.h"
@@ -55,16 +56,15 @@ std::string_view port_type(const config::PortConfig& p) {
 
 void register_introspection(Registry& registry) {
   (void)registry.add_command(
-      Command{"commands", "List the commands this vecflowd serves", Access::Read, "",
-              [&registry](const CommandContext& ctx) -> CommandResult {
-                ArgReader a(ctx.args, {});
-                if (auto e = a.error()) return std::unexpected(*e);
+      Command{&kCommandsSpec,
+              [&registry](const CommandContext&) -> CommandResult {
                 Json list = Json::array();
                 for (const Command* c : registry.commands()) {
-                  list.push_back({{"name", c->name},
-                                  {"access", c->access == Access::Change ? "change" : "read"},
-                                  {"args", c->args_help},
-                                  {"summary", c->summary}});
+                  const CommandSpec& spec = *c->spec;
+                  list.push_back({{"name", spec.name},
+                                  {"access", spec.access == Access::Change ? "change" : "read"},
+                                  {"args", spec.usage()},
+                                  {"summary", spec.summary}});
                 }
                 return Json{{"commands", std::move(list)}};
               },
@@ -75,12 +75,10 @@ void register_introspection(Registry& registry) {
                            {"SUMMARY", "summary"}})}}});
 
   (void)registry.add_command(Command{
-      "metrics", "Every counter, as one snapshot (the numbers /metrics serves)", Access::Read,
-      "[family=PREFIX]",
+      &kMetricsSpec,
       [](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {"family"});
+        ArgReader a(ctx);
         std::string prefix = a.string("family", "");
-        if (auto e = a.error()) return std::unexpected(*e);
         Json families = Json::array();
         Json rows = Json::array();
         for (const auto& fam : ctx.snapshot.families()) {
@@ -109,15 +107,10 @@ void register_introspection(Registry& registry) {
       true});
 
   (void)registry.add_command(Command{
-      "clear",
-      "Counters restart from zero in every command but `metrics`: what=counters (all), errors "
-      "(drops and parse errors) or runtime (lcore, service, stage and scheduler time and "
-      "work); /metrics stays monotonic",
-      Access::Change, "[what=counters|errors|runtime]",
+      &kClearSpec,
       [&registry](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {"what"});
-        const std::string what = a.choice("what", "counters", {"counters", "errors", "runtime"});
-        if (auto e = a.error()) return std::unexpected(*e);
+        ArgReader a(ctx);
+        const std::string what = a.string("what", "counters");
         auto selects = [&what](const MetricFamily& f) {
           if (what == "errors")
             return f.name.find("drops") != std::string::npos ||
@@ -147,11 +140,8 @@ void register_status(Registry& registry, StatusSource source) {
   });
 
   (void)registry.add_command(Command{
-      "status", "Is it up: version, uptime, configuration, lcores, ports, scheduler", Access::Read,
-      "",
+      &kStatusSpec,
       [&registry, source](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {});
-        if (auto e = a.error()) return std::unexpected(*e);
         const config::ApplianceConfig& cfg = *source.running;
         Json sections = registry.status_sections(ctx);
         Json out;
@@ -289,11 +279,8 @@ void register_runtime(Registry& registry, std::vector<const Lcore*> lcores) {
   });
 
   (void)registry.add_command(Command{
-      "lcores", "Which core is busy: busy/idle/sleep time of every lcore and service", Access::Read,
-      "",
+      &kLcoresSpec,
       [lcores](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {});
-        if (auto e = a.error()) return std::unexpected(*e);
         Json rows = Json::array();
         Json services = Json::array();
         for (size_t i = 0; i < lcores.size(); ++i) {
@@ -397,13 +384,8 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
   });
 
   (void)registry.add_command(Command{
-      "accounting",
-      "Where the packets of each port went: rx = tx + kernel + dropped + held (+ in flight), and "
-      "where they came from: XDP's verdicts and the drops before user space",
-      Access::Read, "",
+      &kAccountingSpec,
       [ports](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {});
-        if (auto e = a.error()) return std::unexpected(*e);
         const Snapshot& s = ctx.snapshot;
         Json rows = Json::array();
         for (const auto& name : ports) {
@@ -489,11 +471,8 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
 
 void register_errors(Registry& registry) {
   (void)registry.add_command(Command{
-      "errors", "Where packets are dropped and why: every drop reason across the box", Access::Read,
-      "",
+      &kErrorsSpec,
       [](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {});
-        if (auto e = a.error()) return std::unexpected(*e);
         const Snapshot& s = ctx.snapshot;
         Json reasons = Json::array();
         uint64_t total = 0;
@@ -571,12 +550,10 @@ Json levels_json() {
 
 void register_logging(Registry& registry) {
   (void)registry.add_command(
-      Command{"log", "Each subsystem's log level, and the last lines logged (lines=N, default 20)",
-              Access::Read, "",
+      Command{&kLogSpec,
               [](const CommandContext& ctx) -> CommandResult {
-                ArgReader a(ctx.args, {"lines"});
-                const uint64_t n = a.uint("lines", 20, 0, log::kRecentLines);
-                if (auto e = a.error()) return std::unexpected(*e);
+                ArgReader a(ctx);
+                const uint64_t n = a.uint("lines", 20);
                 Json lines = Json::array();
                 if (n > 0) {
                   for (auto& l : log::recent_lines(n))
@@ -588,17 +565,11 @@ void register_logging(Registry& registry) {
                     table("last lines", "/lines", {{"LINE", "text"}})}}});
 
   (void)registry.add_command(Command{
-      "log-level",
-      "Set the log level of one subsystem (part=NAME) or of all: level=trace|debug|info|warn|"
-      "error|off",
-      Access::Change, "",
+      &kLogLevelSpec,
       [](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {"level", "part"});
-        a.require("level");
-        const std::string level =
-            a.choice("level", "info", {"trace", "debug", "info", "warn", "error", "off"});
+        ArgReader a(ctx);
+        const std::string level = a.string("level", "info");
         auto part = a.string("part");
-        if (auto e = a.error()) return std::unexpected(*e);
         const auto l = spdlog::level::from_str(level == "error" ? "err" : level);
         if (part && std::find(std::begin(log::kSubsystems), std::end(log::kSubsystems), *part) ==
                         std::end(log::kSubsystems)) {

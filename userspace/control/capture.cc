@@ -13,6 +13,7 @@
 #include <rte_errno.h>
 #include <rte_malloc.h>
 
+#include "control/command_specs.h"
 #include "core/log.h"
 
 namespace vecflow::control {
@@ -237,48 +238,38 @@ void CaptureManager::register_commands(Registry& registry) {
                     {"LOST", "lost", Unit::Count},
                     {"ELAPSED", "elapsed_s", Unit::Seconds},
                     {"FILE", "file"}})}};
-  (void)registry.add_command(Command{
-      "capture", "Start or stop a pcapng capture of a port (files under control.capture_dir)",
-      Access::Change,
-      "action=start port=NAME [direction=rx|tx|both] [count=N] [duration_s=S] [filter=EXPR] "
-      "[snaplen=N] [file=NAME] | action=stop [id=N]",
-      [this](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {"action", "port", "direction", "count", "duration_s", "filter",
-                               "snaplen", "file", "id"});
-        a.require("action");
-        std::string action = a.choice("action", "", {"start", "stop"});
-        if (action == "stop") {
-          auto id = a.uint("id", 1, UINT64_MAX);
-          if (auto e = a.error()) return std::unexpected(*e);
-          auto r = stop(id);
-          if (!r) return command_error(ErrorCode::Failed, "{}", r.error().message);
-          return Json{{"captures", (*r)["stopped"]}};
-        }
-        CaptureRequest req;
-        a.require("port");
-        req.port = a.string("port", "");
-        std::string dir = a.choice("direction", "both", {"rx", "tx", "both"});
-        req.directions = dir == "rx"   ? kCaptureRx
-                         : dir == "tx" ? kCaptureTx
-                                       : kCaptureRx | kCaptureTx;
-        req.count = a.uint("count", 0, 0, UINT64_MAX);
-        req.duration_s = a.number("duration_s", 0, 0, 86400 * 7);
-        req.filter = a.string("filter", "");
-        req.snaplen = static_cast<uint32_t>(a.uint("snaplen", 0, 64, kMaxSnaplen));
-        req.file = a.string("file", "");
-        if (auto e = a.error()) return std::unexpected(*e);
-        auto r = start(req);
-        if (!r) return command_error(ErrorCode::Failed, "{}", r.error().message);
-        return Json{{"captures", Json::array({*r})}};
-      },
-      view});
-  (void)registry.add_command(Command{"captures", "Captures running and done", Access::Read, "",
+  (void)registry.add_command(Command{&kCaptureStartSpec,
                                      [this](const CommandContext& ctx) -> CommandResult {
-                                       ArgReader a(ctx.args, {});
-                                       if (auto e = a.error()) return std::unexpected(*e);
-                                       return list();
+                                       ArgReader a(ctx);
+                                       CaptureRequest req;
+                                       req.port = a.string("port", "");
+                                       const std::string dir = a.string("direction", "both");
+                                       req.directions = dir == "rx"   ? kCaptureRx
+                                                        : dir == "tx" ? kCaptureTx
+                                                                      : kCaptureRx | kCaptureTx;
+                                       req.count = a.uint("count", 0);
+                                       req.duration_s = a.number("duration_s", 0);
+                                       req.filter = a.string("filter", "");
+                                       req.snaplen = static_cast<uint32_t>(a.uint("snaplen", 0));
+                                       req.file = a.string("file", "");
+                                       auto r = start(req);
+                                       if (!r)
+                                         return command_error(ErrorCode::Failed, "{}",
+                                                              r.error().message);
+                                       return Json{{"captures", Json::array({*r})}};
                                      },
                                      view});
+  (void)registry.add_command(Command{&kCaptureStopSpec,
+                                     [this](const CommandContext& ctx) -> CommandResult {
+                                       auto r = stop(ArgReader(ctx).uint("id"));
+                                       if (!r)
+                                         return command_error(ErrorCode::Failed, "{}",
+                                                              r.error().message);
+                                       return Json{{"captures", (*r)["stopped"]}};
+                                     },
+                                     view});
+  (void)registry.add_command(Command{
+      &kCapturesSpec, [this](const CommandContext&) -> CommandResult { return list(); }, view});
 }
 
 }  // namespace vecflow::control

@@ -59,7 +59,6 @@ class CaptureManager {
   static constexpr unsigned kRingSize = 4096;
   static constexpr std::chrono::milliseconds kDrainInterval{10};
   static constexpr uint32_t kDefaultSnaplen = 262144;  // what tcpdump keeps by default
-  static constexpr uint32_t kMaxSnaplen = 262144;
 
   // `ports` are the names of the appliance's ports, in PortId order.
   CaptureManager(ControlServer& server, PacketTap& tap, std::string capture_dir,

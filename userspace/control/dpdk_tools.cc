@@ -186,11 +186,12 @@ Result<std::unique_ptr<TelemetryBridge>> TelemetryBridge::create(ControlServer& 
   // Registration outlives the bridge (DPDK has no unregister); register each name once.
   static std::set<std::string> registered;
   for (const Command* c : registry.commands()) {
-    if (c->access != Access::Read) continue;
-    std::string name = std::string(kPrefix) + c->name;
+    const CommandSpec& spec = *c->spec;
+    if (spec.access != Access::Read) continue;
+    std::string name = std::string(kPrefix) + std::string(spec.name);
     if (registered.contains(name)) continue;
-    std::string help = fmt::format("vecflow: {}{}", c->summary,
-                                   c->name == "metrics" ? ". Parameter: family name prefix" : "");
+    std::string help = fmt::format("vecflow: {}{}", spec.summary,
+                                   spec.name == "metrics" ? ". Parameter: family name prefix" : "");
     // DPDK refuses (EINVAL) a help text of RTE_TEL_MAX_STRING_LEN bytes or more.
     if (help.size() >= RTE_TEL_MAX_STRING_LEN)
       help = help.substr(0, RTE_TEL_MAX_STRING_LEN - 4) + "...";

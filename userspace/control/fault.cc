@@ -1,4 +1,5 @@
 #include "control/fault.h"
+#include "control/command_specs.h"
 
 #include <chrono>
 #include <memory>
@@ -34,16 +35,10 @@ class StallService final : public Service {
 
 void register_faults(Registry& registry, Runtime& runtime, const config::ApplianceConfig& running) {
   (void)registry.add_command(Command{
-      "fault-stall",
-      "Fault injection: block one lcore's next round for `ms` milliseconds (needs "
-      "control.fault_injection)",
-      Access::Change, "lcore=N ms=M",
-      [&runtime, &running](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {"lcore", "ms"});
-        a.require("lcore");
-        const auto id = a.uint("lcore", 0, 1023);
-        const uint64_t ms = a.uint("ms", 2000, 1, 60000);
-        if (auto e = a.error()) return std::unexpected(*e);
+      &kFaultStallSpec, [&runtime, &running](const CommandContext& ctx) -> CommandResult {
+        ArgReader a(ctx);
+        const auto id = a.uint("lcore");
+        const uint64_t ms = a.uint("ms", 2000);
         if (!running.control.fault_injection)
           return command_error(ErrorCode::Failed,
                                "fault injection is off: set control.fault_injection: true (tests "

@@ -5,6 +5,7 @@
 
 #include <fmt/chrono.h>
 
+#include "control/command_specs.h"
 #include "core/log.h"
 #include "pipeline/stage_registry.h"
 
@@ -216,13 +217,11 @@ void Reloader::register_commands(Registry& registry) {
   });
 
   (void)registry.add_command(Command{
-      "reload", "Validate and apply an appliance file; refused with located errors if it has any",
-      Access::Change, "[file=PATH] [confirm_within=SECONDS]",
+      &kReloadSpec,
       [this](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {"file", "confirm_within"});
+        ArgReader a(ctx);
         std::string path = a.string("file", running_.source);
-        auto within = a.uint("confirm_within", 0, 0, kMaxConfirmSeconds);
-        if (auto e = a.error()) return std::unexpected(*e);
+        auto within = a.uint("confirm_within", 0);
         if (path.empty() || path.front() != '/') {
           return command_error(
               ErrorCode::BadArguments, "{}",
@@ -244,32 +243,20 @@ void Reloader::register_commands(Registry& registry) {
                   {{"CHANGE", "op"}, {"PATH", "path"}, {"FROM", "from"}, {"TO", "to"}})}}});
 
   (void)registry.add_command(Command{
-      "confirm", "Keep a reload made with --confirm-within", Access::Change, "",
-      [this](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {});
-        if (auto e = a.error()) return std::unexpected(*e);
-        return confirm();
-      },
+      &kConfirmSpec, [this](const CommandContext&) -> CommandResult { return confirm(); },
       View{{fields("", "",
                    {{"confirmed", "/confirmed"}, {"file", "/source"}, {"hash", "/hash"}})}}});
 
   (void)registry.add_command(Command{
-      "rollback", "Revert a reload made with --confirm-within now", Access::Change, "",
-      [this](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {});
-        if (auto e = a.error()) return std::unexpected(*e);
-        return rollback();
-      },
+      &kRollbackSpec, [this](const CommandContext&) -> CommandResult { return rollback(); },
       View{{fields(
           "", "", {{"rolled back", "/rolled_back"}, {"running", "/source"}, {"hash", "/hash"}})}}});
 
   (void)registry.add_command(Command{
-      "config", "The running configuration, every default filled in", Access::Read,
-      "[section=NAME]",
+      &kConfigSpec,
       [this](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {"section"});
+        ArgReader a(ctx);
         auto section = a.string("section");
-        if (auto e = a.error()) return std::unexpected(*e);
         Json all = config_to_json(running_);
         if (!section) return all;
         if (!all.contains(*section)) {

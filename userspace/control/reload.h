@@ -49,10 +49,6 @@ using SectionDescriber = std::function<std::vector<std::string>(
 
 class Reloader {
  public:
-  // Longest confirmation window accepted: a day. Longer would be a configuration that reverts
-  // by surprise long after everyone forgot it.
-  static constexpr uint32_t kMaxConfirmSeconds = 86400;
-
   // `running` is the appliance's configuration, replaced section by section as reloads apply.
   Reloader(config::ApplianceConfig& running, ControlServer& server);
 

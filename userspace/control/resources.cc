@@ -1,4 +1,5 @@
 #include "control/resources.h"
+#include "control/command_specs.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -129,13 +130,8 @@ void register_resources(Registry& registry) {
   });
 
   (void)registry.add_command(Command{
-      "buffers",
-      "Buffer pools (in use, cached, free), buffers lent to the kernel per AF_XDP queue, EAL "
-      "heaps and the process's memory",
-      Access::Read, "",
+      &kBuffersSpec,
       [](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {});
-        if (auto e = a.error()) return std::unexpected(*e);
         const Snapshot& s = ctx.snapshot;
         auto gauge = [&s](const MetricFamily& f, Labels labels) {
           auto v = s.get(f, labels);

@@ -294,7 +294,7 @@ class ControlConnection final : public ConnectionBase,
       return reply_error(id, request.error());
     }
     if (server_.registry.find(request->command) &&
-        server_.registry.find(request->command)->access == Access::Change) {
+        server_.registry.find(request->command)->spec->access == Access::Change) {
       server_.log->info("'{}' requested by pid {} uid {}", request->command, peer_.pid, peer_.uid);
     }
     return server_.registry.dispatch(*request, peer_, server_.rates);

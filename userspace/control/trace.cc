@@ -8,6 +8,7 @@
 #include <rte_eventdev.h>
 
 #include "control/capture.h"
+#include "control/command_specs.h"
 #include "core/drop_reason.h"
 #include "core/packet.h"
 #include "runtime/cycles.h"
@@ -344,38 +345,29 @@ void TraceManager::register_commands(Registry& registry) {
                      {"FINISHED", "finished", Unit::Count},
                      {"RECORDS LOST", "records_lost", Unit::Count}}),
              text("", "/lines")}};
-  (void)registry.add_command(Command{"trace", "Packets followed by the trace, step by step",
-                                     Access::Read, "",
+  (void)registry.add_command(Command{
+      &kTraceSpec, [this](const CommandContext&) -> CommandResult { return show(); }, view});
+  (void)registry.add_command(Command{&kTraceAddSpec,
                                      [this](const CommandContext& ctx) -> CommandResult {
-                                       ArgReader a(ctx.args, {});
-                                       if (auto e = a.error()) return std::unexpected(*e);
+                                       ArgReader a(ctx);
+                                       auto r = add(static_cast<uint32_t>(a.uint("count", 0)),
+                                                    a.string("port", ""), a.string("filter", ""));
+                                       if (!r)
+                                         return command_error(ErrorCode::Failed, "{}",
+                                                              r.error().message);
+                                       return *r;
+                                     },
+                                     view});
+  (void)registry.add_command(Command{&kTraceClearSpec,
+                                     [this](const CommandContext&) -> CommandResult {
+                                       clear();
+                                       port_.clear();
+                                       filter_text_.clear();
+                                       // A new, empty generation: the old records are not read.
+                                       tracer_.arm(0, nullptr);
                                        return show();
                                      },
                                      view});
-  (void)registry.add_command(
-      Command{"trace-arm", "Follow the next packets through every step of the data path, or stop",
-              Access::Change, "action=add count=N [port=NAME] [filter=EXPR] | action=clear",
-              [this](const CommandContext& ctx) -> CommandResult {
-                ArgReader a(ctx.args, {"action", "count", "port", "filter"});
-                a.require("action");
-                const std::string action = a.choice("action", "", {"add", "clear"});
-                if (action == "add") a.require("count");
-                const auto count = a.uint("count", 0, 1, trace::kMaxPackets);
-                const std::string port = a.string("port", "");
-                const std::string filter = a.string("filter", "");
-                if (auto e = a.error()) return std::unexpected(*e);
-                if (action == "clear") {
-                  clear();
-                  port_.clear();
-                  filter_text_.clear();
-                  tracer_.arm(0, nullptr);  // a new, empty generation: the old records are not read
-                  return show();
-                }
-                auto r = add(static_cast<uint32_t>(count), port, filter);
-                if (!r) return command_error(ErrorCode::Failed, "{}", r.error().message);
-                return *r;
-              },
-              view});
 }
 
 }  // namespace vecflow::control

@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/command_spec.h"
 #include "config/config.h"
 #include "core/drop_reason.h"
 #include "pipeline/stage_registry.h"
@@ -40,6 +41,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
+using control::CommandCatalogue;
+using control::CommandSpec;
 
 std::string config_text(const std::string& name, const std::string& prefix,
                         const std::string& socket, const std::string& group,
@@ -285,6 +288,22 @@ TEST_F(VecflowctlTest, EveryPartIsServedAndAnUnknownCommandNamesTheKnownOnes) {
   for (const char* n : {"status", "lcores", "errors", "accounting", "reload", "metrics", "steering",
                         "ports", "sched", "pipeline", "routes", "acl", "neighbours"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  // Each served command is the spec vecflowctl was built from: same summary and arguments, and
+  // a subcommand of vecflowctl under its words.
+  for (const auto& x : c["commands"]) {
+    const CommandSpec* spec = CommandCatalogue::find(x["name"].get<std::string>());
+    ASSERT_NE(spec, nullptr) << x.dump() << ": served but not in vecflowctl's specs";
+    EXPECT_EQ(x["summary"], std::string(spec->summary));
+    EXPECT_EQ(x["args"], spec->usage());
+    if (spec->call_only) continue;
+    std::string words;
+    for (auto w : spec->words)
+      words += std::string(w) + " ";
+    if (spec->words.empty()) words = std::string(spec->name) + " ";
+    Exec help = ctl(words + "--help");
+    EXPECT_EQ(help.rc, 0) << words;
+    EXPECT_TRUE(help.out.starts_with(std::string(spec->summary))) << help.out;
+  }
 }
 
 // Steering counts what the test sends to the appliance's wan0, and a reload that changes a

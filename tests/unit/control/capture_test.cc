@@ -105,7 +105,7 @@ class CaptureTest : public test::ServerFixture {
 };
 
 TEST_F(CaptureTest, WritesWhatTheTapOffersUntilStopped) {
-  Json r = call("capture", {{"action", "start"}, {"port", "wan"}, {"file", "a.pcapng"}});
+  Json r = call("capture-start", {{"port", "wan"}, {"file", "a.pcapng"}});
   ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
   ASSERT_EQ(tap_.sinks.size(), 1u);
   EXPECT_EQ(tap_.sinks[0].port, static_cast<PortId>(0));
@@ -116,7 +116,7 @@ TEST_F(CaptureTest, WritesWhatTheTapOffersUntilStopped) {
   Json list = call("captures", Json::object());
   EXPECT_EQ(list["result"]["captures"][0]["packets"], 3);
   EXPECT_EQ(list["result"]["captures"][0]["state"], "running");
-  Json s = call("capture", {{"action", "stop"}});
+  Json s = call("capture-stop", Json::object());
   ASSERT_TRUE(s["ok"].get<bool>()) << s.dump();
   EXPECT_TRUE(tap_.sinks.empty());
   const uint64_t after = now_ns();
@@ -136,13 +136,12 @@ TEST_F(CaptureTest, WritesWhatTheTapOffersUntilStopped) {
 }
 
 TEST_F(CaptureTest, FilterSnaplenAndCountApply) {
-  Json r = call("capture", {{"action", "start"},
-                            {"port", "lan"},
-                            {"direction", "rx"},
-                            {"filter", "udp dst port 53"},
-                            {"snaplen", 64},
-                            {"count", 2},
-                            {"file", "dns.pcapng"}});
+  Json r = call("capture-start", {{"port", "lan"},
+                                  {"direction", "rx"},
+                                  {"filter", "udp dst port 53"},
+                                  {"snaplen", 64},
+                                  {"count", 2},
+                                  {"file", "dns.pcapng"}});
   ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
   offer(kCaptureTx, {frame(17, 53, 100)});  // wrong direction
   offer(kCaptureRx, {frame(6, 53, 100), frame(17, 53, 300), frame(17, 80, 100), frame(17, 53, 120),
@@ -159,7 +158,7 @@ TEST_F(CaptureTest, FilterSnaplenAndCountApply) {
 }
 
 TEST_F(CaptureTest, DurationEndsACapture) {
-  Json r = call("capture", {{"action", "start"}, {"port", "wan"}, {"duration_s", 0.1}});
+  Json r = call("capture-start", {{"port", "wan"}, {"duration_s", 0.1}});
   ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
   pump(400ms);
   Json list = call("captures", Json::object());
@@ -171,8 +170,7 @@ TEST_F(CaptureTest, DurationEndsACapture) {
 
 TEST_F(CaptureTest, RefusesBadRequests) {
   auto code = [&](Json args) {
-    args["action"] = "start";
-    Json r = call("capture", args);
+    Json r = call("capture-start", args);
     return r["ok"].get<bool>() ? std::string("ok") : r["error"]["message"].get<std::string>();
   };
   EXPECT_NE(code({{"port", "dmz"}}).find("no port 'dmz'"), std::string::npos);
@@ -182,14 +180,14 @@ TEST_F(CaptureTest, RefusesBadRequests) {
   EXPECT_NE(code({{"port", "wan"}, {"direction", "up"}}).find("direction"), std::string::npos);
   EXPECT_EQ(code({{"port", "wan"}, {"file", "x.pcapng"}}), "ok");
   EXPECT_NE(code({{"port", "wan"}, {"file", "x.pcapng"}}).find("File exists"), std::string::npos);
-  EXPECT_EQ(call("capture", {{"action", "stop"}, {"id", 99}})["error"]["code"], "failed");
-  EXPECT_EQ(call("capture", Json::object())["error"]["code"], "bad_arguments");
+  EXPECT_EQ(call("capture-stop", {{"id", 99}})["error"]["code"], "failed");
+  EXPECT_EQ(call("capture-start", Json::object())["error"]["code"], "bad_arguments");
 }
 
 TEST_F(CaptureTest, ALimitedNumberRunAtOnce) {
   for (size_t i = 0; i < CaptureManager::kMaxCaptures; ++i)
-    ASSERT_TRUE(call("capture", {{"action", "start"}, {"port", "wan"}})["ok"].get<bool>());
-  Json r = call("capture", {{"action", "start"}, {"port", "wan"}});
+    ASSERT_TRUE(call("capture-start", {{"port", "wan"}})["ok"].get<bool>());
+  Json r = call("capture-start", {{"port", "wan"}});
   EXPECT_NE(r["error"]["message"].get<std::string>().find("stop one first"), std::string::npos);
 }
 

@@ -93,60 +93,82 @@ TEST(Reply, CarriesVersionIdAndErrorCode) {
   EXPECT_EQ(err["error"]["code"], "bad_arguments");
 }
 
-TEST(ArgReader, RejectsUnknownKeysWithTheKnownOnes) {
-  Json args = {{"top", 5}, {"sort", "x"}};
-  ArgReader a(args, {"top", "by"});
-  ASSERT_TRUE(a.error());
-  EXPECT_EQ(a.error()->code, ErrorCode::BadArguments);
-  EXPECT_NE(a.error()->message.find("'sort'"), std::string::npos);
-  EXPECT_NE(a.error()->message.find("top, by"), std::string::npos);
+const CommandSpec kArgsSpec{
+    "args",
+    "takes every kind of argument",
+    Access::Read,
+    {{"top", ArgType::Uint, "how many", false, false, {}, {}, 1, 100},
+     {"by", ArgType::String, "order", false, false, {}, {"packets", "bytes"}},
+     {"name", ArgType::String, "a name"},
+     {"ratio", ArgType::Number, "a fraction", false, false, {}, {}, 0, 1},
+     {"port", ArgType::String, "a port", true}}};
+
+std::string args_problem(Json args) {
+  auto e = check_args(kArgsSpec, args);
+  if (!e) return {};
+  EXPECT_EQ(e->code, ErrorCode::BadArguments);
+  return e->message;
 }
 
-TEST(ArgReader, ChecksTypesRangesAndChoices) {
-  Json args = {{"top", 0}, {"by", "flows"}, {"name", 3}};
-  {
-    ArgReader a(args, {"top", "by", "name"});
-    a.uint("top", 10, 1, 100);
-    EXPECT_NE(a.error()->message.find("expected 1..100"), std::string::npos);
-  }
-  {
-    ArgReader a(args, {"top", "by", "name"});
-    a.choice("by", "packets", {"packets", "bytes"});
-    EXPECT_NE(a.error()->message.find("packets, bytes"), std::string::npos);
-  }
-  {
-    ArgReader a(args, {"top", "by", "name"});
-    a.string("name");
-    EXPECT_NE(a.error()->message.find("must be a string"), std::string::npos);
-  }
-  {
-    Json negative = {{"top", -3}};
-    ArgReader a(negative, {"top"});
-    a.uint("top", 10, 0, 100);
-    EXPECT_TRUE(a.error());
-  }
-  {
-    Json none = Json::object();
-    ArgReader a(none, {"top"});
-    EXPECT_EQ(a.uint("top", 10, 1, 100), 10u);
-    a.require("top");
-    EXPECT_NE(a.error()->message.find("missing argument 'top'"), std::string::npos);
-  }
+TEST(CheckArgs, RejectsUnknownKeysNamingTheKnownOnes) {
+  std::string m = args_problem({{"port", "wan"}, {"sort", "x"}});
+  EXPECT_NE(m.find("'sort'"), std::string::npos) << m;
+  EXPECT_NE(m.find("top, by, name, ratio, port"), std::string::npos) << m;
 }
+
+TEST(CheckArgs, ChecksTypesRangesChoicesAndRequiredOnes) {
+  EXPECT_EQ(args_problem({{"port", "wan"}}), "");
+  EXPECT_EQ(args_problem({{"port", "wan"}, {"top", 100}, {"by", "bytes"}, {"ratio", 0.5}}), "");
+  EXPECT_NE(args_problem({{"port", "wan"}, {"top", 0}}).find("expected 1..100"), std::string::npos);
+  EXPECT_NE(args_problem({{"port", "wan"}, {"top", -3}}).find("non-negative integer"),
+            std::string::npos);
+  EXPECT_NE(args_problem({{"port", "wan"}, {"by", "flows"}}).find("packets, bytes"),
+            std::string::npos);
+  EXPECT_NE(args_problem({{"port", "wan"}, {"name", 3}}).find("must be a string"),
+            std::string::npos);
+  EXPECT_NE(args_problem({{"port", "wan"}, {"ratio", 2}}).find("expected 0..1"), std::string::npos);
+  EXPECT_NE(args_problem(Json::object()).find("missing argument 'port'"), std::string::npos);
+  EXPECT_NE(args_problem(Json::array()).find("must be an object"), std::string::npos);
+}
+
+TEST(CheckArgs, ACommandWithoutArgumentsSaysSo) {
+  const CommandSpec none{"none", "takes nothing"};
+  auto e = check_args(none, Json{{"x", 1}});
+  ASSERT_TRUE(e);
+  EXPECT_NE(e->message.find("takes none"), std::string::npos);
+  EXPECT_FALSE(check_args(none, Json()));
+}
+
+TEST(ArgReader, ReadsCheckedArgumentsWithFallbacks) {
+  const Json args = {{"port", "wan"}, {"top", 7}};
+  const Peer peer;
+  const Snapshot snapshot(0);
+  const RateWindow rates;
+  const CommandContext ctx{args, peer, snapshot, rates};
+  ArgReader a(ctx);
+  EXPECT_EQ(a.string("port", ""), "wan");
+  EXPECT_EQ(a.uint("top", 20), 7u);
+  EXPECT_EQ(a.string("by", "packets"), "packets");
+  EXPECT_FALSE(a.string("name"));
+  EXPECT_EQ(a.number("ratio", 0.25), 0.25);
+}
+
+const CommandSpec kEcho{"echo", "echo args", Access::Read, {{"n", ArgType::Uint, "a number"}}};
+const CommandSpec kChange{"change", "changes", Access::Change};
+const CommandSpec kThrows{"throws", "a bug"};
+const CommandSpec kViewed{"viewed", "has a view"};
 
 class DispatchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(registry.add_command(Command{"echo", "echo args", Access::Read, "",
-                                             [](const CommandContext& c) -> CommandResult {
+    ASSERT_TRUE(registry.add_command(Command{&kEcho, [](const CommandContext& c) -> CommandResult {
                                                return Json{{"args", c.args}};
                                              }}));
-    ASSERT_TRUE(registry.add_command(Command{"change", "changes", Access::Change, "",
-                                             [](const CommandContext&) -> CommandResult {
+    ASSERT_TRUE(registry.add_command(Command{&kChange, [](const CommandContext&) -> CommandResult {
                                                return Json{{"done", true}};
                                              }}));
     ASSERT_TRUE(registry.add_command(Command{
-        "throws", "a bug", Access::Read, "",
+        &kThrows,
         [](const CommandContext&) -> CommandResult { throw std::runtime_error("out of cheese"); },
         View{{table("t", "/rows", {{"A", "a"}})}}}));
   }
@@ -169,9 +191,31 @@ TEST_F(DispatchTest, UnknownCommandListsWhatIsServed) {
 }
 
 TEST_F(DispatchTest, RegisteringANameTwiceFails) {
-  auto r = registry.add_command(Command{"echo", "", Access::Read, "", nullptr});
+  auto r = registry.add_command(Command{&kEcho, nullptr});
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("twice"), std::string::npos);
+}
+
+// The rule every command lives by: vecflowctl's --help, the man page and `commands` print a
+// summary and each argument's help, so a spec without them does not register.
+TEST_F(DispatchTest, ACommandWithoutHelpIsRefused) {
+  const CommandSpec no_summary{"quiet", ""};
+  auto r = registry.add_command(Command{&no_summary, nullptr});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("no summary"), std::string::npos);
+  const CommandSpec no_arg_help{"terse", "says little", Access::Read, {{"x", ArgType::Uint, ""}}};
+  r = registry.add_command(Command{&no_arg_help, nullptr});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("'x' has no help"), std::string::npos);
+  EXPECT_FALSE(registry.find("quiet"));
+  EXPECT_FALSE(registry.find("terse"));
+}
+
+TEST_F(DispatchTest, ArgumentsAreCheckedBeforeTheHandlerRuns) {
+  EXPECT_EQ(run(R"({"command":"echo","args":{"n":3}})")["result"]["args"]["n"], 3);
+  Json r = run(R"({"command":"echo","args":{"n":"three"}})");
+  EXPECT_EQ(r["error"]["code"], "bad_arguments");
+  EXPECT_EQ(run(R"({"command":"change","args":{"n":1}})", true)["error"]["code"], "bad_arguments");
 }
 
 TEST_F(DispatchTest, ChangeNeedsAPrivilegedPeer) {
@@ -190,8 +234,7 @@ TEST_F(DispatchTest, ViewIsSentOnlyWhenAsked) {
   EXPECT_FALSE(run(R"({"command":"echo"})").contains("view"));
   registry.remove_command("throws");
   ASSERT_TRUE(registry.add_command(
-      Command{"viewed", "", Access::Read, "",
-              [](const CommandContext&) -> CommandResult { return Json::object(); },
+      Command{&kViewed, [](const CommandContext&) -> CommandResult { return Json::object(); },
               View{{table("t", "/rows", {{"A", "a", Unit::Pps}})}}}));
   Json r = run(R"({"command":"viewed","view":true})");
   ASSERT_TRUE(r.contains("view"));

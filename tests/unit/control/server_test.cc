@@ -88,6 +88,9 @@ class RawClient {
   std::string buf_;
 };
 
+const CommandSpec kPing{"ping", "answers", Access::Read, {{"n", ArgType::Uint, "echoed back"}}};
+const CommandSpec kPoke{"poke", "changes state", Access::Change};
+
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -97,13 +100,12 @@ class ServerTest : public ::testing::Test {
     options_.socket_path = dir_ + "/run/control.sock";
     options_.group = "";
     options_.read_timeout_ms = 2000;
-    ASSERT_TRUE(registry_.add_command(Command{"ping", "answers", Access::Read, "",
-                                              [this](const CommandContext& c) -> CommandResult {
-                                                handler_thread_ = std::this_thread::get_id();
-                                                return Json{{"pong", c.args.value("n", 0)}};
-                                              }}));
-    ASSERT_TRUE(registry_.add_command(Command{"poke", "changes state", Access::Change, "",
-                                              [](const CommandContext&) -> CommandResult {
+    ASSERT_TRUE(
+        registry_.add_command(Command{&kPing, [this](const CommandContext& c) -> CommandResult {
+                                        handler_thread_ = std::this_thread::get_id();
+                                        return Json{{"pong", c.args.value("n", 0)}};
+                                      }}));
+    ASSERT_TRUE(registry_.add_command(Command{&kPoke, [](const CommandContext&) -> CommandResult {
                                                 return Json{{"poked", true}};
                                               }}));
   }

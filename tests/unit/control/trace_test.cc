@@ -1,5 +1,5 @@
 // The packet trace: the tracer marks as many packets as asked that pass the filter and keeps
-// their steps apart from an earlier trace's; the steps read as words; `trace-arm` installs
+// their steps apart from an earlier trace's; the steps read as words; `trace-add` installs
 // and removes the hooks through the tap and refuses what it cannot do without touching them.
 #include <gtest/gtest.h>
 
@@ -190,7 +190,7 @@ class TraceCommandTest : public test::ServerFixture {
 };
 
 TEST_F(TraceCommandTest, HooksGoInForATraceAndComeOutWhenItsPacketsLeft) {
-  Json r = call("trace-arm", {{"action", "add"}, {"count", 1}, {"port", "lan"}});
+  Json r = call("trace-add", {{"count", 1}, {"port", "lan"}});
   ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
   EXPECT_EQ(r["result"]["trace"]["state"], "armed");
   EXPECT_EQ(tap_.ports, std::vector<PortId>{PortId{1}});
@@ -218,9 +218,9 @@ TEST_F(TraceCommandTest, HooksGoInForATraceAndComeOutWhenItsPacketsLeft) {
   EXPECT_EQ(shown["result"]["steps"][0]["step"], "rx");
   EXPECT_EQ(shown["result"]["steps"][1]["detail"], "handed to wan queue 0");
 
-  ASSERT_TRUE(call("trace-arm", {{"action", "add"}, {"count", 5}})["ok"].get<bool>());
+  ASSERT_TRUE(call("trace-add", {{"count", 5}})["ok"].get<bool>());
   EXPECT_EQ(tap_.ports, (std::vector<PortId>{PortId{0}, PortId{1}})) << "no port: every port";
-  Json cleared = call("trace-arm", {{"action", "clear"}});
+  Json cleared = call("trace-clear", Json::object());
   ASSERT_TRUE(cleared["ok"].get<bool>()) << cleared.dump();
   EXPECT_FALSE(tap_.rx || tap_.tx);
   EXPECT_TRUE(cleared["result"]["steps"].empty());
@@ -228,8 +228,7 @@ TEST_F(TraceCommandTest, HooksGoInForATraceAndComeOutWhenItsPacketsLeft) {
 
 TEST_F(TraceCommandTest, RefusesBadRequestsWithoutTouchingTheHooks) {
   auto message = [&](Json args) {
-    args["action"] = "add";
-    Json r = call("trace-arm", args);
+    Json r = call("trace-add", args);
     return r["ok"].get<bool>() ? std::string("ok") : r["error"]["message"].get<std::string>();
   };
   EXPECT_NE(message({{"count", 1}, {"port", "dmz"}}).find("no port named 'dmz'"),
@@ -240,7 +239,8 @@ TEST_F(TraceCommandTest, RefusesBadRequestsWithoutTouchingTheHooks) {
   EXPECT_NE(message({{"count", 1001}}).find("count"), std::string::npos);
   EXPECT_NE(message(Json::object()).find("count"), std::string::npos);
   EXPECT_FALSE(tap_.rx || tap_.tx);
-  EXPECT_EQ(call("trace-arm", {{"action", "start"}})["error"]["code"], "bad_arguments");
+  EXPECT_EQ(call("trace-add", {{"count", 1}, {"action", "start"}})["error"]["code"],
+            "bad_arguments");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <rte_lcore.h>
 
 #include "api/values.h"
+#include "control/command_specs.h"
 #include "pipeline/neighbour_table.h"
 
 namespace vecflow::control {
@@ -35,14 +36,10 @@ inline const MetricFamily kNeighbours{"vecflow_neighbour_entries",
 
 void register_stages(Registry& registry, Pipeline& pipeline) {
   (void)registry.add_command(Command{
-      "pipeline",
-      "Per stage: calls, packets, packets per call, cycles per packet (like VPP's show runtime); "
-      "per lcore too when several run stages; lcore=N: that lcore's only",
-      Access::Read, "[lcore=N]",
+      &kPipelineSpec,
       [&pipeline](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {"lcore"});
-        const auto only = a.uint("lcore", 0, RTE_MAX_LCORE - 1);
-        if (auto e = a.error()) return std::unexpected(*e);
+        ArgReader a(ctx);
+        const auto only = a.uint("lcore");
         const Snapshot& s = ctx.snapshot;
         const RateWindow& rates = ctx.rates;
         const std::string only_label = only ? std::to_string(*only) : "";

@@ -6,6 +6,7 @@
 
 #include "api/families.h"
 #include "api/values.h"
+#include "control/command_specs.h"
 #include "core/drop_reason.h"
 #include "core/ids.h"
 
@@ -314,14 +315,10 @@ View ports_view() {
 // `ports`: per port and queue, the counters of the last snapshot and their rates.
 void register_ports_command(Registry& registry, const std::vector<Port*>& ports) {
   (void)registry.add_command(Command{
-      "ports",
-      "Per port and queue: rx/tx/kernel packets, bytes and rates, drops by reason, AF_XDP mode, "
-      "link, MTU",
-      Access::Read, "[port=NAME]",
+      &kPortsSpec,
       [ports](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {"port"});
+        ArgReader a(ctx);
         auto only = a.string("port");
-        if (auto e = a.error()) return std::unexpected(*e);
         std::string names;
         for (const Port* port : ports)
           names += fmt::format("{}{}", names.empty() ? "" : ", ", port->name());
@@ -387,14 +384,10 @@ Json hardware_row(const Port& port) {
 // `hardware`: what each port's device is, read from the device when asked.
 void register_hardware_command(Registry& registry, const std::vector<Port*>& ports) {
   (void)registry.add_command(Command{
-      "hardware",
-      "Per port, what the device is: driver, bus address, NUMA node, speed, MTU, queues, "
-      "offloads, and the XDP program on a kernel interface",
-      Access::Read, "[port=NAME]",
+      &kHardwareSpec,
       [ports](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {"port"});
+        ArgReader a(ctx);
         const auto only = a.string("port");
-        if (auto e = a.error()) return std::unexpected(*e);
         Json rows = Json::array();
         std::string names;
         for (const Port* port : ports) {

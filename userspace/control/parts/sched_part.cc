@@ -11,6 +11,7 @@
 
 #include "api/families.h"
 #include "api/values.h"
+#include "control/command_specs.h"
 #include "core/wait_histogram.h"
 #include "runtime/cycles.h"
 
@@ -534,10 +535,9 @@ View sched_view() {
 
 // `sched`: the scheduler's queues, rx adapters and workers, or the direct path without one.
 CommandResult sched_command(const CommandContext& ctx, const SchedSources& src) {
-  ArgReader a(ctx.args, {"lcore"});
+  ArgReader a(ctx);
   // One lcore's adapters and workers; the queues and totals stay the whole scheduler's.
-  const auto only = a.uint("lcore", 0, RTE_MAX_LCORE - 1);
-  if (auto e = a.error()) return std::unexpected(*e);
+  const auto only = a.uint("lcore");
   const Snapshot& s = ctx.snapshot;
   const RateWindow& rates = ctx.rates;
 
@@ -606,13 +606,9 @@ void register_sched(Registry& registry, const sched::Scheduler* scheduler,
                 {"inflight", scheduler->inflight()}};
   });
 
-  (void)registry.add_command(Command{
-      "sched",
-      "Scheduler: events per queue and worker, vectors formed and why they closed, busy/idle "
-      "per worker, migrations, backpressure; or the direct path, when one worker runs the "
-      "pipeline without it",
-      Access::Read, "[lcore=N]",
-      [src](const CommandContext& ctx) { return sched_command(ctx, src); }, sched_view()});
+  (void)registry.add_command(
+      Command{&kSchedSpec, [src](const CommandContext& ctx) { return sched_command(ctx, src); },
+              sched_view()});
 }
 
 }  // namespace vecflow::control

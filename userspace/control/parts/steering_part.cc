@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "api/families.h"
+#include "control/command_specs.h"
 #include "core/drop_reason.h"
 
 namespace vecflow::control {
@@ -224,12 +225,8 @@ View steering_view() {
 void register_steering_command(Registry& registry, const steer::XdpSteering& steering,
                                const config::ApplianceConfig& running) {
   (void)registry.add_command(Command{
-      "steering",
-      "XDP steering: frames per port and verdict, hits per rule and action, parse errors",
-      Access::Read, "",
+      &kSteeringSpec,
       [&steering, &running](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {});
-        if (auto e = a.error()) return std::unexpected(*e);
         const Snapshot& s = ctx.snapshot;
         const RateWindow& rates = ctx.rates;
         Json actions = Json::array();

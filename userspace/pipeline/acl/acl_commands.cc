@@ -60,12 +60,10 @@ void add_acl_commands(Registry& registry, Pipeline& pipeline) {
     }
   });
   (void)registry.add_command(
-      Command{"acl", "ACL rules in force per acl stage, in order, with the packets each decided",
-              Access::Read, "[stage=NAME]",
+      Command{&kAclSpec,
               [&pipeline](const CommandContext& ctx) -> CommandResult {
-                ArgReader a(ctx.args, {"stage"});
+                ArgReader a(ctx);
                 auto only = a.string("stage");
-                if (auto e = a.error()) return std::unexpected(*e);
                 if (auto e = unknown_stage<AclStage>(pipeline, only, "acl"))
                   return std::unexpected(*e);
                 const Snapshot& s = ctx.snapshot;

@@ -7,6 +7,9 @@
 
 namespace vecflow::control {
 
+// `acl`: its name, summary and arguments (acl_spec.cc).
+extern const CommandSpec kAclSpec;
+
 // StageModule::add_commands of the acl stage type. `acl` is there with no acl stage too (it
 // lists no rule, and stage=NAME answers that there are none). The rules and their counters are
 // read on the control thread through AclStage::rules().

@@ -184,14 +184,13 @@ Json session_row(const ConntrackStage& st, const ConnSnapshot& s) {
 }
 
 CommandResult sessions(Pipeline& pipeline, const CommandContext& ctx) {
-  ArgReader a(ctx.args, {"stage", "address", "port", "state", "top", "sort"});
+  ArgReader a(ctx);
   const auto only = a.string("stage");
   const auto address_text = a.string("address");
-  const auto port = a.uint("port", 1, 65535);
+  const auto port = a.uint("port");
   const auto state_text = a.string("state");
-  const uint64_t top = a.uint("top", 20, 1, 100000);
-  const std::string sort = a.choice("sort", "packets", {"packets", "bytes", "age"});
-  if (auto e = a.error()) return std::unexpected(*e);
+  const uint64_t top = a.uint("top", 20);
+  const std::string sort = a.string("sort", "packets");
   SessionFilter f;
   if (address_text) {
     f.address = parse_ip_address(*address_text);
@@ -300,12 +299,7 @@ void add_conntrack_commands(Registry& registry, Pipeline& pipeline) {
     }
   });
   (void)registry.add_command(Command{
-      "sessions",
-      "Connection-tracking sessions: how many by state, the largest by packets (or bytes, or "
-      "the oldest), filtered by address, port or state",
-      Access::Read,
-      "[stage=NAME] [address=IP] [port=N] [state=STATE] [top=N] [sort=packets|bytes|age]",
-      [&pipeline](const CommandContext& ctx) { return sessions(pipeline, ctx); },
+      &kSessionsSpec, [&pipeline](const CommandContext& ctx) { return sessions(pipeline, ctx); },
       View{{table("", "/summary",
                   {{"STAGE", "stage"},
                    {"STATE", "state"},

@@ -8,6 +8,9 @@
 
 namespace vecflow::control {
 
+// `sessions`: its name, summary and arguments (conntrack_spec.cc).
+extern const CommandSpec kSessionsSpec;
+
 // StageModule::add_commands of the conntrack stage type: nothing when `pipeline` has no
 // conntrack stage. The sessions are read on the control thread, each under its sequence count
 // (pipeline/conntrack/conntrack_table.h).

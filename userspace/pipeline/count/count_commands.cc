@@ -15,9 +15,6 @@
 namespace vecflow::control {
 namespace {
 
-// The most flows `flows` lists per stage: merging the lcores' tables already costs a pass over
-// every tracked flow; a list longer than this is a job for a capture, not a terminal.
-constexpr uint64_t kMaxTopFlows = 100000;
 constexpr uint64_t kDefaultTopFlows = 20;
 
 IpAddress flow_address(const uint32_t (&words)[4], uint8_t version) {
@@ -31,14 +28,12 @@ IpAddress flow_address(const uint32_t (&words)[4], uint8_t version) {
 
 void add_count_commands(Registry& registry, Pipeline& pipeline) {
   (void)registry.add_command(Command{
-      "flows", "Top flows by packets or bytes, from the pipeline's count stages (by: flow)",
-      Access::Read, "[top=N] [by=packets|bytes] [stage=NAME]",
+      &kFlowsSpec,
       [&pipeline](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {"top", "by", "stage"});
-        const uint64_t top = a.uint("top", kDefaultTopFlows, 1, kMaxTopFlows);
-        const std::string by = a.choice("by", "packets", {"packets", "bytes"});
+        ArgReader a(ctx);
+        const uint64_t top = a.uint("top", kDefaultTopFlows);
+        const std::string by = a.string("by", "packets");
         auto only = a.string("stage");
-        if (auto e = a.error()) return std::unexpected(*e);
         std::vector<CountStage*> counting;
         for (CountStage* st : pipeline.all<CountStage>()) {
           if (st->by() == CountBy::Flow) counting.push_back(st);

@@ -7,6 +7,9 @@
 
 namespace vecflow::control {
 
+// `flows`: its name, summary and arguments (count_spec.cc).
+extern const CommandSpec kFlowsSpec;
+
 // StageModule::add_commands of the count stage type. `flows` is there without a count stage by
 // flow too: it fails saying how to add one. The lcores' tables are merged on the control thread
 // (CountStage::top_flows) while the workers keep counting.

@@ -39,12 +39,10 @@ void add_neighbour_commands(Registry& registry, Pipeline& pipeline) {
     }
   });
   (void)registry.add_command(Command{
-      "neighbours", "Next hops the pipeline resolves: static and kernel-learned link addresses",
-      Access::Read, "[port=NAME]",
+      &kNeighboursSpec,
       [&pipeline](const CommandContext& ctx) -> CommandResult {
-        ArgReader a(ctx.args, {"port"});
+        ArgReader a(ctx);
         auto only = a.string("port");
-        if (auto e = a.error()) return std::unexpected(*e);
         if (only) {
           bool known = false;
           std::string names;

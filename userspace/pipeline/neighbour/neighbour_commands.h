@@ -10,6 +10,9 @@
 
 namespace vecflow::control {
 
+// `neighbours`: its name, summary and arguments (neighbour_spec.cc).
+extern const CommandSpec kNeighboursSpec;
+
 // StageModule::add_commands of the neighbour stage type. `neighbours` is there with no neighbour
 // stage too (the table is there). Entries and counters are read on the control thread while the
 // kernel synchroniser and the workers change them.

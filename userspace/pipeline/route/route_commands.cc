@@ -93,13 +93,11 @@ void add_route_commands(Registry& registry, Pipeline& pipeline) {
     }
   });
   (void)registry.add_command(
-      Command{"routes", "Routes in force per route stage (file and kernel), what each stage did",
-              Access::Read, "[stage=NAME] [lookup=ADDRESS]",
+      Command{&kRoutesSpec,
               [&pipeline](const CommandContext& ctx) -> CommandResult {
-                ArgReader a(ctx.args, {"stage", "lookup"});
+                ArgReader a(ctx);
                 auto only = a.string("stage");
                 auto lookup = a.string("lookup");
-                if (auto e = a.error()) return std::unexpected(*e);
                 if (auto e = unknown_stage<RouteStage>(pipeline, only, "route"))
                   return std::unexpected(*e);
                 std::optional<IpAddress> addr;

@@ -8,6 +8,9 @@
 
 namespace vecflow::control {
 
+// `routes`: its name, summary and arguments (route_spec.cc).
+extern const CommandSpec kRoutesSpec;
+
 // StageModule::add_commands of the route stage type. `routes` is there with no route stage too
 // (it lists none, and stage=NAME answers that there are none). The tables are read on the control
 // thread through RouteStage's control-plane accessors, under the stage's lock.

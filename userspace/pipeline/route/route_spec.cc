@@ -1,0 +1,18 @@
+// The route stage type's command, as a spec (api/command_spec.h): vecflowctl links this file
+// and none of the stage, and builds `vecflowctl routes` from it.
+#include "api/command_spec.h"
+
+namespace vecflow::control {
+
+extern const CommandSpec kRoutesSpec{
+    "routes",
+    "Routes in force per route stage (file and kernel), and what each stage did",
+    Access::Read,
+    {{"stage", ArgType::String, "Only this route stage"},
+     {"lookup", ArgType::String, "Also show the route that decides this IP address"}}};
+
+namespace {
+const CommandCatalogue::Entry kEntry{kRoutesSpec};
+}
+
+}  // namespace vecflow::control
