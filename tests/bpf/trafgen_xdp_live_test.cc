@@ -1,0 +1,93 @@
+// trafgen's live-frames program (tools/trafgen/xdp_live.bpf.c) through BPF_PROG_TEST_RUN without
+// live frames: frame n it writes must be, byte for byte, the frame the AF_PACKET sender sends
+// as its n-th (build_flow_frame() of flow n % flows, stamped with sequence n / flows), with
+// the stamp the program wrote: flows' ports and addresses, payload header and checksums. Needs
+// root (loading BPF); skips otherwise.
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "frame.h"
+#include "xdp_live.h"
+
+using namespace vecflow;
+using namespace vecflow::trafgen;
+
+namespace {
+
+struct Case {
+  std::string name;
+  int version;
+  bool tcp;
+  size_t size;
+  uint32_t flows;
+  uint32_t first_flow;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}
+
+FrameSpec spec_of(const Case& c) {
+  FrameSpec s;
+  s.src_mac = *parse_mac_address("02:00:00:00:00:01");
+  s.dst_mac = *parse_mac_address("02:00:00:00:00:02");
+  s.src_ip = *parse_ip_address(c.version == 4 ? "192.0.2.2" : "2001:db8::2");
+  s.dst_ip = *parse_ip_address(c.version == 4 ? "198.51.100.2" : "2001:db8:1::2");
+  s.tcp = c.tcp;
+  s.src_port = 65000;  // ports wrap past 65535, as build_flow_frame() wraps them
+  s.frame_size = c.size;
+  return s;
+}
+
+uint64_t realtime_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+class LiveFrames : public testing::TestWithParam<Case> {};
+
+TEST_P(LiveFrames, AreTheAfPacketSendersFrames) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to load the XDP program";
+  const Case& c = GetParam();
+  FrameSpec spec = spec_of(c);
+  // ifindex 1, loopback: BPF_PROG_TEST_RUN's ingress interface must exist.
+  auto prog = XdpLiveFrames::load(spec, c.flows, c.first_flow, 1);
+  ASSERT_TRUE(prog.has_value()) << prog.error();
+  const uint64_t frames = 3 * uint64_t{c.flows} + 1;
+  for (uint64_t n = 0; n < frames; ++n) {
+    const uint64_t before = realtime_ns();
+    auto got = prog->next_frame();
+    ASSERT_TRUE(got.has_value()) << got.error();
+    FlowFrame want = build_flow_frame(spec, c.first_flow + uint32_t(n % c.flows));
+    ASSERT_EQ(got->size(), want.bytes.size());
+    uint64_t tx_ns;
+    std::memcpy(&tx_ns, got->data() + want.payload_offset + offsetof(PayloadHeader, tx_ns), 8);
+    // CLOCK_REALTIME, read in the run (each run starts a batch and reads the clock).
+    EXPECT_GE(tx_ns + 1'000'000, before) << "frame " << n;
+    EXPECT_LE(tx_ns, realtime_ns() + 1'000'000) << "frame " << n;
+    stamp(want, want.bytes.data(), uint32_t(n / c.flows), tx_ns);
+    ASSERT_EQ(*got, want.bytes) << "frame " << n << " (flow " << n % c.flows << ")";
+  }
+  EXPECT_EQ(prog->frames_run(), frames);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Trafgen, LiveFrames,
+    testing::Values(Case{"udp4", 4, false, 60, 1, 0}, Case{"udp4_flows", 4, false, 60, 7, 3},
+                    Case{"tcp4", 4, true, 128, 5, 0}, Case{"udp6", 6, false, 1500, 5, 0},
+                    Case{"tcp6", 6, true, 96, 3, 0},
+                    // Flows past 60000 vary the source address (and its checksums).
+                    Case{"udp4_spread", 4, false, 60, 6, 59997},
+                    Case{"tcp4_spread", 4, true, 80, 6, 59997},
+                    Case{"udp6_spread", 6, false, 80, 4, 65534 * 2},
+                    // and its second byte past 256 * 60000.
+                    Case{"tcp4_spread_high", 4, true, 80, 4, 256 * 60000 - 2}),
+    [](const testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+}  // namespace
