@@ -41,6 +41,9 @@ struct StageType {
   // The stage's keys as `vecflowctl config` shows them, every default filled in, in the
   // order of configs/reference.yaml.
   std::function<nlohmann::ordered_json(const AnyStageParams&)> to_json;
+  // Its stages set the packet's connection mark (core/packet.h CtMark), which stages after
+  // them may match (acl's `ct:`).
+  bool marks_connections = false;
 };
 
 // Builds a StageType from functions on the type's own parameter struct T.

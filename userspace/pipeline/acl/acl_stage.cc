@@ -248,9 +248,9 @@ void check_acl(config::StageCheck& c, const AclConfig& a) {
       c.port_exists(*port, c.node({"rules", ai, "in_port"}), ap + ".in_port");
     if (!a.rules[ai].ct.empty()) {
       const auto& pipe = c.config().pipeline;
-      const bool tracked =
-          std::any_of(pipe.begin(), pipe.begin() + long(c.index()),
-                      [](const config::StageConfig& s) { return s.type == "conntrack"; });
+      const bool tracked = std::any_of(
+          pipe.begin(), pipe.begin() + long(c.index()),
+          [](const config::StageConfig& s) { return s.kind && s.kind->marks_connections; });
       if (!tracked)
         c.error(c.node({"rules", ai, "ct"}), ap + ".ct",
                 "ct: needs a conntrack stage before this acl stage in the pipeline");

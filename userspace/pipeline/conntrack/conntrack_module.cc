@@ -328,10 +328,12 @@ std::vector<std::pair<std::string, std::string>> nat_ports(const config::AnyStag
 }  // namespace
 
 StageModule conntrack_stage_module() {
+  config::StageType type = config::stage_type<ConntrackConfig>(
+      "conntrack", {"max_sessions", "invalid", "timeouts", "nat"}, read_conntrack, conntrack_json,
+      check_conntrack);
+  type.marks_connections = true;
   return StageModule{
-      config::stage_type<ConntrackConfig>("conntrack",
-                                          {"max_sessions", "invalid", "timeouts", "nat"},
-                                          read_conntrack, conntrack_json, check_conntrack),
+      std::move(type),
       make_conntrack_stage,
       [](const config::AnyStageParams& p) { return p.get<ConntrackConfig>().masquerades(); },
       {{{"nat", "", "", nullptr}}, apply_nat, nat_ports},
