@@ -11,7 +11,8 @@
 namespace vecflow::control {
 namespace {
 
-std::vector<std::string> to_vector(Labels labels) {
+template <class Range>
+std::vector<std::string> to_vector(const Range& labels) {
   return std::vector<std::string>(labels.begin(), labels.end());
 }
 
@@ -116,6 +117,11 @@ void Snapshot::declare(const MetricFamily& f) {
 }
 
 void Snapshot::add(const MetricFamily& f, Labels labels, uint64_t value) {
+  add(f, std::span<const std::string_view>(labels.begin(), labels.size()), value);
+}
+
+void Snapshot::add(const MetricFamily& f, std::span<const std::string_view> labels,
+                   uint64_t value) {
   assert(labels.size() == f.labels.size());
   MetricValue& v = family(f).series[to_vector(labels)];
   v.integral = true;
@@ -157,8 +163,14 @@ std::optional<MetricValue> Snapshot::get(const MetricFamily& f, Labels labels) c
 }
 
 uint64_t Snapshot::count(const MetricFamily& f, Labels labels) const {
-  auto v = get(f, labels);
-  return v && v->integral ? v->count : 0;
+  return count(f, std::span<const std::string_view>(labels.begin(), labels.size()));
+}
+
+uint64_t Snapshot::count(const MetricFamily& f, std::span<const std::string_view> labels) const {
+  const Family* fam = find(f.name);
+  if (!fam) return 0;
+  auto it = fam->series.find(to_vector(labels));
+  return it != fam->series.end() && it->second.integral ? it->second.count : 0;
 }
 
 double Snapshot::sum(const MetricFamily& f, LabelMatch match) const {

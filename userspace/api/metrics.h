@@ -78,6 +78,8 @@ class Snapshot {
   // Adds to a series (summing when the same series is added twice, so per-lcore cells can be
   // added one by one). `labels` must match the family's label list in number.
   void add(const MetricFamily& f, Labels labels, uint64_t value);
+  // The same with labels built at run time (api/counter_table.h appends a row's own label).
+  void add(const MetricFamily& f, std::span<const std::string_view> labels, uint64_t value);
   // Sets a gauge series.
   void set(const MetricFamily& f, Labels labels, double value);
   // Adds one histogram to a Histogram family (`labels`: its labels but le): bucket i counts
@@ -90,6 +92,7 @@ class Snapshot {
 
   std::optional<MetricValue> get(const MetricFamily& f, Labels labels) const;
   uint64_t count(const MetricFamily& f, Labels labels) const;  // 0 when absent
+  uint64_t count(const MetricFamily& f, std::span<const std::string_view> labels) const;
   // Sum of every series whose labels equal the given values ({} sums the family).
   double sum(const MetricFamily& f, LabelMatch match = {}) const;
   // Sums of a family's series per value of one of its labels (e.g. per rule over ports), in
