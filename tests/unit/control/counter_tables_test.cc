@@ -1,12 +1,92 @@
-// The counter tables' helpers (api/counter_table.h): covers_struct refuses a table that leaves
-// a member of its struct out or lists one twice, add_counters makes one series per row, and
-// add_counters_json reads them back under the rows' keys.
+// Every counter table (api/counter_table.h) read together: what a dashboard, the man pages and
+// vecflowctl rely on in the names of the series the tables make.
+//
+// Guards the rule "a counter without a metric fails a test" with the static_assert beside
+// each table: a member added to a stats struct without a row in its table stops the build of
+// its part, and so this test. What the compiler cannot see is checked here: that a row's
+// family is a well-formed metric (vecflow_<part>_..., counters in _total, help text), that no
+// two rows of any table make the same series, that a row's JSON key is unique in its table,
+// and that rows sharing a family tell their members apart by label.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "api/counter_table.h"
+#include "control/parts/sched_part.h"
 
 namespace vecflow::control {
 namespace {
+
+std::vector<CounterTableInfo> every_table() {
+  std::vector<CounterTableInfo> all;
+  for (auto part : {sched_counter_tables()}) {
+    for (auto& t : part)
+      all.push_back(std::move(t));
+  }
+  return all;
+}
+
+TEST(CounterTables, FamiliesAreWellFormedMetrics) {
+  const std::regex counter_name("vecflow_[a-z]+_[a-z0-9_]+_total");
+  for (const CounterTableInfo& t : every_table()) {
+    ASSERT_FALSE(t.rows.empty()) << t.stats;
+    for (const auto& row : t.rows) {
+      ASSERT_NE(row.family, nullptr) << t.stats << " " << row.key;
+      const MetricFamily& f = *row.family;
+      EXPECT_EQ(f.type, MetricType::Counter) << f.name;
+      EXPECT_TRUE(std::regex_match(std::string(f.name), counter_name))
+          << t.stats << " " << row.key << ": " << f.name << " is not vecflow_<part>_<what>_total";
+      EXPECT_FALSE(f.help.empty()) << f.name;
+      // The row's own label is the family's last; the caller gives the others.
+      if (!row.label.empty()) {
+        EXPECT_FALSE(f.labels.empty()) << f.name;
+      }
+    }
+  }
+}
+
+TEST(CounterTables, NoTwoRowsMakeTheSameSeries) {
+  std::map<std::pair<std::string_view, std::string_view>, std::string> seen;
+  for (const CounterTableInfo& t : every_table()) {
+    for (const auto& row : t.rows) {
+      auto [it, fresh] = seen.emplace(std::pair{row.family->name, row.label},
+                                      std::string(t.stats) + "." + std::string(row.key));
+      EXPECT_TRUE(fresh) << row.family->name << "{" << row.label << "} is made by both "
+                         << it->second << " and " << t.stats << "." << row.key;
+    }
+  }
+}
+
+TEST(CounterTables, RowsSharingAFamilyHaveLabels) {
+  std::map<std::string_view, int> rows_of;
+  for (const CounterTableInfo& t : every_table()) {
+    for (const auto& row : t.rows)
+      ++rows_of[row.family->name];
+  }
+  for (const CounterTableInfo& t : every_table()) {
+    for (const auto& row : t.rows) {
+      if (rows_of[row.family->name] > 1) {
+        EXPECT_FALSE(row.label.empty())
+            << t.stats << "." << row.key << " shares " << row.family->name << " without a label";
+      }
+    }
+  }
+}
+
+TEST(CounterTables, KeysAreUniqueInATable) {
+  for (const CounterTableInfo& t : every_table()) {
+    std::set<std::string_view> keys;
+    for (const auto& row : t.rows) {
+      EXPECT_FALSE(row.key.empty()) << t.stats;
+      EXPECT_TRUE(keys.insert(row.key).second) << t.stats << " has key " << row.key << " twice";
+    }
+  }
+}
 
 // The helpers: add_counters makes one series per row, summing cells added twice;
 // add_counters_json reads them back under the rows' keys.

@@ -1,6 +1,7 @@
 #include "control/parts/sched_part.h"
 
 #include <array>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -9,6 +10,7 @@
 
 #include <rte_lcore.h>
 
+#include "api/counter_table.h"
 #include "api/families.h"
 #include "api/values.h"
 #include "control/command_specs.h"
@@ -69,6 +71,37 @@ inline const MetricFamily kPortImmigrations{"vecflow_sched_port_immigrations_tot
                                             "Flows a worker port received from another (builtin)",
                                             MetricType::Counter,
                                             {"role", "port"}};
+// The scheduler's counters (a copy its backend fills in stats()), each table under the labels
+// its collector gives. The rest of each struct is identity and gauges, counted by size.
+constexpr auto kSchedulerCounters = std::to_array<CounterField<sched::SchedulerStats, uint64_t>>(
+    {{"migrations", &kMigrations, &sched::SchedulerStats::migrations}});
+static_assert(covers_struct(kSchedulerCounters, offsetof(sched::SchedulerStats, inflight) +
+                                                    sizeof(sched::SchedulerStats::inflight)));
+// A queue's, under {queue}.
+constexpr auto kQueueCounters = std::to_array<CounterField<sched::QueueStats, uint64_t>>({
+    {"in", &kQueueEnqueued, &sched::QueueStats::enqueued},
+    {"out", &kQueueDequeued, &sched::QueueStats::dequeued},
+});
+static_assert(covers_struct(kQueueCounters, offsetof(sched::QueueStats, enqueued)));
+// Every port's, under {role, port}; a worker port's also kWorkerPortCounters.
+constexpr auto kPortCounters = std::to_array<CounterField<sched::PortStats, uint64_t>>({
+    {"enq_new", &kPortEnqueued, &sched::PortStats::enq_new, "new"},
+    {"enq_forward", &kPortEnqueued, &sched::PortStats::enq_forward, "forward"},
+    {"enq_release", &kPortEnqueued, &sched::PortStats::enq_release, "release"},
+    {"refused", &kPortRefused, &sched::PortStats::refused},
+});
+constexpr auto kWorkerPortCounters = std::to_array<CounterField<sched::PortStats, uint64_t>>({
+    {"dequeued", &kPortDequeued, &sched::PortStats::dequeued},
+    {"dequeue_calls", &kPortDequeueCalls, &sched::PortStats::dequeue_calls},
+    {"empty_dequeues", &kPortEmptyDequeues, &sched::PortStats::empty_dequeues},
+    {"emigrations", &kPortEmigrations, &sched::PortStats::emigrations},
+    {"immigrations", &kPortImmigrations, &sched::PortStats::immigrations},
+});
+static_assert(covers_struct(kWorkerPortCounters, offsetof(sched::PortStats, enq_new) +
+                                                     kPortCounters.size() * sizeof(uint64_t) +
+                                                     sizeof(sched::PortStats::load_permille) +
+                                                     sizeof(sched::PortStats::backlog) +
+                                                     sizeof(sched::PortStats::backlog_packets)));
 inline const MetricFamily kPortLoad{"vecflow_sched_port_load_ratio",
                                     "Share of time a worker port's worker was busy, as the "
                                     "builtin scheduler measures it for migrations (0..1)",
@@ -131,6 +164,21 @@ inline const MetricFamily kRxRefused{
     "Events the scheduler refused from an rx adapter (packets dropped as sched_backpressure)",
     MetricType::Counter,
     {"adapter"}};
+// An rx adapter's counters under {adapter}; its wait histogram goes to kRxWait (add_wait).
+constexpr auto kRxAdapterCounters = std::to_array<CounterField<sched::RxAdapterStats>>({
+    {"packets", &kRxPackets, &sched::RxAdapterStats::packets},
+    {"events", &kRxEvents, &sched::RxAdapterStats::events},
+    {"vectors", &kRxVectors, &sched::RxAdapterStats::vectors},
+    {"vector_packets", &kRxVectorPackets, &sched::RxAdapterStats::vector_packets},
+    {"closed_full", &kRxClosed, &sched::RxAdapterStats::closed_full, "full"},
+    {"closed_drained", &kRxClosed, &sched::RxAdapterStats::closed_drained, "drained"},
+    {"closed_timeout", &kRxClosed, &sched::RxAdapterStats::closed_timeout, "timeout"},
+    {"closed_flush", &kRxClosed, &sched::RxAdapterStats::closed_flush, "flush"},
+    {"no_vector", &kRxNoVector, &sched::RxAdapterStats::no_vector},
+    {"refused", &kRxRefused, &sched::RxAdapterStats::refused},
+    {"held_polls", &kRxHeld, &sched::RxAdapterStats::held},
+});
+static_assert(covers_struct(kRxAdapterCounters, sizeof(WaitHistogram)));
 
 inline const MetricFamily kWorkerEvents{"vecflow_sched_worker_events_total",
                                         "Events a worker dequeued and ran through the pipeline",
@@ -154,6 +202,16 @@ inline const MetricFamily kWorkerRefused{
     "Forwards the scheduler refused after retries (packets dropped as sched_backpressure)",
     MetricType::Counter,
     {"worker"}};
+// A worker's counters under {worker}.
+constexpr auto kWorkerCounters = std::to_array<CounterField<sched::WorkerStats>>({
+    {"events", &kWorkerEvents, &sched::WorkerStats::events},
+    {"forwarded", &kWorkerForwarded, &sched::WorkerStats::forwarded},
+    {"finished", &kWorkerFinished, &sched::WorkerStats::finished},
+    {"via_egress", &kWorkerViaEgress, &sched::WorkerStats::via_egress},
+    {"refused", &kWorkerRefused, &sched::WorkerStats::refused},
+});
+static_assert(covers_struct(kWorkerCounters));
+
 inline const MetricFamily kTxBursts{"vecflow_sched_tx_bursts_total",
                                     "Port tx bursts of a worker's tx adapter",
                                     MetricType::Counter,
@@ -176,6 +234,22 @@ inline const MetricFamily kTxFragments{
     "Fragments a worker's tx adapter made of them (fragments out)",
     MetricType::Counter,
     {"worker"}};
+inline const MetricFamily kTxCopiesDropped{
+    "vecflow_sched_tx_copies_dropped_total",
+    "Packets vecflowd made (mirror copies, ICMP errors, later fragments) that a worker's tx "
+    "adapter dropped because a port refused them; charged to no port",
+    MetricType::Counter,
+    {"worker"}};
+// A tx adapter's counters, under the name of the worker or direct path it sends for.
+constexpr auto kTxCounters = std::to_array<CounterField<sched::TxStats>>({
+    {"tx_bursts", &kTxBursts, &sched::TxStats::bursts},
+    {"tx_retries", &kTxRetries, &sched::TxStats::retries},
+    {"tx_full", &kTxFull, &sched::TxStats::tx_full},
+    {"copies_dropped", &kTxCopiesDropped, &sched::TxStats::copies_dropped},
+    {"fragmented", &kTxFragmented, &sched::TxStats::fragmented},
+    {"fragments_out", &kTxFragments, &sched::TxStats::fragments},
+});
+static_assert(covers_struct(kTxCounters));
 
 inline const MetricFamily kDirectPackets{
     "vecflow_sched_direct_packets_total",
@@ -186,8 +260,6 @@ inline const MetricFamily kDirectRuns{"vecflow_sched_direct_runs_total",
                                       "Pipeline runs of a direct path (packets / runs: the mean)",
                                       MetricType::Counter,
                                       {"service"}};
-
-constexpr std::array<std::string_view, 4> kClosedWhy = {"full", "drained", "timeout", "flush"};
 
 std::string_view role_name(sched::PortRole r) {
   return r == sched::PortRole::Producer ? "producer" : "worker";
@@ -260,20 +332,11 @@ struct SchedSources {
   std::vector<DirectPathView> direct;
 };
 
-// A tx adapter's counters, under the name of the worker or direct path it sends for.
-void add_tx(Snapshot& s, const std::string& name, const sched::TxStats& t) {
-  s.add(kTxBursts, {name}, t.bursts.load());
-  s.add(kTxRetries, {name}, t.retries.load());
-  s.add(kTxFull, {name}, t.tx_full.load());
-  s.add(kTxFragmented, {name}, t.fragmented.load());
-  s.add(kTxFragments, {name}, t.fragments.load());
-}
-
 void collect_direct(Snapshot& s, const std::vector<DirectPathView>& direct) {
   for (const DirectPathView& d : direct) {
     s.add(kDirectPackets, {d.name}, d.packets->load());
     s.add(kDirectRuns, {d.name}, d.runs->load());
-    add_tx(s, d.name, *d.tx);
+    add_counters(s, kTxCounters, *d.tx, {d.name});
   }
 }
 
@@ -282,24 +345,15 @@ void collect_scheduler(Snapshot& s, const sched::Scheduler& scheduler) {
   sched::SchedulerStats st = scheduler.stats();
   s.set(kInfo, {st.backend}, 1);
   s.set(kInflight, {}, static_cast<double>(st.inflight));
-  s.add(kMigrations, {}, st.migrations);
-  for (const auto& q : st.queues) {
-    s.add(kQueueEnqueued, {q.name}, q.enqueued);
-    s.add(kQueueDequeued, {q.name}, q.dequeued);
-  }
+  add_counters(s, kSchedulerCounters, st, {});
+  for (const auto& q : st.queues)
+    add_counters(s, kQueueCounters, q, {q.name});
   for (const auto& p : st.ports) {
     auto role = role_name(p.role);
     std::string idx = std::to_string(p.index);
-    s.add(kPortEnqueued, {role, idx, "new"}, p.enq_new);
-    s.add(kPortEnqueued, {role, idx, "forward"}, p.enq_forward);
-    s.add(kPortEnqueued, {role, idx, "release"}, p.enq_release);
-    s.add(kPortRefused, {role, idx}, p.refused);
+    add_counters(s, kPortCounters, p, {role, idx});
     if (p.role != sched::PortRole::Worker) continue;
-    s.add(kPortDequeued, {role, idx}, p.dequeued);
-    s.add(kPortDequeueCalls, {role, idx}, p.dequeue_calls);
-    s.add(kPortEmptyDequeues, {role, idx}, p.empty_dequeues);
-    s.add(kPortEmigrations, {role, idx}, p.emigrations);
-    s.add(kPortImmigrations, {role, idx}, p.immigrations);
+    add_counters(s, kWorkerPortCounters, p, {role, idx});
     s.set(kPortLoad, {role, idx}, p.load_permille / 1000.0);
     s.set(kPortBacklog, {role, idx}, p.backlog);
     s.set(kPortBacklogPackets, {role, idx}, static_cast<double>(p.backlog_packets));
@@ -307,32 +361,14 @@ void collect_scheduler(Snapshot& s, const sched::Scheduler& scheduler) {
 }
 
 void collect_rx_adapter(Snapshot& s, const sched::RxAdapter& rx) {
-  const std::string& a = rx.name();
-  const sched::RxAdapterStats& r = rx.adapter_stats();
-  s.add(kRxPackets, {a}, r.packets.load());
-  s.add(kRxEvents, {a}, r.events.load());
-  s.add(kRxVectors, {a}, r.vectors.load());
-  s.add(kRxVectorPackets, {a}, r.vector_packets.load());
-  s.add(kRxClosed, {a, kClosedWhy[0]}, r.closed_full.load());
-  s.add(kRxClosed, {a, kClosedWhy[1]}, r.closed_drained.load());
-  s.add(kRxClosed, {a, kClosedWhy[2]}, r.closed_timeout.load());
-  s.add(kRxClosed, {a, kClosedWhy[3]}, r.closed_flush.load());
-  add_wait(s, a, r.wait);
-  s.add(kRxNoVector, {a}, r.no_vector.load());
-  s.add(kRxRefused, {a}, r.refused.load());
-  s.add(kRxHeld, {a}, r.held.load());
+  add_counters(s, kRxAdapterCounters, rx.adapter_stats(), {rx.name()});
+  add_wait(s, rx.name(), rx.adapter_stats().wait);
 }
 
 // A worker's counters, and its tx adapter's (`tx` null when it has none) under its name.
 void collect_worker(Snapshot& s, const sched::Worker& worker, const sched::TxAdapter* tx) {
-  const std::string& w = worker.name();
-  const sched::WorkerStats& ws = worker.worker_stats();
-  s.add(kWorkerEvents, {w}, ws.events.load());
-  s.add(kWorkerForwarded, {w}, ws.forwarded.load());
-  s.add(kWorkerFinished, {w}, ws.finished.load());
-  s.add(kWorkerViaEgress, {w}, ws.via_egress.load());
-  s.add(kWorkerRefused, {w}, ws.refused.load());
-  if (tx) add_tx(s, w, tx->stats());
+  add_counters(s, kWorkerCounters, worker.worker_stats(), {worker.name()});
+  if (tx) add_counters(s, kTxCounters, tx->stats(), {worker.name()});
 }
 
 void collect_sched(Snapshot& s, const SchedSources& src) {
@@ -356,37 +392,32 @@ Json direct_row(const Snapshot& s, const RateWindow& rates, const DirectPathView
   const uint64_t runs = s.count(kDirectRuns, {d.name});
   auto pkt_rate = rates.rate(kDirectPackets, {d.name});
   auto run_rate = rates.rate(kDirectRuns, {d.name});
-  return Json{{"service", d.name},
-              {"lcore", lcore},
-              {"busy_pct", service_share(rates, kServiceBusy, d.name)},
-              {"idle_pct", service_share(rates, kServiceIdle, d.name)},
-              {"packets", packets},
-              {"pps", number_or_null(pkt_rate)},
-              {"runs", runs},
-              {"mean_run", runs ? Json(static_cast<double>(packets) / static_cast<double>(runs))
-                                : Json(nullptr)},
-              {"recent_mean_run",
-               run_rate && *run_rate > 0 && pkt_rate ? Json(*pkt_rate / *run_rate) : Json(nullptr)},
-              {"tx_bursts", s.count(kTxBursts, {d.name})},
-              {"tx_retries", s.count(kTxRetries, {d.name})},
-              {"tx_full", s.count(kTxFull, {d.name})},
-              {"fragmented", s.count(kTxFragmented, {d.name})},
-              {"fragments_out", s.count(kTxFragments, {d.name})}};
+  Json row{{"service", d.name},
+           {"lcore", lcore},
+           {"busy_pct", service_share(rates, kServiceBusy, d.name)},
+           {"idle_pct", service_share(rates, kServiceIdle, d.name)},
+           {"packets", packets},
+           {"pps", number_or_null(pkt_rate)},
+           {"runs", runs},
+           {"mean_run",
+            runs ? Json(static_cast<double>(packets) / static_cast<double>(runs)) : Json(nullptr)},
+           {"recent_mean_run",
+            run_rate && *run_rate > 0 && pkt_rate ? Json(*pkt_rate / *run_rate) : Json(nullptr)}};
+  add_counters_json(row, s, kTxCounters, {d.name});
+  return row;
 }
 
 Json queue_rows(const Snapshot& s, const RateWindow& rates, const sched::Scheduler& scheduler) {
   Json queues = Json::array();
   for (uint16_t q = 0; q < scheduler.queue_count(); ++q) {
     const std::string& name = scheduler.queue(static_cast<uint8_t>(q)).name;
-    uint64_t in = s.count(kQueueEnqueued, {name});
-    uint64_t out = s.count(kQueueDequeued, {name});
-    queues.push_back({{"queue", q},
-                      {"name", name},
-                      {"type", to_string(scheduler.queue_type(static_cast<uint8_t>(q)))},
-                      {"in", in},
-                      {"out", out},
-                      {"in_per_s", number_or_null(rates.rate(kQueueEnqueued, {name}))},
-                      {"out_per_s", number_or_null(rates.rate(kQueueDequeued, {name}))}});
+    Json row{{"queue", q},
+             {"name", name},
+             {"type", to_string(scheduler.queue_type(static_cast<uint8_t>(q)))}};
+    add_counters_json(row, s, kQueueCounters, {name});
+    row["in_per_s"] = number_or_null(rates.rate(kQueueEnqueued, {name}));
+    row["out_per_s"] = number_or_null(rates.rate(kQueueDequeued, {name}));
+    queues.push_back(std::move(row));
   }
   return queues;
 }
@@ -399,34 +430,25 @@ Json rx_adapter_row(const Snapshot& s, const RateWindow& rates, const sched::RxA
   auto vec_rate = rates.rate(kRxVectors, {n});
   auto vec_pkt_rate = rates.rate(kRxVectorPackets, {n});
   std::string producer = std::to_string(rx.producer_index());
-  return Json{
-      {"adapter", n},
-      {"lcore", lcore},
-      {"busy_pct", service_share(rates, kServiceBusy, n)},
-      {"queues", rx.queue_count()},
-      {"vector_size", rx.config().vector_size},
-      {"vector_timeout_us", rx.config().vector_timeout_us},
-      {"flow_buckets", rx.config().flow_buckets},
-      {"packets", s.count(kRxPackets, {n})},
-      {"pps", number_or_null(rates.rate(kRxPackets, {n}))},
-      {"events", s.count(kRxEvents, {n})},
-      {"vectors", vectors},
-      {"vector_packets", in_vectors},
-      {"mean_vector", vectors ? Json(static_cast<double>(in_vectors) / static_cast<double>(vectors))
-                              : Json(nullptr)},
-      // Over the last sampling interval: what the adapter forms now.
-      {"recent_mean_vector",
-       vec_rate && *vec_rate > 0 && vec_pkt_rate ? Json(*vec_pkt_rate / *vec_rate) : Json(nullptr)},
-      {"closed_full", s.count(kRxClosed, {n, kClosedWhy[0]})},
-      {"closed_drained", s.count(kRxClosed, {n, kClosedWhy[1]})},
-      {"closed_timeout", s.count(kRxClosed, {n, kClosedWhy[2]})},
-      {"closed_flush", s.count(kRxClosed, {n, kClosedWhy[3]})},
-      {"wait_mean_us", recent_wait_mean_us(rates, n)},
-      {"wait_p99_us", recent_wait_quantile_us(rates, n, 0.99)},
-      {"no_vector", s.count(kRxNoVector, {n})},
-      {"refused", s.count(kRxRefused, {n})},
-      {"held_polls", s.count(kRxHeld, {n})},
-      {"sched_port_refused", s.count(kPortRefused, {"producer", producer})}};
+  Json row{{"adapter", n},
+           {"lcore", lcore},
+           {"busy_pct", service_share(rates, kServiceBusy, n)},
+           {"queues", rx.queue_count()},
+           {"vector_size", rx.config().vector_size},
+           {"vector_timeout_us", rx.config().vector_timeout_us},
+           {"flow_buckets", rx.config().flow_buckets}};
+  add_counters_json(row, s, kRxAdapterCounters, {n});
+  row["pps"] = number_or_null(rates.rate(kRxPackets, {n}));
+  row["mean_vector"] = vectors
+                           ? Json(static_cast<double>(in_vectors) / static_cast<double>(vectors))
+                           : Json(nullptr);
+  // Over the last sampling interval: what the adapter forms now.
+  row["recent_mean_vector"] =
+      vec_rate && *vec_rate > 0 && vec_pkt_rate ? Json(*vec_pkt_rate / *vec_rate) : Json(nullptr);
+  row["wait_mean_us"] = recent_wait_mean_us(rates, n);
+  row["wait_p99_us"] = recent_wait_quantile_us(rates, n, 0.99);
+  row["sched_port_refused"] = s.count(kPortRefused, {"producer", producer});
+  return row;
 }
 
 Json worker_row(const Snapshot& s, const RateWindow& rates, const sched::Worker& w,
@@ -434,41 +456,31 @@ Json worker_row(const Snapshot& s, const RateWindow& rates, const sched::Worker&
   const std::string& n = w.name();
   std::string port = std::to_string(w.port_index());
   uint64_t events = s.count(kWorkerEvents, {n});
-  uint64_t calls = s.count(kPortDequeueCalls, {"worker", port});
-  uint64_t empty = s.count(kPortEmptyDequeues, {"worker", port});
+  const uint64_t calls = s.count(kPortDequeueCalls, {"worker", port});
+  const uint64_t empty = s.count(kPortEmptyDequeues, {"worker", port});
   auto load = s.get(kPortLoad, {"worker", port});
   auto backlog = s.get(kPortBacklog, {"worker", port});
   auto backlog_packets = s.get(kPortBacklogPackets, {"worker", port});
   // A stalled lcore (runtime/lcore.h) does not run this worker: its flows wait.
   auto stalled = lcore.empty() ? std::nullopt : s.get(kLcoreStalled, {lcore});
-  return Json{
-      {"worker", n},
-      {"lcore", lcore},
-      {"state", stalled && stalled->as_double() > 0 ? "stalled" : "running"},
-      {"sched_port", w.port_index()},
-      {"busy_pct", service_share(rates, kServiceBusy, n)},
-      {"idle_pct", service_share(rates, kServiceIdle, n)},
-      {"events", events},
-      {"events_per_s", number_or_null(rates.rate(kWorkerEvents, {n}))},
-      {"forwarded", s.count(kWorkerForwarded, {n})},
-      {"finished", s.count(kWorkerFinished, {n})},
-      {"via_egress", s.count(kWorkerViaEgress, {n})},
-      {"refused", s.count(kWorkerRefused, {n})},
-      {"dequeue_calls", calls},
-      {"empty_dequeues", empty},
-      {"events_per_dequeue",
-       calls > empty ? Json(static_cast<double>(events) / static_cast<double>(calls - empty))
-                     : Json(nullptr)},
-      {"emigrations", s.count(kPortEmigrations, {"worker", port})},
-      {"immigrations", s.count(kPortImmigrations, {"worker", port})},
-      {"load_pct", load ? Json(load->as_double() * 100) : Json(nullptr)},
-      {"backlog", backlog ? Json(backlog->as_double()) : Json(nullptr)},
-      {"backlog_packets", backlog_packets ? Json(backlog_packets->as_double()) : Json(nullptr)},
-      {"tx_bursts", s.count(kTxBursts, {n})},
-      {"tx_retries", s.count(kTxRetries, {n})},
-      {"tx_full", s.count(kTxFull, {n})},
-      {"fragmented", s.count(kTxFragmented, {n})},
-      {"fragments_out", s.count(kTxFragments, {n})}};
+  Json row{{"worker", n},
+           {"lcore", lcore},
+           {"state", stalled && stalled->as_double() > 0 ? "stalled" : "running"},
+           {"sched_port", w.port_index()},
+           {"busy_pct", service_share(rates, kServiceBusy, n)},
+           {"idle_pct", service_share(rates, kServiceIdle, n)}};
+  add_counters_json(row, s, kWorkerCounters, {n});
+  row["events_per_s"] = number_or_null(rates.rate(kWorkerEvents, {n}));
+  // Its scheduler port's counters: dequeue_calls, empty_dequeues, emigrations ...
+  add_counters_json(row, s, kWorkerPortCounters, {"worker", port});
+  row["events_per_dequeue"] =
+      calls > empty ? Json(static_cast<double>(events) / static_cast<double>(calls - empty))
+                    : Json(nullptr);
+  row["load_pct"] = load ? Json(load->as_double() * 100) : Json(nullptr);
+  row["backlog"] = backlog ? Json(backlog->as_double()) : Json(nullptr);
+  row["backlog_packets"] = backlog_packets ? Json(backlog_packets->as_double()) : Json(nullptr);
+  add_counters_json(row, s, kTxCounters, {n});
+  return row;
 }
 
 View sched_view() {
@@ -585,6 +597,16 @@ CommandResult sched_command(const CommandContext& ctx, const SchedSources& src) 
 }
 
 }  // namespace
+
+std::vector<CounterTableInfo> sched_counter_tables() {
+  return {describe("sched::SchedulerStats", kSchedulerCounters),
+          describe("sched::QueueStats", kQueueCounters),
+          describe("sched::PortStats", kPortCounters),
+          describe("sched::PortStats (worker)", kWorkerPortCounters),
+          describe("sched::RxAdapterStats", kRxAdapterCounters),
+          describe("sched::WorkerStats", kWorkerCounters),
+          describe("sched::TxStats", kTxCounters)};
+}
 
 void register_sched(Registry& registry, const sched::Scheduler* scheduler,
                     std::vector<const sched::RxAdapter*> rx_adapters,

@@ -9,6 +9,7 @@
 
 #include "core/counter.h"
 
+#include "api/counter_table.h"
 #include "api/registry.h"
 #include "sched/rx_adapter.h"
 #include "sched/scheduler.h"
@@ -37,5 +38,8 @@ void register_sched(Registry& registry, const sched::Scheduler* scheduler,
                     std::vector<const sched::Worker*> workers,
                     std::vector<const sched::TxAdapter*> tx_adapters,
                     std::vector<DirectPathView> direct = {});
+
+// The part's counter tables (api/counter_table.h), for the test that checks every table.
+std::vector<CounterTableInfo> sched_counter_tables();
 
 }  // namespace vecflow::control
