@@ -121,5 +121,9 @@ inline const MetricFamily kServiceIdle{"vecflow_service_idle_cycles_total",
                                        "TSC cycles a service spent in polls that found nothing",
                                        MetricType::Counter,
                                        {"lcore", "service"}};
+inline const MetricFamily kServiceSleeps{"vecflow_service_sleeps_total",
+                                         "Times an lcore slept on a service's wake-up descriptors",
+                                         MetricType::Counter,
+                                         {"lcore", "service"}};
 
 }  // namespace vecflow::control

@@ -6,6 +6,7 @@
 
 #include <fmt/chrono.h>
 
+#include "api/counter_table.h"
 #include "api/families.h"
 #include "api/values.h"
 #include "control/command_specs.h"
@@ -228,6 +229,36 @@ void register_status(Registry& registry, StatusSource source) {
                     {"why not", "/pdump_detail"}})}}});
 }
 
+namespace {
+
+// An lcore's counters under {lcore}; its stalled gauge is set from Lcore::stalled().
+constexpr auto kLcoreCounters = std::to_array<CounterField<LcoreStats>>({
+    {"rounds", &kLcoreRounds, &LcoreStats::rounds},
+    {"busy_cycles", &kLcoreBusy, &LcoreStats::busy_cycles},
+    {"idle_cycles", &kLcoreIdle, &LcoreStats::idle_cycles},
+    {"sleep_cycles", &kLcoreSleep, &LcoreStats::sleep_cycles},
+    {"naps", &kLcoreNaps, &LcoreStats::naps},
+    {"interrupt_sleeps", &kLcoreInterruptSleeps, &LcoreStats::interrupt_sleeps},
+    {"stalls", &kLcoreStalls, &LcoreStats::stalls},
+    {"stalled_cycles", &kLcoreStalledCycles, &LcoreStats::stalled_cycles},
+});
+static_assert(covers_struct(kLcoreCounters));
+// A service's counters under {lcore, service}; `sleeping` is a state, shown by `lcores`.
+constexpr auto kServiceCounters = std::to_array<CounterField<ServiceStats>>({
+    {"polls", &kServicePolls, &ServiceStats::polls},
+    {"busy_polls", &kServiceBusyPolls, &ServiceStats::busy_polls},
+    {"busy_cycles", &kServiceBusy, &ServiceStats::busy_cycles},
+    {"idle_cycles", &kServiceIdle, &ServiceStats::idle_cycles},
+    {"sleeps", &kServiceSleeps, &ServiceStats::sleeps},
+});
+static_assert(covers_struct(kServiceCounters, sizeof(ServiceStats::sleeping)));
+
+}  // namespace
+
+std::vector<CounterTableInfo> runtime_counter_tables() {
+  return {describe("LcoreStats", kLcoreCounters), describe("ServiceStats", kServiceCounters)};
+}
+
 void register_runtime(Registry& registry, Runtime& runtime) {
   std::vector<const Lcore*> lcores;
   for (const auto& l : runtime.lcores())
@@ -240,23 +271,10 @@ void register_runtime(Registry& registry, std::vector<const Lcore*> lcores) {
     s.set(kTscHz, {}, static_cast<double>(tsc_hz()));
     for (const Lcore* l : lcores) {
       std::string id = std::to_string(l->id());
-      const LcoreStats& st = l->stats();
-      s.add(kLcoreBusy, {id}, st.busy_cycles.load());
-      s.add(kLcoreIdle, {id}, st.idle_cycles.load());
-      s.add(kLcoreSleep, {id}, st.sleep_cycles.load());
-      s.add(kLcoreRounds, {id}, st.rounds.load());
-      s.add(kLcoreNaps, {id}, st.naps.load());
-      s.add(kLcoreInterruptSleeps, {id}, st.interrupt_sleeps.load());
+      add_counters(s, kLcoreCounters, l->stats(), {id});
       s.set(kLcoreStalled, {id}, l->stalled() ? 1 : 0);
-      s.add(kLcoreStalls, {id}, st.stalls.load());
-      s.add(kLcoreStalledCycles, {id}, st.stalled_cycles.load());
-      for (const auto& svc : l->services()) {
-        const ServiceStats& ss = svc->stats();
-        s.add(kServicePolls, {id, svc->name()}, ss.polls.load());
-        s.add(kServiceBusyPolls, {id, svc->name()}, ss.busy_polls.load());
-        s.add(kServiceBusy, {id, svc->name()}, ss.busy_cycles.load());
-        s.add(kServiceIdle, {id, svc->name()}, ss.idle_cycles.load());
-      }
+      for (const auto& svc : l->services())
+        add_counters(s, kServiceCounters, svc->stats(), {id, svc->name()});
     }
   });
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "api/counter_table.h"
 #include "api/registry.h"
 #include "config/config.h"
 #include "core/accounting.h"
@@ -39,6 +40,8 @@ void register_status(Registry& registry, StatusSource source);
 void register_runtime(Registry& registry, Runtime& runtime);
 // The same over lcores the caller owns and keeps alive (lcores[0] is the control lcore).
 void register_runtime(Registry& registry, std::vector<const Lcore*> lcores);
+// The runtime's counter tables (api/counter_table.h), for the test that checks every table.
+std::vector<CounterTableInfo> runtime_counter_tables();
 
 // `accounting` and the vecflow_accounting_* families plus vecflow_drops_total{layer=
 // "userspace"}: the OutcomeTable summed per ingress port. `ports` names the table's columns.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "api/counter_table.h"
+#include "control/builtin_commands.h"
 #include "control/parts/sched_part.h"
 
 namespace vecflow::control {
@@ -24,7 +25,7 @@ namespace {
 
 std::vector<CounterTableInfo> every_table() {
   std::vector<CounterTableInfo> all;
-  for (auto part : {sched_counter_tables()}) {
+  for (auto part : {runtime_counter_tables(), sched_counter_tables()}) {
     for (auto& t : part)
       all.push_back(std::move(t));
   }
