@@ -49,8 +49,10 @@ std::string_view to_string(LinkState s) noexcept;
 std::string_view to_string(CopyMode m) noexcept;
 std::string_view to_string(WakeMode m) noexcept;
 
-// Counters of one rx queue, written only by the lcore polling it.
-struct alignas(64) RxQueueCounters {
+// Counters of one rx queue, written only by the lcore polling it. The members are in
+// RxQueueCounts, unpadded, so that the ports part's table of them (control/parts/ports_part.cc)
+// can count them by size; RxQueueCounters gives each queue its own cache lines.
+struct RxQueueCounts {
   Counter packets;  // handed to the caller of rx_burst
   Counter bytes;
   Counter sleeps;                     // times arm_wakeup() handed out a descriptor
@@ -59,9 +61,11 @@ struct alignas(64) RxQueueCounters {
   // could not get (nombuf: a fill ring or descriptor ring left short).
   DropCounters drops;
 };
+struct alignas(64) RxQueueCounters : RxQueueCounts {};
 
-// Counters of one tx queue, written only by the lcore transmitting on it.
-struct alignas(64) TxQueueCounters {
+// Counters of one tx queue, written only by the lcore transmitting on it (unpadded in
+// TxQueueCounts, as RxQueueCounts).
+struct TxQueueCounts {
   Counter packets;  // accepted by tx_burst
   Counter bytes;
   Counter refused;    // offered to tx_burst but not taken (ring full); the caller drops them
@@ -69,6 +73,7 @@ struct alignas(64) TxQueueCounters {
   Counter to_kernel;  // accepted by to_kernel()
   Counter to_kernel_bytes;
 };
+struct alignas(64) TxQueueCounters : TxQueueCounts {};
 
 // One queue as the status shows it. `index` is the q of rx_burst/tx_burst.
 struct QueueStatus {
@@ -189,8 +194,11 @@ class Port {
     (void)rewrite;
   }
 
+  // Queues 0 .. counted_rx_queues() - 1 (tx: counted_tx_queues()) have counters.
   const RxQueueCounters& rx_counters(uint16_t q) const noexcept { return rx_counters_[q]; }
   const TxQueueCounters& tx_counters(uint16_t q) const noexcept { return tx_counters_[q]; }
+  uint16_t counted_rx_queues() const noexcept { return counted_rx_; }
+  uint16_t counted_tx_queues() const noexcept { return counted_tx_; }
 
  protected:
   // Sizes the counter arrays; derived ports call it once their queue counts are known, before

@@ -18,6 +18,7 @@
 
 #include "api/counter_table.h"
 #include "control/builtin_commands.h"
+#include "control/parts/ports_part.h"
 #include "control/parts/sched_part.h"
 
 namespace vecflow::control {
@@ -25,7 +26,7 @@ namespace {
 
 std::vector<CounterTableInfo> every_table() {
   std::vector<CounterTableInfo> all;
-  for (auto part : {runtime_counter_tables(), sched_counter_tables()}) {
+  for (auto part : {runtime_counter_tables(), sched_counter_tables(), ports_counter_tables()}) {
     for (auto& t : part)
       all.push_back(std::move(t));
   }

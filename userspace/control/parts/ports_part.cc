@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 
+#include "api/counter_table.h"
 #include "api/families.h"
 #include "api/values.h"
 #include "control/command_specs.h"
@@ -52,6 +53,28 @@ inline const MetricFamily kRxSleeps{"vecflow_port_rx_sleeps_total",
                                     "Times the poller of an rx queue slept on its wake-up",
                                     MetricType::Counter,
                                     {"port", "queue"}};
+// A queue's counters under {port, queue}. An rx queue's drops go to kRxDrops by reason, and
+// `sleeping` is a state (`ports` WAKE).
+constexpr auto kRxQueueCounters = std::to_array<CounterField<RxQueueCounts>>({
+    {"rx_packets", &kRxPackets, &RxQueueCounts::packets},
+    {"rx_bytes", &kRxBytes, &RxQueueCounts::bytes},
+    {"sleeps", &kRxSleeps, &RxQueueCounts::sleeps},
+});
+static_assert(covers_struct(kRxQueueCounters,
+                            sizeof(RxQueueCounts::sleeping) + sizeof(RxQueueCounts::drops)));
+constexpr auto kTxQueueCounters = std::to_array<CounterField<TxQueueCounts>>({
+    {"tx_packets", &kTxPackets, &TxQueueCounts::packets},
+    {"tx_bytes", &kTxBytes, &TxQueueCounts::bytes},
+    {"tx_refused", &kTxRefused, &TxQueueCounts::refused},
+    {"tx_copies", &kTxCopies, &TxQueueCounts::copies},
+    {"kernel_packets", &kKernelPackets, &TxQueueCounts::to_kernel},
+    {"kernel_bytes", &kKernelBytes, &TxQueueCounts::to_kernel_bytes},
+});
+static_assert(covers_struct(kTxQueueCounters));
+// What a queue index without counters (a port with fewer rx queues than tx, or the reverse)
+// counts.
+const RxQueueCounts kNoRxCounts{};
+const TxQueueCounts kNoTxCounts{};
 inline const MetricFamily kRxDrops{
     "vecflow_port_rx_drops_total",
     "Frames a port queue received and dropped before handing them on, by reason",
@@ -101,22 +124,20 @@ std::string queue_label(uint16_t q) {
   return std::to_string(q);
 }
 
-void collect_port(Snapshot& s, const PortStatus& st, const PortMtuTable* mtus) {
+void collect_port(Snapshot& s, const Port& src, const PortMtuTable* mtus) {
+  const PortStatus st = src.status();
   const std::string& p = st.name;
   s.set(kLinkUp, {p}, st.link == LinkState::Up ? 1 : 0);
   if (mtus) s.set(kMtu, {p}, mtus->get(to_index(st.id)));
   s.set(kPortInfo, {p, st.kind, st.device}, 1);
   for (const QueueStatus& q : st.queues) {
     std::string ql = queue_label(q.index);
-    s.add(kRxPackets, {p, ql}, q.rx_packets);
-    s.add(kRxBytes, {p, ql}, q.rx_bytes);
-    s.add(kTxPackets, {p, ql}, q.tx_packets);
-    s.add(kTxBytes, {p, ql}, q.tx_bytes);
-    s.add(kKernelPackets, {p, ql}, q.to_kernel);
-    s.add(kKernelBytes, {p, ql}, q.to_kernel_bytes);
-    s.add(kTxRefused, {p, ql}, q.tx_refused);
-    s.add(kTxCopies, {p, ql}, q.tx_copies);
-    s.add(kRxSleeps, {p, ql}, q.sleeps);
+    add_counters(s, kRxQueueCounters,
+                 q.index < src.counted_rx_queues() ? src.rx_counters(q.index) : kNoRxCounts,
+                 {p, ql});
+    add_counters(s, kTxQueueCounters,
+                 q.index < src.counted_tx_queues() ? src.tx_counters(q.index) : kNoTxCounts,
+                 {p, ql});
     s.set(kKernelBuffers, {p, ql}, static_cast<double>(q.kernel_buffers));
     s.set(
         kQueueInfo,
@@ -163,31 +184,25 @@ Json queue_row(const Snapshot& s, const RateWindow& rates, const PortStatus& st,
   uint64_t dropped = 0;
   for (const auto& drop : q.drops)
     dropped += s.count(kRxDrops, {p, ql, drop_reason_name(drop.first)});
-  return Json{{"port", p},
-              {"queue", q.index},
-              {"device_queue", q.device_queue},
-              {"owner", to_string(q.owner)},
-              {"served_by", q.served_by},
-              {"mode", to_string(q.copy)},
-              {"wake", to_string(q.wake)},
-              {"can_sleep", q.can_sleep},
-              {"busy_poll", q.busy_poll},
-              {"rx_packets", s.count(kRxPackets, {p, ql})},
-              {"rx_bytes", s.count(kRxBytes, {p, ql})},
-              {"rx_pps", number_or_null(rates.rate(kRxPackets, {p, ql}))},
-              {"rx_bps", bits_or_null(rates.rate(kRxBytes, {p, ql}))},
-              {"tx_packets", s.count(kTxPackets, {p, ql})},
-              {"tx_bytes", s.count(kTxBytes, {p, ql})},
-              {"tx_pps", number_or_null(rates.rate(kTxPackets, {p, ql}))},
-              {"tx_bps", bits_or_null(rates.rate(kTxBytes, {p, ql}))},
-              {"kernel_packets", s.count(kKernelPackets, {p, ql})},
-              {"kernel_bytes", s.count(kKernelBytes, {p, ql})},
-              {"kernel_pps", number_or_null(rates.rate(kKernelPackets, {p, ql}))},
-              {"tx_refused", s.count(kTxRefused, {p, ql})},
-              {"tx_copies", s.count(kTxCopies, {p, ql})},
-              {"rx_dropped", dropped},
-              {"sleeps", s.count(kRxSleeps, {p, ql})},
-              {"kernel_buffers", q.kernel_buffers}};
+  Json row{{"port", p},
+           {"queue", q.index},
+           {"device_queue", q.device_queue},
+           {"owner", to_string(q.owner)},
+           {"served_by", q.served_by},
+           {"mode", to_string(q.copy)},
+           {"wake", to_string(q.wake)},
+           {"can_sleep", q.can_sleep},
+           {"busy_poll", q.busy_poll}};
+  add_counters_json(row, s, kRxQueueCounters, {p, ql});
+  add_counters_json(row, s, kTxQueueCounters, {p, ql});
+  row["rx_pps"] = number_or_null(rates.rate(kRxPackets, {p, ql}));
+  row["rx_bps"] = bits_or_null(rates.rate(kRxBytes, {p, ql}));
+  row["tx_pps"] = number_or_null(rates.rate(kTxPackets, {p, ql}));
+  row["tx_bps"] = bits_or_null(rates.rate(kTxBytes, {p, ql}));
+  row["kernel_pps"] = number_or_null(rates.rate(kKernelPackets, {p, ql}));
+  row["rx_dropped"] = dropped;
+  row["kernel_buffers"] = q.kernel_buffers;
+  return row;
 }
 
 Json port_row(const Snapshot& s, const RateWindow& rates, const PortStatus& st) {
@@ -414,10 +429,14 @@ void register_hardware_command(Registry& registry, const std::vector<Port*>& por
 
 }  // namespace
 
+std::vector<CounterTableInfo> ports_counter_tables() {
+  return {describe("RxQueueCounts", kRxQueueCounters), describe("TxQueueCounts", kTxQueueCounters)};
+}
+
 void register_ports(Registry& registry, std::vector<Port*> ports, const PortMtuTable* mtus) {
   registry.add_collector("ports", [ports, mtus](Snapshot& s) {
     for (const Port* port : ports)
-      collect_port(s, port->status(), mtus);
+      collect_port(s, *port, mtus);
   });
 
   registry.add_status("ports", [ports](const CommandContext&) {

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "api/counter_table.h"
 #include "api/registry.h"
 #include "core/port_mtu.h"
 #include "io/port.h"
@@ -17,5 +18,8 @@ namespace vecflow::control {
 // `mtus`: the MTUs the data path uses (core/port_mtu.h), as long-lived; nullptr: not shown.
 void register_ports(Registry& registry, std::vector<Port*> ports,
                     const PortMtuTable* mtus = nullptr);
+
+// The part's counter tables (api/counter_table.h), for the test that checks every table.
+std::vector<CounterTableInfo> ports_counter_tables();
 
 }  // namespace vecflow::control
