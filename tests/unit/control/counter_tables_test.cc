@@ -20,13 +20,15 @@
 #include "control/builtin_commands.h"
 #include "control/parts/ports_part.h"
 #include "control/parts/sched_part.h"
+#include "control/parts/steering_part.h"
 
 namespace vecflow::control {
 namespace {
 
 std::vector<CounterTableInfo> every_table() {
   std::vector<CounterTableInfo> all;
-  for (auto part : {runtime_counter_tables(), sched_counter_tables(), ports_counter_tables()}) {
+  for (auto part : {runtime_counter_tables(), sched_counter_tables(), ports_counter_tables(),
+                    steering_counter_tables()}) {
     for (auto& t : part)
       all.push_back(std::move(t));
   }

@@ -3,6 +3,7 @@
 #include <array>
 #include <string_view>
 
+#include "api/counter_table.h"
 #include "api/families.h"
 #include "control/command_specs.h"
 #include "core/drop_reason.h"
@@ -67,6 +68,24 @@ inline const MetricFamily kRuleBytes{
     MetricType::Counter,
     {"port", "rule"}};
 
+// The program's counters of a port under {port}. What it counts per verdict, action and drop
+// reason and per rule (arrays, and the rule list) is collected in loops in collect_steering.
+constexpr auto kSteerCounters = std::to_array<CounterField<steer::SteerCounters, uint64_t>>({
+    {"rx_packets", &kSteerRxPackets, &steer::SteerCounters::rx_packets},
+    {"rx_bytes", &kRxBytes, &steer::SteerCounters::rx_bytes},
+    {"default_hits", &kDefaultHits, &steer::SteerCounters::default_hits},
+    {"no_socket_fallbacks", &kNoSocket, &steer::SteerCounters::no_socket_fallback},
+    {"queue_not_read", &kQueueNotRead, &steer::SteerCounters::queue_not_read},
+    {"mtu_lifted", &kMtuLifted, &steer::SteerCounters::mtu_lifted},
+    {"meta_unavailable", &kMetaUnavailable, &steer::SteerCounters::meta_unavailable},
+    {"unconfigured", &kUnconfigured, &steer::SteerCounters::unconfigured},
+});
+static_assert(covers_struct(kSteerCounters, sizeof(steer::SteerCounters::verdict) +
+                                                sizeof(steer::SteerCounters::action) +
+                                                sizeof(steer::SteerCounters::malformed) +
+                                                sizeof(steer::SteerCounters::drop) +
+                                                sizeof(steer::SteerCounters::rules)));
+
 Json rate_or_null(const RateWindow& rates, const MetricFamily& f, LabelMatch match) {
   auto r = rates.rate_sum(f, match);
   return r ? Json(*r) : Json(nullptr);
@@ -95,18 +114,11 @@ void collect_steering(Snapshot& s, const steer::XdpSteering& steering,
     auto c = steering.counters(itf.port);
     if (!c) continue;  // the interface went away: nothing to read, nothing to invent
     const std::string& port = itf.port;
-    s.add(kSteerRxPackets, {port}, c->rx_packets);
-    s.add(kRxBytes, {port}, c->rx_bytes);
+    add_counters(s, kSteerCounters, *c, {port});
     for (size_t i = 0; i < VF_ACT_COUNT; ++i) {
       s.add(kSteerVerdicts, {port, kActions[i]}, c->verdict[i]);
       s.add(kActionCount, {port, kActions[i]}, c->action[i]);
     }
-    s.add(kDefaultHits, {port}, c->default_hits);
-    s.add(kNoSocket, {port}, c->no_socket_fallback);
-    s.add(kQueueNotRead, {port}, c->queue_not_read);
-    s.add(kMtuLifted, {port}, c->mtu_lifted);
-    s.add(kMetaUnavailable, {port}, c->meta_unavailable);
-    s.add(kUnconfigured, {port}, c->unconfigured);
     for (size_t r = 0; r < kDropReasonCount; ++r) {
       const auto dr = static_cast<DropReason>(r);
       auto reason = drop_reason_name(dr);
@@ -140,22 +152,13 @@ Json interface_rows(const Snapshot& s, const RateWindow& rates,
                 {"mode", itf.generic ? "generic" : "native"},
                 {"state", state_name(itf.state)},
                 {"detaches", itf.detaches},
-                {"reattaches", itf.reattaches},
-                {"rx_packets", s.count(kSteerRxPackets, {p})},
-                {"rx_bytes", s.count(kRxBytes, {p})},
-                {"rx_pps", rate_or_null(rates, kSteerRxPackets, {{"port", p}})},
-                {"rx_bps", [&] {
-                   auto r = rates.rate(kRxBytes, {p});
-                   return r ? Json(*r * 8) : Json(nullptr);
-                 }()}};
+                {"reattaches", itf.reattaches}};
+    add_counters_json(row, s, kSteerCounters, {p});
+    row["rx_pps"] = rate_or_null(rates, kSteerRxPackets, {{"port", p}});
+    auto bytes_rate = rates.rate(kRxBytes, {p});
+    row["rx_bps"] = bytes_rate ? Json(*bytes_rate * 8) : Json(nullptr);
     for (auto v : kActions)
       row[std::string(v)] = s.count(kSteerVerdicts, {p, v});
-    row["default_hits"] = s.count(kDefaultHits, {p});
-    row["no_socket_fallbacks"] = s.count(kNoSocket, {p});
-    row["queue_not_read"] = s.count(kQueueNotRead, {p});
-    row["mtu_lifted"] = s.count(kMtuLifted, {p});
-    row["meta_unavailable"] = s.count(kMetaUnavailable, {p});
-    row["unconfigured"] = s.count(kUnconfigured, {p});
     ports.push_back(std::move(row));
   }
   return ports;
@@ -253,6 +256,10 @@ void register_steering_command(Registry& registry, const steer::XdpSteering& ste
 }
 
 }  // namespace
+
+std::vector<CounterTableInfo> steering_counter_tables() {
+  return {describe("steer::SteerCounters", kSteerCounters)};
+}
 
 void register_steering(Registry& registry, Reloader& reloader, steer::XdpSteering& steering,
                        const config::ApplianceConfig& running) {
