@@ -18,9 +18,13 @@
 
 #include "api/counter_table.h"
 #include "control/builtin_commands.h"
+#include "control/parts/pipeline_part.h"
 #include "control/parts/ports_part.h"
 #include "control/parts/sched_part.h"
 #include "control/parts/steering_part.h"
+#include "pipeline/conntrack/conntrack_commands.h"
+#include "pipeline/neighbour/neighbour_commands.h"
+#include "pipeline/route/route_commands.h"
 
 namespace vecflow::control {
 namespace {
@@ -28,7 +32,8 @@ namespace {
 std::vector<CounterTableInfo> every_table() {
   std::vector<CounterTableInfo> all;
   for (auto part : {runtime_counter_tables(), sched_counter_tables(), ports_counter_tables(),
-                    steering_counter_tables()}) {
+                    pipeline_counter_tables(), steering_counter_tables(), route_counter_tables(),
+                    neighbour_counter_tables(), conntrack_counter_tables()}) {
     for (auto& t : part)
       all.push_back(std::move(t));
   }

@@ -6,6 +6,7 @@
 
 #include <rte_lcore.h>
 
+#include "api/counter_table.h"
 #include "api/values.h"
 #include "control/command_specs.h"
 #include "pipeline/neighbour_table.h"
@@ -27,6 +28,13 @@ inline const MetricFamily kStageCycles{
     "TSC cycles a pipeline stage spent processing vectors, per lcore",
     MetricType::Counter,
     {"stage", "type", "lcore"}};
+// A stage's counters on one lcore, under {stage, type, lcore}.
+constexpr auto kStageCounters = std::to_array<CounterField<StageStats, uint64_t>>({
+    {"calls", &kStageCalls, &StageStats::calls},
+    {"packets", &kStagePackets, &StageStats::packets},
+    {"cycles", &kStageCycles, &StageStats::cycles},
+});
+static_assert(covers_struct(kStageCounters));
 // The shared neighbour table's (Pipeline owns it, with or without a neighbour stage); what the
 // neighbour stages did is theirs (pipeline/neighbour/neighbour_commands.h).
 inline const MetricFamily kNeighbours{"vecflow_neighbour_entries",
@@ -144,12 +152,15 @@ void register_stages(Registry& registry, Pipeline& pipeline) {
 
 }  // namespace
 
+std::vector<CounterTableInfo> pipeline_counter_tables() {
+  return {describe("StageStats", kStageCounters)};
+}
+
 void register_pipeline(Registry& registry, Pipeline& pipeline,
                        std::vector<unsigned> lcore_of_slot) {
   registry.add_collector("pipeline", [&pipeline, lcore_of_slot](Snapshot& s) {
-    s.declare(kStageCalls);
-    s.declare(kStagePackets);
-    s.declare(kStageCycles);
+    for (const auto& f : kStageCounters)
+      s.declare(*f.family);
     // Per lcore that ran the stage: an lcore that never did has no series.
     for (size_t i = 0; i < pipeline.size(); ++i) {
       const Stage& st = pipeline.stage(i);
@@ -158,9 +169,7 @@ void register_pipeline(Registry& registry, Pipeline& pipeline,
         if (c.calls == 0) continue;
         const std::string lcore =
             std::to_string(slot < lcore_of_slot.size() ? lcore_of_slot[slot] : slot);
-        s.add(kStageCalls, {st.name(), st.type(), lcore}, c.calls);
-        s.add(kStagePackets, {st.name(), st.type(), lcore}, c.packets);
-        s.add(kStageCycles, {st.name(), st.type(), lcore}, c.cycles);
+        add_counters(s, kStageCounters, c, {st.name(), st.type(), lcore});
       }
     }
     const NeighbourTable& table = pipeline.neighbours();

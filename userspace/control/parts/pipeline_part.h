@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "api/counter_table.h"
 #include "api/registry.h"
 #include "pipeline/pipeline.h"
 
@@ -19,5 +20,8 @@ namespace vecflow::control {
 // the slots are shown as lcores 0, 1, ...
 void register_pipeline(Registry& registry, Pipeline& pipeline,
                        std::vector<unsigned> lcore_of_slot = {});
+
+// The part's counter tables (api/counter_table.h), for the test that checks every table.
+std::vector<CounterTableInfo> pipeline_counter_tables();
 
 }  // namespace vecflow::control

@@ -110,6 +110,21 @@ inline const MetricFamily kNatNoPort{
     "(nat_no_port)",
     MetricType::Counter,
     {"stage"}};
+// A conntrack stage's counters under {stage}; its packets by mark go to kCtPackets (an array,
+// one series per CtMark) and nat_no_port, collected only where the stage translates, is
+// kNatCounters.
+constexpr auto kCtCounters = std::to_array<CounterField<ConntrackCounters, uint64_t>>({
+    {"created", &kCtCreated, &ConntrackCounters::created},
+    {"expired", &kCtExpired, &ConntrackCounters::expired},
+    {"table_full", &kCtTableFull, &ConntrackCounters::table_full},
+    {"fragments_known", &kCtFragments, &ConntrackCounters::fragments_known, "known"},
+    {"fragments_unknown", &kCtFragments, &ConntrackCounters::fragments_unknown, "unknown"},
+});
+constexpr auto kNatCounters = std::to_array<CounterField<ConntrackCounters, uint64_t>>({
+    {"nat_no_port", &kNatNoPort, &ConntrackCounters::nat_no_port},
+});
+static_assert(covers_struct(kCtCounters, sizeof(ConntrackCounters::marks) +
+                                             kNatCounters.size() * sizeof(uint64_t)));
 inline const MetricFamily kNatPortsInUse{"vecflow_nat_ports_in_use",
                                          "Mapped ports of a source NAT pool address, by protocol",
                                          MetricType::Gauge,
@@ -271,6 +286,11 @@ CommandResult sessions(Pipeline& pipeline, const CommandContext& ctx) {
 
 }  // namespace
 
+std::vector<CounterTableInfo> conntrack_counter_tables() {
+  return {describe("ConntrackCounters", kCtCounters),
+          describe("ConntrackCounters (NAT)", kNatCounters)};
+}
+
 void add_conntrack_commands(Registry& registry, Pipeline& pipeline) {
   if (pipeline.all<ConntrackStage>().empty()) return;
   registry.add_collector("conntrack", [&pipeline](Snapshot& s) {
@@ -284,13 +304,9 @@ void add_conntrack_commands(Registry& registry, Pipeline& pipeline) {
       const ConntrackCounters c = st->counters();
       for (CtMark m : kMarks)
         s.add(kCtPackets, {n, std::string(ct_mark_name(m))}, c.marks[size_t(m)]);
-      s.add(kCtCreated, {n}, c.created);
-      s.add(kCtExpired, {n}, c.expired);
-      s.add(kCtTableFull, {n}, c.table_full);
-      s.add(kCtFragments, {n, "known"}, c.fragments_known);
-      s.add(kCtFragments, {n, "unknown"}, c.fragments_unknown);
+      add_counters(s, kCtCounters, c, {n});
       if (const NatMap* nat = st->nat()) {
-        s.add(kNatNoPort, {n}, c.nat_no_port);
+        add_counters(s, kNatCounters, c, {n});
         for (unsigned p = 0; p < nat->pools(); ++p)
           for (const auto& [proto, name] : kNatProtos)
             s.set(kNatPortsInUse, {n, v4_text(nat->pool_address(p)), std::string(name)},

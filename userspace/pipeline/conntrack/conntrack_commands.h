@@ -3,6 +3,9 @@
 // and the conntrack and NAT series in /metrics.
 #pragma once
 
+#include <vector>
+
+#include "api/counter_table.h"
 #include "api/registry.h"
 #include "pipeline/pipeline.h"
 
@@ -15,5 +18,8 @@ extern const CommandSpec kSessionsSpec;
 // conntrack stage. The sessions are read on the control thread, each under its sequence count
 // (pipeline/conntrack/conntrack_table.h).
 void add_conntrack_commands(Registry& registry, Pipeline& pipeline);
+
+// The stage's counter tables (api/counter_table.h), for the test that checks every table.
+std::vector<CounterTableInfo> conntrack_counter_tables();
 
 }  // namespace vecflow::control

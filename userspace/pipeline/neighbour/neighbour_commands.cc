@@ -1,9 +1,11 @@
 #include "pipeline/neighbour/neighbour_commands.h"
 
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "api/counter_table.h"
 #include "api/values.h"
 #include "pipeline/neighbour/neighbour_stage.h"
 #include "pipeline/neighbour_table.h"
@@ -17,6 +19,16 @@ inline const MetricFamily kNeighbourPackets{
     "unresolved, held (policy hold), and of those held_sent and held_dropped",
     MetricType::Counter,
     {"stage", "outcome"}};
+// A neighbour stage's counters under {stage}, the key its outcome label.
+constexpr auto kNeighbourCounters = std::to_array<CounterField<NeighbourCounters, uint64_t>>({
+    {"resolved", &kNeighbourPackets, &NeighbourCounters::resolved, "resolved"},
+    {"unresolved", &kNeighbourPackets, &NeighbourCounters::unresolved, "unresolved"},
+    {"unplaced", &kNeighbourPackets, &NeighbourCounters::unplaced, "unplaced"},
+    {"held", &kNeighbourPackets, &NeighbourCounters::held, "held"},
+    {"held_sent", &kNeighbourPackets, &NeighbourCounters::held_sent, "held_sent"},
+    {"held_dropped", &kNeighbourPackets, &NeighbourCounters::held_dropped, "held_dropped"},
+});
+static_assert(covers_struct(kNeighbourCounters));
 
 // A port's name, or its index when the pipeline knows no such port.
 std::string port_name(const Pipeline& p, PortId id) {
@@ -26,16 +38,14 @@ std::string port_name(const Pipeline& p, PortId id) {
 
 }  // namespace
 
+std::vector<CounterTableInfo> neighbour_counter_tables() {
+  return {describe("NeighbourCounters", kNeighbourCounters)};
+}
+
 void add_neighbour_commands(Registry& registry, Pipeline& pipeline) {
   registry.add_collector("neighbour", [&pipeline](Snapshot& s) {
     for (NeighbourStage* st : pipeline.all<NeighbourStage>()) {
-      NeighbourCounters c = st->counters();
-      s.add(kNeighbourPackets, {st->name(), "resolved"}, c.resolved);
-      s.add(kNeighbourPackets, {st->name(), "unresolved"}, c.unresolved);
-      s.add(kNeighbourPackets, {st->name(), "unplaced"}, c.unplaced);
-      s.add(kNeighbourPackets, {st->name(), "held"}, c.held);
-      s.add(kNeighbourPackets, {st->name(), "held_sent"}, c.held_sent);
-      s.add(kNeighbourPackets, {st->name(), "held_dropped"}, c.held_dropped);
+      add_counters(s, kNeighbourCounters, st->counters(), {st->name()});
     }
   });
   (void)registry.add_command(Command{
@@ -58,16 +68,11 @@ void add_neighbour_commands(Registry& registry, Pipeline& pipeline) {
         Json stages = Json::array();
         for (NeighbourStage* st : pipeline.all<NeighbourStage>()) {
           const std::string& n = st->name();
-          stages.push_back(
-              {{"stage", n},
-               {"unresolved_policy", std::string(unresolved_name(st->unresolved_policy()))},
-               {"resolved", s.count(kNeighbourPackets, {n, "resolved"})},
-               {"unresolved", s.count(kNeighbourPackets, {n, "unresolved"})},
-               {"unplaced", s.count(kNeighbourPackets, {n, "unplaced"})},
-               {"held", s.count(kNeighbourPackets, {n, "held"})},
-               {"held_sent", s.count(kNeighbourPackets, {n, "held_sent"})},
-               {"held_dropped", s.count(kNeighbourPackets, {n, "held_dropped"})},
-               {"holding", st->counters().holding()}});
+          Json row{{"stage", n},
+                   {"unresolved_policy", std::string(unresolved_name(st->unresolved_policy()))}};
+          add_counters_json(row, s, kNeighbourCounters, {n});
+          row["holding"] = st->counters().holding();
+          stages.push_back(std::move(row));
         }
         Json entries = Json::array();
         uint64_t resolved = 0;

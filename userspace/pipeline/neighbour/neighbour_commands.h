@@ -5,6 +5,9 @@
 // name its next hops), so it has one with or without a neighbour stage.
 #pragma once
 
+#include <vector>
+
+#include "api/counter_table.h"
 #include "api/registry.h"
 #include "pipeline/pipeline.h"
 
@@ -17,5 +20,8 @@ extern const CommandSpec kNeighboursSpec;
 // stage too (the table is there). Entries and counters are read on the control thread while the
 // kernel synchroniser and the workers change them.
 void add_neighbour_commands(Registry& registry, Pipeline& pipeline);
+
+// The stage's counter tables (api/counter_table.h), for the test that checks every table.
+std::vector<CounterTableInfo> neighbour_counter_tables();
 
 }  // namespace vecflow::control

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "api/counter_table.h"
 #include "api/values.h"
 #include "pipeline/route/route_stage.h"
 #include "pipeline/stage_commands.h"
@@ -19,10 +20,6 @@ inline const MetricFamily kRoutePackets{
     "packet_too_big, not_ip, ipv4_bad_checksum, martian_source, martian_destination",
     MetricType::Counter,
     {"stage", "outcome"}};
-// The outcome label values of kRoutePackets, in the order `routes` shows them.
-constexpr const char* kRouteOutcomes[] = {
-    "forwarded", "to_kernel",         "no_route",       "ttl_expired",        "packet_too_big",
-    "not_ip",    "ipv4_bad_checksum", "martian_source", "martian_destination"};
 inline const MetricFamily kRouteIcmp{"vecflow_route_icmp_sent_total",
                                      "ICMP errors a route stage sent (time exceeded, "
                                      "fragmentation needed, packet too big)",
@@ -33,6 +30,23 @@ inline const MetricFamily kRouteIcmpLimited{
     "ICMP errors a route stage withheld for its rate (the packets were only dropped)",
     MetricType::Counter,
     {"stage"}};
+// A route stage's counters under {stage}: its outcomes (the key is the outcome label), in the
+// order `routes` shows them, then its ICMP errors.
+constexpr auto kRouteCounters = std::to_array<CounterField<RouteCounters, uint64_t>>({
+    {"forwarded", &kRoutePackets, &RouteCounters::forwarded, "forwarded"},
+    {"to_kernel", &kRoutePackets, &RouteCounters::to_kernel, "to_kernel"},
+    {"no_route", &kRoutePackets, &RouteCounters::no_route, "no_route"},
+    {"ttl_expired", &kRoutePackets, &RouteCounters::ttl_expired, "ttl_expired"},
+    {"packet_too_big", &kRoutePackets, &RouteCounters::too_big, "packet_too_big"},
+    {"not_ip", &kRoutePackets, &RouteCounters::not_ip, "not_ip"},
+    {"ipv4_bad_checksum", &kRoutePackets, &RouteCounters::bad_checksum, "ipv4_bad_checksum"},
+    {"martian_source", &kRoutePackets, &RouteCounters::martian_source, "martian_source"},
+    {"martian_destination", &kRoutePackets, &RouteCounters::martian_destination,
+     "martian_destination"},
+    {"icmp_sent", &kRouteIcmp, &RouteCounters::icmp_sent},
+    {"icmp_limited", &kRouteIcmpLimited, &RouteCounters::icmp_limited},
+});
+static_assert(covers_struct(kRouteCounters));
 inline const MetricFamily kRoutes{"vecflow_route_entries",
                                   "Routes a route stage has in force, by where they came from",
                                   MetricType::Gauge,
@@ -72,22 +86,15 @@ Json route_row(const std::string& stage, const RouteEntry& e) {
 
 }  // namespace
 
+std::vector<CounterTableInfo> route_counter_tables() {
+  return {describe("RouteCounters", kRouteCounters)};
+}
+
 void add_route_commands(Registry& registry, Pipeline& pipeline) {
   registry.add_collector("route", [&pipeline](Snapshot& s) {
     for (RouteStage* st : pipeline.all<RouteStage>()) {
       const std::string& n = st->name();
-      RouteCounters c = st->counters();
-      s.add(kRoutePackets, {n, "forwarded"}, c.forwarded);
-      s.add(kRoutePackets, {n, "to_kernel"}, c.to_kernel);
-      s.add(kRoutePackets, {n, "no_route"}, c.no_route);
-      s.add(kRoutePackets, {n, "ttl_expired"}, c.ttl_expired);
-      s.add(kRoutePackets, {n, "packet_too_big"}, c.too_big);
-      s.add(kRoutePackets, {n, "not_ip"}, c.not_ip);
-      s.add(kRoutePackets, {n, "ipv4_bad_checksum"}, c.bad_checksum);
-      s.add(kRoutePackets, {n, "martian_source"}, c.martian_source);
-      s.add(kRoutePackets, {n, "martian_destination"}, c.martian_destination);
-      s.add(kRouteIcmp, {n}, c.icmp_sent);
-      s.add(kRouteIcmpLimited, {n}, c.icmp_limited);
+      add_counters(s, kRouteCounters, st->counters(), {n});
       s.set(kRoutes, {n, "config"}, static_cast<double>(st->route_count(RouteSource::Config)));
       s.set(kRoutes, {n, "kernel"}, static_cast<double>(st->route_count(RouteSource::Kernel)));
     }
@@ -122,10 +129,7 @@ void add_route_commands(Registry& registry, Pipeline& pipeline) {
                               {"checks",
                                {{"ipv4_checksum", st->checks().ipv4_checksum},
                                 {"martians", st->checks().martians}}}};
-                  for (const char* o : kRouteOutcomes)
-                    row[o] = s.count(kRoutePackets, {n, o});
-                  row["icmp_sent"] = s.count(kRouteIcmp, {n});
-                  row["icmp_limited"] = s.count(kRouteIcmpLimited, {n});
+                  add_counters_json(row, s, kRouteCounters, {n});
                   auto entries = st->routes();
                   row["routes"] = entries.size();
                   stages.push_back(std::move(row));

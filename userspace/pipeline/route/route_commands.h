@@ -3,6 +3,9 @@
 // route each stage picks for it) and the route series in /metrics.
 #pragma once
 
+#include <vector>
+
+#include "api/counter_table.h"
 #include "api/registry.h"
 #include "pipeline/pipeline.h"
 
@@ -15,5 +18,8 @@ extern const CommandSpec kRoutesSpec;
 // (it lists none, and stage=NAME answers that there are none). The tables are read on the control
 // thread through RouteStage's control-plane accessors, under the stage's lock.
 void add_route_commands(Registry& registry, Pipeline& pipeline);
+
+// The stage's counter tables (api/counter_table.h), for the test that checks every table.
+std::vector<CounterTableInfo> route_counter_tables();
 
 }  // namespace vecflow::control
