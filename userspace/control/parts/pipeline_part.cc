@@ -9,6 +9,8 @@
 #include "api/counter_table.h"
 #include "api/values.h"
 #include "control/command_specs.h"
+#include "pipeline/kernel_sync.h"
+#include "pipeline/mirror_stage.h"
 #include "pipeline/neighbour_table.h"
 
 namespace vecflow::control {
@@ -35,6 +37,66 @@ constexpr auto kStageCounters = std::to_array<CounterField<StageStats, uint64_t>
     {"cycles", &kStageCycles, &StageStats::cycles},
 });
 static_assert(covers_struct(kStageCounters));
+
+inline const MetricFamily kMirrorMatched{"vecflow_mirror_matched_total",
+                                         "Packets a mirror stage's match took",
+                                         MetricType::Counter,
+                                         {"stage"}};
+inline const MetricFamily kMirrorCopies{
+    "vecflow_mirror_copies_total",
+    "Copies a mirror stage made (file: queued for the writer; port: handed on)",
+    MetricType::Counter,
+    {"stage"}};
+inline const MetricFamily kMirrorLost{
+    "vecflow_mirror_lost_total",
+    "Copies a mirror stage could not make: no buffer, or the writer's ring was full",
+    MetricType::Counter,
+    {"stage"}};
+// A mirror stage's counters under {stage}.
+constexpr auto kMirrorCounters = std::to_array<CounterField<MirrorCounters, uint64_t>>({
+    {"matched", &kMirrorMatched, &MirrorCounters::matched},
+    {"copies", &kMirrorCopies, &MirrorCounters::copies},
+    {"lost", &kMirrorLost, &MirrorCounters::lost},
+});
+static_assert(covers_struct(kMirrorCounters));
+
+// What follows the kernel's routes and neighbours (pipeline/kernel_sync.h), when a stage does.
+inline const MetricFamily kSyncEvents{"vecflow_kernel_sync_events_total",
+                                      "Netlink messages the kernel sync handled",
+                                      MetricType::Counter,
+                                      {}};
+inline const MetricFamily kSyncOverruns{
+    "vecflow_kernel_sync_overruns_total",
+    "Times netlink messages were lost and the kernel's tables were read again",
+    MetricType::Counter,
+    {}};
+inline const MetricFamily kSyncRoutes{"vecflow_kernel_sync_route_syncs_total",
+                                      "Route tables the kernel sync handed to route stages",
+                                      MetricType::Counter,
+                                      {}};
+inline const MetricFamily kSyncNeighbours{
+    "vecflow_kernel_sync_neighbour_updates_total",
+    "Neighbour entries the kernel sync changed from the kernel's",
+    MetricType::Counter,
+    {}};
+inline const MetricFamily kSyncRequests{
+    "vecflow_kernel_sync_resolve_requests_total",
+    "Next-hop resolutions the kernel sync asked the kernel for (NTF_USE)",
+    MetricType::Counter,
+    {}};
+inline const MetricFamily kSyncRequestErrors{"vecflow_kernel_sync_request_errors_total",
+                                             "Next-hop resolution requests the kernel refused",
+                                             MetricType::Counter,
+                                             {}};
+constexpr auto kKernelSyncCounters = std::to_array<CounterField<KernelSyncStats, uint64_t>>({
+    {"events", &kSyncEvents, &KernelSyncStats::events},
+    {"overruns", &kSyncOverruns, &KernelSyncStats::overruns},
+    {"route_syncs", &kSyncRoutes, &KernelSyncStats::route_syncs},
+    {"neighbour_updates", &kSyncNeighbours, &KernelSyncStats::neighbour_updates},
+    {"resolve_requests", &kSyncRequests, &KernelSyncStats::resolve_requests},
+    {"request_errors", &kSyncRequestErrors, &KernelSyncStats::request_errors},
+});
+static_assert(covers_struct(kKernelSyncCounters));
 // The shared neighbour table's (Pipeline owns it, with or without a neighbour stage); what the
 // neighbour stages did is theirs (pipeline/neighbour/neighbour_commands.h).
 inline const MetricFamily kNeighbours{"vecflow_neighbour_entries",
@@ -153,7 +215,8 @@ void register_stages(Registry& registry, Pipeline& pipeline) {
 }  // namespace
 
 std::vector<CounterTableInfo> pipeline_counter_tables() {
-  return {describe("StageStats", kStageCounters)};
+  return {describe("StageStats", kStageCounters), describe("MirrorCounters", kMirrorCounters),
+          describe("KernelSyncStats", kKernelSyncCounters)};
 }
 
 void register_pipeline(Registry& registry, Pipeline& pipeline,
@@ -172,6 +235,10 @@ void register_pipeline(Registry& registry, Pipeline& pipeline,
         add_counters(s, kStageCounters, c, {st.name(), st.type(), lcore});
       }
     }
+    for (const MirrorStage* st : pipeline.all<MirrorStage>())
+      add_counters(s, kMirrorCounters, st->counters(), {st->name()});
+    if (const KernelSync* sync = pipeline.kernel())
+      add_counters(s, kKernelSyncCounters, sync->stats(), {});
     const NeighbourTable& table = pipeline.neighbours();
     size_t total = table.size();
     size_t resolved = std::min(table.resolved(), total);  // one may resolve between the reads

@@ -1,6 +1,7 @@
 // The forwarding pipeline in the control plane: `pipeline` (per stage: calls, packets, packets
 // per call and cycles per packet, as VPP's `show runtime` shows them) and its series in
-// /metrics, the shared neighbour table's gauge, and each stage type's own commands and series
+// /metrics, the shared neighbour table's gauge, the mirror stages' and the kernel sync's
+// counters, and each stage type's own commands and series
 // (StageModule::add_commands, in the stage type's folder: route's `routes`, acl's `acl`,
 // neighbour's `neighbours`, count's `flows`, conntrack's `sessions`).
 #pragma once
