@@ -22,6 +22,7 @@
 /* Sizes the loader overrides before loading (bpf_map__set_max_entries). */
 #define VF_DEFAULT_RULE_ENTRIES 4096
 #define VF_DEFAULT_RULE_STATS (2 * 1024)
+#define VF_DEFAULT_OFFLOAD_ENTRIES 16384
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -72,6 +73,21 @@ struct {
   __type(key, __u32);
   __type(value, __u32);
 } vf_devmap SEC(".maps");
+
+/* Flows user space decided, forwarded here (vecflow/offload_abi.h says why a per-CPU hash). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+  __uint(max_entries, VF_DEFAULT_OFFLOAD_ENTRIES);
+  __type(key, struct vf_offload_key);
+  __type(value, struct vf_offload_value);
+} vf_offload SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct vf_offload_ctl);
+} vf_offload_ctl SEC(".maps");
 
 /* The AF_XDP sockets of this interface, keyed by rx queue. The name is fixed: DPDK's
  * net_af_xdp PMD looks the map up by it when given this object as `xdp_prog`. */
@@ -208,6 +224,171 @@ static __always_inline int fits_mtu(struct xdp_md* ctx, __u32 frame_len, const s
   return bpf_check_mtu(ctx, ifindex, &len, 0, 0) != BPF_MTU_CHK_RET_FRAG_NEEDED;
 }
 
+/* One's-complement checksum arithmetic over 16-bit words as they lie in memory (the sum is
+ * byte-order independent). A rewrite adds ~old + new for each changed word into a 32-bit
+ * delta, then the checksum becomes ~fold(~check + delta) (RFC 1624, eqn. 3). */
+static __always_inline __u32 csum_delta32(__u32 old, __u32 new) {
+  return (~old & 0xffff) + (~old >> 16) + (new & 0xffff) + (new >> 16);
+}
+static __always_inline __u16 csum_apply(__u16 check, __u32 delta) {
+  __u32 c = (__u16)~check + delta;
+  c = (c & 0xffff) + (c >> 16);
+  c = (c & 0xffff) + (c >> 16);
+  return (__u16)~c;
+}
+
+#define VF_TCP_FIN 0x01
+#define VF_TCP_RST 0x04
+
+static __always_inline int decline(struct vf_steer_stats* st, enum vf_offload_decline why) {
+  st->offload_declined[why & (VF_OFFLOAD_DECLINE_SLOTS - 1)]++;
+  return -1;
+}
+
+/* Rewrites the IP and L4 headers of an untagged frame without IPv4 options or IPv6 extension
+ * headers (so every offset is constant) as `a` says. `l4_csum` is the offset of the TCP/UDP
+ * checksum in the L4 header, 0 for other protocols (user space refuses NAT for them). Returns
+ * 0, or -1 if the frame is shorter than the headers (the parser checked; the verifier must
+ * see it). */
+static __always_inline int rewrite_ip(void* data, void* end, const struct vf_offload_action* a,
+                                      __u8 ip_version, __u32 l4_csum) {
+  __u32 l4_delta = 0;
+  if (ip_version == 4) {
+    __u8* ip = (__u8*)data + VF_ETH_HLEN;
+    __u8* l4 = ip + VF_IPV4_HLEN;
+    if ((void*)l4 > end) return -1;
+    if (l4_csum && (void*)(l4 + VF_UDP_HLEN) > end) return -1;
+    if (l4_csum == 16 && (void*)(l4 + VF_TCP_HLEN) > end) return -1;
+    __u32 ip_delta = 0;
+    if (a->flags & VF_OFFLOAD_DEC_TTL) {
+      __u16 old = *(__u16*)(ip + 8);
+      ip[8]--;
+      ip_delta += csum_delta32(old, *(__u16*)(ip + 8));
+    }
+    if (l4_csum && (a->flags & VF_OFFLOAD_SNAT)) {
+      __u32 d = csum_delta32(*(__u32*)(ip + 12), a->nat_src[0]);
+      ip_delta += d;
+      l4_delta += d + csum_delta32(*(__u16*)l4, a->nat_src_port);
+      *(__u32*)(ip + 12) = a->nat_src[0];
+      *(__u16*)l4 = a->nat_src_port;
+    }
+    if (l4_csum && (a->flags & VF_OFFLOAD_DNAT)) {
+      __u32 d = csum_delta32(*(__u32*)(ip + 16), a->nat_dst[0]);
+      ip_delta += d;
+      l4_delta += d + csum_delta32(*(__u16*)(l4 + 2), a->nat_dst_port);
+      *(__u32*)(ip + 16) = a->nat_dst[0];
+      *(__u16*)(l4 + 2) = a->nat_dst_port;
+    }
+    *(__u16*)(ip + 10) = csum_apply(*(__u16*)(ip + 10), ip_delta);
+    if (!l4_delta) return 0;
+    if (l4_csum == 6) {
+      __u16* c = (__u16*)(l4 + 6);
+      /* An IPv4 UDP checksum of 0 means none: it stays none. A computed 0 is sent as 0xffff. */
+      if (*c == 0) return 0;
+      __u16 v = csum_apply(*c, l4_delta);
+      *c = v ? v : 0xffff;
+    } else if (l4_csum == 16) {
+      __u16* c = (__u16*)(l4 + 16);
+      *c = csum_apply(*c, l4_delta);
+    }
+    return 0;
+  }
+  __u8* ip = (__u8*)data + VF_ETH_HLEN;
+  __u8* l4 = ip + VF_IPV6_HLEN;
+  if ((void*)l4 > end) return -1;
+  if (l4_csum && (void*)(l4 + VF_UDP_HLEN) > end) return -1;
+  if (l4_csum == 16 && (void*)(l4 + VF_TCP_HLEN) > end) return -1;
+  if (a->flags & VF_OFFLOAD_DEC_TTL) ip[7]--; /* no IPv6 header checksum */
+  if (l4_csum && (a->flags & VF_OFFLOAD_SNAT)) {
+    for (int w = 0; w < 4; w++) {
+      l4_delta += csum_delta32(*(__u32*)(ip + 8 + 4 * w), a->nat_src[w]);
+      *(__u32*)(ip + 8 + 4 * w) = a->nat_src[w];
+    }
+    l4_delta += csum_delta32(*(__u16*)l4, a->nat_src_port);
+    *(__u16*)l4 = a->nat_src_port;
+  }
+  if (l4_csum && (a->flags & VF_OFFLOAD_DNAT)) {
+    for (int w = 0; w < 4; w++) {
+      l4_delta += csum_delta32(*(__u32*)(ip + 24 + 4 * w), a->nat_dst[w]);
+      *(__u32*)(ip + 24 + 4 * w) = a->nat_dst[w];
+    }
+    l4_delta += csum_delta32(*(__u16*)(l4 + 2), a->nat_dst_port);
+    *(__u16*)(l4 + 2) = a->nat_dst_port;
+  }
+  if (!l4_delta) return 0;
+  __u16* c = (__u16*)(l4 + (l4_csum == 16 ? 16 : 6));
+  __u16 v = csum_apply(*c, l4_delta);
+  /* UDP over IPv6 always carries a checksum; a computed 0 is sent as 0xffff. */
+  *c = (v || l4_csum == 16) ? v : 0xffff;
+  return 0;
+}
+
+/* Forwards a parsed frame by its vf_offload entry. Returns the XDP action, or -1 when the frame
+ * goes the normal way (no entry, or one it does not cover: counted by reason). The frame is
+ * counted as offloaded when it is handed to the egress: a devmap transmit that fails after the
+ * program returned (a veth whose peer is down, a full ring) is not seen here; the kernel
+ * counts it in the xdp:xdp_devmap_xmit tracepoint (`drops`) and in the egress driver's own
+ * counters (veth: the egress device's tx_dropped / the peer's rx drops, `ip -s link`). */
+static __always_inline int offload(struct xdp_md* ctx, struct vf_steer_stats* st,
+                                   const struct vf_parsed* p, __u32 len) {
+  if (p->key.ip_version != 4 && p->key.ip_version != 6) return -1;
+  struct vf_offload_key k;
+  __builtin_memcpy(&k.flow, &p->key, sizeof(k.flow));
+  k.ifindex = ctx->ingress_ifindex;
+  struct vf_offload_value* e = bpf_map_lookup_elem(&vf_offload, &k);
+  if (!e) return -1;
+
+  void* data = (void*)(long)ctx->data;
+  void* end = (void*)(long)ctx->data_end;
+  if (p->vlan_count) return decline(st, VF_OFFLOAD_DECLINE_VLAN);
+  if (p->flags & VF_PARSED_FRAGMENT) return decline(st, VF_OFFLOAD_DECLINE_FRAGMENT);
+  const int v4 = p->key.ip_version == 4;
+  if (p->l3_len != (v4 ? VF_IPV4_HLEN : VF_IPV6_HLEN))
+    return decline(st, VF_OFFLOAD_DECLINE_IP_OPTIONS);
+  /* Untagged and without options: constant offsets. The parser checked these bounds; the
+   * verifier needs to see them again. */
+  const __u8* ip = (const __u8*)data + VF_ETH_HLEN;
+  const __u8* l4;
+  __u8 hops;
+  if (v4) {
+    l4 = ip + VF_IPV4_HLEN;
+    if ((void*)l4 > end) return -1;
+    hops = ip[8];
+  } else {
+    l4 = ip + VF_IPV6_HLEN;
+    if ((void*)l4 > end) return -1;
+    hops = ip[7];
+  }
+  __u32 l4_csum = 0;
+  if (p->key.l4_proto == VF_IPPROTO_TCP) {
+    if ((void*)(l4 + VF_TCP_HLEN) > end) return -1;
+    if (l4[13] & (VF_TCP_FIN | VF_TCP_RST)) return decline(st, VF_OFFLOAD_DECLINE_TCP_FIN_RST);
+    l4_csum = 16;
+  } else if (p->key.l4_proto == VF_IPPROTO_UDP) {
+    if ((void*)(l4 + VF_UDP_HLEN) > end) return -1;
+    l4_csum = 6;
+  }
+  const struct vf_offload_action* a = &e->action;
+  if ((a->flags & VF_OFFLOAD_DEC_TTL) && hops <= 1) return decline(st, VF_OFFLOAD_DECLINE_TTL);
+  const int tx = a->egress_ifindex == ctx->ingress_ifindex;
+  if (!fits_mtu(ctx, len, p, tx ? 0 : a->egress_ifindex))
+    return decline(st, VF_OFFLOAD_DECLINE_MTU);
+  /* Redirect before rewriting: a target missing from the devmap leaves the frame untouched
+   * for the normal path. bpf_redirect_map only records the target; nothing is sent yet. */
+  if (!tx && bpf_redirect_map(&vf_devmap, a->egress_ifindex, 0) != XDP_REDIRECT)
+    return decline(st, VF_OFFLOAD_DECLINE_NO_TARGET);
+
+  if (rewrite_ip(data, end, a, p->key.ip_version, l4_csum)) return -1;
+  __builtin_memcpy(data, a->dst_mac, 6);
+  __builtin_memcpy((__u8*)data + 6, a->src_mac, 6);
+  e->packets++;
+  e->bytes += len;
+  /* The coarse clock (a jiffy's resolution) is enough for idle timeouts and costs less. */
+  e->last_seen_ns = bpf_ktime_get_coarse_ns();
+  st->offload_bytes += len;
+  return count_verdict(st, VF_VERDICT_OFFLOAD, tx ? XDP_TX : XDP_REDIRECT);
+}
+
 /* To the AF_XDP socket of the frame's rx queue with its metadata, or where the file sends
  * frames of a queue without one. */
 static __always_inline int lift(struct xdp_md* ctx, struct vf_steer_stats* st,
@@ -263,6 +444,14 @@ int vf_steer(struct xdp_md* ctx) {
     st->malformed[reason_slot(bad)]++;
     st->action[action_slot(set->malformed.action)]++;
     return pass_or_drop(st, set->malformed.action, (enum vf_drop_reason)bad);
+  }
+
+  /* Offloaded flows skip the classifier: user space decided them with the rules in force and
+   * removes their entries when the rules change. */
+  const struct vf_offload_ctl* octl = bpf_map_lookup_elem(&vf_offload_ctl, &zero);
+  if (octl && octl->active) {
+    int done = offload(ctx, st, &p, len);
+    if (done >= 0) return done;
   }
 
   struct vf_rule_value r = set->default_action;

@@ -52,8 +52,9 @@ inline const MetricFamily kAccountHeldPackets{
 
 // The XDP steering program of a port's interface (control/parts/steering_part.cc adds them;
 // `accounting` reads them for the layer before user space). Per port, once settled:
-//   rx == Σ verdicts, and verdict "userspace" (lifted) == drops{layer="device"} (the AF_XDP
-//   socket's) + drops{layer="port"} + vecflow_accounting_rx_packets_total.
+//   rx == Σ verdicts (pass, drop, userspace, tx, redirect, offload), and verdict "userspace"
+//   (lifted) == drops{layer="device"} (the AF_XDP socket's) + drops{layer="port"} +
+//   vecflow_accounting_rx_packets_total.
 inline const MetricFamily kSteerRxPackets{
     "vecflow_steer_rx_packets_total",
     "Frames the XDP steering program saw on a port's interface",

@@ -433,6 +433,7 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
                    {"pass", verdict("pass")},
                    {"dropped", layer_sum("xdp")},
                    {"sent", verdict("tx") + verdict("redirect")},
+                   {"offloaded", verdict("offload")},
                    {"lifted", lifted}};
             // Lifted frames the sockets' rx rings still hold; the program's and the port's
             // counters are read one after the other, so under traffic this moves.
@@ -473,14 +474,15 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
                    {"DROPPED", "dropped", Unit::Count},
                    {"HELD", "held", Unit::Count},
                    {"IN FLIGHT", "in_flight", Unit::Count}}),
-            // Where RX above came from. XDP SEEN = PASS + DROPPED + SENT + LIFTED, and
-            // LIFTED = DEVICE DROP + PORT DROP + RX + IN RINGS.
+            // Where RX above came from. XDP SEEN = PASS + DROPPED + SENT + OFFLOADED +
+            // LIFTED, and LIFTED = DEVICE DROP + PORT DROP + RX + IN RINGS.
             table("from the wire", "/ports",
                   {{"PORT", "port"},
                    {"XDP SEEN", "/xdp/seen", Unit::Count},
                    {"PASS", "/xdp/pass", Unit::Count},
                    {"DROPPED", "/xdp/dropped", Unit::Count},
                    {"SENT", "/xdp/sent", Unit::Count},
+                   {"OFFLOADED", "/xdp/offloaded", Unit::Count},
                    {"LIFTED", "/xdp/lifted", Unit::Count},
                    {"DEVICE DROP", "device_dropped", Unit::Count},
                    {"PORT DROP", "port_dropped", Unit::Count},

@@ -10,11 +10,13 @@
 #include <thread>
 
 #include "steer.skel.h"
+#include "steer/offload_table.h"
 
 namespace vecflow::steer {
 
 static_assert(VF_STEER_ACTION_SLOTS >= VF_ACT_COUNT);
 static_assert(VF_STEER_REASON_SLOTS >= VF_DROP_REASON_COUNT);
+static_assert(VF_OFFLOAD_DECLINE_SLOTS >= VF_OFFLOAD_DECLINE_COUNT);
 
 SteerCounters& SteerCounters::operator+=(const SteerCounters& o) {
   rx_packets += o.rx_packets;
@@ -33,6 +35,9 @@ SteerCounters& SteerCounters::operator+=(const SteerCounters& o) {
     malformed[i] += o.malformed[i];
     drop[i] += o.drop[i];
   }
+  offload_bytes += o.offload_bytes;
+  for (size_t i = 0; i < offload_declined.size(); ++i)
+    offload_declined[i] += o.offload_declined[i];
   if (rules.size() < o.rules.size()) rules.resize(o.rules.size());
   for (size_t i = 0; i < o.rules.size(); ++i) {
     rules[i].packets += o.rules[i].packets;
@@ -46,7 +51,10 @@ void SteerDeleter::operator()(steer_bpf* s) const noexcept {
 }
 
 SteerProgram::SteerProgram(SteerSkeleton skel, Fds fds, Limits limits)
-    : skel_(std::move(skel)), fds_(fds), limits_(limits) {}
+    : skel_(std::move(skel)),
+      fds_(fds),
+      limits_(limits),
+      offload_(new OffloadTable(*this, fds.offload, fds.offload_ctl, limits.offload_entries)) {}
 
 SteerProgram::~SteerProgram() {
   for (int fd : owned_fds_)
@@ -76,6 +84,7 @@ Result<void> size_maps(steer_bpf* s, const SteerProgram::Limits& l) {
   // Both sets live side by side while one replaces the other.
   int err = bpf_map__set_max_entries(s->maps.vf_rules, l.rule_entries * VF_STEER_SETS);
   if (!err) err = bpf_map__set_max_entries(s->maps.vf_rule_stats, l.rules * VF_STEER_SETS);
+  if (!err) err = bpf_map__set_max_entries(s->maps.vf_offload, l.offload_entries);
   if (err) return fail("steer: cannot size the BPF maps: {}", errno_text(err));
   return {};
 }
@@ -99,6 +108,8 @@ Result<std::unique_ptr<SteerProgram>> SteerProgram::load(const Limits& limits) {
   fds.devmap = bpf_map__fd(skel->maps.vf_devmap);
   fds.xsks = bpf_map__fd(skel->maps.xsks_map);
   fds.port_class = bpf_map__fd(skel->maps.vf_port_class);
+  fds.offload = bpf_map__fd(skel->maps.vf_offload);
+  fds.offload_ctl = bpf_map__fd(skel->maps.vf_offload_ctl);
   return std::unique_ptr<SteerProgram>(new SteerProgram(std::move(skel), fds, limits));
 }
 
@@ -133,10 +144,11 @@ Result<std::unique_ptr<SteerProgram>> SteerProgram::adopt(uint32_t prog_id) {
   fds.prog = prog;
   Limits limits;
   const std::pair<const char*, int*> wanted[] = {
-      {"vf_config", &fds.config}, {"vf_sets", &fds.sets},
-      {"vf_rules", &fds.rules},   {"vf_rule_stats", &fds.rule_stats},
-      {"vf_stats", &fds.stats},   {"vf_devmap", &fds.devmap},
-      {"xsks_map", &fds.xsks},    {"vf_port_class", &fds.port_class}};
+      {"vf_config", &fds.config},   {"vf_sets", &fds.sets},
+      {"vf_rules", &fds.rules},     {"vf_rule_stats", &fds.rule_stats},
+      {"vf_stats", &fds.stats},     {"vf_devmap", &fds.devmap},
+      {"xsks_map", &fds.xsks},      {"vf_port_class", &fds.port_class},
+      {"vf_offload", &fds.offload}, {"vf_offload_ctl", &fds.offload_ctl}};
   for (uint32_t id : ids) {
     int fd = bpf_map_get_fd_by_id(id);
     if (fd < 0) continue;
@@ -149,6 +161,7 @@ Result<std::unique_ptr<SteerProgram>> SteerProgram::adopt(uint32_t prog_id) {
       *slot = fd;
       if (slot == &fds.rules) limits.rule_entries = mi.max_entries / VF_STEER_SETS;
       if (slot == &fds.rule_stats) limits.rules = mi.max_entries / VF_STEER_SETS;
+      if (slot == &fds.offload) limits.offload_entries = mi.max_entries;
     }
   }
   for (const auto& [name, slot] : wanted)
@@ -280,16 +293,42 @@ Result<void> SteerProgram::install(const CompiledRules& rules) {
   last_flip_ = std::chrono::steady_clock::now();
   live_rule_count_ = rules.rule_count;
 
-  // Redirect targets only the previous set used go once no frame can reach them.
-  for (uint32_t old : redirect_targets_) {
-    const auto& now = rules.redirect_ifindexes;
-    if (std::find(now.begin(), now.end(), old) == now.end()) {
-      std::this_thread::sleep_for(kSetReuseGrace);
-      bpf_map_delete_elem(devmap_fd, &old);
+  // Redirect targets only the previous set used, or offload entries that are gone, go once no
+  // frame can reach them.
+  std::vector<uint32_t> unused;
+  const auto& now = rules.redirect_ifindexes;
+  auto in_use = [&](uint32_t t) {
+    auto held = offload_targets_.find(t);
+    return std::find(now.begin(), now.end(), t) != now.end() ||
+           (held != offload_targets_.end() && held->second > 0);
+  };
+  for (uint32_t old : redirect_targets_)
+    if (!in_use(old)) unused.push_back(old);
+  for (auto it = offload_targets_.begin(); it != offload_targets_.end();) {
+    if (it->second > 0) {
+      ++it;
+      continue;
     }
+    if (!in_use(it->first)) unused.push_back(it->first);
+    it = offload_targets_.erase(it);
   }
+  if (!unused.empty()) std::this_thread::sleep_for(kSetReuseGrace);
+  for (uint32_t t : unused)
+    bpf_map_delete_elem(devmap_fd, &t);
   redirect_targets_ = rules.redirect_ifindexes;
   return {};
+}
+
+Result<void> SteerProgram::hold_target(uint32_t ifindex) {
+  if (bpf_map_update_elem(fds_.devmap, &ifindex, &ifindex, BPF_ANY))
+    return fail("steer: cannot add offload egress ifindex {}: {}", ifindex, errno_text(-errno));
+  ++offload_targets_[ifindex];
+  return {};
+}
+
+void SteerProgram::release_target(uint32_t ifindex) noexcept {
+  auto it = offload_targets_.find(ifindex);
+  if (it != offload_targets_.end() && it->second > 0) --it->second;
 }
 
 Result<SteerCounters> SteerProgram::counters() const {
@@ -317,6 +356,9 @@ Result<SteerCounters> SteerProgram::counters() const {
       c.malformed[i] += s.malformed[i];
       c.drop[i] += s.drop[i];
     }
+    c.offload_bytes += s.offload_bytes;
+    for (size_t i = 0; i < c.offload_declined.size(); ++i)
+      c.offload_declined[i] += s.offload_declined[i];
   }
 
   vf_steer_config cfg{};

@@ -9,6 +9,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -21,6 +22,8 @@ struct steer_bpf;
 struct bpf_object;
 
 namespace vecflow::steer {
+
+class OffloadTable;
 
 // Counters of one program instance, summed over CPUs.
 struct SteerCounters {
@@ -36,6 +39,11 @@ struct SteerCounters {
   uint64_t unconfigured = 0;
   std::array<uint64_t, kDropReasonCount> malformed{};  // parse errors by reason
   std::array<uint64_t, kDropReasonCount> drop{};       // XDP_DROP verdicts by reason
+  // The port's offloaded totals: packets are verdict[VF_VERDICT_OFFLOAD]. They include frames
+  // of entries removed since, so they are the exact sum to reconcile per-entry counters with.
+  uint64_t offload_bytes = 0;
+  // Frames of an offloaded flow that went the normal way, by vf_offload_decline.
+  std::array<uint64_t, VF_OFFLOAD_DECLINE_COUNT> offload_declined{};
   std::vector<vf_rule_counter> rules;  // by rule id, for the rule set installed last
 
   SteerCounters& operator+=(const SteerCounters& o);
@@ -53,6 +61,8 @@ class SteerProgram {
   struct Limits {
     uint32_t rules = 1024;         // rule ids per set (per-rule counters)
     uint32_t rule_entries = 4096;  // classifier entries per set
+    // Offloaded flows (vf_offload, preallocated: 80 bytes per entry per possible CPU).
+    uint32_t offload_entries = 16384;
   };
   // Limits that fit `rules` with room to grow by `headroom` times before a restart.
   static Limits limits_for(const CompiledRules& rules, uint32_t headroom);
@@ -75,6 +85,8 @@ class SteerProgram {
 
   int prog_fd() const noexcept;
   int xsks_map_fd() const noexcept;
+  // The offloaded flows of this instance's interface (steer/offload_table.h).
+  OffloadTable& offload() noexcept { return *offload_; }
   const Limits& limits() const noexcept { return limits_; }
   // Opens a second instance of the object, not yet loaded, whose maps are this instance's:
   // libxdp loads it when attaching (as a dispatcher component or alone), and the rules and
@@ -91,9 +103,16 @@ class SteerProgram {
   // The program's and maps' descriptors, from the skeleton or from adoption.
   struct Fds {
     int prog = -1, config = -1, sets = -1, rules = -1, rule_stats = -1, stats = -1, devmap = -1,
-        xsks = -1, port_class = -1;
+        xsks = -1, port_class = -1, offload = -1, offload_ctl = -1;
   };
   SteerProgram(SteerSkeleton skel, Fds fds, Limits limits);
+
+  // The devmap holds the rules' redirect targets and the offload table's egress interfaces.
+  // OffloadTable counts its entries per egress; a target neither uses any more is removed at
+  // the next install() (after kSetReuseGrace), never while a frame may still be sent to it.
+  friend class OffloadTable;
+  Result<void> hold_target(uint32_t ifindex);
+  void release_target(uint32_t ifindex) noexcept;
 
   SteerSkeleton skel_;  // empty for an adopted instance
   Fds fds_;
@@ -102,6 +121,8 @@ class SteerProgram {
   Limits limits_;
   std::array<std::vector<vf_rule_key>, VF_STEER_SETS> installed_;
   std::vector<uint32_t> redirect_targets_;
+  std::map<uint32_t, uint32_t> offload_targets_;  // egress ifindex -> entries; 0: to remove
+  std::unique_ptr<OffloadTable> offload_;
   uint32_t live_rule_count_ = 0;
   std::chrono::steady_clock::time_point last_flip_{};
 };

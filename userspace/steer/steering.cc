@@ -514,6 +514,12 @@ int XdpSteering::xsks_map_fd(std::string_view port) const noexcept {
   return -1;
 }
 
+OffloadTable* XdpSteering::offload(std::string_view port) noexcept {
+  for (const auto& a : attached_)
+    if (a->port.name == port) return &a->program->offload();
+  return nullptr;
+}
+
 Result<SteerCounters> XdpSteering::counters(std::string_view port) const {
   for (const auto& a : attached_)
     if (a->port.name == port) return a->program->counters();

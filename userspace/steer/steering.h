@@ -21,6 +21,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "steer/offload_table.h"
 #include "steer/program.h"
 
 namespace vecflow::steer {
@@ -96,6 +97,9 @@ class XdpSteering {
   // The XSKMAP of a port's interface, -1 for a port without steering. Valid until stop().
   int xsks_map_fd(std::string_view port) const noexcept;
   Result<SteerCounters> counters(std::string_view port) const;
+  // The offload table of a port's interface, nullptr for a port without steering. Valid until
+  // stop(); the same control thread.
+  OffloadTable* offload(std::string_view port) noexcept;
   // Summed over every interface; per-rule counters add up by rule id.
   Result<SteerCounters> counters() const;
 

@@ -26,6 +26,7 @@
 #include <linux/types.h>
 
 #include "vecflow/drop_reasons.h"
+#include "vecflow/offload_abi.h"
 
 /* The program's name in the kernel; the loader finds its own stale instances by it. */
 #define VF_STEER_PROG_NAME "vf_steer"
@@ -58,13 +59,14 @@ enum vf_steer_action {
 };
 
 /* What the program finally did with a frame (after fallbacks): exactly one per frame, so
- * rx_packets == the sum of verdicts. */
+ * rx_packets == the sum of verdicts. Append only: user space names them by position. */
 enum vf_steer_verdict {
   VF_VERDICT_PASS = 0,
   VF_VERDICT_DROP,
   VF_VERDICT_USERSPACE,
   VF_VERDICT_TX,
   VF_VERDICT_REDIRECT,
+  VF_VERDICT_OFFLOAD, /* forwarded by a vf_offload entry (XDP_TX or devmap redirect) */
   VF_VERDICT_COUNT
 };
 
@@ -165,6 +167,10 @@ struct vf_steer_stats {
   __u64 mtu_lifted;                       /* `tx`/`redirect` over the target's MTU: lifted */
   __u64 malformed[VF_STEER_REASON_SLOTS]; /* parse errors by reason, whatever the action */
   __u64 drop[VF_STEER_REASON_SLOTS];      /* XDP_DROP verdicts by reason */
+  /* Bytes of VF_VERDICT_OFFLOAD frames: with that verdict, the port's offloaded totals, which
+   * survive the removal of the entries that counted them. */
+  __u64 offload_bytes;
+  __u64 offload_declined[VF_OFFLOAD_DECLINE_SLOTS]; /* vf_offload_decline */
 };
 
 #endif /* VECFLOW_STEER_ABI_H */

@@ -250,7 +250,8 @@ TEST_F(Forwarding, MalformedCorpusIsAccountedFromXdpToTransmit) {
     const Json& x = p["xdp"];
     ASSERT_TRUE(x.is_object());
     auto u = [](const Json& j, const char* k) { return j[k].get<uint64_t>(); };
-    EXPECT_EQ(u(x, "seen"), u(x, "pass") + u(x, "dropped") + u(x, "sent") + u(x, "lifted"));
+    EXPECT_EQ(u(x, "seen"),
+              u(x, "pass") + u(x, "dropped") + u(x, "sent") + u(x, "offloaded") + u(x, "lifted"));
     EXPECT_EQ(u(x, "lifted"), u(p, "device_dropped") + u(p, "port_dropped") + u(p, "rx_packets"));
     EXPECT_EQ(p["in_rings"], 0);
   }

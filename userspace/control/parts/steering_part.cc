@@ -11,10 +11,14 @@
 namespace vecflow::control {
 namespace {
 
-// Names of the program's actions and verdicts, in steer_abi.h order.
+// Names of the program's actions and verdicts, in steer_abi.h order. A verdict is the action
+// that took effect, plus `offload`: forwarded by an offload table entry, with no action chosen.
 constexpr std::array<std::string_view, VF_ACT_COUNT> kActions = {"pass", "drop", "userspace", "tx",
                                                                  "redirect"};
-static_assert(static_cast<int>(VF_VERDICT_COUNT) == static_cast<int>(VF_ACT_COUNT));
+constexpr std::array<std::string_view, VF_VERDICT_COUNT> kVerdicts = {
+    "pass", "drop", "userspace", "tx", "redirect", "offload"};
+constexpr std::array<std::string_view, VF_OFFLOAD_DECLINE_COUNT> kDeclines = {
+    "vlan", "ip_options", "fragment", "tcp_fin_rst", "ttl", "mtu", "no_target"};
 
 inline const MetricFamily kRxBytes{"vecflow_steer_rx_bytes_total",
                                    "Bytes the XDP steering program saw on a port's interface",
@@ -25,6 +29,16 @@ inline const MetricFamily kActionCount{
     "Action chosen for each frame by a rule, the default or the malformed policy",
     MetricType::Counter,
     {"port", "action"}};
+inline const MetricFamily kOffloadBytes{
+    "vecflow_steer_offload_bytes_total",
+    "Bytes the XDP program forwarded by offload table entries (verdict offload)",
+    MetricType::Counter,
+    {"port"}};
+inline const MetricFamily kOffloadDeclined{
+    "vecflow_steer_offload_declined_total",
+    "Frames of an offloaded flow the XDP program sent the normal way, by reason",
+    MetricType::Counter,
+    {"port", "reason"}};
 inline const MetricFamily kDefaultHits{"vecflow_steer_default_hits_total",
                                        "Well-formed frames no steering rule matched",
                                        MetricType::Counter,
@@ -79,11 +93,13 @@ constexpr auto kSteerCounters = std::to_array<CounterField<steer::SteerCounters,
     {"mtu_lifted", &kMtuLifted, &steer::SteerCounters::mtu_lifted},
     {"meta_unavailable", &kMetaUnavailable, &steer::SteerCounters::meta_unavailable},
     {"unconfigured", &kUnconfigured, &steer::SteerCounters::unconfigured},
+    {"offload_bytes", &kOffloadBytes, &steer::SteerCounters::offload_bytes},
 });
 static_assert(covers_struct(kSteerCounters, sizeof(steer::SteerCounters::verdict) +
                                                 sizeof(steer::SteerCounters::action) +
                                                 sizeof(steer::SteerCounters::malformed) +
                                                 sizeof(steer::SteerCounters::drop) +
+                                                sizeof(steer::SteerCounters::offload_declined) +
                                                 sizeof(steer::SteerCounters::rules)));
 
 Json rate_or_null(const RateWindow& rates, const MetricFamily& f, LabelMatch match) {
@@ -115,10 +131,12 @@ void collect_steering(Snapshot& s, const steer::XdpSteering& steering,
     if (!c) continue;  // the interface went away: nothing to read, nothing to invent
     const std::string& port = itf.port;
     add_counters(s, kSteerCounters, *c, {port});
-    for (size_t i = 0; i < VF_ACT_COUNT; ++i) {
-      s.add(kSteerVerdicts, {port, kActions[i]}, c->verdict[i]);
+    for (size_t i = 0; i < VF_VERDICT_COUNT; ++i)
+      s.add(kSteerVerdicts, {port, kVerdicts[i]}, c->verdict[i]);
+    for (size_t i = 0; i < VF_ACT_COUNT; ++i)
       s.add(kActionCount, {port, kActions[i]}, c->action[i]);
-    }
+    for (size_t i = 0; i < VF_OFFLOAD_DECLINE_COUNT; ++i)
+      s.add(kOffloadDeclined, {port, kDeclines[i]}, c->offload_declined[i]);
     for (size_t r = 0; r < kDropReasonCount; ++r) {
       const auto dr = static_cast<DropReason>(r);
       auto reason = drop_reason_name(dr);
@@ -157,7 +175,7 @@ Json interface_rows(const Snapshot& s, const RateWindow& rates,
     row["rx_pps"] = rate_or_null(rates, kSteerRxPackets, {{"port", p}});
     auto bytes_rate = rates.rate(kRxBytes, {p});
     row["rx_bps"] = bytes_rate ? Json(*bytes_rate * 8) : Json(nullptr);
-    for (auto v : kActions)
+    for (auto v : kVerdicts)
       row[std::string(v)] = s.count(kSteerVerdicts, {p, v});
     ports.push_back(std::move(row));
   }
@@ -208,6 +226,7 @@ View steering_view() {
               {"USERSPACE", "userspace", Unit::Count},
               {"TX", "tx", Unit::Count},
               {"REDIRECT", "redirect", Unit::Count},
+              {"OFFLOAD", "offload", Unit::Count},
               {"NO SOCKET", "no_socket_fallbacks", Unit::Count},
               {"QUEUE NOT READ", "queue_not_read", Unit::Count},
               {"OVER MTU", "mtu_lifted", Unit::Count}}),

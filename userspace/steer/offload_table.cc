@@ -1,0 +1,192 @@
+#include "steer/offload_table.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include "steer/program.h"
+
+namespace vecflow::steer {
+
+namespace {
+
+vf_offload_action to_abi(const OffloadAction& a) {
+  vf_offload_action v{};
+  std::memcpy(v.dst_mac, a.dst_mac.data(), 6);
+  std::memcpy(v.src_mac, a.src_mac.data(), 6);
+  v.egress_ifindex = a.egress_ifindex;
+  if (a.decrement_ttl) v.flags |= VF_OFFLOAD_DEC_TTL;
+  if (a.snat) {
+    v.flags |= VF_OFFLOAD_SNAT;
+    std::copy(a.snat->addr.begin(), a.snat->addr.end(), v.nat_src);
+    v.nat_src_port = a.snat->port;
+  }
+  if (a.dnat) {
+    v.flags |= VF_OFFLOAD_DNAT;
+    std::copy(a.dnat->addr.begin(), a.dnat->addr.end(), v.nat_dst);
+    v.nat_dst_port = a.dnat->port;
+  }
+  return v;
+}
+
+OffloadAction from_abi(const vf_offload_action& v) {
+  OffloadAction a;
+  std::memcpy(a.dst_mac.data(), v.dst_mac, 6);
+  std::memcpy(a.src_mac.data(), v.src_mac, 6);
+  a.egress_ifindex = v.egress_ifindex;
+  a.decrement_ttl = (v.flags & VF_OFFLOAD_DEC_TTL) != 0;
+  if (v.flags & VF_OFFLOAD_SNAT)
+    a.snat = NatRewrite{{v.nat_src[0], v.nat_src[1], v.nat_src[2], v.nat_src[3]}, v.nat_src_port};
+  if (v.flags & VF_OFFLOAD_DNAT)
+    a.dnat = NatRewrite{{v.nat_dst[0], v.nat_dst[1], v.nat_dst[2], v.nat_dst[3]}, v.nat_dst_port};
+  return a;
+}
+
+Result<void> check(const OffloadKey& key, const OffloadAction& a) {
+  const auto& f = key.flow;
+  if (f.ip_version != 4 && f.ip_version != 6)
+    return fail("offload: IP version {} (4 or 6)", unsigned(f.ip_version));
+  if (f.pad != 0) return fail("offload: the flow key's padding must be zero");
+  if (key.ifindex == 0 || a.egress_ifindex == 0)
+    return fail("offload: ingress and egress need an interface");
+  const bool ports = f.l4_proto == 6 || f.l4_proto == 17;
+  if ((a.snat || a.dnat) && !ports)
+    return fail("offload: NAT needs a TCP or UDP flow, not protocol {}", unsigned(f.l4_proto));
+  if (f.ip_version == 4) {
+    for (const auto* n : {&a.snat, &a.dnat})
+      if (*n && ((*n)->addr[1] | (*n)->addr[2] | (*n)->addr[3]))
+        return fail("offload: an IPv4 NAT address uses word 0 only");
+  }
+  return {};
+}
+
+}  // namespace
+
+OffloadKey offload_key(const vf_flow_key& flow, uint32_t ifindex) noexcept {
+  OffloadKey k{};
+  k.flow = flow;
+  k.flow.pad = 0;
+  k.ifindex = ifindex;
+  return k;
+}
+
+OffloadTable::OffloadTable(SteerProgram& program, int map_fd, int ctl_fd, uint32_t capacity)
+    : program_(program),
+      map_fd_(map_fd),
+      ctl_fd_(ctl_fd),
+      capacity_(capacity),
+      per_cpu_(size_t(std::max(libbpf_num_possible_cpus(), 1))) {}
+
+uint64_t OffloadTable::now_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
+}
+
+Result<void> OffloadTable::set_active(bool on) {
+  if (active_ == on) return {};
+  const uint32_t zero = 0;
+  vf_offload_ctl ctl{};
+  ctl.active = on ? 1 : 0;
+  if (bpf_map_update_elem(ctl_fd_, &zero, &ctl, BPF_ANY))
+    return fail("offload: cannot switch the table {}: {}", on ? "on" : "off", errno_text(-errno));
+  active_ = on;
+  return {};
+}
+
+Result<bool> OffloadTable::lookup(const OffloadKey& key) const {
+  if (bpf_map_lookup_elem(map_fd_, &key, per_cpu_.data()) == 0) return true;
+  if (errno == ENOENT) return false;
+  return fail("offload: cannot read an entry: {}", errno_text(-errno));
+}
+
+OffloadStats OffloadTable::sum() const noexcept {
+  OffloadStats s;
+  for (const auto& v : per_cpu_) {
+    s.packets += v.packets;
+    s.bytes += v.bytes;
+    s.last_seen_ns = std::max<uint64_t>(s.last_seen_ns, v.last_seen_ns);
+  }
+  return s;
+}
+
+Result<InstallStatus> OffloadTable::install(const OffloadKey& key, const OffloadAction& action) {
+  if (auto ok = check(key, action); !ok) return std::unexpected(ok.error());
+  const bool tx = action.egress_ifindex == key.ifindex;
+  if (!tx)
+    if (auto held = program_.hold_target(action.egress_ifindex); !held)
+      return std::unexpected(held.error());
+  auto release = [&] {
+    if (!tx) program_.release_target(action.egress_ifindex);
+  };
+  auto old = remove(key);
+  if (!old) {
+    release();
+    return std::unexpected(old.error());
+  }
+  const vf_offload_value value{to_abi(action), 0, 0, 0};
+  std::fill(per_cpu_.begin(), per_cpu_.end(), value);
+  if (bpf_map_update_elem(map_fd_, &key, per_cpu_.data(), BPF_NOEXIST)) {
+    const int err = errno;
+    release();
+    if (err == E2BIG) return InstallStatus::TableFull;
+    return fail("offload: cannot install an entry: {}", errno_text(-err));
+  }
+  ++size_;
+  if (auto on = set_active(true); !on) return std::unexpected(on.error());
+  return old->has_value() ? InstallStatus::Replaced : InstallStatus::Installed;
+}
+
+Result<std::optional<OffloadStats>> OffloadTable::remove(const OffloadKey& key) {
+  auto found = lookup(key);
+  if (!found) return std::unexpected(found.error());
+  if (!*found) return std::optional<OffloadStats>();
+  const OffloadStats last = sum();
+  const uint32_t egress = per_cpu_[0].action.egress_ifindex;
+  if (bpf_map_delete_elem(map_fd_, &key)) {
+    if (errno == ENOENT) return std::optional<OffloadStats>();
+    return fail("offload: cannot remove an entry: {}", errno_text(-errno));
+  }
+  if (egress != key.ifindex) program_.release_target(egress);
+  if (size_ > 0) --size_;
+  if (size_ == 0)
+    if (auto off = set_active(false); !off) return std::unexpected(off.error());
+  return std::optional<OffloadStats>(last);
+}
+
+Result<std::optional<OffloadStats>> OffloadTable::read(const OffloadKey& key) const {
+  auto found = lookup(key);
+  if (!found) return std::unexpected(found.error());
+  if (!*found) return std::optional<OffloadStats>();
+  return std::optional<OffloadStats>(sum());
+}
+
+Result<void> OffloadTable::for_each(const std::function<void(const OffloadEntry&)>& fn) const {
+  OffloadKey key{}, next{};
+  const void* prev = nullptr;
+  while (bpf_map_get_next_key(map_fd_, prev, &next) == 0) {
+    key = next;
+    prev = &key;
+    auto found = lookup(key);
+    if (!found) return std::unexpected(found.error());
+    if (!*found) continue;  // removed between the two calls
+    fn(OffloadEntry{key, from_abi(per_cpu_[0].action), sum()});
+  }
+  if (errno != ENOENT) return fail("offload: cannot walk the table: {}", errno_text(-errno));
+  return {};
+}
+
+Result<void> OffloadTable::clear() {
+  std::vector<OffloadKey> keys;
+  if (auto r = for_each([&](const OffloadEntry& e) { keys.push_back(e.key); }); !r) return r;
+  for (const auto& k : keys)
+    if (auto r = remove(k); !r) return std::unexpected(r.error());
+  size_ = 0;
+  return set_active(false);
+}
+
+}  // namespace vecflow::steer
