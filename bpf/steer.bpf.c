@@ -78,6 +78,7 @@ struct {
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_HASH);
   __uint(max_entries, VF_DEFAULT_OFFLOAD_ENTRIES);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
   __type(key, struct vf_offload_key);
   __type(value, struct vf_offload_value);
 } vf_offload SEC(".maps");

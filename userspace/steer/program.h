@@ -61,7 +61,7 @@ class SteerProgram {
   struct Limits {
     uint32_t rules = 1024;         // rule ids per set (per-rule counters)
     uint32_t rule_entries = 4096;  // classifier entries per set
-    // Offloaded flows (vf_offload, preallocated: 80 bytes per entry per possible CPU).
+    // Offloaded flows (vf_offload: 80 bytes per installed entry per possible CPU).
     uint32_t offload_entries = 16384;
   };
   // Limits that fit `rules` with room to grow by `headroom` times before a restart.
