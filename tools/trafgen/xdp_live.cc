@@ -76,9 +76,24 @@ struct XdpLiveFrames::State {
   bpf_link* loopback = nullptr;  // hold_in_dispatcher()
   std::vector<uint8_t> frame;    // the first flow's, sequence 0: the program rewrites the rest
   int ifindex = 0;
+  xdp_md ctx{};  // as the frame arrives on `ifindex`; run() points the options at it
   ~State() {
     bpf_link__destroy(loopback);
     trafgen_xdp_live_bpf__destroy(skel);
+  }
+  // Options for one BPF_PROG_RUN of the program on `frame`, `repeat` times.
+  bpf_test_run_opts run(uint32_t repeat) {
+    ctx = {};
+    ctx.data_end = static_cast<uint32_t>(frame.size());
+    ctx.ingress_ifindex = static_cast<uint32_t>(ifindex);
+    bpf_test_run_opts opts{};
+    opts.sz = sizeof(opts);
+    opts.data_in = frame.data();
+    opts.data_size_in = static_cast<uint32_t>(frame.size());
+    opts.ctx_in = &ctx;
+    opts.ctx_size_in = sizeof(ctx);
+    opts.repeat = repeat;
+    return opts;
   }
 };
 
@@ -140,16 +155,7 @@ std::expected<void, std::string> XdpLiveFrames::hold_in_dispatcher() {
 }
 
 std::expected<void, std::string> XdpLiveFrames::send(uint32_t frames) {
-  xdp_md ctx{};
-  ctx.data_end = static_cast<uint32_t>(state_->frame.size());
-  ctx.ingress_ifindex = static_cast<uint32_t>(state_->ifindex);
-  bpf_test_run_opts opts{};
-  opts.sz = sizeof(opts);
-  opts.data_in = state_->frame.data();
-  opts.data_size_in = static_cast<uint32_t>(state_->frame.size());
-  opts.ctx_in = &ctx;
-  opts.ctx_size_in = sizeof(ctx);
-  opts.repeat = frames;
+  bpf_test_run_opts opts = state_->run(frames);
   opts.flags = BPF_F_TEST_XDP_LIVE_FRAMES;
   opts.batch_size = kBatch;
   state_->skel->bss->run_pos = 0;
@@ -166,18 +172,9 @@ std::expected<void, std::string> XdpLiveFrames::send(uint32_t frames) {
 
 std::expected<std::vector<uint8_t>, std::string> XdpLiveFrames::next_frame() {
   std::vector<uint8_t> out(state_->frame.size());
-  xdp_md ctx{};
-  ctx.data_end = static_cast<uint32_t>(state_->frame.size());
-  ctx.ingress_ifindex = static_cast<uint32_t>(state_->ifindex);
-  bpf_test_run_opts opts{};
-  opts.sz = sizeof(opts);
-  opts.data_in = state_->frame.data();
-  opts.data_size_in = static_cast<uint32_t>(state_->frame.size());
-  opts.ctx_in = &ctx;
-  opts.ctx_size_in = sizeof(ctx);
+  bpf_test_run_opts opts = state_->run(1);
   opts.data_out = out.data();
   opts.data_size_out = static_cast<uint32_t>(out.size());
-  opts.repeat = 1;
   int err = bpf_prog_test_run_opts(bpf_program__fd(state_->skel->progs.xdp_live), &opts);
   if (err != 0) return std::unexpected(fmt::format("BPF_PROG_RUN: {}", std::strerror(-err)));
   if (opts.retval != XDP_TX) return std::unexpected(fmt::format("verdict {}", opts.retval));
