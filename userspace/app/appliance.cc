@@ -11,6 +11,7 @@
 #include "app/version.h"
 #include "control/builtin_commands.h"
 #include "control/fault.h"
+#include "control/parts/offload_part.h"
 #include "control/parts/pipeline_part.h"
 #include "control/parts/pipeline_reload_part.h"
 #include "control/parts/ports_part.h"
@@ -350,6 +351,7 @@ Result<void> Appliance::start_control() {
     };
     traces_ = std::make_unique<control::TraceManager>(*server_, *tap_, std::move(trace_names));
     traces_->register_commands(registry_);
+    start_offload();
   }
 
   drop_log_ = std::make_unique<control::DropLogger>();
@@ -388,11 +390,33 @@ Result<void> Appliance::start_control() {
   return {};
 }
 
+void Appliance::start_offload() {
+  std::vector<steer::OffloadPort> ports;
+  for (const auto& p : cfg_.ports) {
+    steer::OffloadPort op{p.name, 0, steering_->offload(p.name)};
+    if (const std::string* itf = p.kernel_interface()) op.ifindex = if_nametoindex(itf->c_str());
+    ports.push_back(std::move(op));
+  }
+  std::string blocker;
+  if (const Stage* s = datapath_->pipeline().offload_blocker())
+    blocker = fmt::format("stage '{}' ({}) keeps every flow in user space", s->name(), s->type());
+  offloader_ = std::make_shared<steer::FlowOffloader>(
+      datapath_->offload_feed(), std::move(ports), steer::offload_settings(cfg_.offload),
+      std::move(blocker), datapath_->pipeline().decrements_ttl());
+  offloader_->set_paused_while([this] { return captures_->active() || traces_->active(); });
+  control::register_offload(registry_, *reloader_, *offloader_);
+  if (cfg_.offload.enabled && !offloader_->blocker().empty())
+    log::get("app")->warn("offload: {}", offloader_->blocker());
+  runtime_->control().add_service(offloader_);
+}
+
 void Appliance::refresh_links() {
   if (!datapath_->has_ports()) return;
   datapath_->refresh_mtus();
   for (const auto& p : datapath_->ports()) {
     if (auto now = p->refresh_link()) {
+      // A flow offloaded towards a link that went down (or came back) is decided again.
+      if (offloader_) offloader_->flush(fmt::format("port {}: link changed", p->name()));
       log::get("app")->log(*now == LinkState::Up ? spdlog::level::info : spdlog::level::warn,
                            "port {}: link {}", p->name(),
                            *now == LinkState::Up     ? "up"
@@ -445,6 +469,8 @@ Appliance::~Appliance() {
   watch_timer_.reset();
   link_watch_.reset();
   if (runtime_ && server_) runtime_->control().remove_service(server_.get());
+  if (runtime_ && offloader_) runtime_->control().remove_service(offloader_.get());
+  offloader_.reset();
   traces_.reset();
   captures_.reset();  // closes the capture files, then the hooks go
   tap_.reset();

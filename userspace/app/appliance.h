@@ -23,6 +23,7 @@
 #include "datapath/datapath.h"
 #include "pipeline/netlink.h"
 #include "runtime/runtime.h"
+#include "steer/flow_offloader.h"
 #include "steer/steering.h"
 
 namespace vecflow {
@@ -75,6 +76,8 @@ class Appliance {
   // run on each rtnetlink link event, so the tx path sees a link go down within
   // microseconds, before a down port's tx ring fills.
   void refresh_links();
+  // Flow offload over the ports with steering (steer/flow_offloader.h), its part and service.
+  void start_offload();
 
   config::ApplianceConfig cfg_;
   std::unique_ptr<Runtime> runtime_;
@@ -90,6 +93,9 @@ class Appliance {
   std::unique_ptr<HookTap> tap_;
   std::unique_ptr<control::CaptureManager> captures_;
   std::unique_ptr<control::TraceManager> traces_;
+  // Flow offload's control side (a service of the control lcore); before the data path and
+  // steering it reads go.
+  std::shared_ptr<steer::FlowOffloader> offloader_;
   std::unique_ptr<control::ScheduledCall> watch_timer_;
   std::optional<NetlinkSocket> link_events_;
   std::unique_ptr<control::ScheduledCall> link_watch_;

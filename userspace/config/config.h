@@ -331,6 +331,22 @@ struct IcmpSection {
   uint32_t per_second = 1000;    // of each kind, per lcore; 0: no limit
 };
 
+// ---- offload ----------------------------------------------------------------------------------
+
+// Flow offload to XDP (steer/flow_offloader.h): flows the pipeline decided, on ports with a
+// steering program, are forwarded by that program from their next frame on. Off by default.
+struct OffloadSection {
+  bool enabled = false;
+  // Entries of each interface's XDP table (its size is fixed when the program loads).
+  uint32_t table_size = 16384;
+  // An entry no frame used for this long is removed (the flow, if it comes back, is decided
+  // again in user space).
+  uint32_t idle_timeout_ms = 30000;
+  // How often the table is read: idle entries, counters, and the changes of routes,
+  // neighbours and rules that take offloaded flows back to user space.
+  uint32_t sweep_ms = 200;
+};
+
 // ---- control ----------------------------------------------------------------------------------
 
 struct ControlSection {
@@ -360,6 +376,7 @@ struct ApplianceConfig {
   SchedulerSection scheduler;
   std::vector<StageConfig> pipeline;
   IcmpSection icmp;
+  OffloadSection offload;
   ControlSection control;
 
   const PortConfig* find_port(std::string_view name) const;

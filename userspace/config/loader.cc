@@ -634,6 +634,14 @@ void read_icmp(Ctx& ctx, const YAML::Node& n, IcmpSection& out) {
   m.get("per_second", out.per_second, 0, 100'000'000);
 }
 
+void read_offload(Ctx& ctx, const YAML::Node& n, OffloadSection& out) {
+  MapReader m(ctx, n, "offload", {"enabled", "table_size", "idle_timeout_ms", "sweep_ms"});
+  m.get("enabled", out.enabled);
+  m.get("table_size", out.table_size, 16, 1u << 22);
+  m.get("idle_timeout_ms", out.idle_timeout_ms, 100, 86'400'000);
+  m.get("sweep_ms", out.sweep_ms, 10, 10'000);
+}
+
 void read_control(Ctx& ctx, const YAML::Node& n, ControlSection& out) {
   MapReader m(ctx, n, "control",
               {"socket", "mode", "group", "metrics", "capture_dir", "max_request_bytes",
@@ -788,7 +796,7 @@ LoadResult load_config_text(std::string_view text, const std::string& source,
   }
   MapReader top(ctx, root, "",
                 {"appliance", "cpu", "dpdk", "logging", "ports", "steering", "scheduler",
-                 "pipeline", "icmp", "control"});
+                 "pipeline", "icmp", "offload", "control"});
   if (!top.ok()) return std::unexpected(std::move(ctx.errors()));
   if (top.has("appliance")) read_appliance(ctx, top.child("appliance"), cfg.appliance);
   if (top.has("cpu")) read_cpu(ctx, top.child("cpu"), cfg.cpu);
@@ -804,6 +812,7 @@ LoadResult load_config_text(std::string_view text, const std::string& source,
   if (top.has("scheduler")) read_scheduler(ctx, top.child("scheduler"), cfg.scheduler);
   if (top.has("pipeline")) read_pipeline(ctx, top.child("pipeline"), stages, cfg.pipeline);
   if (top.has("icmp")) read_icmp(ctx, top.child("icmp"), cfg.icmp);
+  if (top.has("offload")) read_offload(ctx, top.child("offload"), cfg.offload);
   if (top.has("control")) read_control(ctx, top.child("control"), cfg.control);
   if (cfg.cpu.workers.empty()) cfg.cpu.workers = {cfg.cpu.control};
   if (cfg.scheduler.workers.empty()) cfg.scheduler.workers = cfg.cpu.workers;

@@ -220,6 +220,10 @@ Result<Json> CaptureManager::stop(std::optional<uint64_t> id) {
   return Json{{"stopped", std::move(stopped)}};
 }
 
+bool CaptureManager::active() const noexcept {
+  return std::any_of(captures_.begin(), captures_.end(), [](const auto& c) { return c->running; });
+}
+
 Json CaptureManager::list() const {
   Json rows = Json::array();
   for (const auto& c : captures_)

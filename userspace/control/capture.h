@@ -68,6 +68,8 @@ class CaptureManager {
   Result<Json> start(const CaptureRequest& request);
   Result<Json> stop(std::optional<uint64_t> id);  // no id: all
   Json list() const;
+  // Whether some capture runs (flow offload then keeps every flow in user space, in sight).
+  bool active() const noexcept;
 
   // `capture` (start/stop/list) and the capture families.
   void register_commands(Registry& registry);

@@ -211,6 +211,10 @@ const CommandSpec kHardwareSpec{
 const CommandSpec kSteeringSpec{
     "steering",
     "XDP steering: frames per port and verdict, hits per rule and action, parse errors"};
+const CommandSpec kOffloadSpec{
+    "offload",
+    "Flow offload to XDP: whether it runs and why not, the flows the steering program forwards "
+    "with their hits, and the flows refused with the reason"};
 
 namespace {
 
@@ -227,7 +231,8 @@ const CommandCatalogue::Entry kEntries[] = {
     CommandCatalogue::Entry{kTraceClearSpec},   CommandCatalogue::Entry{kTraceSpec},
     CommandCatalogue::Entry{kFaultStallSpec},   CommandCatalogue::Entry{kPipelineSpec},
     CommandCatalogue::Entry{kSchedSpec},        CommandCatalogue::Entry{kPortsSpec},
-    CommandCatalogue::Entry{kHardwareSpec},     CommandCatalogue::Entry{kSteeringSpec}};
+    CommandCatalogue::Entry{kHardwareSpec},     CommandCatalogue::Entry{kSteeringSpec},
+    CommandCatalogue::Entry{kOffloadSpec}};
 
 }  // namespace
 

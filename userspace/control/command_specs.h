@@ -39,5 +39,7 @@ extern const CommandSpec kSchedSpec;
 extern const CommandSpec kPortsSpec;
 extern const CommandSpec kHardwareSpec;
 extern const CommandSpec kSteeringSpec;
+// parts/offload_part.cc
+extern const CommandSpec kOffloadSpec;
 
 }  // namespace vecflow::control

@@ -222,8 +222,8 @@ void diff_values(const std::string& section, const std::string& path, const Json
 
 const std::vector<std::string>& config_sections() {
   static const std::vector<std::string> kSections = {
-      "appliance", "cpu",       "dpdk",     "logging", "ports",
-      "steering",  "scheduler", "pipeline", "icmp",    "control"};
+      "appliance", "cpu",      "dpdk", "logging", "ports",  "steering",
+      "scheduler", "pipeline", "icmp", "offload", "control"};
   return kSections;
 }
 
@@ -282,6 +282,10 @@ Json config_to_json(const ApplianceConfig& c) {
   j["icmp"] = {{"ratelimit_ms", c.icmp.ratelimit_ms},
                {"burst", c.icmp.burst},
                {"per_second", c.icmp.per_second}};
+  j["offload"] = {{"enabled", c.offload.enabled},
+                  {"table_size", c.offload.table_size},
+                  {"idle_timeout_ms", c.offload.idle_timeout_ms},
+                  {"sweep_ms", c.offload.sweep_ms}};
   j["control"] = {{"socket", c.control.socket},
                   {"mode", fmt::format("{:04o}", c.control.socket_mode)},
                   {"group", c.control.group},
@@ -320,6 +324,7 @@ void copy_section(ApplianceConfig& to, const ApplianceConfig& from, std::string_
   if (section == "scheduler") to.scheduler = from.scheduler;
   if (section == "pipeline") to.pipeline = from.pipeline;
   if (section == "icmp") to.icmp = from.icmp;
+  if (section == "offload") to.offload = from.offload;
   if (section == "control") to.control = from.control;
 }
 

@@ -85,6 +85,10 @@ Result<Reloader::Applied> Reloader::apply(const config::ApplianceConfig& next) {
   }
   for (const auto& section : out.live)
     copy_section(running_, next, section);
+  if (!out.live.empty()) {
+    for (const auto& fn : applied_)
+      fn();
+  }
   running_.source = next.source;
   running_.hash = next.hash;
   restart_required_ = restart;

@@ -56,6 +56,8 @@ class Reloader {
   // `describe` (optional) summarises what a reload changes in the section.
   void add_section(std::string section, SectionReloader reloader,
                    SectionDescriber describe = nullptr);
+  // Called after a reload, a confirmation's revert or a rollback applied some section.
+  void on_applied(std::function<void()> fn) { applied_.push_back(std::move(fn)); }
 
   // Reload from `path` (absolute). `confirm_within`: seconds until an unconfirmed reload is
   // reverted; 0 for none.
@@ -82,6 +84,7 @@ class Reloader {
   ControlServer& server_;
   std::map<std::string, SectionReloader, std::less<>> sections_;
   std::map<std::string, SectionDescriber, std::less<>> describers_;
+  std::vector<std::function<void()>> applied_;
   std::vector<std::string> restart_required_;  // sections where the file differs from what runs
   std::optional<std::time_t> loaded_at_;
   uint64_t reloads_ok_ = 0;

@@ -74,6 +74,8 @@ class TraceManager {
   Result<Json> add(uint32_t count, const std::string& port, const std::string& filter);
   Json show() const;
   void clear() noexcept;
+  // Whether packets are being marked for a trace now.
+  bool active() const noexcept { return rx_hooked_; }
 
  private:
   void schedule_check();

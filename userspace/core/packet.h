@@ -54,6 +54,9 @@ inline constexpr uint8_t kMetaFlagTrace = 0x02;
 // Bits 2-4: what the conntrack stage found the packet to be (CtMark), for the stages after it.
 inline constexpr uint8_t kMetaCtShift = 2;
 inline constexpr uint8_t kMetaCtMask = 0x07 << kMetaCtShift;
+// A stage must see this packet's flow's later packets too (a connection not established yet, a
+// packet mirrored): the flow is not offloaded to XDP (core/offload_feed.h).
+inline constexpr uint8_t kMetaFlagKeep = 0x20;
 
 // A packet's connection-tracking mark (pipeline/conntrack/conntrack_stage.h), which the stages
 // after the conntrack stage match on (acl `ct:`). None: no conntrack stage looked at it (not IP,

@@ -128,6 +128,11 @@ Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtim
   ctx.capture_dir = cfg.control.capture_dir;
   ctx.icmp = cfg.icmp;
   ctx.steer_rules = static_cast<uint32_t>(cfg.steering.rules.size());
+  // Made whether or not offload is on, so that a reload can turn it on.
+  auto feed = OffloadFeed::create(ctx.lcore_slots, cfg.ports.size());
+  if (!feed) return std::unexpected(feed.error());
+  offload_ = std::move(*feed);
+  ctx.offload = offload_.get();
   auto pipeline = Pipeline::build(cfg.pipeline, std::move(ctx));
   if (!pipeline) return fail("pipeline: {}", pipeline.error().message);
   pipeline_ = std::move(*pipeline);

@@ -35,6 +35,7 @@
 #include "config/config.h"
 #include "core/accounting.h"
 #include "core/error.h"
+#include "core/offload_feed.h"
 #include "core/port_mtu.h"
 #include "datapath/direct_path.h"
 #include "datapath/pipeline_handler.h"
@@ -78,6 +79,8 @@ class DataPath {
   void refresh_mtus();
   PacketPool& pool() noexcept { return *pool_; }
   Pipeline& pipeline() noexcept { return *pipeline_; }
+  // What the workers offer to flow offload (core/offload_feed.h).
+  OffloadFeed& offload_feed() noexcept { return *offload_; }
   // Rx/tx hook points of every port queue, run by the adapters (captures use them).
   HookTable& hooks() noexcept { return *hooks_; }
   // nullptr on the direct path.
@@ -116,6 +119,7 @@ class DataPath {
   std::unique_ptr<PacketPool> pool_;
   std::vector<std::unique_ptr<Port>> ports_;
   std::unique_ptr<HookTable> hooks_;
+  std::unique_ptr<OffloadFeed> offload_;
   std::unique_ptr<Pipeline> pipeline_;
   // The conntrack stage's rewrite of the flow hash every port applies (nullptr: none).
   const FlowHashRewrite* hash_rewrite_ = nullptr;

@@ -6,6 +6,8 @@
 #include <rte_errno.h>
 #include <rte_hash_crc.h>
 
+#include "core/offload_feed.h"
+
 namespace vecflow {
 
 static_assert(std::endian::native == std::endian::little,
@@ -64,7 +66,7 @@ Result<uint32_t> NeighbourTable::set_static(PortId port, const IpAddress& ip,
   auto id = ensure_locked(NeighbourKey::of(port, ip));
   if (!id) return id;
   slots_[*id].is_static = true;
-  entries_[*id].word.store(neighbour_word(mac), std::memory_order_release);
+  publish(*id, neighbour_word(mac));
   return id;
 }
 
@@ -77,7 +79,7 @@ void NeighbourTable::clear_static(PortId port, const IpAddress& ip) {
   // Unresolved until the kernel answers: a packet to it now asks for resolution, and follows
   // the stage's `unresolved` policy meanwhile, rather than going to an address the file no
   // longer gives.
-  entries_[pos].word.store(0, std::memory_order_release);
+  publish(static_cast<uint32_t>(pos), 0);
 }
 
 bool NeighbourTable::learn(PortId port, const IpAddress& ip, std::optional<MacAddress> mac) {
@@ -96,7 +98,7 @@ bool NeighbourTable::learn(PortId port, const IpAddress& ip, std::optional<MacAd
     id = *made;
   }
   if (slots_[id].is_static || slots_[id].is_local) return true;
-  entries_[id].word.store(mac ? neighbour_word(*mac) : 0, std::memory_order_release);
+  publish(id, mac ? neighbour_word(*mac) : 0);
   return true;
 }
 
@@ -117,9 +119,18 @@ bool NeighbourTable::set_local(const std::vector<NeighbourKey>& keys) {
     const bool now = std::binary_search(local.begin(), local.end(), id);
     if (now == slots_[id].is_local) continue;
     slots_[id].is_local = now;
-    entries_[id].word.store(now ? NeighbourEntry::kLocal : 0, std::memory_order_release);
+    publish(id, now ? NeighbourEntry::kLocal : 0);
   }
   return all;
+}
+
+void NeighbourTable::publish(uint32_t id, uint64_t word) noexcept {
+  // The kernel refreshes its neighbours' states all the time, mostly with the same address,
+  // and learns new ones (the hosts' IPv6 neighbours): only a different word for an entry that
+  // had an address is a change an offloaded flow may have been decided by (an unresolved next
+  // hop's packets are held or handed to the kernel, never offloaded).
+  const uint64_t old = entries_[id].word.exchange(word, std::memory_order_acq_rel);
+  if (old != word && old != 0 && offload_) offload_->changed();
 }
 
 std::vector<NeighbourKey> NeighbourTable::take_requests(size_t max) {

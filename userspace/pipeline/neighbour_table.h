@@ -33,6 +33,8 @@
 
 namespace vecflow {
 
+class OffloadFeed;
+
 // The hash key. Plain bytes, zero padded: IPv4 addresses use ip[0..3].
 struct NeighbourKey {
   uint16_t port = 0;
@@ -180,10 +182,14 @@ class NeighbourTable {
   size_t size() const;
   // Entries with a link-layer address now (a gauge: counted without copying the table).
   size_t resolved() const;
+  // Flow offload's feed, told of every change of an entry's address (nullptr: none).
+  void set_offload(OffloadFeed* feed) noexcept { offload_ = feed; }
 
  private:
   NeighbourTable() = default;
   Result<uint32_t> ensure_locked(const NeighbourKey& key);
+  // Stores an entry's word (under mutex_), a change if it differs.
+  void publish(uint32_t id, uint64_t word) noexcept;
 
   DpdkPtr<rte_hash> hash_;
   DpdkPtr<rte_ring> requests_;
@@ -191,6 +197,7 @@ class NeighbourTable {
   uint32_t capacity_ = 0;
 
   mutable std::mutex mutex_;  // writers only
+  OffloadFeed* offload_ = nullptr;
   struct Slot {
     NeighbourKey key;
     bool is_static = false;

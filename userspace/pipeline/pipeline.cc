@@ -19,6 +19,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::build(const std::vector<config::Stag
   auto neighbours = NeighbourTable::create();
   if (!neighbours) return std::unexpected(neighbours.error());
   p->neighbours_ = std::move(*neighbours);
+  p->neighbours_->set_offload(ctx.offload);
   ctx.neighbours = p->neighbours_.get();
   ctx.kernel = nullptr;
 
@@ -75,6 +76,18 @@ const FlowHashRewrite* Pipeline::flow_hash_rewrite() const noexcept {
     if (r != nullptr && (out == nullptr || r->translates())) out = r;
   }
   return out;
+}
+
+const Stage* Pipeline::offload_blocker() const noexcept {
+  for (const auto& s : stages_) {
+    if (!s->offloadable()) return s.get();
+  }
+  return nullptr;
+}
+
+bool Pipeline::decrements_ttl() const noexcept {
+  return std::any_of(stages_.begin(), stages_.end(),
+                     [](const auto& s) { return s->decrements_ttl(); });
 }
 
 std::vector<std::shared_ptr<Service>> Pipeline::control_services() const {

@@ -61,6 +61,12 @@ class Pipeline {
   // The flow hash rewrite every port applies (Stage::flow_hash_rewrite): a translating one if a
   // stage has it (the configuration allows one NAT), else the first stage's; nullptr if none.
   const FlowHashRewrite* flow_hash_rewrite() const noexcept;
+  // Flow offload (core/offload_feed.h): the feed the workers offer decided flows to (nullptr:
+  // none), the first stage that keeps every flow in user space (Stage::offloadable; nullptr:
+  // none does), and whether the path decrements the TTL.
+  OffloadFeed* offload_feed() const noexcept { return ctx_.offload; }
+  const Stage* offload_blocker() const noexcept;
+  bool decrements_ttl() const noexcept;
 
   // The stage called `name` if it is a T (RouteStage, AclStage ...), else nullptr.
   template <typename T>

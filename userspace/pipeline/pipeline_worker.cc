@@ -6,6 +6,7 @@
 #include <rte_cycles.h>
 
 #include "core/burst.h"
+#include "core/offload_feed.h"
 #include "core/packet.h"
 #include "core/tracer.h"
 
@@ -165,8 +166,15 @@ GroupOutput PipelineWorker::run(size_t group, std::span<rte_mbuf*> pkts, uint8_t
   StageEnv env(slot_, copies, *this, outcomes_);
   Classes c{pkts.data(), tags, decided, decided_tags, 0, {}};
   c.drops.clear();
-  return tags ? run_group<true>(*pipeline_, group, c, pkts.size(), env, slot_, outcomes_, traced)
-              : run_group<false>(*pipeline_, group, c, pkts.size(), env, slot_, outcomes_, traced);
+  // Read before the stages read their tables (OffloadFeed::offer).
+  const bool offering = offload_ != nullptr && offload_->enabled();
+  const uint64_t changes = offering ? offload_->changes() : 0;
+  GroupOutput r =
+      tags ? run_group<true>(*pipeline_, group, c, pkts.size(), env, slot_, outcomes_, traced)
+           : run_group<false>(*pipeline_, group, c, pkts.size(), env, slot_, outcomes_, traced);
+  if (offering) [[unlikely]]
+    offload_->offer(slot_, decided, r.decided, env.now(), changes);
+  return r;
 }
 
 bool PipelineWorker::tick_stages(CopySink& sink, bool stop) noexcept {

@@ -34,6 +34,9 @@
 // Each class keeps the packets' relative order, and tags[i] (the caller's mark, such as the
 // index of the event a packet came in) travels with pkts[i] into the class it ends in.
 //
+// With flow offload on (core/offload_feed.h), run() offers the flows of the packets it decided
+// to transmit, which costs a parse per packet until the flow's XDP entry takes its packets.
+//
 // Threading: one PipelineWorker per worker lcore, used only by that lcore. run() is noexcept,
 // never allocates and never blocks. Between calls the lcore holds no pointer into stage tables,
 // so its service loop's end of round is its quiescent point (runtime/qsbr.h, Lcore::run).
@@ -88,7 +91,8 @@ class PipelineWorker {
       : pipeline_(&pipeline),
         outcomes_(outcomes.row(slot)),
         slot_(slot),
-        holders_(!pipeline.holders().empty()) {}
+        holders_(!pipeline.holders().empty()),
+        offload_(pipeline.offload_feed()) {}
 
   // Runs group `group` on `pkts` (reordered in place). `tags` (may be null) and the decided
   // arrays hold at least pkts.size() entries. `traced`: some packets may be marked by a trace
@@ -122,7 +126,8 @@ class PipelineWorker {
   Pipeline* pipeline_;
   PortOutcomes* outcomes_;
   unsigned slot_;
-  bool holders_;  // some stage holds packets
+  bool holders_;          // some stage holds packets
+  OffloadFeed* offload_;  // flow offload's feed: the run offers what it transmits
 };
 
 }  // namespace vecflow

@@ -47,6 +47,7 @@ class PipelineWorker;
 class NeighbourTable;
 class KernelSync;
 class PortMtuTable;
+class OffloadFeed;
 
 // What a stage knows about a port.
 struct PortInfo {
@@ -86,6 +87,9 @@ struct StageContext {
   // Shared by the stages of one pipeline; set by Pipeline::build.
   NeighbourTable* neighbours = nullptr;
   KernelSync* kernel = nullptr;  // nullptr when no port has a kernel interface
+  // Flow offload's feed (core/offload_feed.h), nullptr in a pipeline without one: stages
+  // that say offloadable() tell it when their tables change.
+  OffloadFeed* offload = nullptr;
 
   // The PortId of a port name; kNoPortIndex if there is none (the configuration loader has
   // checked every name a stage's configuration gives).
@@ -217,6 +221,17 @@ class Stage {
   // together reach it with one flow hash (conntrack: a NAT's replies, later fragments), or
   // nullptr. The stage owns it and outlives the ports' use of it.
   virtual const FlowHashRewrite* flow_hash_rewrite() const noexcept { return nullptr; }
+  // Flow offload to XDP (core/offload_feed.h): whether the steering program may forward a
+  // flow's later packets once one went through this stage, because the stage decides every
+  // packet of a flow alike while its tables stay as they are (route, neighbour, an ACL), or
+  // marks the packets whose flows it must keep seeing (kMetaFlagKeep). A stage that changes
+  // packets in ways the fast path does not repeat, or counts or copies each one, keeps the
+  // default: the pipeline's flows stay in user space. A stage that says yes calls
+  // OffloadFeed::changed() (StageContext::offload) whenever its tables change.
+  virtual bool offloadable() const noexcept { return false; }
+  // Whether the stage decrements the TTL / hop limit of what it forwards (route): the fast
+  // path then does the same.
+  virtual bool decrements_ttl() const noexcept { return false; }
   virtual bool tick(StageEnv& /*env*/, bool /*stop*/) noexcept { return false; }
   // Whether it holds packets on the worker lcore of `slot` now (that lcore only): a worker
   // that sleeps then wakes in time for tick() to give them back.

@@ -156,6 +156,7 @@ struct XdpSteering::Attached {
 SteerSetup steer_setup(const config::ApplianceConfig& cfg) {
   SteerSetup s;
   s.steering = cfg.steering;
+  s.offload_entries = cfg.offload.table_size;
   for (const auto& p : cfg.ports) {
     if (const std::string* ifname = p.kernel_interface()) s.interfaces.emplace(p.name, *ifname);
     if (const auto* a = std::get_if<config::AfXdpPort>(&p.kind)) {
@@ -340,7 +341,9 @@ Result<void> XdpSteering::attach(const SteerSetup& setup, const SteerPort& port)
   auto compiled = compile_rules(setup.steering, port.name, ifindex_of, port.queues);
   if (!compiled) return std::unexpected(compiled.error());
 
-  auto program = SteerProgram::load(SteerProgram::limits_for(*compiled, kMapHeadroom));
+  SteerProgram::Limits limits = SteerProgram::limits_for(*compiled, kMapHeadroom);
+  limits.offload_entries = setup.offload_entries;
+  auto program = SteerProgram::load(limits);
   if (!program) return fail("port {}: {}", port.name, program.error().message);
   a->program = std::move(*program);
   if (auto r = a->program->install(*compiled); !r)

@@ -44,6 +44,9 @@ struct SteerSetup {
   std::vector<SteerPort> ports;
   // The kernel interface of every port that has one, by port name: redirect targets.
   std::map<std::string, std::string, std::less<>> interfaces;
+  // Entries of each loaded program's offload table (offload.table_size); an instance DPDK
+  // loaded (adopt()) keeps its object's default.
+  uint32_t offload_entries = SteerProgram::Limits{}.offload_entries;
 };
 
 // The steering slice of the appliance file.

@@ -161,7 +161,8 @@ TEST_F(RxQueues, OtherQueuesPassHandsTheFramesOfTheOtherQueuesToTheKernelCounted
   const uint64_t not_read = wan_steering("queue_not_read") - not_read0;
   EXPECT_GT(not_read, 400u / 10);
   EXPECT_GE(wan_steering("pass") - pass0, not_read);
-  for (const auto& w : json("errors")["by_port"])
+  const Json errors = json("errors");  // a named value: the loop must not outlive it
+  for (const auto& w : errors["by_port"])
     EXPECT_NE(w["reason"], "queue_not_read") << w.dump();
   const Json st = wan_rx_queues();
   EXPECT_EQ(st["other_queues"], "pass") << st.dump();

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/offload_feed.h"
 #include "core/packet.h"
 #include "pipeline/acl/acl_commands.h"
 #include "pipeline/icmp_error.h"
@@ -16,7 +17,10 @@
 namespace vecflow {
 
 AclStage::AclStage(const config::StageConfig& cfg, StageContext& ctx)
-    : Stage(cfg.type, cfg.name, ctx.lcore_slots), qsbr_(ctx.qsbr), slots_(ctx.lcore_slots) {
+    : Stage(cfg.type, cfg.name, ctx.lcore_slots),
+      qsbr_(ctx.qsbr),
+      offload_(ctx.offload),
+      slots_(ctx.lcore_slots) {
   for (const PortInfo& p : ctx.ports)
     ports_.push_back(p.name);
 }
@@ -44,6 +48,7 @@ Result<void> AclStage::replace_rules(const AclConfig& acl) {
   // The old table is out of every worker's hands: its counts are final. The new table may
   // already count; its carried base is added on top of what it counted meanwhile.
   fresh->carry_over(*old);
+  if (offload_) offload_->changed();
   return {};
 }
 

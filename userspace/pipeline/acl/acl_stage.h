@@ -34,6 +34,7 @@ struct AclRuleReport {
 class AclStage final : public Stage {
  public:
   bool reads_flow_hash() const noexcept override { return false; }
+  bool offloadable() const noexcept override { return true; }
   // Packets classified per rte_acl_classify call.
   static constexpr unsigned kClassifyBatch = 64;
 
@@ -58,6 +59,7 @@ class AclStage final : public Stage {
   AclStage(const config::StageConfig& cfg, StageContext& ctx);
 
   Qsbr* qsbr_;
+  OffloadFeed* offload_;
   unsigned slots_;
   std::unique_ptr<IcmpResponder> icmp_responder_;
   std::vector<std::string> ports_;  // names by PortId, for in_port

@@ -88,6 +88,7 @@ struct NeighbourCounters {
 class NeighbourStage final : public Stage {
  public:
   bool reads_flow_hash() const noexcept override { return false; }
+  bool offloadable() const noexcept override { return true; }
   // Packets handled per pass: the connected destinations among them are looked up in one
   // bulk call (at most NeighbourTable::kMaxBulk).
   static constexpr unsigned kBatch = 64;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/stage_type.h"
+#include "core/offload_feed.h"
 #include "core/packet.h"
 #include "core/parse.h"
 #include "pipeline/icmp_error.h"
@@ -185,6 +186,7 @@ RouteStage::RouteStage(const config::StageConfig& cfg, StageContext& ctx)
       qsbr_(ctx.qsbr),
       neighbours_(ctx.neighbours),
       kernel_(ctx.kernel),
+      offload_(ctx.offload),
       from_kernel_(cfg.params.get<RouteConfig>().from_kernel),
       icmp_(cfg.params.get<RouteConfig>().icmp_time_exceeded),
       unreachable_(cfg.params.get<RouteConfig>().icmp_unreachable),
@@ -235,6 +237,7 @@ Result<void> RouteStage::rebuild_locked() {
   auto table = RouteTable::build(std::move(entries), ports_, *neighbours_);
   if (!table) return std::unexpected(table.error());
   table_.replace(std::move(*table), *qsbr_);
+  if (offload_) offload_->changed();
   return {};
 }
 

@@ -91,6 +91,8 @@ class RouteStage final : public Stage {
  public:
   // ECMP hashes a multipath route's packets itself where the port did not (route_stage.cc).
   bool reads_flow_hash() const noexcept override { return false; }
+  bool offloadable() const noexcept override { return true; }
+  bool decrements_ttl() const noexcept override { return true; }
   // Packets whose destinations are looked up in one rte_fib bulk call.
   static constexpr unsigned kLookupBatch = 64;
   // Packets ahead whose headers are prefetched: an L2 access (~15 ns) hidden behind the first
@@ -151,6 +153,7 @@ class RouteStage final : public Stage {
   Qsbr* qsbr_;
   NeighbourTable* neighbours_;
   KernelSync* kernel_;
+  OffloadFeed* offload_;
   bool from_kernel_;
   bool icmp_;
   bool unreachable_;

@@ -1,0 +1,135 @@
+// The worker side of flow offload to XDP (issue 40): the packets the pipeline transmitted
+// whose flows the XDP steering program could forward from now on, handed to the control
+// thread, which installs the entries (steer/flow_offloader.h).
+//
+// A worker cannot install an entry itself: that is a bpf() system call, and the per-packet path
+// makes none. So each worker lcore offers what it decided into a ring of its own (single
+// producer, single consumer: no lock), and the control thread takes the offers. An offer is
+// made for a packet that
+//   - was transmitted, is not a copy vecflowd made (a mirror copy, an ICMP error), and is not
+//     followed by a trace;
+//   - no stage kept in user space (kMetaFlagKeep: a stage must see its flow's later packets);
+//   - entered on a port with a steering program and leaves on a port with a kernel interface
+//     (set_ports());
+//   - has a shape the XDP fast path forwards: untagged IPv4 without options or IPv6 without
+//     extension headers, not a fragment, not a TCP FIN or RST (user space must see those).
+// A flow offered once is not offered again by the same lcore for kRepeatMs, so that the
+// packets that still reach user space between the offer and the entry's installation (and a
+// flow the control thread refused) cost a parse and a table read, not an offer each.
+//
+// The feed also counts changes to what the stages decide (changed(): routes, neighbours,
+// rules): an entry installed before a change is stale, and the control thread takes the
+// offloaded flows back to user space when the count moves.
+//
+// Threading: offer() on the worker lcore of its slot; everything else on the control thread.
+// offer() never allocates, blocks or logs.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "core/counter.h"
+#include "core/error.h"
+#include "vecflow/flow.h"
+
+namespace vecflow {
+
+// One decided flow: its key as the XDP program parses it, and what its packet left with.
+struct OffloadOffer {
+  vf_flow_key key{};
+  std::array<uint8_t, 6> dst_mac{};
+  std::array<uint8_t, 6> src_mac{};
+  uint16_t in_port = 0;   // PortId
+  uint16_t out_port = 0;  // PortId
+  uint64_t changes = 0;   // changes() when the run that decided it began
+};
+static_assert(sizeof(OffloadOffer) % 4 == 0, "rte_ring elements are multiples of 4 bytes");
+
+// One worker lcore's counts (single writer).
+struct alignas(64) OffloadFeedLcoreStats {
+  Counter offered;    // offers put in the ring
+  Counter ring_full;  // offers lost to a full ring (the flow is offered again later)
+};
+
+struct OffloadFeedStats {
+  uint64_t offered = 0;
+  uint64_t ring_full = 0;
+};
+
+class OffloadFeed {
+ public:
+  // Offers waiting in one lcore's ring at most.
+  static constexpr unsigned kRingSize = 512;
+  // A flow is offered again by the same lcore after this long at the soonest.
+  static constexpr unsigned kRepeatMs = 100;
+
+  // `slots`: worker lcores (StageContext::lcore_slots); `ports`: PortIds in use.
+  static Result<std::unique_ptr<OffloadFeed>> create(unsigned slots, size_t ports);
+  ~OffloadFeed();
+  OffloadFeed(const OffloadFeed&) = delete;
+  OffloadFeed& operator=(const OffloadFeed&) = delete;
+
+  // Control thread. Whether workers make offers at all (offload.enabled).
+  void set_enabled(bool on) noexcept { enabled_.store(on, std::memory_order_relaxed); }
+  bool enabled() const noexcept { return enabled_.load(std::memory_order_relaxed); }
+  // Which ports a flow may enter by (a steering program is on their interface) and leave by
+  // (they have a kernel interface the program can redirect to).
+  void set_port(uint16_t port, bool ingress, bool egress) noexcept;
+
+  // Worker lcore of `slot`: offers the flows of the packets in pkts[0, n) that qualify (see
+  // the header). `now_tsc`: the run's clock; `changes`: changes() read before the run's
+  // stages read their tables, so that an offer decided by tables since replaced is known
+  // stale.
+  void offer(unsigned slot, rte_mbuf* const* pkts, size_t n, uint64_t now_tsc,
+             uint64_t changes) noexcept;
+
+  // Control thread: moves up to out.size() offers into `out`; returns how many.
+  size_t take(std::span<OffloadOffer> out) noexcept;
+
+  // Any thread: what stages decide for a flow has changed (a route, a neighbour, a rule).
+  // Called after the new table is in force: a run that reads the new count reads the new table.
+  void changed() noexcept { changes_.fetch_add(1, std::memory_order_acq_rel); }
+  uint64_t changes() const noexcept { return changes_.load(std::memory_order_acquire); }
+
+  OffloadFeedStats stats() const noexcept;
+
+ private:
+  // What one lcore last offered, by flow hash: the hash and when (TSC).
+  struct Recent {
+    uint32_t hash;
+    uint64_t tsc;
+  };
+  static constexpr unsigned kRecentSlots = 1024;
+  struct FreeMemory {
+    void operator()(void* p) const noexcept;
+  };
+  struct Lane {
+    rte_ring* ring = nullptr;  // in `memory`
+    std::unique_ptr<void, FreeMemory> memory;
+    std::array<Recent, kRecentSlots> recent{};
+    OffloadFeedLcoreStats stats;
+  };
+
+  OffloadFeed() = default;
+  bool qualifies(rte_mbuf* m, OffloadOffer& out) const noexcept;
+
+  static constexpr uint8_t kIngress = 1;
+  static constexpr uint8_t kEgress = 2;
+
+  std::atomic<bool> enabled_{false};
+  std::atomic<uint64_t> changes_{0};
+  uint64_t repeat_tsc_ = 0;
+  std::unique_ptr<std::atomic<uint8_t>[]> ports_;
+  size_t nports_ = 0;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  size_t next_lane_ = 0;  // take() starts where it stopped, so no lane waits behind another
+};
+
+}  // namespace vecflow

@@ -1,0 +1,175 @@
+#include "steer/flow_offloader.h"
+
+#include <cstring>
+
+#include "core/log.h"
+
+namespace vecflow::steer {
+
+std::string_view offload_refusal_name(OffloadRefusal r) noexcept {
+  switch (r) {
+    case OffloadRefusal::NoSteering:
+      return "ingress_without_steering";
+    case OffloadRefusal::NoInterface:
+      return "egress_without_interface";
+    case OffloadRefusal::TableFull:
+      return "table_full";
+    case OffloadRefusal::Stale:
+      return "stale";
+    case OffloadRefusal::Paused:
+      return "paused";
+    case OffloadRefusal::Failed:
+      return "install_failed";
+  }
+  return "?";
+}
+
+OffloadSettings offload_settings(const config::OffloadSection& s) noexcept {
+  return OffloadSettings{s.enabled, s.idle_timeout_ms, s.sweep_ms};
+}
+
+size_t FlowOffloader::KeyHash::operator()(const OffloadKey& k) const noexcept {
+  return size_t(vf_flow_hash(&k.flow, 0)) * 31u + k.ifindex;
+}
+
+bool FlowOffloader::KeyEqual::operator()(const OffloadKey& a, const OffloadKey& b) const noexcept {
+  return std::memcmp(&a, &b, sizeof(OffloadKey)) == 0;
+}
+
+FlowOffloader::FlowOffloader(OffloadFeed& feed, std::vector<OffloadPort> ports,
+                             OffloadSettings settings, std::string blocker, bool decrement_ttl)
+    : Service("offload"),
+      feed_(feed),
+      ports_(std::move(ports)),
+      settings_(settings),
+      blocker_(std::move(blocker)),
+      decrement_ttl_(decrement_ttl),
+      changes_seen_(feed.changes()) {
+  for (size_t p = 0; p < ports_.size(); ++p)
+    feed_.set_port(uint16_t(p), ports_[p].table != nullptr, ports_[p].ifindex != 0);
+  apply_enabled();
+}
+
+// The entries stay: the steering programs, and their tables, go with vecflowd's stop.
+FlowOffloader::~FlowOffloader() {
+  feed_.set_enabled(false);
+}
+
+void FlowOffloader::apply_enabled() {
+  feed_.set_enabled(settings_.enabled && blocker_.empty() && !paused_);
+}
+
+void FlowOffloader::configure(const OffloadSettings& settings) {
+  settings_ = settings;
+  next_sweep_ns_ = 0;
+  apply_enabled();
+  if (!settings_.enabled) flush("offload turned off");
+}
+
+bool FlowOffloader::poll() noexcept {
+  bool did = false;
+  const bool paused = paused_while_ && paused_while_();
+  if (paused != paused_) {
+    paused_ = paused;
+    apply_enabled();
+    if (paused_) flush("a capture or trace runs");
+    did = true;
+  }
+  std::array<OffloadOffer, 64> batch;
+  const size_t n = feed_.take(batch);
+  const uint64_t now = OffloadTable::now_ns();
+  for (size_t i = 0; i < n; ++i)
+    consider(batch[i], now);
+  if (now >= next_sweep_ns_) {
+    sweep(now);
+    next_sweep_ns_ = now + uint64_t(settings_.sweep_ms) * 1'000'000u;
+    did = true;
+  }
+  return did || n > 0;
+}
+
+void FlowOffloader::refuse(const OffloadOffer& o, OffloadRefusal r, uint64_t now) {
+  ++stats_.refused[size_t(r)];
+  if (refusals_.size() == kRecentRefusals) refusals_.pop_front();
+  refusals_.push_back(OffloadRefused{o.key, o.in_port, o.out_port, r, now});
+}
+
+void FlowOffloader::consider(const OffloadOffer& o, uint64_t now) {
+  ++stats_.offers;
+  if (!settings_.enabled || !blocker_.empty()) return;  // made before offload was turned off
+  if (paused_) return refuse(o, OffloadRefusal::Paused, now);
+  // Decided by tables since replaced; the flow's packets decided by the new ones come again.
+  if (o.changes < changes_seen_ || feed_.changes() != changes_seen_)
+    return refuse(o, OffloadRefusal::Stale, now);
+  if (o.in_port >= ports_.size() || ports_[o.in_port].table == nullptr)
+    return refuse(o, OffloadRefusal::NoSteering, now);
+  if (o.out_port >= ports_.size() || ports_[o.out_port].ifindex == 0)
+    return refuse(o, OffloadRefusal::NoInterface, now);
+  const OffloadPort& in = ports_[o.in_port];
+  const OffloadKey key = offload_key(o.key, in.ifindex);
+  if (flows_.contains(key)) return;  // its packets in flight before the entry came offered it
+  OffloadAction action;
+  action.dst_mac = o.dst_mac;
+  action.src_mac = o.src_mac;
+  action.egress_ifindex = ports_[o.out_port].ifindex;
+  action.decrement_ttl = decrement_ttl_;
+  auto r = in.table->install(key, action);
+  if (!r) {
+    log::get("steer")->warn("offload: port {}: {}", in.name, r.error().message);
+    return refuse(o, OffloadRefusal::Failed, now);
+  }
+  if (*r == InstallStatus::TableFull) return refuse(o, OffloadRefusal::TableFull, now);
+  ++stats_.installed;
+  flows_.emplace(key, OffloadedFlow{key, o.in_port, o.out_port, action, {}, now});
+}
+
+FlowOffloader::Flows::iterator FlowOffloader::remove(Flows::iterator it) {
+  const OffloadedFlow& f = it->second;
+  if (OffloadTable* t = ports_[f.in_port].table) {
+    auto last = t->remove(f.key);
+    if (!last) {
+      log::get("steer")->warn("offload: port {}: {}", ports_[f.in_port].name, last.error().message);
+    } else if (*last) {
+      stats_.removed_packets += (*last)->packets;
+      stats_.removed_bytes += (*last)->bytes;
+    }
+  }
+  return flows_.erase(it);
+}
+
+void FlowOffloader::flush(std::string_view why) {
+  changes_seen_ = feed_.changes();
+  ++stats_.flushes;
+  if (flows_.empty()) return;
+  log::get("steer")->info("offload: {} flows back to user space: {}", flows_.size(), why);
+  stats_.flushed += flows_.size();
+  for (auto it = flows_.begin(); it != flows_.end();)
+    it = remove(it);
+}
+
+void FlowOffloader::sweep(uint64_t now) {
+  if (feed_.changes() != changes_seen_) flush("routes, neighbours or rules changed");
+  const uint64_t idle_ns = uint64_t(settings_.idle_timeout_ms) * 1'000'000u;
+  for (auto it = flows_.begin(); it != flows_.end();) {
+    OffloadedFlow& f = it->second;
+    auto read = ports_[f.in_port].table->read(f.key);
+    if (read && *read) f.stats = **read;
+    const uint64_t last = std::max(f.stats.last_seen_ns, f.installed_ns);
+    if (now > last && now - last >= idle_ns) {
+      ++stats_.idle_removed;
+      it = remove(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::vector<OffloadedFlow> FlowOffloader::flows() const {
+  std::vector<OffloadedFlow> out;
+  out.reserve(flows_.size());
+  for (const auto& [k, f] : flows_)
+    out.push_back(f);
+  return out;
+}
+
+}  // namespace vecflow::steer
