@@ -45,12 +45,13 @@ while [ $# -gt 0 ]; do
   shift
 done
 
-# vecflowd, vecflowctl and trafgen (its `pcap` subcommand) serve the e2e, rules, engine and
-# latency parts; dpdk-testpmd, the engine part's reference, comes from Debian's dpdk package.
+# vecflowd, vecflowctl and trafgen (its `pcap` subcommand) serve the e2e, rules, engine,
+# latency and offload parts (bench_sink: the offload part's XDP receiver); dpdk-testpmd, the
+# engine part's reference, comes from Debian's dpdk package.
 if [ "$do_build" = 1 ]; then
   cmake -S . -B "$build" -G Ninja >/dev/null
   cmake --build "$build" --target vecflowd vecflowctl trafgen xsk_fwd steer_bench vecflow_sched_bench \
-    pipeline_bench vf_port_bench
+    pipeline_bench vf_port_bench bench_sink
 fi
 
 # 1200 MB: the scheduler and pipeline benchmarks ask EAL for 1024 MB; the parts run one at a
