@@ -21,8 +21,9 @@ PACKAGES=(
   # lintian, systemd-analyze, man page rendering; debootstrap for images/package-check.sh
   # --chroot and images/package-test.sh
   dpkg-dev debhelper lintian debootstrap systemd groff-base file
-  # the benchmark suite's curves, its traffic sink, the sources of its DPDK router samples
-  # (l3fwd, l3fwd-graph) and patch(1) for tools/bench/peers/ (tools/bench/run.sh)
+  # the benchmark suite's curves, its traffic sink and the kernel rows' rulesets (nftables:
+  # conntrack, flowtable), the sources of its DPDK router samples (l3fwd, l3fwd-graph) and
+  # patch(1) for tools/bench/peers/ (tools/bench/run.sh)
   gnuplot-nox nftables dpdk-doc patch
   # the scale-out lab and its test (tools/scaleout-lab.sh): BGP and BFD beside vecflowd
   frr

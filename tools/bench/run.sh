@@ -6,9 +6,13 @@
 #   sudo tools/bench/run.sh                         everything: 3 interleaved rounds, medians
 #   sudo tools/bench/run.sh --rounds 5 --seconds 5  longer, steadier
 #   sudo tools/bench/run.sh --only e2e,sched        some parts: e2e, rules, sched, pipeline,
-#                                                   steer, ports, engine, nat, latency, jumbo
+#                                                   steer, ports, engine, nat, latency, jumbo,
+#                                                   offload
 #   sudo tools/bench/run.sh --only engine           vecflowd vs dpdk-testpmd on one lcore
 #   sudo tools/bench/run.sh --only latency          ping RTT and one-way latency per forwarder
+#   sudo tools/bench/run.sh --only offload          issue 40's veth rows: Linux, nftables
+#                                                   flowtable, vecflowd user space, offload and
+#                                                   XDP redirect (trafgen xdp-live, paced)
 #   sudo tools/bench/run.sh --quick                 one point per part, no hugepages: checks
 #                                                   that every row is measured or says why not
 #   sudo tools/bench/run.sh --out DIR               results there (default bench-results/<time>)

@@ -39,6 +39,18 @@ tree so that all rows are measured in the same run under the same machine load:
                Every vecflowd run must stop with exact accounting, or its rows give that as
                their reason. latency.png: p50 and p99 vs offered load.
 
+  offload      issue 40's veth rows, on the end-to-end topology with trafgen's XDP live-frames
+               generator (CPU 0, paced) and an XDP sink on the server that veth counts: Linux
+               IP forwarding, the nftables flowtable, vecflowd's user-space path, vecflowd with
+               its XDP offload and vecflowd's XDP redirect rule, for a stateless pipeline
+               (route + neighbour) and a stateful one (conntrack; flows primed with a reply so
+               that they are established), 64 and 1500 B, 1, 1024 and 65536 flows. Each point's
+               rate is its lossless rate (OFFLOAD_LOSSLESS), searched in every round; rounds
+               interleaved, medians. Ratios to Linux forwarding of the same pipeline, and the
+               offload rows' to the redirect rule, the user-space path and the flowtable.
+               vecflowd's accounting must add up after every point and at SIGTERM, else the
+               point has that failure as its reason.
+
 A row carries a number, or an explicit reason why there is none ("not measured: ..."): no
 figure is ever made up. Output: results.md, results.json, raw/ (each tool's own output) and,
 when gnuplot is installed, curves.png and latency.png.
@@ -48,6 +60,7 @@ import argparse
 import contextlib
 import datetime
 import fcntl
+import gzip
 import json
 import math
 import os
@@ -58,6 +71,7 @@ import signal
 import socket
 import statistics
 import string
+import struct
 import subprocess
 import sys
 import time
@@ -106,6 +120,20 @@ LAT_MIN_S, LAT_MAX_S = 1.0, 3.0
 LAT_LOSSLESS = 0.999
 LAT_PROBE_S = 0.5
 LAT_SEARCH_STEPS = 4
+# Offload part (issue 40): flow counts of its points (at 64 and 1500 B, E2E_SIZES). A point's
+# rate is its lossless rate: the highest offered rate at which the sink counted at least
+# OFFLOAD_LOSSLESS of the frames sent in a probe of OFFLOAD_PROBE_S seconds (the search of
+# the latency part, lossless(), OFFLOAD_SEARCH_STEPS paced probes after an unpaced one).
+OFFLOAD_FLOWS = [1, 1024, 65536]
+OFFLOAD_LOSSLESS = 0.99
+OFFLOAD_PROBE_S = 0.5
+OFFLOAD_SEARCH_STEPS = 4
+# Before a point every flow is primed: one frame each at this rate (every row forwards it
+# without loss), and for the stateful pipeline a reply per flow, then one more frame each.
+OFFLOAD_PRIME_PPS = 100000
+# The XDP sink's count has settled when two reads this far apart agree (at most the max).
+SINK_SETTLE_S = 0.1
+SINK_SETTLE_MAX_S = 3.0
 
 
 def log(msg):
@@ -121,6 +149,8 @@ def fmt_rate(v, unit):
         return f"{v:.1f} us"
     if unit == "ns/frame":
         return f"{v:.1f} ns/frame"
+    if unit == "x":
+        return f"{v:.2f}x"
     return f"{v:.3g} {unit}"
 
 
@@ -128,6 +158,74 @@ def fmt_kib(k):
     if k is None:
         return ""
     return f"{k / 1024:.1f} MiB" if k >= 1024 else f"{k} KiB"
+
+
+def nft_forward_table(name, policy, rules, flowtable=False):
+    """An nftables inet table with a forward chain of `rules` and, with flowtable, the
+    flowtable `ft` on the lab appliance's two interfaces."""
+    ft = ("  flowtable ft { hook ingress priority filter; devices = { wan0, lan0 }; }\n"
+          if flowtable else "")
+    body = "".join(f"    {r}\n" for r in rules)
+    return (f"table inet {name} {{\n{ft}  chain forward {{\n"
+            f"    type filter hook forward priority filter; policy {policy};\n{body}  }}\n}}\n")
+
+
+def kernel_config(option):
+    """True/False: the running kernel's /proc/config.gz sets `option` (y or m) or not; None
+    when the kernel does not publish its configuration."""
+    try:
+        text = gzip.decompress(Path("/proc/config.gz").read_bytes()).decode(errors="replace")
+    except OSError:
+        return None
+    return re.search(rf"^{option}=[ym]$", text, re.M) is not None
+
+
+def napi_threads(dev):
+    """PIDs of the kernel's threaded-NAPI threads of interfaces named `dev`, in any namespace
+    (napi/DEV-ID)."""
+    pids = set()
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if (d / "comm").read_text().startswith(f"napi/{dev}-"):
+                pids.add(int(d.name))
+        except OSError:
+            continue
+    return pids
+
+
+def mirror_pcap(src, dst):
+    """Writes to dst every frame of the pcap src (IPv4 UDP, trafgen's) with its MACs,
+    addresses and ports swapped: the replies of its flows. The checksums stay valid: a
+    one's-complement sum does not depend on the order of its words."""
+    data = Path(src).read_bytes()
+    endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    out = bytearray(data[:24])
+    off = 24
+    while off + 16 <= len(data):
+        incl = struct.unpack_from(endian + "I", data, off + 8)[0]
+        f = bytearray(data[off + 16:off + 16 + incl])
+        if f[12:14] != b"\x08\x00" or f[14] != 0x45 or f[23] != 17:
+            raise RuntimeError(f"{src}: a frame that is not IPv4 UDP without options")
+        f[0:6], f[6:12] = f[6:12], f[0:6]
+        f[26:30], f[30:34] = f[30:34], f[26:30]
+        f[34:36], f[36:38] = f[36:38], f[34:36]
+        out += data[off:off + 16] + f
+        off += 16 + incl
+    Path(dst).write_bytes(out)
+
+
+def accounting_delta(before, after):
+    """Per port, the XDP program's counts between two offload_accounting() reads."""
+    if not before or not after:
+        return None
+    out = {}
+    for port, c in after.items():
+        x, y = c.get("xdp"), (before.get(port) or {}).get("xdp")
+        if x and y:
+            out[port] = {k: x[k] - y[k] for k in x}
+    return out
 
 
 class Results:
@@ -255,49 +353,106 @@ class Suite:
         # each UDP frame to a closed port and routes an ICMP reply for it, and since veth
         # delivers in the sender's softirq, that work (60% of the forwarding CPU's time with
         # vecflowd, 17% in __icmp_send alone) was charged to whichever forwarder ran there.
-        sink = ('table netdev vfsink { chain in { type filter hook ingress device "eth0" '
-                'priority 0; policy accept; meta l4proto udp drop; }; }')
-        r = self.sh("s", "nft", sink)
-        if r.returncode != 0:
-            raise RuntimeError(f"the server's sink (nft): {r.stderr.strip()}")
+        self.nft_sink("s")
         mac = lambda side, dev: self.sh(side, "cat", f"/sys/class/net/{dev}/address").stdout.strip()
         self.wan_mac = mac("a", "wan0")
+        self.lan_mac = mac("a", "lan0")
         self.client_mac = mac("c", "eth0")
         self.server_mac = mac("s", "eth0")
+        addr = re.search(r"inet (\S+)/", self.sh("c", "ip", "-4", "-o", "addr", "show", "dev",
+                                                  "eth0").stdout)
+        self.client_ip = addr.group(1) if addr else None
+
+    def nft_sink(self, side):
+        """UDP frames arriving on eth0 of a host namespace are dropped at ingress (after any
+        AF_PACKET tap), before that host's IP stack would answer each with an ICMP error."""
+        sink = ('table netdev vfsink { chain in { type filter hook ingress device "eth0" '
+                'priority 0; policy accept; meta l4proto udp drop; }; }')
+        r = self.sh(side, "nft", sink)
+        if r.returncode != 0:
+            raise RuntimeError(f"the {dict(s='server', c='client')[side]}'s sink (nft): "
+                               f"{r.stderr.strip()}")
+
+    def send(self, size, flows, rate=None, burst_us=None, engine="af_packet", seconds=None,
+             count=None):
+        """trafgen send from the client (CPU 0) to the server, for `seconds` or `count`
+        frames: returns its JSON or raises RuntimeError."""
+        argv = self.ns("c", "taskset", "-c", "0", self.bin("tools/trafgen/trafgen"), "send",
+                       "--dev", "eth0", "--dst", "198.51.100.2", "--dst-mac", self.wan_mac,
+                       "--flows", str(flows), "--size", str(size), "--json",
+                       *(["--duration", str(seconds)] if seconds is not None else []),
+                       *(["--count", str(count)] if count is not None else []),
+                       *(["--engine", engine] if engine != "af_packet" else []),
+                       *(["--rate", f"{rate:.0f}"] if rate else []),
+                       *(["--burst-us", f"{burst_us:g}"] if burst_us is not None else []))
+        expected_s = seconds if seconds is not None else count / (rate or 1e5)
+        send = subprocess.run(argv, capture_output=True, text=True, timeout=expected_s + 60)
+        if send.returncode != 0:
+            raise RuntimeError(f"trafgen send: {send.stderr.strip()[:160]}")
+        return json.loads(send.stdout)
 
     def send_recv(self, size, flows, seconds, rate=None, idle_exit_ms=400, pin_recv=False,
-                  burst_us=None):
+                  burst_us=None, engine="af_packet", sink=False):
         """One measurement: returns (sender json, receiver json) or raises RuntimeError.
         rate: packets per second (None: as fast as the generator can); pin_recv: the receiver
         on CPU 0 with the sender, off the forwarder's CPU 1; burst_us: trafgen's --burst-us
-        (the latency part: 0, a batch holds only the frames already due)."""
-        trafgen = self.bin("tools/trafgen/trafgen")
+        (the latency part: 0, a batch holds only the frames already due); engine: trafgen's
+        --engine; sink: the receiver is the XDP sink on the server's interface (attach_sink),
+        whose count once the path has drained is the receiver json's "received" (and "pps",
+        over the sender's time) instead of `trafgen recv`'s."""
+        if sink:
+            before = self.sink_frames()
+            s = self.send(size, flows, rate, burst_us, engine, seconds=seconds)
+            got = self.sink_frames(settle=True) - before
+            return s, {"received": got, "pps": got / s["seconds"] if s["seconds"] else 0}
         recv = subprocess.Popen(
-            self.ns("s", *(["taskset", "-c", "0"] if pin_recv else []), trafgen, "recv",
-                    "--dev", "eth0", "--json", "--duration", str(seconds + 5), "--idle-exit",
-                    str(idle_exit_ms)),
+            self.ns("s", *(["taskset", "-c", "0"] if pin_recv else []),
+                    self.bin("tools/trafgen/trafgen"), "recv", "--dev", "eth0", "--json",
+                    "--duration", str(seconds + 5), "--idle-exit", str(idle_exit_ms)),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.children.append(recv)
         try:
             ready = select.select([recv.stderr], [], [], 10)[0]
             if not ready or "receiving" not in recv.stderr.readline():
                 raise RuntimeError("the receiver did not start")
-            send = subprocess.run(
-                self.ns("c", "taskset", "-c", "0", trafgen, "send", "--dev", "eth0", "--dst",
-                        "198.51.100.2", "--dst-mac", self.wan_mac, "--flows", str(flows),
-                        "--size", str(size), "--duration", str(seconds), "--json",
-                        *(["--rate", f"{rate:.0f}"] if rate else []),
-                        *(["--burst-us", f"{burst_us:g}"] if burst_us is not None else [])),
-                capture_output=True, text=True, timeout=seconds + 60)
-            if send.returncode != 0:
-                raise RuntimeError(f"trafgen send: {send.stderr.strip()[:160]}")
+            s = self.send(size, flows, rate, burst_us, engine, seconds=seconds)
             out, _ = recv.communicate(timeout=seconds + 20)
         finally:
             if recv.poll() is None:
                 recv.kill()
                 recv.wait()
             self.children.remove(recv)
-        return json.loads(send.stdout), json.loads(out)
+        return s, json.loads(out)
+
+    def attach_sink(self):
+        """The offload part's receiver: tools/bench/sink.bpf.c on the server's eth0 drops
+        the UDP test traffic in XDP, and veth counts the drops (sink_frames)."""
+        r = self.sh("s", "ip", "link", "set", "dev", "eth0", "xdpdrv", "obj",
+                    self.bin("tools/bench/sink.bpf.o"), "sec", "xdp")
+        if r.returncode != 0:
+            raise RuntimeError(f"the XDP sink did not attach: {r.stderr.strip()[:160]}")
+
+    def sink_frames(self, settle=False):
+        """Frames the XDP sink dropped so far (veth's rx_queue_N_xdp_drops, all queues).
+        settle: first wait until the count stops moving (frames still in the forwarder's
+        rings and vectors arrive), two reads SINK_SETTLE_S apart, for SINK_SETTLE_MAX_S at
+        most."""
+        def read():
+            out = self.sh("s", "ethtool", "-S", "eth0").stdout
+            found = re.findall(r"rx_queue_\d+_xdp_drops:\s*(\d+)", out)
+            if not found:
+                raise RuntimeError("ethtool -S eth0 on the server shows no rx_queue_N_xdp_drops")
+            return sum(int(x) for x in found)
+
+        n = read()
+        deadline = time.monotonic() + SINK_SETTLE_MAX_S
+        while settle and time.monotonic() < deadline:
+            time.sleep(SINK_SETTLE_S)
+            m = read()
+            if m == n:
+                break
+            n = m
+        return n
 
     def warm(self):
         """A short burst before a row: ARP, page faults, caches. Not measured; a quick run,
@@ -315,11 +470,20 @@ class Suite:
         if kind == "linux":
             self.sh("a", "sysctl", "-qw", "net.ipv4.ip_forward=1")
             return None, None
-        if kind == "linux-nat":
-            nft = self.out / "nat.nft"
-            nft.write_text(self.NAT_NFT)
+        if kind in self.NFT_KINDS:
+            nft = self.out / f"{kind}.nft"
+            nft.write_text(self.NFT_KINDS[kind][1])
             self.sh("a", "sysctl", "-qw", "net.ipv4.ip_forward=1")
-            self.sh("a", "nft", "-f", str(nft))
+            r = self.sh("a", "nft", "-f", str(nft))
+            if r.returncode != 0:
+                self.stop_forwarder(kind, None)
+                err = next((l for l in r.stderr.splitlines() if "Error" in l),
+                           r.stderr.strip() or f"exit {r.returncode}")
+                why = f"not measured: nft refused {nft.name} ({err.replace(str(nft), nft.name)})"
+                if "flowtable" in kind and kernel_config("CONFIG_NF_FLOW_TABLE") is False:
+                    why += "; this kernel is built without nftables flowtables " \
+                           "(CONFIG_NF_FLOW_TABLE is not set in /proc/config.gz)"
+                return None, why
             return None, None
         if kind in ("xsk", "xsk-both"):
             argv = self.ns("a", "taskset", "-c", "1", self.bin("tools/bench/xsk_fwd"),
@@ -337,19 +501,44 @@ class Suite:
                     break
                 time.sleep(0.3)
             return p, why
+        offload = self.OFFLOAD_VECFLOWD.get(kind)
         template = HERE / ("vecflowd-redirect.yaml" if kind == "redirect"
+                           else "vecflowd-offload.yaml" if offload
                            else "vecflowd-pipeline.yaml")
         cfg = self.out / f"{kind}.yaml"
+        stateful = offload is not None and offload[0] == "ct"
         text = string.Template(template.read_text()).substitute(
             hugepages=self.hugepages, prefix=f"{self.lab}-{kind}",
             socket=str(self.out / f"{kind}.sock"), server_mac=self.server_mac,
             client_mac=self.client_mac, extra_rules=extra_rules,
-            profile="power" if kind == "pipeline-power" else "latency")
+            profile="power" if kind == "pipeline-power" else "latency",
+            stateful=self.OFFLOAD_CT_STAGES if stateful else "",
+            route_sched="fuse: true" if stateful else "sched: atomic",
+            offload=self.OFFLOAD_SECTION if offload and offload[1] else "")
         if kind == "pipeline-nat":
             text = re.sub(r"  - stage: acl\n(.|\n)*?  - stage: route\n    sched: atomic",
                           self.NAT_STAGE, text)
         cfg.write_text(text)
-        p = self.spawn(self.ns("a", self.bin("userspace/app/vecflowd"), "-c", str(cfg)),
+        vecflowd = self.bin("userspace/app/vecflowd")
+        if offload and offload[1]:
+            # The offload section is new: a vecflowd built before it rejects the file. When the
+            # same file without the section passes, say so instead of failing to start.
+            def check(path):
+                r = subprocess.run(self.ns("a", vecflowd, "--check", str(path)),
+                                   capture_output=True, text=True, timeout=60)
+                lines = [l.replace(str(self.out) + "/", "") for l in
+                         (r.stdout + r.stderr).splitlines() if l.strip()]
+                return r.returncode, (lines[0][:200] if lines else f"exit {r.returncode}")
+
+            rc, first = check(cfg)
+            if rc != 0:
+                twin = self.out / f"{kind}-without-offload.yaml"
+                twin.write_text(text.replace(self.OFFLOAD_SECTION, ""))
+                if check(twin)[0] == 0:
+                    return None, ("skipped: this build's vecflowd does not take the `offload` "
+                                  f"section (vecflowd --check: {first})")
+                return None, f"not measured: vecflowd --check: {first}"
+        p = self.spawn(self.ns("a", vecflowd, "-c", str(cfg)),
                        self.raw / f"vecflowd-{kind}{tag}.log")
         return self.wait_ready(p, "running from", "vecflowd", timeout)
 
@@ -374,9 +563,9 @@ class Suite:
         return None, f"not measured: {name} not ready within {timeout} s"
 
     def stop_forwarder(self, kind, p):
-        if kind in ("linux", "linux-nat"):
-            if kind == "linux-nat":
-                self.sh("a", "nft", "delete", "table", "ip", "vfbench_nat")
+        if kind == "linux" or kind in self.NFT_KINDS:
+            if kind in self.NFT_KINDS:
+                self.sh("a", "nft", "delete", "table", *self.NFT_KINDS[kind][0].split())
             self.sh("a", "sysctl", "-qw", "net.ipv4.ip_forward=0")
         elif p is not None:
             self.stop(p)
@@ -440,6 +629,46 @@ class Suite:
   }
 }
 """
+    # The offload part's kernel rows, each an nftables table loaded into the appliance with
+    # IP forwarding on. Stateful: the condition of vecflowd's stateful pipeline
+    # (OFFLOAD_CT_STAGES): established and related flows pass, new ones only from wan0. The
+    # flowtable rows add the flows to a software flowtable on both lab interfaces (the kernel
+    # then forwards them at ingress, before the IP stack): every UDP flow in the stateless
+    # pipeline, established ones (`ct state established`, vecflowd's condition) in the other.
+    CT_RULES = ["ct state established,related accept", 'ct state new iifname "wan0" accept']
+    FLOW_ADD = {"rn": ["meta l4proto { tcp, udp } flow add @ft"],
+                "ct": ["ct state established flow add @ft"]}
+    NFT_KINDS = {
+        "linux-nat": ("ip vfbench_nat", NAT_NFT),
+        "linux-ct": ("inet vfbench_ct", nft_forward_table("vfbench_ct", "drop", CT_RULES)),
+        "flowtable-rn": ("inet vfbench_ft", nft_forward_table("vfbench_ft", "accept",
+                                                              FLOW_ADD["rn"], flowtable=True)),
+        "flowtable-ct": ("inet vfbench_ft", nft_forward_table(
+            "vfbench_ft", "drop", FLOW_ADD["ct"] + CT_RULES, flowtable=True)),
+    }
+    # vecflowd's stateful pipeline in the offload part (vecflowd-offload.yaml's ${stateful}):
+    # conntrack, then an ACL fused with it that passes established and related flows and new
+    # ones from wan only (Linux's twin: CT_RULES); route and neighbour are fused after them.
+    # max_sessions: room above the part's largest flow count.
+    OFFLOAD_CT_STAGES = f"""  - stage: conntrack
+    sched: atomic
+    max_sessions: {2 * max(OFFLOAD_FLOWS)}
+  - stage: acl
+    fuse: true
+    default: deny
+    rules:
+      - {{name: replies, action: permit, ct: [established, related]}}
+      - {{name: from-wan, action: permit, ct: new, in_port: wan}}
+"""
+    # The offload rows' section of vecflowd-offload.yaml: an entry per flow and direction at
+    # the part's largest flow count.
+    OFFLOAD_SECTION = f"""offload:
+  enabled: true
+  table_size: {2 * max(OFFLOAD_FLOWS)}
+  idle_timeout_ms: 10000"""
+    # The offload part's vecflowd kinds: (pipeline, offload on).
+    OFFLOAD_VECFLOWD = {"userspace-rn": ("rn", False), "offload-rn": ("rn", True),
+                        "userspace-ct": ("ct", False), "offload-ct": ("ct", True)}
     NAT_STAGE = """  - stage: conntrack
     sched: atomic
     nat:
@@ -679,6 +908,330 @@ class Suite:
                          note=f"64 B, 1024 flows; delivered {100 * recv / sent:.1f}%; memory: "
                               "vecflowd (BPF maps are kernel memory, not counted)")
 
+    # ---- offload (issue 40) -----------------------------------------------------------
+
+    OFFLOAD_PIPELINES = [
+        ("rn", "stateless pipeline (route + neighbour)"),
+        ("ct", "stateful pipeline (conntrack, established flows)"),
+    ]
+    # (row, name, {pipeline: forwarder kind}). In every round each forwarder runs once, in this
+    # order (a pipeline's rows, then the other's), for all the points. The redirect rule has no
+    # pipeline: its row is in the stateless group, and both groups' offload rows compare with it.
+    OFFLOAD_ROWS = [
+        ("linux", "Linux IP forwarding", {"rn": "linux", "ct": "linux-ct"}),
+        ("flowtable", "nftables flowtable", {"rn": "flowtable-rn", "ct": "flowtable-ct"}),
+        ("userspace", "vecflowd user space", {"rn": "userspace-rn", "ct": "userspace-ct"}),
+        ("offload", "vecflowd with offload", {"rn": "offload-rn", "ct": "offload-ct"}),
+        ("redirect", "vecflowd XDP redirect rule", {"rn": "redirect"}),
+    ]
+    # What each forwarder runs, in its rows' notes.
+    OFFLOAD_DETAIL = {
+        "linux": "the kernel forwards (ip_forward), no ruleset, no conntrack",
+        "linux-ct": "the kernel forwards through an nftables forward chain: ct state "
+                    "established,related accept; ct state new iifname wan0 accept; policy drop",
+        "flowtable-rn": "nftables software flowtable on wan0 and lan0, every UDP flow added "
+                        "(meta l4proto { tcp, udp } flow add @ft, policy accept)",
+        "flowtable-ct": "nftables software flowtable on wan0 and lan0, established flows added "
+                        "(ct state established flow add @ft), then the conntrack rules of "
+                        "Linux's row",
+        "userspace-rn": "vecflowd-offload.yaml: AF_XDP, route + neighbour, offload off",
+        "userspace-ct": "vecflowd-offload.yaml: AF_XDP, conntrack + acl (established and "
+                        "related pass, new only from wan) + route + neighbour, offload off",
+        "offload-rn": "vecflowd-offload.yaml: route + neighbour with `offload: {enabled: "
+                      "true}`: XDP forwards the flows the pipeline decided",
+        "offload-ct": "vecflowd-offload.yaml: the stateful pipeline with `offload: {enabled: "
+                      "true}`",
+        "redirect": "vecflowd-redirect.yaml: one steering rule redirects wan0 -> lan0 in XDP, "
+                    "frames unmodified (no MAC rewrite, no TTL); no pipeline",
+    }
+    OFFLOAD_GROUP = "veth offload (issue 40), {}"
+    OFFLOAD_RATIO_GROUP = "veth offload: the offload rows' ratios"
+
+    def offload_lab(self, napi_before):
+        """The offload part's additions to the lab: the XDP sink on the server, the client's
+        nftables sink (the stateful pipeline's primed replies end there instead of in the
+        client's stack, which would send ICMP errors back through the forwarder), and wan0's
+        NAPI thread (lab_up made wan0 threaded) pinned to CPU 1, the forwarders' CPU (workers:
+        [1] in the vecflowd files). napi_before: napi_threads("wan0") before lab_up, so that
+        the new thread is this lab's (other labs on the machine have a wan0 too). Returns what
+        the rows' notes say about the thread."""
+        self.attach_sink()
+        self.nft_sink("c")
+        new = napi_threads("wan0") - napi_before
+        if len(new) != 1:
+            return (f"wan0's NAPI thread not pinned ({len(new)} new napi/wan0 threads: another "
+                    "lab was made meanwhile), left to the scheduler")
+        pid = new.pop()
+        os.sched_setaffinity(pid, {1})
+        return f"wan0's NAPI thread (pid {pid}) pinned to CPU 1"
+
+    def reply_pcap(self, flows):
+        """The replies of the first `flows` flows, a frame each from the server to the client
+        (written once per flow count): trafgen writes the flows' frames (the same flows as
+        `send`'s, from the client's address), mirror_pcap() turns them around."""
+        out = self.out / f"replies-{flows}.pcap"
+        if out.exists():
+            return out
+        fwd = self.out / f"flows-{flows}.pcap"
+        if not self.client_ip:
+            raise RuntimeError("the client's IPv4 address is unknown (ip addr show dev eth0)")
+        r = subprocess.run([self.bin("tools/trafgen/trafgen"), "pcap", "--out", str(fwd),
+                            "--flows", str(flows), "--src", self.client_ip,
+                            "--dst", "198.51.100.2", "--src-mac", self.lan_mac,
+                            "--dst-mac", self.server_mac], capture_output=True, text=True,
+                           timeout=120)
+        if r.returncode != 0:
+            raise RuntimeError(f"trafgen pcap: {r.stderr.strip()[:160]}")
+        mirror_pcap(fwd, out)
+        fwd.unlink()
+        return out
+
+    def prime(self, pipeline, flows):
+        """Every flow of a point twice before it is measured (ARP, the forwarder's flow state,
+        offload decisions, flowtable entries, which Linux adds from a flow's second frame), at
+        OFFLOAD_PRIME_PPS; in the stateful pipeline with a reply per flow from the server
+        between the two (trafgen replay), so that every flow is established before a frame is
+        measured."""
+        self.send(60, flows, OFFLOAD_PRIME_PPS, engine="xdp-live", count=flows)
+        if pipeline == "ct":
+            r = subprocess.run(self.ns("s", self.bin("tools/trafgen/trafgen"), "replay", "--dev",
+                                       "eth0", str(self.reply_pcap(flows))),
+                               capture_output=True, text=True, timeout=120)
+            if r.returncode != 0:
+                raise RuntimeError(f"trafgen replay (replies): {r.stderr.strip()[:160]}")
+        self.send(60, flows, OFFLOAD_PRIME_PPS, engine="xdp-live", count=flows)
+        self.sink_frames(settle=True)
+
+    ACCOUNTING_KEYS = ("rx_packets", "tx_packets", "kernel_packets", "dropped", "held",
+                       "device_dropped", "port_dropped", "xdp")
+
+    def offload_accounting(self, kind):
+        """vecflowd's accounting once its counters stop moving (read until two reads agree, for
+        SINK_SETTLE_MAX_S at most): ({port: counters}, failures). failures names every port
+        where rx != tx + kernel + drops, or where the XDP program's frames do not add up: SEEN
+        = PASS + DROPPED + SENT + OFFLOADED + LIFTED."""
+        sock = str(self.out / f"{kind}.sock")
+
+        def read():
+            return {x["port"]: {k: x.get(k) for k in self.ACCOUNTING_KEYS}
+                    for x in self.engine_ctl(sock, "accounting").get("ports", [])}
+
+        acc = read()
+        deadline = time.monotonic() + SINK_SETTLE_MAX_S
+        while time.monotonic() < deadline:
+            time.sleep(SINK_SETTLE_S)
+            again = read()
+            if again == acc:
+                break
+            acc = again
+        failures = []
+        for port, c in acc.items():
+            if c["rx_packets"] != c["tx_packets"] + c["kernel_packets"] + c["dropped"]:
+                failures.append(f"port {port}: rx {c['rx_packets']} != tx {c['tx_packets']} + "
+                                f"kernel {c['kernel_packets']} + drops {c['dropped']} (held "
+                                f"{c['held']})")
+            x = c["xdp"]
+            if x and x["seen"] != (x["pass"] + x["dropped"] + x["sent"] + x["offloaded"]
+                                   + x["lifted"]):
+                failures.append(f"port {port}: XDP seen {x['seen']} != pass {x['pass']} + "
+                                f"dropped {x['dropped']} + sent {x['sent']} + offloaded "
+                                f"{x['offloaded']} + lifted {x['lifted']}")
+        return acc, failures
+
+    def offload_run(self, kind, pipeline, rnd, points, st):
+        """One run of one forwarder in one round: start it, per point prime the flows and
+        search the lossless rate (vecflowd: then its exact accounting), stop it (vecflowd: its
+        exact final accounting at SIGTERM). Results go to st (see run_offload)."""
+        vecflowd = kind == "redirect" or kind in self.OFFLOAD_VECFLOWD
+
+        def fail(why, only=None):
+            for pt in (only or points):
+                st["reasons"].setdefault((kind, pt), why)
+                st["samples"].pop((kind, pt), None)  # a failed point stays failed
+
+        try:
+            p, why = self.start_forwarder(kind, tag=f"-offload-r{rnd + 1}")
+        except FileNotFoundError as e:
+            p, why = None, f"not measured: {e}"
+        if why:
+            fail(why)
+            return
+        measured = []
+        try:
+            for pt in points:
+                if (kind, pt) in st["reasons"]:
+                    continue
+                size, flows = pt
+                if p is not None and p.poll() is not None:
+                    fail(f"not measured: {kind} exited during the run", [pt])
+                    continue
+                try:
+                    before = self.offload_accounting(kind)[0] if vecflowd else None
+                    self.prime(pipeline, flows)
+                    log(f"offload: round {rnd + 1}: {kind}: {dict(E2E_SIZES)[size]}, "
+                        f"{plural(flows, 'flow')}")
+                    found = self.lossless(size, flows, OFFLOAD_LOSSLESS, OFFLOAD_PROBE_S,
+                                          OFFLOAD_SEARCH_STEPS, engine="xdp-live", sink=True)
+                    after, failures = (self.offload_accounting(kind) if vecflowd
+                                       else (None, []))
+                    offload_state = (self.offload_state(kind) if kind in self.OFFLOAD_VECFLOWD
+                                     and self.OFFLOAD_VECFLOWD[kind][1] else None)
+                except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
+                    fail(f"not measured: {e}", [pt])
+                    continue
+                measured.append({"point": list(pt), "found": found, "accounting": after,
+                                 "offload": offload_state})
+                if failures:
+                    fail("not measured: vecflowd's accounting does not add up after the point: "
+                         + "; ".join(failures), [pt])
+                    continue
+                best = max(x["delivered"] for x in found["probes"])
+                if best < MIN_DELIVERED:
+                    fail(f"not measured: {kind} did not forward (no probe delivered more than "
+                         f"{100 * best:.2f}%)", [pt])
+                    continue
+                if found["pps"] is None:
+                    fail(f"not measured: no lossless rate found (every probe lost more than "
+                         f"{100 * (1 - OFFLOAD_LOSSLESS):g}% of its frames)", [pt])
+                    continue
+                st["samples"].setdefault((kind, pt), []).append(
+                    {"found": found, "delta": accounting_delta(before, after),
+                     "offload": offload_state})
+        finally:
+            self.stop_forwarder(kind, p)
+            (self.raw / f"offload-{kind}-r{rnd + 1}.json").write_text(
+                json.dumps({"points": measured}, indent=1) + "\n")
+        if vecflowd and p is not None:
+            acc, failures = self.exact_accounting(
+                p.returncode, Path(p.log_file.name).read_text(errors="replace"))
+            if failures:
+                fail("not measured: exact accounting failed at SIGTERM: " + "; ".join(failures))
+            else:
+                st["accounting"].setdefault(kind, []).append(acc)
+
+    def offload_state(self, kind):
+        """What `vecflowctl offload` says after an offload row's point (its JSON), or the
+        error it gave."""
+        try:
+            return self.engine_ctl(str(self.out / f"{kind}.sock"), "offload")
+        except (RuntimeError, json.JSONDecodeError, subprocess.TimeoutExpired) as e:
+            return {"error": str(e)}
+
+    def run_offload(self):
+        """The veth forwarding rows of issue 40 (see the header and the README)."""
+        started = time.monotonic()
+        rounds = 1 if self.a.quick else self.a.rounds
+        points = ([(60, 1024)] if self.a.quick
+                  else [(size, flows) for size, _ in E2E_SIZES for flows in OFFLOAD_FLOWS])
+        runs = [(pl, kinds[pl]) for pl, _ in self.OFFLOAD_PIPELINES
+                for _, _, kinds in self.OFFLOAD_ROWS if pl in kinds]
+        st = {"samples": {}, "reasons": {}, "accounting": {}}
+        napi_before = napi_threads("wan0")
+        self.lab_up()
+        try:
+            napi = self.offload_lab(napi_before)
+            # This script stays off CPU 1, the forwarders' CPU.
+            affinity = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, {0})
+            try:
+                for rnd in range(rounds):
+                    for pl, kind in runs:
+                        log(f"offload: round {rnd + 1}/{rounds}: {kind}")
+                        with self.bench_lock(f"offload: {kind}") as why:
+                            if why:
+                                for pt in points:
+                                    st["reasons"].setdefault((kind, pt), why)
+                                continue
+                            self.offload_run(kind, pl, rnd, points, st)
+            finally:
+                os.sched_setaffinity(0, affinity)
+        finally:
+            self.cleanup()
+        self.offload_rows(st, points, rounds, napi)
+        log(f"offload: the part took {time.monotonic() - started:.0f} s")
+
+    def offload_rows(self, st, points, rounds, napi):
+        size_name = dict(E2E_SIZES)
+        label = lambda pt: f"{size_name[pt[0]]}, {plural(pt[1], 'flow')}"
+        rates = {}  # (kind, point): Mpps, the median of the rounds' lossless rates
+        for (kind, pt), ss in st["samples"].items():
+            rates[(kind, pt)] = statistics.median(x["found"]["pps"] for x in ss) / 1e6
+        acc_note = {}
+        for kind, runs in st["accounting"].items():
+            rx = sum(a[1] for run in runs for a in run)
+            tx = sum(a[2] for run in runs for a in run)
+            kern = sum(a[3] for run in runs for a in run)
+            drops = sum(a[4] for run in runs for a in run)
+            acc_note[kind] = (f"vecflowd stopped {len(runs)} time(s) with exit 0 and exact final "
+                              f"accounting: rx {rx} = tx {tx} + kernel {kern} + drops {drops}")
+        setup = (f"trafgen --engine xdp-live on CPU 0, paced; {napi}; receiver: the XDP sink "
+                 "on the server (veth's rx_queue_0_xdp_drops)")
+        for pl, pl_name in self.OFFLOAD_PIPELINES:
+            group = self.OFFLOAD_GROUP.format(pl_name)
+            base_kind, base_name = self.OFFLOAD_ROWS[0][2][pl], self.OFFLOAD_ROWS[0][1]
+            for pt in points:
+                base = rates.get((base_kind, pt))
+                for _, name, kinds in self.OFFLOAD_ROWS:
+                    kind = kinds.get(pl)
+                    if kind is None:
+                        continue
+                    v = rates.get((kind, pt))
+                    if v is None:
+                        self.res.add(group, name, label(pt),
+                                     reason=st["reasons"].get((kind, pt), "not measured"))
+                        continue
+                    ss = st["samples"][(kind, pt)]
+                    sat = [x["found"]["probes"][0] for x in ss]
+                    parts = [self.OFFLOAD_DETAIL[kind],
+                             f"highest offered rate delivering >= {100 * OFFLOAD_LOSSLESS:g}% "
+                             f"in a {OFFLOAD_PROBE_S:g} s probe, per round "
+                             + " / ".join(f"{x['found']['pps'] / 1e6:.3f}" for x in ss)
+                             + " Mpps"
+                             + (" (the generator's own limit: nothing lost at full rate)"
+                                if any(x["found"]["capped"] for x in ss) else ""),
+                             "unpaced: offered "
+                             f"{statistics.median(x['offered_pps'] for x in sat) / 1e6:.3f}, "
+                             f"received {statistics.median(x['received_pps'] for x in sat) / 1e6:.3f}"
+                             " Mpps (median)"]
+                    d = ss[-1]["delta"]
+                    if d:
+                        parts.append("XDP over the last round's point: " + ", ".join(
+                            f"{port} saw {x['seen']}, offloaded {x['offloaded']}, sent "
+                            f"{x['sent']}, lifted {x['lifted']}, passed {x['pass']}"
+                            for port, x in d.items() if x["seen"]))
+                    off = ss[-1]["offload"]
+                    if off is not None and d and not any(x["offloaded"] for x in d.values()):
+                        parts.append("nothing was offloaded; vecflowctl offload: "
+                                     + json.dumps(off)[:300])
+                    if kind in acc_note:
+                        parts.append(acc_note[kind])
+                    parts.append(setup)
+                    self.res.add(group, name, label(pt), v, "Mpps",
+                                 vs=base_name if kind != base_kind and base else None,
+                                 ratio=v / base if kind != base_kind and base else None,
+                                 note="; ".join(parts))
+        # The offload rows against the others of the same pipeline, and against the redirect
+        # rule (no pipeline: XDP's own ceiling on this path).
+        kinds = {row: k for row, _, k in self.OFFLOAD_ROWS}
+        names = {row: n for row, n, _ in self.OFFLOAD_ROWS}
+        for pl, pl_name in self.OFFLOAD_PIPELINES:
+            off = kinds["offload"][pl]
+            for other in ("redirect", "userspace", "flowtable"):
+                okind = kinds[other].get(pl) or kinds[other]["rn"]
+                for pt in points:
+                    a, b = rates.get((off, pt)), rates.get((okind, pt))
+                    bench = f"{pl_name}: {names['offload']} / {names[other]}"
+                    if a is None or b is None:
+                        missing = off if a is None else okind
+                        self.res.add(self.OFFLOAD_RATIO_GROUP, bench, label(pt),
+                                     unit="x", reason=f"{missing}: " + st["reasons"].get(
+                                         (missing, pt), "not measured"))
+                        continue
+                    self.res.add(self.OFFLOAD_RATIO_GROUP, bench, label(pt), a / b, "x",
+                                 note=f"{a:.3f} / {b:.3f} Mpps, the rows' lossless rates"
+                                 + ("; the redirect rule has no pipeline (frames unmodified)"
+                                    if other == "redirect" else ""))
+
     # ---- latency ----------------------------------------------------------------------
 
     LAT_PING_GROUP = "latency: ping round trip (56 B, every 2 ms)"
@@ -730,16 +1283,23 @@ class Suite:
             rtts.setdefault(int(x.group(1)), float(x.group(2)) * 1000)  # duplicates once
         return list(rtts.values()), int(m.group(1)), int(m.group(2))
 
-    def lat_lossless(self, kind, size, flows):
-        """The forwarder's lossless rate at (size, flows): see LAT_LOSSLESS. Returns {"pps",
-        "capped", "probes"}; pps is None when no probe passed."""
+    def lossless(self, size, flows, share, probe_s, steps, **send):
+        """The highest offered rate at (size, flows) at which the receiver counted at least
+        `share` of the frames sent in a probe of probe_s seconds: the first probe unpaced (the
+        generator's own limit; when it passes, nothing higher can be offered here), then 0.95x
+        the rate delivered at that saturation, then bisection between the highest rate that
+        passed and the lowest that did not, `steps` paced probes in all. send: send_recv's
+        keywords. Returns {"pps", "capped", "probes"}; pps is None when no probe passed."""
         probes = []
 
         def probe(rate):
-            s, r = self.send_recv(size, flows, LAT_PROBE_S, rate=rate, idle_exit_ms=250,
-                                  pin_recv=True, burst_us=0)
-            ok = s["sent"] > 0 and r["received"] >= LAT_LOSSLESS * s["sent"]
+            s, r = self.send_recv(size, flows, probe_s, rate=rate, **send)
+            ok = s["sent"] > 0 and r["received"] >= share * s["sent"]
             probes.append({"requested_pps": rate, "offered_pps": s["pps"],
+                           "received_pps": r["pps"],
+                           # xdp-live: frames the forwarder's input veth refused (ring full)
+                           **({"input_dropped": s["dev_tx_dropped"]}
+                              if "dev_tx_dropped" in s else {}),
                            "delivered": r["received"] / s["sent"] if s["sent"] else 0,
                            "ok": ok})
             return s, r, ok
@@ -749,7 +1309,7 @@ class Suite:
             return {"pps": s["pps"], "capped": True, "probes": probes}
         best, lo, hi = None, 0.0, s["pps"]
         rate = min(hi, r["pps"]) * 0.95
-        for _ in range(LAT_SEARCH_STEPS):
+        for _ in range(steps):
             s, r, ok = probe(rate)
             if ok:
                 lo, best = rate, max(best or 0, s["pps"])
@@ -809,7 +1369,9 @@ class Suite:
                         if key not in st["lossless"]:
                             log(f"latency: {name}: lossless rate at "
                                 f"{self.lat_point_name(pt, True)}")
-                            st["lossless"][key] = self.lat_lossless(kind, size, flows)
+                            st["lossless"][key] = self.lossless(
+                                size, flows, LAT_LOSSLESS, LAT_PROBE_S, LAT_SEARCH_STEPS,
+                                idle_exit_ms=250, pin_recv=True, burst_us=0)
                         found = st["lossless"][key]
                         if found["pps"] is None:
                             fail("not measured: no lossless rate found (every probe lost more "
@@ -2116,6 +2678,20 @@ class Suite:
                 "own rows). Ratio = to Linux forwarding; latency.png: p50 and p99 vs offered "
                 "load.",
             ]
+        if any(r["group"].startswith("veth offload") for r in self.res.rows):
+            lines += [
+                "",
+                "veth offload (issue 40): trafgen --engine xdp-live (client ns, CPU 0, paced) "
+                "-> forwarder (appliance ns; wan0's threaded NAPI pinned to CPU 1 with "
+                "vecflowd's worker) -> an XDP program on the server's eth0 that drops the UDP "
+                "frames, counted by veth (rx_queue_0_xdp_drops). Rate = the highest offered "
+                f"rate of a search at which the sink counted >= {100 * OFFLOAD_LOSSLESS:g}% of "
+                f"what was sent in a {OFFLOAD_PROBE_S:g} s probe (median of the rounds); "
+                "flows primed before each point (twice each; the stateful pipeline with a "
+                "reply between). Ratio = to Linux forwarding with the same pipeline; the "
+                "offload rows' ratios to the redirect rule, the user-space path and the "
+                "flowtable are a group of their own.",
+            ]
         lines += [""] + self.targets() + [""] + [
             "| group | benchmark | point | rate | vs | ratio | memory | note |",
             "|---|---|---|---:|---|---:|---:|---|",
@@ -2336,7 +2912,8 @@ PART_GROUPS = {"e2e": "end to end (veth)", "sched": "scheduler (1 atomic queue)"
                "steer": "growth: rules (XDP steering program)", "ports": "ports (1 core, rx -> tx)",
                "rules": "growth: rules (e2e, vecflowd XDP redirect)",
                "engine": Suite.ENGINE_GROUP, "nat": "NAT over veth (SNAT, 64 B)",
-               "latency": Suite.LAT_PING_GROUP, "jumbo": "jumbo frames (veth, MTU 9000)"}
+               "latency": Suite.LAT_PING_GROUP, "jumbo": "jumbo frames (veth, MTU 9000)",
+               "offload": Suite.OFFLOAD_GROUP.format(Suite.OFFLOAD_PIPELINES[0][1])}
 
 
 def gp_quote(text):
@@ -2424,7 +3001,8 @@ def main():
     ap.add_argument("--hugepages", action="store_true",
                     help="DPDK tools use the hugepages run.sh reserved")
     ap.add_argument("--only",
-                    default="e2e,rules,sched,pipeline,steer,ports,engine,nat,latency,jumbo",
+                    default="e2e,rules,sched,pipeline,steer,ports,engine,nat,latency,jumbo,"
+                    "offload",
                     help="comma-separated parts to run")
     ap.add_argument("--engine-rows", default="",
                     help="engine part: only these rows (keys of ENGINE_ROWS, comma-separated; "
@@ -2458,7 +3036,7 @@ def main():
     parts = {"e2e": s.run_e2e, "rules": s.run_rules_e2e, "sched": s.run_sched,
              "pipeline": s.run_pipeline, "steer": s.run_steer, "ports": s.run_ports,
              "engine": s.run_engine, "nat": s.run_nat_e2e, "latency": s.run_latency,
-             "jumbo": s.run_jumbo}
+             "jumbo": s.run_jumbo, "offload": s.run_offload}
 
     def on_term(signum, _):
         raise KeyboardInterrupt
