@@ -77,6 +77,34 @@ TEST_P(LiveFrames, AreTheAfPacketSendersFrames) {
   EXPECT_EQ(prog->frames_run(), frames);
 }
 
+// The kernel recycles a live frame's copy without restoring it, and what received the last
+// frame may have changed its headers in place (a forwarder: MACs, TTL and the IP checksum, a
+// NAT's addresses and ports). The next frame written over such a copy is still the sender's.
+TEST_P(LiveFrames, ARecycledCopyAForwarderChangedLeavesWhole) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to load the XDP program";
+  const Case& c = GetParam();
+  FrameSpec spec = spec_of(c);
+  auto prog = XdpLiveFrames::load(spec, c.flows, c.first_flow, 1);
+  ASSERT_TRUE(prog.has_value()) << prog.error();
+  for (uint64_t n = 0; n < 2 * uint64_t{c.flows}; ++n) {
+    std::vector<uint8_t> changed = build_flow_frame(spec, c.first_flow).bytes;
+    const size_t ip = 14;
+    for (size_t i = 0; i < 12; ++i)  // both MACs
+      changed[i] ^= 0x5a;
+    changed[ip + (c.version == 4 ? 8 : 7)] -= 1;       // TTL / hop limit
+    if (c.version == 4) changed[ip + 10] ^= 0x01;      // its checksum, updated
+    changed[ip + (c.version == 4 ? 12 : 8)] ^= 0xff;   // a NAT's source address, first byte
+    changed[ip + (c.version == 4 ? 16 : 24)] ^= 0xff;  // and destination address
+    auto got = prog->next_frame(changed);
+    ASSERT_TRUE(got.has_value()) << got.error();
+    FlowFrame want = build_flow_frame(spec, c.first_flow + uint32_t(n % c.flows));
+    uint64_t tx_ns;
+    std::memcpy(&tx_ns, got->data() + want.payload_offset + offsetof(PayloadHeader, tx_ns), 8);
+    stamp(want, want.bytes.data(), uint32_t(n / c.flows), tx_ns);
+    ASSERT_EQ(*got, want.bytes) << "frame " << n;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Trafgen, LiveFrames,
     testing::Values(Case{"udp4", 4, false, 60, 1, 0}, Case{"udp4_flows", 4, false, 60, 7, 3},

@@ -4,7 +4,10 @@
  * BPF_F_TEST_XDP_LIVE_FRAMES, xdp_live.cc): the kernel runs this program once per frame on a
  * copy of one prebuilt frame and transmits what it returns XDP_TX for out of the ingress
  * interface. The copy is recycled from run to run, so every field that differs between frames
- * is written here, whole, for each frame: the flow's source port and source address (as
+ * is written here, whole, for each frame: the headers, copied from the prebuilt frame (what
+ * receives a frame may have changed them in the recycled copy: a forwarder that decrements the
+ * TTL in place, rewrites MACs or translates addresses hands the page back so, and a frame
+ * built on it would leave with a stale header and a wrong checksum), the flow's source port and source address (as
  * build_flow_frame() lays flows out: port src_port + flow % 60000, the address's last two
  * bytes raised by flow / 60000), the payload header's flow, sequence number and send stamp
  * (CLOCK_REALTIME, as the AF_PACKET sender's), and the checksums over them (RFC 1624: a base sum of
@@ -32,6 +35,11 @@ const volatile __u16 l4_csum_off = 0; /* 0: none (IPv4 UDP) */
 const volatile __u16 ip_csum_off = 0; /* 0: none (IPv6) */
 const volatile __u8 addr_hi = 0;      /* flow 0's bytes at addr_off */
 const volatile __u8 addr_lo = 0;
+/* The prebuilt frame's first headers_len bytes (Ethernet, IP, L4 headers, rounded up to 8
+ * bytes: the payload header's first bytes come along, unchanged too). */
+#define HEADERS_MAX 96
+const volatile __u64 headers[HEADERS_MAX / 8] = {};
+const volatile __u32 headers_len = 0; /* a multiple of 8, <= HEADERS_MAX */
 /* Sums (16-bit one's complement, in the host's word order) of each checksum's words but
  * those written per frame. */
 const volatile __u32 l4_base = 0;
@@ -74,6 +82,13 @@ int xdp_live(struct xdp_md* ctx) {
   __u8* sport = data + sport_off;
   __u8* addr = data + addr_off;
   if (payload + PAYLOAD_LEN > end || sport + 2 > end || addr + 2 > end) return XDP_ABORTED;
+#pragma unroll
+  for (int i = 0; i < HEADERS_MAX; i += 8) {
+    if (i >= headers_len) break;
+    if (data + i + 8 > end) return XDP_ABORTED;
+    __u64 w = headers[i / 8]; /* a volatile read: the values are set at load time */
+    __builtin_memcpy(data + i, &w, 8);
+  }
 
   __u32 flow = first_flow + next_flow;
   __u32 spread = flow / 60000;

@@ -122,6 +122,13 @@ std::expected<XdpLiveFrames, std::string> XdpLiveFrames::load(const FrameSpec& s
   ro->sport_off = static_cast<uint16_t>(l4);
   ro->addr_off = static_cast<uint16_t>(addr);
   ro->payload_off = static_cast<uint16_t>(p);
+  // The headers the program writes back into every frame: up to the payload header, in whole
+  // 8-byte words (the payload header's 18 bytes follow, so the frame always holds them).
+  const size_t headers = (p + 7) / 8 * 8;
+  if (headers > sizeof(ro->headers) || headers > ff.bytes.size())
+    return std::unexpected(fmt::format("headers of {} bytes: more than the program copies", p));
+  std::memcpy(const_cast<__u64*>(ro->headers), ff.bytes.data(), headers);
+  ro->headers_len = static_cast<uint32_t>(headers);
   // build_flow_frame() gave the first flow its own address bytes; the program adds the
   // spread of each flow to those of flow 0, as build_flow_frame() does.
   FlowFrame zero = build_flow_frame(spec, 0);
@@ -170,9 +177,15 @@ std::expected<void, std::string> XdpLiveFrames::send(uint32_t frames) {
   return std::unexpected(fmt::format("BPF_PROG_RUN with live frames: {}", std::strerror(-err)));
 }
 
-std::expected<std::vector<uint8_t>, std::string> XdpLiveFrames::next_frame() {
+std::expected<std::vector<uint8_t>, std::string> XdpLiveFrames::next_frame(
+    std::span<const uint8_t> recycled) {
   std::vector<uint8_t> out(state_->frame.size());
   bpf_test_run_opts opts = state_->run(1);
+  if (!recycled.empty()) {
+    if (recycled.size() != state_->frame.size())
+      return std::unexpected("a recycled frame has the frame's size");
+    opts.data_in = recycled.data();
+  }
   opts.data_out = out.data();
   opts.data_size_out = static_cast<uint32_t>(out.size());
   int err = bpf_prog_test_run_opts(bpf_program__fd(state_->skel->progs.xdp_live), &opts);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <expected>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,10 @@ class XdpLiveFrames {
   // frames_run() then says how far it got.
   std::expected<void, std::string> send(uint32_t frames);
   // The next frame as the program writes it, without sending it (BPF_PROG_RUN without live
-  // frames): what the tests compare with build_flow_frame().
-  std::expected<std::vector<uint8_t>, std::string> next_frame();
+  // frames): what the tests compare with build_flow_frame(). `recycled`: the program writes
+  // it over these bytes instead of the prebuilt frame's, as over a copy a receiver changed.
+  std::expected<std::vector<uint8_t>, std::string> next_frame(
+      std::span<const uint8_t> recycled = {});
   // Frames the program wrote so far (each one sent unless the interface refused it).
   uint64_t frames_run() const;
 
