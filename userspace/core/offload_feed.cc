@@ -48,7 +48,8 @@ void OffloadFeed::set_port(uint16_t port, bool ingress, bool egress) noexcept {
                      std::memory_order_relaxed);
 }
 
-bool OffloadFeed::qualifies(rte_mbuf* m, OffloadOffer& out) const noexcept {
+bool OffloadFeed::qualifies(const Lane& lane, rte_mbuf* m, uint64_t run_tsc,
+                            OffloadOffer& out) const noexcept {
   const PacketMeta& pm = meta(m);
   if (pm.verdict != Verdict::Transmit ||
       (pm.flags & (kMetaFlagCopy | kMetaFlagTrace | kMetaFlagKeep)))
@@ -67,7 +68,15 @@ bool OffloadFeed::qualifies(rte_mbuf* m, OffloadOffer& out) const noexcept {
     const uint8_t tcp_flags = data[p.l2_len + p.l3_len + 13];
     if (tcp_flags & (0x01 | 0x04)) return false;  // FIN, RST
   }
+  out.leaves = p.key;
   out.key = p.key;
+  out.session = kNoOffloadSession;
+  if (pm.flags & kMetaFlagTracked) {
+    const Origin& o = lane.origins[origin_slot(m)];
+    if (o.m != m || o.run != run_tsc) return false;
+    out.key = o.key;
+    out.session = o.session;
+  }
   std::copy(data, data + 6, out.dst_mac.begin());
   std::copy(data + 6, data + 12, out.src_mac.begin());
   out.in_port = m->port;
@@ -80,7 +89,7 @@ void OffloadFeed::offer(unsigned slot, rte_mbuf* const* pkts, size_t n, uint64_t
   Lane& lane = *lanes_[slot];
   for (size_t i = 0; i < n; ++i) {
     OffloadOffer o;
-    if (!qualifies(pkts[i], o)) continue;
+    if (!qualifies(lane, pkts[i], now_tsc, o)) continue;
     const uint32_t h = vf_flow_hash(&o.key, 0);
     Recent& r = lane.recent[h % kRecentSlots];
     if (r.hash == h && r.tsc != 0 && now_tsc - r.tsc < repeat_tsc_) continue;

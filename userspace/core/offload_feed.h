@@ -9,6 +9,8 @@
 //   - was transmitted, is not a copy vecflowd made (a mirror copy, an ICMP error), and is not
 //     followed by a trace;
 //   - no stage kept in user space (kMetaFlagKeep: a stage must see its flow's later packets);
+//   - if a stage tracked its connection (kMetaFlagTracked), that stage noted what it arrived
+//     as and its session (note()): a NAT may have changed its tuple since;
 //   - entered on a port with a steering program and leaves on a port with a kernel interface
 //     (set_ports());
 //   - has a shape the XDP fast path forwards: untagged IPv4 without options or IPv6 without
@@ -41,14 +43,20 @@
 
 namespace vecflow {
 
-// One decided flow: its key as the XDP program parses it, and what its packet left with.
+// No connection-tracking session (a stateless pipeline).
+inline constexpr uint32_t kNoOffloadSession = 0xffffffff;
+
+// One decided flow: its key as the XDP program parses it (the packet as it arrived), and what
+// its packet left with: MACs, and its tuple (after NAT, where a stage translated it).
 struct OffloadOffer {
   vf_flow_key key{};
+  vf_flow_key leaves{};
   std::array<uint8_t, 6> dst_mac{};
   std::array<uint8_t, 6> src_mac{};
-  uint16_t in_port = 0;   // PortId
-  uint16_t out_port = 0;  // PortId
-  uint64_t changes = 0;   // changes() when the run that decided it began
+  uint16_t in_port = 0;                  // PortId
+  uint16_t out_port = 0;                 // PortId
+  uint32_t session = kNoOffloadSession;  // the conntrack session that vouched for it
+  uint64_t changes = 0;                  // changes() when the run that decided it began
 };
 static_assert(sizeof(OffloadOffer) % 4 == 0, "rte_ring elements are multiples of 4 bytes");
 
@@ -61,6 +69,15 @@ struct alignas(64) OffloadFeedLcoreStats {
 struct OffloadFeedStats {
   uint64_t offered = 0;
   uint64_t ring_full = 0;
+};
+
+// The conntrack stage's side of flow offload: the sessions of offloaded flows, whose packets
+// no longer reach it, stay alive while XDP forwards them.
+class OffloadSessions {
+ public:
+  virtual ~OffloadSessions() = default;
+  // Any thread: a frame of `session`'s flow (protocol `l4_proto`) was forwarded in XDP lately.
+  virtual void keep_alive(uint32_t session, uint8_t l4_proto) noexcept = 0;
 };
 
 class OffloadFeed {
@@ -90,6 +107,27 @@ class OffloadFeed {
   void offer(unsigned slot, rte_mbuf* const* pkts, size_t n, uint64_t now_tsc,
              uint64_t changes) noexcept;
 
+  // Worker lcore of `slot`, from a stage that tracks connections (kMetaFlagTracked): `m`
+  // arrived as `arrived` and its session is `session`, in the run that began at `run_tsc`
+  // (StageEnv::now()). offer() takes the flow's key from here for a packet so flagged (a NAT
+  // changed its tuple since), and makes no offer when the note is not this run's (another
+  // packet's took its place, or the stage ran in another group's run: its groups must be
+  // fused for its flows to be offloaded).
+  void note(unsigned slot, const rte_mbuf* m, const vf_flow_key& arrived, uint32_t session,
+            uint64_t run_tsc) noexcept {
+    Origin& o = lanes_[slot]->origins[origin_slot(m)];
+    o.m = m;
+    o.run = run_tsc;
+    o.key = arrived;
+    o.session = session;
+  }
+  // The sessions of offloaded flows (the conntrack stage; nullptr: none).
+  void set_sessions(OffloadSessions* s) noexcept { sessions_.store(s, std::memory_order_release); }
+  void keep_alive(uint32_t session, uint8_t l4_proto) noexcept {
+    if (OffloadSessions* s = sessions_.load(std::memory_order_acquire))
+      s->keep_alive(session, l4_proto);
+  }
+
   // Control thread: moves up to out.size() offers into `out`; returns how many.
   size_t take(std::span<OffloadOffer> out) noexcept;
 
@@ -107,6 +145,17 @@ class OffloadFeed {
     uint64_t tsc;
   };
   static constexpr unsigned kRecentSlots = 1024;
+  // The notes of one lcore's run, by packet (a run holds at most 128 packets).
+  struct Origin {
+    const rte_mbuf* m = nullptr;
+    uint64_t run = 0;
+    vf_flow_key key{};
+    uint32_t session = kNoOffloadSession;
+  };
+  static constexpr unsigned kOrigins = 256;
+  static unsigned origin_slot(const rte_mbuf* m) noexcept {
+    return unsigned((reinterpret_cast<uintptr_t>(m) >> 6) * 0x9e3779b97f4a7c15ull >> 56);
+  }
   struct FreeMemory {
     void operator()(void* p) const noexcept;
   };
@@ -114,17 +163,19 @@ class OffloadFeed {
     rte_ring* ring = nullptr;  // in `memory`
     std::unique_ptr<void, FreeMemory> memory;
     std::array<Recent, kRecentSlots> recent{};
+    std::array<Origin, kOrigins> origins{};
     OffloadFeedLcoreStats stats;
   };
 
   OffloadFeed() = default;
-  bool qualifies(rte_mbuf* m, OffloadOffer& out) const noexcept;
+  bool qualifies(const Lane& lane, rte_mbuf* m, uint64_t run_tsc, OffloadOffer& out) const noexcept;
 
   static constexpr uint8_t kIngress = 1;
   static constexpr uint8_t kEgress = 2;
 
   std::atomic<bool> enabled_{false};
   std::atomic<uint64_t> changes_{0};
+  std::atomic<OffloadSessions*> sessions_{nullptr};
   uint64_t repeat_tsc_ = 0;
   std::unique_ptr<std::atomic<uint8_t>[]> ports_;
   size_t nports_ = 0;

@@ -57,6 +57,9 @@ inline constexpr uint8_t kMetaCtMask = 0x07 << kMetaCtShift;
 // A stage must see this packet's flow's later packets too (a connection not established yet, a
 // packet mirrored): the flow is not offloaded to XDP (core/offload_feed.h).
 inline constexpr uint8_t kMetaFlagKeep = 0x20;
+// A stage that tracks connections vouched for this packet's flow to flow offload and noted
+// what it arrived as (OffloadFeed::note).
+inline constexpr uint8_t kMetaFlagTracked = 0x40;
 
 // A packet's connection-tracking mark (pipeline/conntrack/conntrack_stage.h), which the stages
 // after the conntrack stage match on (acl `ct:`). None: no conntrack stage looked at it (not IP,

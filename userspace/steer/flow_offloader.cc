@@ -67,6 +67,8 @@ void FlowOffloader::configure(const OffloadSettings& settings) {
 }
 
 bool FlowOffloader::poll() noexcept {
+  // Off (and nothing left installed): a branch a round.
+  if (!settings_.enabled && flows_.empty()) return false;
   bool did = false;
   const bool paused = paused_while_ && paused_while_();
   if (paused != paused_) {
@@ -113,6 +115,12 @@ void FlowOffloader::consider(const OffloadOffer& o, uint64_t now) {
   action.src_mac = o.src_mac;
   action.egress_ifindex = ports_[o.out_port].ifindex;
   action.decrement_ttl = decrement_ttl_;
+  // What a NAT changed between the packet's arrival and its leaving.
+  auto addr = [](const uint32_t* a) { return std::array<uint32_t, 4>{a[0], a[1], a[2], a[3]}; };
+  if (addr(o.key.src) != addr(o.leaves.src) || o.key.src_port != o.leaves.src_port)
+    action.snat = NatRewrite{addr(o.leaves.src), o.leaves.src_port};
+  if (addr(o.key.dst) != addr(o.leaves.dst) || o.key.dst_port != o.leaves.dst_port)
+    action.dnat = NatRewrite{addr(o.leaves.dst), o.leaves.dst_port};
   auto r = in.table->install(key, action);
   if (!r) {
     log::get("steer")->warn("offload: port {}: {}", in.name, r.error().message);
@@ -120,7 +128,7 @@ void FlowOffloader::consider(const OffloadOffer& o, uint64_t now) {
   }
   if (*r == InstallStatus::TableFull) return refuse(o, OffloadRefusal::TableFull, now);
   ++stats_.installed;
-  flows_.emplace(key, OffloadedFlow{key, o.in_port, o.out_port, action, {}, now});
+  flows_.emplace(key, OffloadedFlow{key, o.in_port, o.out_port, action, {}, now, o.session});
 }
 
 FlowOffloader::Flows::iterator FlowOffloader::remove(Flows::iterator it) {
@@ -153,7 +161,11 @@ void FlowOffloader::sweep(uint64_t now) {
   for (auto it = flows_.begin(); it != flows_.end();) {
     OffloadedFlow& f = it->second;
     auto read = ports_[f.in_port].table->read(f.key);
-    if (read && *read) f.stats = **read;
+    if (read && *read) {
+      if ((*read)->last_seen_ns != f.stats.last_seen_ns && f.session != kNoOffloadSession)
+        feed_.keep_alive(f.session, f.key.flow.l4_proto);
+      f.stats = **read;
+    }
     const uint64_t last = std::max(f.stats.last_seen_ns, f.installed_ns);
     if (now > last && now - last >= idle_ns) {
       ++stats_.idle_removed;

@@ -9,6 +9,8 @@
 //   - a capture or trace runs (the `paused` predicate): no entry while it does, so that it sees
 //     every packet;
 //   - an entry no frame used for idle_timeout_ms: removed at a sweep.
+// A sweep also keeps the conntrack session of each flow that XDP forwarded since the last one
+// alive (OffloadFeed::keep_alive): its packets no longer reach it.
 // A sweep runs every sweep_ms: that is the bound on how long an offloaded flow keeps a decision
 // its tables no longer give. A full table refuses the flow, which stays on the normal path.
 //
@@ -71,8 +73,9 @@ struct OffloadedFlow {
   uint16_t in_port = 0;
   uint16_t out_port = 0;
   OffloadAction action;
-  OffloadStats stats;         // at the last sweep
-  uint64_t installed_ns = 0;  // OffloadTable::now_ns()
+  OffloadStats stats;                    // at the last sweep
+  uint64_t installed_ns = 0;             // OffloadTable::now_ns()
+  uint32_t session = kNoOffloadSession;  // the conntrack session kept alive meanwhile
 };
 
 struct OffloadRefused {

@@ -219,9 +219,10 @@ TEST_F(VecflowctlTest, StatusHumanAndJson) {
   EXPECT_EQ(s["scheduler"]["backend"], "none");
   ASSERT_EQ(s["ports"].size(), 2u);
   EXPECT_EQ(s["ports"][1]["name"], "lan");
-  // The control lcore serves the pipeline's kernel synchroniser and the control plane; the
-  // worker lcore receives and runs the pipeline in one service.
-  EXPECT_EQ(s["lcores"][0]["services"], Json::array({"kernel-sync", "control"}));
+  // The control lcore serves the pipeline's kernel synchroniser, flow offload (off, but a
+  // reload may turn it on) and the control plane; the worker lcore receives and runs the
+  // pipeline in one service.
+  EXPECT_EQ(s["lcores"][0]["services"], Json::array({"kernel-sync", "offload", "control"}));
   EXPECT_EQ(s["lcores"][1]["services"], Json::array({"direct1"}));
   EXPECT_GT(s["uptime_s"].get<double>(), 0);
   // --no-huge: no shared memory for dpdk-dumpcap, and status says why.

@@ -63,6 +63,26 @@ inline std::string with_ipv6(std::string text) {
                             "\n      - {prefix: \"2001:db8:1::/64\", port: wan}");
 }
 
+// The demo as a stateful firewall: route and neighbour, then conntrack (invalid packets
+// dropped) and an ACL that lets replies back and new connections in from wan only, all fused.
+inline std::string with_stateful_firewall(std::string text) {
+  text = std::regex_replace(text,
+                            std::regex("  - stage: acl\n(.|\n)*?  - stage: route\n    fuse: true"),
+                            "  - stage: route\n    sched: atomic");
+  return std::regex_replace(text, std::regex("\n\ncontrol:"), R"(
+  - stage: conntrack
+    fuse: true
+    invalid: drop
+  - stage: acl
+    fuse: true
+    default: deny
+    rules:
+      - {name: replies, action: permit, ct: [established, related]}
+      - {name: from-wan, action: permit, ct: new, in_port: wan}
+
+control:)");
+}
+
 class Forwarding : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -76,6 +76,20 @@ class Offload : public Forwarding {
     return n;
   }
 
+  // A TCP transfer of `bytes` from host `from` to port 5001 of host `to` at `to_ip`; whether
+  // it arrived whole.
+  bool transfer(size_t bytes, char from = 'c', char to = 's',
+                const std::string& to_ip = "198.51.100.2") {
+    const std::string in = dir_ + "/in", out = dir_ + "/out";
+    EXPECT_EQ(run("head -c " + std::to_string(bytes) + " /dev/urandom > " + in).rc, 0);
+    std::thread server([&] { lab_->exec(to, "timeout 30 nc -d -l -p 5001 > " + out); });
+    for (int i = 0; i < 100 && lab_->exec(to, "ss -Htln sport = :5001 | grep -q .") != 0; ++i)
+      std::this_thread::sleep_for(100ms);
+    EXPECT_EQ(lab_->exec(from, "timeout 30 nc -N -w 5 " + to_ip + " 5001 < " + in), 0);
+    server.join();
+    return run("cmp " + in + " " + out).rc == 0;
+  }
+
   // Waits until the view has `want` flows from wan to lan (up to 3 s); returns the view.
   Json wait_flows(size_t want) {
     Json o;
@@ -154,6 +168,32 @@ TEST_F(Offload, ARuleChangeTakesOffloadedFlowsBackToUserSpaceWithinASweep) {
   EXPECT_EQ(json("offload")["flows"].size(), 0u);
 }
 
+TEST_F(Offload, ANeighbourChangeIsFollowedWithinASweep) {
+  flood(4000, 2, 20000);
+  Json o = wait_flows(2);
+  ASSERT_EQ(wan_flows(o), 2u) << o.dump();
+  const std::string server_mac = lab_->exec_output('s', "cat /sys/class/net/eth0/address");
+  for (const auto& f : o["flows"]) {
+    if (f["in"] == kWan) {
+      EXPECT_EQ(f["next_hop_mac"], server_mac.substr(0, 17));
+    }
+  }
+  // The appliance's kernel now gives the server another address (KernelSync follows it).
+  constexpr const char* kMoved = "02:00:00:00:00:99";
+  ASSERT_EQ(lab_->exec('a', std::string("ip neigh replace 198.51.100.2 lladdr ") + kMoved +
+                                " dev lan0 nud permanent"),
+            0);
+  EXPECT_EQ(wan_flows(wait_flows(0)), 0u);
+  flood(4000, 2, 20000, 3);
+  o = wait_flows(2);
+  ASSERT_EQ(wan_flows(o), 2u) << o.dump();
+  for (const auto& f : o["flows"]) {
+    if (f["in"] == kWan) {
+      EXPECT_EQ(f["next_hop_mac"], kMoved) << o.dump();
+    }
+  }
+}
+
 class OffloadSmallTable : public Offload {
  protected:
   std::string extra_settings() const override { return "    table_size: 16\n"; }
@@ -216,6 +256,92 @@ TEST_F(OffloadBlocked, APipelineWithAStageThatIsNotOffloadableOffloadsNothing) {
   const Json o = json("offload");
   EXPECT_EQ(o["summary"]["state"], "blocked");
   EXPECT_NE(o["summary"]["why"].get<std::string>().find("dscp"), std::string::npos) << o.dump();
+}
+
+// The stateful firewall (conntrack, invalid packets dropped, an ACL on the connection's state):
+// a connection's flows are offloaded once it is established, and its FIN, which XDP sends to
+// user space, still closes it.
+class OffloadStateful : public Offload {
+ protected:
+  std::string edit_config(std::string text) override {
+    return Offload::edit_config(with_stateful_firewall(std::move(text)));
+  }
+};
+
+TEST_F(OffloadStateful, AnEstablishedTransferIsOffloadedAndItsFinStillClosesIt) {
+  const Counters before = quiet_counters();
+  ASSERT_TRUE(transfer(4u << 20)) << "the server got other bytes";
+  const Counters after = quiet_counters();
+  expect_accounted(after);
+  const uint64_t offloaded = xdp(after.steering, "offload") - xdp(before.steering, "offload");
+  // 4 MiB is ~2900 full segments: most of them, and of the ACKs, left through XDP.
+  EXPECT_GT(offloaded, 1000u) << json("offload").dump();
+  const Json o = json("offload");
+  EXPECT_EQ(o["summary"]["state"], "on") << o.dump();
+  // The connection ended in user space: both FINs were seen there.
+  const Json s = json("sessions --port 5001");
+  ASSERT_EQ(s["matched"], 1) << s.dump();
+  const std::string state = s["session"]["state"].get<std::string>();
+  EXPECT_TRUE(state == "time_wait" || state == "close") << s.dump();
+  // Nothing was refused as invalid: the offloaded connection's windows were not checked.
+  const Json errors = json("errors");
+  uint64_t invalid = 0;
+  for (const auto& r : errors["reasons"])
+    if (r["reason"] == "ct_invalid") invalid = r["count"].get<uint64_t>();
+  EXPECT_EQ(invalid, 0u) << errors.dump();
+}
+
+TEST_F(OffloadStateful, FlowsNotEstablishedStayInUserSpace) {
+  // The flood's flows are new from wan, and the server never answers: never established,
+  // they stay in user space.
+  const Counters before = quiet_counters();
+  const Json rx = flood(2000, 2, 20000);
+  EXPECT_EQ(rx["received"].get<uint64_t>(), 2000u);
+  const Counters after = quiet_counters();
+  EXPECT_EQ(xdp(after.steering, "offload"), xdp(before.steering, "offload"));
+  EXPECT_EQ(wan_flows(json("offload")), 0u);
+}
+
+// Source NAT from lan to wan: the connection's flows are offloaded with their translation,
+// the lan host's data rewritten to the pool address and port in XDP, the wan host's ACKs back.
+class OffloadNat : public Offload {
+ protected:
+  std::string edit_config(std::string text) override {
+    return Offload::edit_config(replace_demo_acl(std::move(text), R"(  - stage: conntrack
+    sched: atomic
+    nat:
+      snat:
+        - {in_port: lan, src: 198.51.100.0/24, to: 192.0.2.1, ports: 20000-29999})"));
+  }
+};
+
+TEST_F(OffloadNat, ATranslatedTransferIsOffloadedWithItsTranslation) {
+  const Counters before = quiet_counters();
+  ASSERT_TRUE(transfer(4u << 20, 's', 'c', "192.0.2.2")) << "the wan host got other bytes";
+  const Counters after = quiet_counters();
+  expect_accounted(after);
+  auto offloaded = [&](const std::string& p) {
+    auto at = [&](const Counters& c) {
+      const Json row = port(c.steering["ports"], p);
+      return row.is_null() ? uint64_t{0} : row["offload"].get<uint64_t>();
+    };
+    return at(after) - at(before);
+  };
+  // The data (lan to wan, source translated) and the ACKs (wan to lan, translated back).
+  EXPECT_GT(offloaded("lan"), 1000u) << json("offload").dump();
+  EXPECT_GT(offloaded("wan"), 10u) << json("offload").dump();
+  // The view shows each direction's rewrite.
+  const Json o = json("offload");
+  std::string nats;
+  for (const auto& f : o["flows"])
+    nats += f["nat"].get<std::string>() + ";";
+  EXPECT_TRUE(std::regex_search(nats, std::regex("src as 192\\.0\\.2\\.1:2[0-9]{4}"))) << o.dump();
+  EXPECT_NE(nats.find("dst as 198.51.100.2:"), std::string::npos) << o.dump();
+  const Json tcp = json("sessions --address 192.0.2.2 --port 5001");
+  ASSERT_EQ(tcp["matched"], 1) << tcp.dump();
+  EXPECT_TRUE(std::regex_match(tcp["session"]["nat"].get<std::string>(),
+                               std::regex("src as 192\\.0\\.2\\.1:2[0-9]{4}")))
+      << tcp.dump();
 }
 
 }  // namespace

@@ -18,22 +18,7 @@ class StatefulFirewall : public Forwarding {
   // hands to the box's own kernel (its addresses) is not the firewall's, so the box's own
   // traffic (the fixture's pings from the appliance) keeps working.
   std::string edit_config(std::string text) override {
-    text = std::regex_replace(
-        text, std::regex("  - stage: acl\n(.|\n)*?  - stage: route\n    fuse: true"),
-        "  - stage: route\n    sched: atomic");
-    text = with_ipv6(std::move(text));
-    return std::regex_replace(text, std::regex("\n\ncontrol:"), R"(
-  - stage: conntrack
-    fuse: true
-    invalid: drop
-  - stage: acl
-    fuse: true
-    default: deny
-    rules:
-      - {name: replies, action: permit, ct: [established, related]}
-      - {name: from-wan, action: permit, ct: new, in_port: wan}
-
-control:)");
+    return with_stateful_firewall(with_ipv6(std::move(text)));
   }
 
   // Waits (up to 10 s) until a server on `side` listens on TCP `port`.

@@ -61,6 +61,18 @@ std::string mac_text(const std::array<uint8_t, 6>& m) {
                      m[5]);
 }
 
+// "src as 192.0.2.1:20001", "dst as 10.0.0.5:80", both, or "" without NAT.
+std::string nat_text(const steer::OffloadAction& a, uint8_t version) {
+  auto end = [&](const steer::NatRewrite& n) {
+    const std::string addr = address(n.addr.data(), version);
+    return (version == 6 ? "[" + addr + "]" : addr) + ":" + std::to_string(ntohs(n.port));
+  };
+  std::string out;
+  if (a.snat) out = "src as " + end(*a.snat);
+  if (a.dnat) out += (out.empty() ? "" : ", ") + std::string("dst as ") + end(*a.dnat);
+  return out;
+}
+
 std::string port_name(const steer::FlowOffloader& o, uint16_t port) {
   return port < o.ports().size() ? o.ports()[port].name : std::to_string(port);
 }
@@ -83,6 +95,7 @@ Json offload_json(const steer::FlowOffloader& o) {
                      {"out", port_name(o, f.out_port)},
                      {"next_hop_mac", mac_text(f.action.dst_mac)},
                      {"ttl", f.action.decrement_ttl ? "decrement" : "keep"},
+                     {"nat", nat_text(f.action, f.key.flow.ip_version)},
                      {"packets", f.stats.packets},
                      {"bytes", f.stats.bytes},
                      {"idle_ms", now > last ? (now - last) / 1'000'000u : 0},
@@ -149,6 +162,7 @@ View offload_view() {
                       {"OUT", "out"},
                       {"NEXT HOP MAC", "next_hop_mac"},
                       {"TTL", "ttl"},
+                      {"NAT", "nat"},
                       {"PACKETS", "packets", Unit::Count},
                       {"BYTES", "bytes", Unit::Bytes},
                       {"IDLE MS", "idle_ms", Unit::Count}}),

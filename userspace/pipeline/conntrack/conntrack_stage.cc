@@ -133,12 +133,14 @@ ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx
       cfg_(cfg.params.get<ConntrackConfig>()),
       tsc_hz_(rte_get_tsc_hz()),
       table_(std::make_unique<ConnTable>(cfg_.max_sessions)),
+      offload_(ctx.offload),
       port_v4_(ctx.ports.size(), 0),
       ports_(ctx.ports),
       kernel_(ctx.kernel),
       lcores_(new LcoreState[ctx.lcore_slots]),
       slots_(ctx.lcore_slots),
       qsbr_(ctx.qsbr) {
+  if (offload_) offload_->set_sessions(this);
   if (cfg_.nat()) {
     // The configuration check bounds the rules, so those of the file fit.
     nat_ = std::make_unique<NatMap>(std::vector<uint32_t>{}, dnat_rules(cfg_.dnat));
@@ -160,6 +162,7 @@ ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx
 }
 
 ConntrackStage::~ConntrackStage() {
+  if (offload_) offload_->set_sessions(nullptr);
   if (follows_addresses_) kernel_->forget(static_cast<PortAddressFollower*>(this));
 }
 
@@ -464,7 +467,8 @@ inline CtMark ConntrackStage::count_datagram(ConnEntry* e, bool reply, const rte
 }
 
 inline bool ConntrackStage::track_established(rte_mbuf* m, uint64_t tsc, uint32_t now,
-                                              std::array<uint64_t, kCtMarkCount>& marks) noexcept {
+                                              std::array<uint64_t, kCtMarkCount>& marks,
+                                              unsigned slot, bool offering) noexcept {
   if (!pkt::is_ipv4(m) || is_fragment(m)) return false;
   const rte_ipv4_hdr* ip = pkt::ipv4(m);
   const uint8_t proto = ip->next_proto_id;
@@ -517,6 +521,8 @@ inline bool ConntrackStage::track_established(rte_mbuf* m, uint64_t tsc, uint32_
   }
   set_ct_mark(m, mark);
   ++marks[size_t(mark)];
+  if (offering) [[unlikely]]
+    vouch(m, e, slot, tsc);
   if (e->flags & (kConnSnat | kConnDnat)) nat_apply(m, *e, reply);
   return true;
 }
@@ -779,6 +785,8 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
   // The buckets the call sweeps at its end, brought in while its packets are tracked.
   constexpr unsigned kSweepBuckets = 2;
   const size_t n = pkts.size();
+  const unsigned slot = env.slot();
+  const bool offering = offload_ != nullptr && offload_->enabled();
   table_->prefetch_sweep(pkts[0]->hash.rss, kSweepBuckets);
   for (size_t i = 0; i < n && i < kMbufAhead; ++i)
     rte_prefetch0(pkts[i]);
@@ -796,7 +804,7 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     }
     if (i + kSessionAhead < n) table_->prefetch_session(pkts[i + kSessionAhead]->hash.rss);
     rte_mbuf* m = pkts[i];
-    if (track_established(m, tsc, now, marks)) continue;
+    if (track_established(m, tsc, now, marks, slot, offering)) continue;
     if (!pkt::is_ipv4(m) && !pkt::is_ipv6(m)) continue;
     // A first fragment's outcome is kept for its later fragments, under the datagram it
     // arrived as (NAT may rewrite its addresses).
@@ -817,6 +825,12 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     }
     set_ct_mark(m, t.mark);
     ++marks[size_t(t.mark)];
+    if (offering) [[unlikely]] {
+      if (t.entry != nullptr)
+        vouch(m, t.entry, slot, tsc);
+      else
+        meta(m).flags |= kMetaFlagKeep;
+    }
     if (t.mark == CtMark::Invalid) {
       if (cfg_.drop_invalid) set_drop(m, DropReason::CT_INVALID);
     } else if (t.entry != nullptr && (t.entry->flags & (kConnSnat | kConnDnat))) {

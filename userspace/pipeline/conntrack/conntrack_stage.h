@@ -53,6 +53,7 @@
 
 #include "config/config.h"
 #include "core/counter.h"
+#include "core/offload_feed.h"
 #include "pipeline/conntrack/conntrack_table.h"
 #include "pipeline/conntrack/fragment_hash.h"
 #include "pipeline/conntrack/fragment_table.h"
@@ -127,7 +128,7 @@ struct SessionFilter {
   std::optional<ConnState> state;
 };
 
-class ConntrackStage final : public Stage, public PortAddressFollower {
+class ConntrackStage final : public Stage, public PortAddressFollower, public OffloadSessions {
  public:
   static Result<std::unique_ptr<ConntrackStage>> create(const config::StageConfig& cfg,
                                                         StageContext& ctx);
@@ -136,6 +137,12 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
   void process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept override;
   // "new", "established" ...
   size_t describe(rte_mbuf* m, std::span<char> out) const noexcept override;
+  // Flow offload: a connection's flow is offloaded once it is established (TCP after the
+  // handshake, UDP after a reply) with its translation fixed; until then, and for anything
+  // else it tracks (ICMP, fragments, IPv4 options), its packets are kept in user space.
+  bool offloadable() const noexcept override { return true; }
+  // Keeps an offloaded flow's session alive for the protocol's established timeout.
+  void keep_alive(uint32_t session, uint8_t l4_proto) noexcept override;
 
   // ---- control plane ----
   ConntrackCounters counters() const noexcept;
@@ -217,8 +224,16 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
   // packet, which track() then takes (the sessions it may have read are left as they were).
   // Measured at 1024 flows (UDP, source NAT, one lcore): the stage's cycles a packet 80 -> 57;
   // track() builds a Tracked, copies the key for the next packet, and keeps every case apart.
+  // `slot` and `offering` for flow offload (vouch()).
   bool track_established(rte_mbuf* m, uint64_t tsc, uint32_t now,
-                         std::array<uint64_t, kCtMarkCount>& marks) noexcept;
+                         std::array<uint64_t, kCtMarkCount>& marks, unsigned slot,
+                         bool offering) noexcept;
+  // Flow offload, before the packet is translated (it still has the tuple XDP will look up):
+  // vouches for the flow of packet `m` of session `e` (its origin and session noted in the
+  // feed, kMetaFlagTracked; a TCP session stops having its windows checked, as Linux's
+  // flowtable makes such connections liberal, so that the FIN or RST that comes back to user
+  // space still closes it), or keeps it in user space (kMetaFlagKeep).
+  void vouch(rte_mbuf* m, ConnEntry* e, unsigned slot, uint64_t tsc) noexcept;
   // A datagram of session `e` (not TCP): its counters, reply state and expiry. Its mark.
   CtMark count_datagram(ConnEntry* e, bool reply, const rte_mbuf* m, uint64_t tsc,
                         uint32_t now) noexcept;
@@ -257,6 +272,7 @@ class ConntrackStage final : public Stage, public PortAddressFollower {
   uint64_t tsc_hz_;
   std::array<uint32_t, kConnStateCount> ticks_{};  // timeouts in table ticks
   std::unique_ptr<ConnTable> table_;
+  OffloadFeed* offload_;
   std::unique_ptr<NatMap> nat_;
   // What each first fragment became, for its later fragments.
   std::unique_ptr<FragmentTable> fragments_;

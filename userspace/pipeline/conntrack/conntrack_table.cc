@@ -118,6 +118,7 @@ ConnTable::ConnTable(uint32_t max_sessions) : max_(max_sessions) {
   cursor_.reset(new uint32_t[kClasses]());
   free_head_.reset(new uint32_t[kClasses]());
   fresh_.reset(new uint32_t[kClasses]());
+  kept_.reset(new std::atomic<uint32_t>[size_t{nbuckets_} * kWays]());
 }
 
 ConnTable::~ConnTable() {
@@ -168,7 +169,7 @@ ConnEntry* ConnTable::insert(uint32_t hash, const ConnKey& k, uint64_t tsc) noex
     int free_ways = 0, way = -1;
     for (unsigned w = 0; w < kWays; ++w) {
       const uint32_t word = bk.way[w].load(std::memory_order_relaxed);
-      if (word != 0 && expired(bk.expires[w].load(std::memory_order_relaxed), now)) {
+      if (word != 0 && lapsed(bk, b, w, word, now)) {
         remove(session(b, word));
       } else if (word != 0) {
         continue;
@@ -204,6 +205,8 @@ ConnEntry* ConnTable::insert(uint32_t hash, const ConnKey& k, uint64_t tsc) noex
   e->tcp = {};
   e->last_seen = tsc;
   rte_seqcount_write_end(&e->seq);
+  if (keeping_.load(std::memory_order_relaxed))
+    kept_[index_of(e)].store(0, std::memory_order_relaxed);
   Bucket& bk = bucket(b);
   bk.expires[best_w].store(now, std::memory_order_relaxed);
   bk.way[best_w].store(word, std::memory_order_release);
@@ -230,7 +233,7 @@ unsigned ConnTable::sweep(uint32_t hash, uint32_t now, unsigned buckets) noexcep
     Bucket& bk = bucket(b);
     for (unsigned w = 0; w < kWays; ++w) {
       const uint32_t word = bk.way[w].load(std::memory_order_relaxed);
-      if (word != 0 && expired(bk.expires[w].load(std::memory_order_relaxed), now)) {
+      if (word != 0 && lapsed(bk, b, w, word, now)) {
         remove(session(b, word));
         ++gone;
       }
@@ -271,8 +274,11 @@ bool ConnTable::read(uint32_t b, unsigned w, uint32_t now, ConnSnapshot& out) co
     if (rte_seqcount_read_retry(&e->seq, sn)) continue;
     // The session this way names, not a freed or another way's one read meanwhile.
     if (slot != (b << 3 | w) || bk.way[w].load(std::memory_order_acquire) != word) continue;
-    if (expired(exp, now)) return false;
-    out.expires_in_ticks = static_cast<int32_t>(exp - now);
+    // Kept alive for an offloaded flow: its expiry is the later of the two.
+    const uint32_t until = kept_[index_of(e)].load(std::memory_order_relaxed);
+    const uint32_t ends = until != 0 && static_cast<int32_t>(until - exp) > 0 ? until : exp;
+    if (expired(ends, now)) return false;
+    out.expires_in_ticks = static_cast<int32_t>(ends - now);
     return true;
   }
 }

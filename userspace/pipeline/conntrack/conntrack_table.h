@@ -291,6 +291,19 @@ class ConnTable {
     buckets_[e->slot >> 3].expires[e->slot & 7].store(expires, std::memory_order_relaxed);
   }
   void remove(ConnEntry* e) noexcept;
+  // A session's index (its row and class), what keep() takes.
+  uint32_t index_of(const ConnEntry* e) const noexcept {
+    return static_cast<uint32_t>(e - sessions_);
+  }
+  // Any thread: session `index` stays alive until tick `until` at least, whatever its own
+  // expiry says (flow offload: XDP forwards its packets, which no longer reach the owner). A
+  // session that replaces it in its row starts unkept; one kept while the row changed hands
+  // lives at most until `until`.
+  void keep(uint32_t index, uint32_t until) noexcept {
+    if (index >= nbuckets_ * size_t{kWays}) return;
+    kept_[index].store(until, std::memory_order_relaxed);
+    if (!keeping_.load(std::memory_order_relaxed)) keeping_.store(true, std::memory_order_release);
+  }
   // Sweeps `buckets` buckets of `hash`'s class for expired sessions; returns how many went.
   unsigned sweep(uint32_t hash, uint32_t now, unsigned buckets) noexcept;
   // Brings in the buckets the next sweep(hash, ..., buckets) reads: with a large table they
@@ -392,6 +405,14 @@ class ConnTable {
   static bool expired(uint32_t expires, uint32_t now) noexcept {
     return static_cast<int32_t>(expires - now) <= 0;
   }
+  // Whether the session of way `w` of `bk` (bucket `b`, holding `word`) has run out: its
+  // expiry passed and keep() does not hold it (read only then: off the common path).
+  bool lapsed(const Bucket& bk, uint32_t b, unsigned w, uint32_t word,
+              uint32_t now) const noexcept {
+    if (!expired(bk.expires[w].load(std::memory_order_relaxed), now)) return false;
+    const uint32_t until = kept_[index_of(session(b, word))].load(std::memory_order_relaxed);
+    return until == 0 || expired(until, now);
+  }
   // find() in one bucket: `matched` when a way holds `k` or its reverse; `entry` is its
   // session, or nullptr when that had expired (kRemove: it is removed and counted in
   // `expired_count`).
@@ -409,7 +430,7 @@ class ConnTable {
     Bucket& bk = bucket(b);
     const unsigned holding = ways_holding(bk, sig);
     const auto found = [&](unsigned w, ConnEntry* e, bool reverse) noexcept -> Found {
-      if (expired(bk.expires[w].load(std::memory_order_relaxed), now)) {
+      if (lapsed(bk, b, w, bk.way[w].load(std::memory_order_relaxed), now)) {
         if (kRemove) {
           remove(e);
           ++expired_count;
@@ -451,6 +472,10 @@ class ConnTable {
   std::unique_ptr<uint32_t[]> cursor_;
   std::unique_ptr<uint32_t[]> free_head_;
   std::unique_ptr<uint32_t[]> fresh_;
+  // By session index: keep()'s tick, 0 when none; `keeping_` once keep() was called, so that
+  // insert() clears a row's tick (a cache miss on a large table) only where one may be set.
+  std::unique_ptr<std::atomic<uint32_t>[]> kept_;
+  std::atomic<bool> keeping_{false};
   uint8_t hook_flags_ = 0;
   RemoveHook hook_ = nullptr;
   void* hook_ctx_ = nullptr;
