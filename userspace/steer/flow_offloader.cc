@@ -157,15 +157,27 @@ void FlowOffloader::flush(std::string_view why) {
 
 void FlowOffloader::sweep(uint64_t now) {
   if (feed_.changes() != changes_seen_) flush("routes, neighbours or rules changed");
+  if (flows_.empty()) return;
+  // Each table read whole, in batches: a few system calls, not one per entry.
+  for (size_t p = 0; p < ports_.size(); ++p) {
+    OffloadTable* t = ports_[p].table;
+    bool again = false;
+    for (size_t q = 0; q < p; ++q)
+      again = again || ports_[q].table == t;
+    if (t == nullptr || again) continue;
+    auto r = t->for_each([this](const OffloadEntry& e) {
+      auto it = flows_.find(e.key);
+      if (it == flows_.end()) return;  // not ours (an adopted instance's)
+      OffloadedFlow& f = it->second;
+      if (e.stats.last_seen_ns != f.stats.last_seen_ns && f.session != kNoOffloadSession)
+        feed_.keep_alive(f.session, f.key.flow.l4_proto);
+      f.stats = e.stats;
+    });
+    if (!r) log::get("steer")->warn("offload: port {}: {}", ports_[p].name, r.error().message);
+  }
   const uint64_t idle_ns = uint64_t(settings_.idle_timeout_ms) * 1'000'000u;
   for (auto it = flows_.begin(); it != flows_.end();) {
     OffloadedFlow& f = it->second;
-    auto read = ports_[f.in_port].table->read(f.key);
-    if (read && *read) {
-      if ((*read)->last_seen_ns != f.stats.last_seen_ns && f.session != kNoOffloadSession)
-        feed_.keep_alive(f.session, f.key.flow.l4_proto);
-      f.stats = **read;
-    }
     const uint64_t last = std::max(f.stats.last_seen_ns, f.installed_ns);
     if (now > last && now - last >= idle_ns) {
       ++stats_.idle_removed;
