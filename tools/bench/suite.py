@@ -1033,16 +1033,21 @@ class Suite:
                 st["reasons"].setdefault((kind, pt), why)
                 st["samples"].pop((kind, pt), None)  # a failed point stays failed
 
-        for attempt in range(3):
+        tag = f"-offload-r{rnd + 1}"
+        for _ in range(5):
             try:
-                p, why = self.start_forwarder(kind, tag=f"-offload-r{rnd + 1}")
+                p, why = self.start_forwarder(kind, tag=tag)
             except FileNotFoundError as e:
                 p, why = None, f"not measured: {e}"
-            # The kernel releases the last run's AF_XDP socket on wan0 queue 0 a moment after
-            # its process exits; binding before that fails with EBUSY.
-            if not (why and "Device or resource busy" in why):
+            # The kernel frees the last run's maps, and with its XSKMAP the AF_XDP socket on
+            # wan0 queue 0, in deferred work after the process exits (seconds after a run that
+            # filled an offload table); a bind before that fails with EBUSY.
+            log_path = self.raw / f"vecflowd-{kind}{tag}.log"
+            busy = (why and log_path.exists()
+                    and "Device or resource busy" in log_path.read_text(errors="replace"))
+            if not busy:
                 break
-            time.sleep(1)
+            time.sleep(2)
         if why:
             fail(why)
             return
@@ -1137,6 +1142,20 @@ class Suite:
         self.offload_rows(st, points, rounds, napi)
         log(f"offload: the part took {time.monotonic() - started:.0f} s")
 
+    @staticmethod
+    def accounting_notes(st):
+        """Per forwarder kind, the note on its exact final accountings (st["accounting"]: kind
+        -> the runs' [(port, rx, tx, kernel, drops, unaccounted)])."""
+        notes = {}
+        for kind, runs in st["accounting"].items():
+            rx = sum(a[1] for run in runs for a in run)
+            tx = sum(a[2] for run in runs for a in run)
+            kern = sum(a[3] for run in runs for a in run)
+            drops = sum(a[4] for run in runs for a in run)
+            notes[kind] = (f"vecflowd stopped {len(runs)} time(s) with exit 0 and exact final "
+                           f"accounting: rx {rx} = tx {tx} + kernel {kern} + drops {drops}")
+        return notes
+
     def offload_rows(self, st, points, rounds, napi):
         size_name = dict(E2E_SIZES)
         label = lambda pt: f"{size_name[pt[0]]}, {plural(pt[1], 'flow')}"
@@ -1149,14 +1168,7 @@ class Suite:
         rates = {}  # (kind, point): Mpps
         for (kind, pt), ss in st["samples"].items():
             rates[(kind, pt)] = statistics.median(peak(x) for x in ss) / 1e6
-        acc_note = {}
-        for kind, runs in st["accounting"].items():
-            rx = sum(a[1] for run in runs for a in run)
-            tx = sum(a[2] for run in runs for a in run)
-            kern = sum(a[3] for run in runs for a in run)
-            drops = sum(a[4] for run in runs for a in run)
-            acc_note[kind] = (f"vecflowd stopped {len(runs)} time(s) with exit 0 and exact final "
-                              f"accounting: rx {rx} = tx {tx} + kernel {kern} + drops {drops}")
+        acc_note = self.accounting_notes(st)
         setup = (f"trafgen --engine xdp-live on CPU 0, paced; {napi}; receiver: the XDP sink "
                  "on the server (veth's rx_queue_0_xdp_drops)")
         for pl, pl_name in self.OFFLOAD_PIPELINES:
@@ -1471,14 +1483,7 @@ class Suite:
 
     def lat_rows(self, st, points, rounds):
         names = {k: n for k, n, *_ in self.LAT_ROWS}
-        acc_note = {}
-        for kind, runs in st["accounting"].items():
-            rx = sum(a[1] for run in runs for a in run)
-            tx = sum(a[2] for run in runs for a in run)
-            kern = sum(a[3] for run in runs for a in run)
-            drops = sum(a[4] for run in runs for a in run)
-            acc_note[kind] = (f"vecflowd stopped {len(runs)} time(s) with exit 0 and exact final "
-                              f"accounting: rx {rx} = tx {tx} + kernel {kern} + drops {drops}")
+        acc_note = self.accounting_notes(st)
 
         # Ping: p50 and p99 the medians of the rounds' (a round that another process's work
         # on the machine spoiled moves a pooled p99, not the median), max that of all pings.

@@ -20,6 +20,8 @@ std::string_view offload_refusal_name(OffloadRefusal r) noexcept {
       return "paused";
     case OffloadRefusal::Failed:
       return "install_failed";
+    case OffloadRefusal::NoMemory:
+      return "no_memory";
   }
   return "?";
 }
@@ -107,9 +109,10 @@ void FlowOffloader::consider(const OffloadOffer& o, uint64_t now) {
     return refuse(o, OffloadRefusal::NoSteering, now);
   if (o.out_port >= ports_.size() || ports_[o.out_port].ifindex == 0)
     return refuse(o, OffloadRefusal::NoInterface, now);
-  const OffloadPort& in = ports_[o.in_port];
+  OffloadPort& in = ports_[o.in_port];
   const OffloadKey key = offload_key(o.key, in.ifindex);
   if (flows_.contains(key)) return;  // its packets in flight before the entry came offered it
+  if (now < in.retry_after_ns) return refuse(o, OffloadRefusal::NoMemory, now);
   OffloadAction action;
   action.dst_mac = o.dst_mac;
   action.src_mac = o.src_mac;
@@ -123,10 +126,17 @@ void FlowOffloader::consider(const OffloadOffer& o, uint64_t now) {
     action.dnat = NatRewrite{addr(o.leaves.dst), o.leaves.dst_port};
   auto r = in.table->install(key, action);
   if (!r) {
-    log::get("steer")->warn("offload: port {}: {}", in.name, r.error().message);
+    if (install_failures_.report(now)) {
+      log::get("steer")->warn("offload: port {}: {} ({} more since the last report)", in.name,
+                              r.error().message, install_failures_.suppressed());
+    }
     return refuse(o, OffloadRefusal::Failed, now);
   }
   if (*r == InstallStatus::TableFull) return refuse(o, OffloadRefusal::TableFull, now);
+  if (*r == InstallStatus::NoMemory) {
+    in.retry_after_ns = now + kNoMemoryPauseNs;
+    return refuse(o, OffloadRefusal::NoMemory, now);
+  }
   ++stats_.installed;
   flows_.emplace(key, OffloadedFlow{key, o.in_port, o.out_port, action, {}, now, o.session});
 }

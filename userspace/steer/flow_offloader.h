@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "core/log.h"
 #include "core/offload_feed.h"
 #include "runtime/service.h"
 #include "steer/offload_table.h"
@@ -45,6 +46,10 @@ struct OffloadPort {
   std::string name;
   uint32_t ifindex = 0;           // its kernel interface; 0: none (not an egress)
   OffloadTable* table = nullptr;  // its interface's steering program's; nullptr: no ingress
+  // Installs into `table` wait until then (OffloadTable::now_ns) after the kernel had no
+  // memory for one: a burst of inserts that outran the BPF allocator's refill would otherwise
+  // fail one system call each.
+  uint64_t retry_after_ns = 0;
 };
 
 enum class OffloadRefusal : uint8_t {
@@ -54,10 +59,11 @@ enum class OffloadRefusal : uint8_t {
   Stale,        // decided before a change of routes, neighbours or rules
   Paused,       // a capture or trace runs
   Failed,       // the kernel refused the entry (logged)
+  NoMemory,     // the kernel had no memory for it now: installs into that table pause briefly
 };
-inline constexpr size_t kOffloadRefusalCount = 6;
+inline constexpr size_t kOffloadRefusalCount = 7;
 // "ingress_without_steering", "egress_without_interface", "table_full", "stale", "paused",
-// "install_failed".
+// "install_failed", "no_memory".
 std::string_view offload_refusal_name(OffloadRefusal r) noexcept;
 
 struct OffloadSettings {
@@ -102,6 +108,8 @@ struct FlowOffloaderStats {
 class FlowOffloader final : public Service {
  public:
   static constexpr size_t kRecentRefusals = 32;
+  // How long installs into a table pause after the kernel had no memory for an entry.
+  static constexpr uint64_t kNoMemoryPauseNs = 10'000'000;
 
   // `ports` by PortId. `blocker`: why the pipeline keeps every flow in user space (the first
   // stage that is not offloadable), empty when none does; offers are then never made.
@@ -158,6 +166,7 @@ class FlowOffloader final : public Service {
   Flows flows_;
   std::deque<OffloadRefused> refusals_;
   FlowOffloaderStats stats_;
+  log::Repeating install_failures_;
 };
 
 }  // namespace vecflow::steer

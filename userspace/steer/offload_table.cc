@@ -142,6 +142,7 @@ Result<InstallStatus> OffloadTable::install(const OffloadKey& key, const Offload
     }
     release();
     if (err == E2BIG) return InstallStatus::TableFull;
+    if (err == ENOMEM) return InstallStatus::NoMemory;
     return fail("offload: cannot install an entry: {}", errno_text(-err));
   }
   ++size_;

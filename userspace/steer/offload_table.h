@@ -66,6 +66,9 @@ enum class InstallStatus : uint8_t {
   Installed,
   Replaced,   // the key had an entry: its counters restarted (remove() it first to keep them)
   TableFull,  // nothing installed: the flow goes the normal way
+  // Nothing installed: the kernel had no memory for the entry now (the BPF allocator's
+  // per-CPU caches run dry under a burst of inserts until they refill); later may succeed.
+  NoMemory,
 };
 
 class OffloadTable {
