@@ -80,11 +80,24 @@ SteerProgram::Limits SteerProgram::limits_for(const CompiledRules& rules, uint32
 
 namespace {
 
+constexpr uint64_t kOffloadPreallocBytes = uint64_t{256} << 20;
+
 Result<void> size_maps(steer_bpf* s, const SteerProgram::Limits& l) {
   // Both sets live side by side while one replaces the other.
   int err = bpf_map__set_max_entries(s->maps.vf_rules, l.rule_entries * VF_STEER_SETS);
   if (!err) err = bpf_map__set_max_entries(s->maps.vf_rule_stats, l.rules * VF_STEER_SETS);
   if (!err) err = bpf_map__set_max_entries(s->maps.vf_offload, l.offload_entries);
+  // The offload table preallocates its entries where they fit kOffloadPreallocBytes: without,
+  // each insert takes its per-CPU value from the kernel's per-CPU allocator, whose atomic
+  // reserve ran out after 4-8k entries here (ENOMEM on every insert after, for seconds: the
+  // 65536-flow rows of the offload benchmark). Beyond the budget (a table of 16k entries on a
+  // machine of 200 possible CPUs) the entries are allocated on insert.
+  const uint64_t bytes = uint64_t{l.offload_entries} *
+                         uint64_t(std::max(libbpf_num_possible_cpus(), 1)) *
+                         sizeof(vf_offload_value);
+  if (!err && bytes <= kOffloadPreallocBytes)
+    err = bpf_map__set_map_flags(s->maps.vf_offload,
+                                 bpf_map__map_flags(s->maps.vf_offload) & ~BPF_F_NO_PREALLOC);
   if (err) return fail("steer: cannot size the BPF maps: {}", errno_text(err));
   return {};
 }

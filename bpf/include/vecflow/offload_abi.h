@@ -11,9 +11,11 @@
  * extension headers, fragment, TCP FIN or RST, TTL <= 1, over the egress MTU, egress not in
  * the devmap) goes the normal way, counted in vf_steer_stats.offload_declined.
  *
- * The table is a BPF_MAP_TYPE_PERCPU_HASH, not an LRU, and not preallocated (an entry costs
- * its value once per possible CPU, 80 bytes each: preallocating 16k entries on a 128-CPU
- * machine would take 168 MB per interface; the control plane allocates on insert instead):
+ * The table is a BPF_MAP_TYPE_PERCPU_HASH, not an LRU. An entry costs its value once per
+ * possible CPU, 80 bytes each: user space preallocates the table where that fits 256 MB
+ * (steer/program.cc; on a 128-CPU machine 16k entries would take 168 MB per interface) and
+ * leaves it to allocate on insert beyond, which the kernel's per-CPU allocator refuses
+ * (ENOMEM) after a few thousand quick inserts:
  *  - a full table refuses the insert (E2BIG) and the flow stays on the normal path; an LRU
  *    would instead evict an entry user space still believes installed (its counters gone with
  *    it, its session's view of "offloaded" wrong until the next sweep);
