@@ -7,12 +7,13 @@
  * is written here, whole, for each frame: the headers, copied from the prebuilt frame (what
  * receives a frame may have changed them in the recycled copy: a forwarder that decrements the
  * TTL in place, rewrites MACs or translates addresses hands the page back so, and a frame
- * built on it would leave with a stale header and a wrong checksum), the flow's source port and source address (as
- * build_flow_frame() lays flows out: port src_port + flow % 60000, the address's last two
- * bytes raised by flow / 60000), the payload header's flow, sequence number and send stamp
- * (CLOCK_REALTIME, as the AF_PACKET sender's), and the checksums over them (RFC 1624: a base sum of
- * the words that stay, from user space, plus the words written here). Flows take turns as in the
- * AF_PACKET sender: frame n is flow n % flows with sequence number n / flows.
+ * built on it would leave with a stale header and a wrong checksum), the flow's source port
+ * and source address (as build_flow_frame() lays flows out: port src_port + flow % 60000, the
+ * address's last two bytes raised by flow / 60000), the payload header's flow, sequence
+ * number and send stamp (CLOCK_REALTIME, as the AF_PACKET sender's), and the checksums over
+ * them (RFC 1624: a base sum of the words that stay, from user space, plus the words written
+ * here). Flows take turns as in the AF_PACKET sender: frame n is flow n % flows with sequence
+ * number n / flows.
  */
 #include <linux/bpf.h>
 
