@@ -10,23 +10,24 @@
 #include <linux/in.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
+
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
 SEC("xdp")
-int sink(struct xdp_md *ctx) {
-  void *data = (void *)(long)ctx->data;
-  void *end = (void *)(long)ctx->data_end;
-  struct ethhdr *eth = data;
-  if ((void *)(eth + 1) > end) return XDP_PASS;
+int sink(struct xdp_md* ctx) {
+  void* data = (void*)(long)ctx->data;
+  void* end = (void*)(long)ctx->data_end;
+  struct ethhdr* eth = data;
+  if ((void*)(eth + 1) > end) return XDP_PASS;
   if (eth->h_proto == bpf_htons(ETH_P_IP)) {
-    struct iphdr *ip = (void *)(eth + 1);
-    if ((void *)(ip + 1) > end) return XDP_PASS;
+    struct iphdr* ip = (void*)(eth + 1);
+    if ((void*)(ip + 1) > end) return XDP_PASS;
     return ip->protocol == IPPROTO_UDP ? XDP_DROP : XDP_PASS;
   }
   if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
-    struct ipv6hdr *ip6 = (void *)(eth + 1);
-    if ((void *)(ip6 + 1) > end) return XDP_PASS;
+    struct ipv6hdr* ip6 = (void*)(eth + 1);
+    if ((void*)(ip6 + 1) > end) return XDP_PASS;
     return ip6->nexthdr == IPPROTO_UDP ? XDP_DROP : XDP_PASS;
   }
   return XDP_PASS;
