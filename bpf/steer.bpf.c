@@ -90,6 +90,15 @@ struct {
   __type(value, struct vf_offload_ctl);
 } vf_offload_ctl SEC(".maps");
 
+/* The offload table's gates (vecflow/offload_abi.h): shared with user space through mmap. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, VF_OFFLOAD_GATES);
+  __uint(map_flags, BPF_F_MMAPABLE);
+  __type(key, __u32);
+  __type(value, struct vf_offload_gate);
+} vf_flow_gates SEC(".maps");
+
 /* The AF_XDP sockets of this interface, keyed by rx queue. The name is fixed: DPDK's
  * net_af_xdp PMD looks the map up by it when given this object as `xdp_prog`. */
 struct {
@@ -195,7 +204,7 @@ __attribute__((noinline)) int vf_classify(const struct vf_parsed* p, __u32 set_i
 
 /* Writes vf_xdp_meta in front of the frame. Returns 0, or -1 when the driver has no room. */
 static __always_inline int write_meta(struct xdp_md* ctx, const struct vf_parsed* p, __u32 rule_id,
-                                      __u32 symmetric) {
+                                      __u32 symmetric, __u32 gate, __u64 seq) {
   if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct vf_xdp_meta))) return -1;
   void* data = (void*)(long)ctx->data;
   struct vf_xdp_meta* m = (void*)(long)ctx->data_meta;
@@ -208,7 +217,8 @@ static __always_inline int write_meta(struct xdp_md* ctx, const struct vf_parsed
   m->ip_version = p->key.ip_version;
   m->l4_proto = p->key.l4_proto;
   m->flags = p->flags & (VF_META_FRAGMENT | VF_META_LATER_FRAG | VF_META_VLAN);
-  m->reserved = 0;
+  m->gate = (__u16)gate;
+  m->gate_seq = (__u32)seq;
   m->magic = VF_XDP_META_MAGIC;
   return 0;
 }
@@ -324,6 +334,32 @@ static __always_inline int rewrite_ip(void* data, void* end, const struct vf_off
   return 0;
 }
 
+/* To the AF_XDP socket of the frame's rx queue with its metadata (stamped with `gate`, 0 for
+ * none, and `seq`), or where the file sends frames of a queue without one. */
+static __always_inline int lift(struct xdp_md* ctx, struct vf_steer_stats* st,
+                                const struct vf_steer_set* set, const struct vf_parsed* p,
+                                __u32 rule_id, __u32 gate, __u64 seq) {
+  __u32 queue = ctx->rx_queue_index;
+  if (!bpf_map_lookup_elem(&xsks_map, &queue)) {
+    /* No socket: a queue the port does not read (the file handed it to other_queues, or
+     * the interface gained it after start-up), or a read queue whose socket is missing. */
+    if (queue >= VF_STEER_MAX_QUEUES || !((set->read_queues >> queue) & 1)) {
+      st->queue_not_read++;
+      return pass_or_drop(st, set->other_queues.action, VF_DROP_QUEUE_NOT_READ);
+    }
+    st->no_socket_fallback++;
+    return pass_or_drop(st, set->no_socket.action, VF_DROP_NO_XSK);
+  }
+  /* A stamped frame that does not reach user space (no socket, no room for the metadata)
+   * opens nothing: the gate waits for the next one, or opens once the flow is quiet. */
+  if (write_meta(ctx, p, rule_id, set->symmetric_hash, gate, seq)) st->meta_unavailable++;
+  /* The socket can go away between the lookup and the redirect: fall back then too. */
+  if (bpf_redirect_map(&xsks_map, queue, 0) == XDP_REDIRECT)
+    return count_verdict(st, VF_VERDICT_USERSPACE, XDP_REDIRECT);
+  st->no_socket_fallback++;
+  return pass_or_drop(st, set->no_socket.action, VF_DROP_NO_XSK);
+}
+
 /* Forwards a parsed frame by its vf_offload entry. Returns the XDP action, or -1 when the frame
  * goes the normal way (no entry, or one it does not cover: counted by reason). The frame is
  * counted as offloaded when it is handed to the egress: a devmap transmit that fails after the
@@ -331,7 +367,8 @@ static __always_inline int rewrite_ip(void* data, void* end, const struct vf_off
  * counts it in the xdp:xdp_devmap_xmit tracepoint (`drops`) and in the egress driver's own
  * counters (veth: the egress device's tx_dropped / the peer's rx drops, `ip -s link`). */
 static __always_inline int offload(struct xdp_md* ctx, struct vf_steer_stats* st,
-                                   const struct vf_parsed* p, __u32 len) {
+                                   const struct vf_steer_set* set, const struct vf_parsed* p,
+                                   __u32 len) {
   if (p->key.ip_version != 4 && p->key.ip_version != 6) return -1;
   struct vf_offload_key k;
   __builtin_memcpy(&k.flow, &p->key, sizeof(k.flow));
@@ -374,6 +411,20 @@ static __always_inline int offload(struct xdp_md* ctx, struct vf_steer_stats* st
   const int tx = a->egress_ifindex == ctx->ingress_ifindex;
   if (!fits_mtu(ctx, len, p, tx ? 0 : a->egress_ifindex))
     return decline(st, VF_OFFLOAD_DECLINE_MTU);
+  /* While the entry's gate is closed the frame goes to user space behind the flow's earlier
+   * frames (vecflow/offload_abi.h). Once this CPU saw it open, its copy forgets the gate. */
+  __u32 gate = e->action.gate;
+  if (gate) {
+    struct vf_offload_gate* g = bpf_map_lookup_elem(&vf_flow_gates, &gate);
+    if (g && !(g->lifted & VF_GATE_OPEN)) {
+      const __u64 seq = __sync_fetch_and_add(&g->lifted, 1);
+      if (!(seq & VF_GATE_OPEN)) {
+        st->offload_declined[VF_OFFLOAD_DECLINE_GATED]++;
+        return lift(ctx, st, set, p, e->action.rule_id, gate, seq);
+      }
+    }
+    e->action.gate = 0;
+  }
   /* Redirect before rewriting: a target missing from the devmap leaves the frame untouched
    * for the normal path. bpf_redirect_map only records the target; nothing is sent yet. */
   if (!tx && bpf_redirect_map(&vf_devmap, a->egress_ifindex, 0) != XDP_REDIRECT)
@@ -388,30 +439,6 @@ static __always_inline int offload(struct xdp_md* ctx, struct vf_steer_stats* st
   e->last_seen_ns = bpf_ktime_get_coarse_ns();
   st->offload_bytes += len;
   return count_verdict(st, VF_VERDICT_OFFLOAD, tx ? XDP_TX : XDP_REDIRECT);
-}
-
-/* To the AF_XDP socket of the frame's rx queue with its metadata, or where the file sends
- * frames of a queue without one. */
-static __always_inline int lift(struct xdp_md* ctx, struct vf_steer_stats* st,
-                                const struct vf_steer_set* set, const struct vf_parsed* p,
-                                __u32 rule_id) {
-  __u32 queue = ctx->rx_queue_index;
-  if (!bpf_map_lookup_elem(&xsks_map, &queue)) {
-    /* No socket: a queue the port does not read (the file handed it to other_queues, or
-     * the interface gained it after start-up), or a read queue whose socket is missing. */
-    if (queue >= VF_STEER_MAX_QUEUES || !((set->read_queues >> queue) & 1)) {
-      st->queue_not_read++;
-      return pass_or_drop(st, set->other_queues.action, VF_DROP_QUEUE_NOT_READ);
-    }
-    st->no_socket_fallback++;
-    return pass_or_drop(st, set->no_socket.action, VF_DROP_NO_XSK);
-  }
-  if (write_meta(ctx, p, rule_id, set->symmetric_hash)) st->meta_unavailable++;
-  /* The socket can go away between the lookup and the redirect: fall back then too. */
-  if (bpf_redirect_map(&xsks_map, queue, 0) == XDP_REDIRECT)
-    return count_verdict(st, VF_VERDICT_USERSPACE, XDP_REDIRECT);
-  st->no_socket_fallback++;
-  return pass_or_drop(st, set->no_socket.action, VF_DROP_NO_XSK);
 }
 
 /* Multi-buffer aware ("xdp.frags"): an interface may carry frames larger than a page (jumbo
@@ -451,7 +478,7 @@ int vf_steer(struct xdp_md* ctx) {
    * removes their entries when the rules change. */
   const struct vf_offload_ctl* octl = bpf_map_lookup_elem(&vf_offload_ctl, &zero);
   if (octl && octl->active) {
-    int done = offload(ctx, st, &p, len);
+    int done = offload(ctx, st, set, &p, len);
     if (done >= 0) return done;
   }
 
@@ -476,19 +503,19 @@ int vf_steer(struct xdp_md* ctx) {
     case VF_ACT_TX:
       if (!fits_mtu(ctx, len, &p, 0)) {
         st->mtu_lifted++;
-        return lift(ctx, st, set, &p, r.rule_id);
+        return lift(ctx, st, set, &p, r.rule_id, 0, 0);
       }
       return count_verdict(st, VF_VERDICT_TX, XDP_TX);
     case VF_ACT_REDIRECT:
       if (!fits_mtu(ctx, len, &p, r.ifindex)) {
         st->mtu_lifted++;
-        return lift(ctx, st, set, &p, r.rule_id);
+        return lift(ctx, st, set, &p, r.rule_id, 0, 0);
       }
       if (bpf_redirect_map(&vf_devmap, r.ifindex, 0) == XDP_REDIRECT)
         return count_verdict(st, VF_VERDICT_REDIRECT, XDP_REDIRECT);
       return drop(st, VF_DROP_REDIRECT_FAILED);
     case VF_ACT_USERSPACE:
-      return lift(ctx, st, set, &p, r.rule_id);
+      return lift(ctx, st, set, &p, r.rule_id, 0, 0);
     default:
       return count_verdict(st, VF_VERDICT_PASS, XDP_PASS);
   }

@@ -1,7 +1,8 @@
 // The steering program's flow offload table through BPF_PROG_TEST_RUN: an installed entry
 // rewrites MACs, TTL and addresses with checksums that verify from scratch and forwards with
 // XDP_REDIRECT or XDP_TX; what it does not cover goes the normal way and is counted by
-// reason; per-entry and per-port counters and the verdict sum stay exact.
+// reason; per-entry and per-port counters and the verdict sum stay exact; an entry behind a
+// closed gate lifts its flow's frames until every one lifted is done.
 //
 // Each test runs in a namespace of its own holding a veth pair (the redirect target o0) and
 // its loopback (the interface frames arrive on under BPF_PROG_TEST_RUN, ifindex 1).
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <thread>
 
+#include "core/offload_feed.h"
 #include "harness.h"
 #include "steer/offload_table.h"
 #include "support/checksums.h"
@@ -303,6 +305,53 @@ TEST_F(SteerOffload, InstallRefusesWhatTheProgramCannotDo) {
   steer::OffloadKey k{};
   k.ifindex = kLoopback;
   EXPECT_FALSE(table().install(k, forward(egress_))) << "not IP";
+}
+
+TEST_F(SteerOffload, AClosedGateLiftsTheFlowUntilItsLastLiftedFrameIsSettled) {
+  const Bytes in = udp4();
+  const auto g = table().take_gate(steer::OffloadTable::now_ns());
+  ASSERT_TRUE(g);
+  const vf_offload_gate& gate = table().gates()[*g];
+  steer::OffloadAction a = forward(egress_);
+  a.gate = *g;
+  ASSERT_TRUE(table().install(key_of(in), a));
+
+  // Closed: lifted, numbered 0 and 1 (no AF_XDP socket here: they fall back to the normal path).
+  auto before = counters();
+  EXPECT_EQ(run(in).action, XDP_PASS) << "gate closed: not forwarded";
+  EXPECT_EQ(run(in).action, XDP_PASS);
+  auto after = counters();
+  EXPECT_EQ(after.offload_declined[VF_OFFLOAD_DECLINE_GATED] -
+                before.offload_declined[VF_OFFLOAD_DECLINE_GATED],
+            2u);
+  EXPECT_EQ(gate.lifted, 2u);
+  EXPECT_FALSE(table().gate_open(*g));
+
+  // The worker that sends a lifted frame settles it; only the last one lifted opens the gate.
+  auto feed = OffloadFeed::create(1, 1);
+  ASSERT_TRUE(feed);
+  (*feed)->set_gates(0, table().gates());
+  (*feed)->settle(0, *g, 0);
+  EXPECT_FALSE(table().gate_open(*g)) << "frame 1 may still be in user space";
+  (*feed)->settle(0, *g, 1);
+  EXPECT_TRUE(table().gate_open(*g));
+  EXPECT_EQ(run(in).action, XDP_REDIRECT) << "open: forwarded in XDP";
+  EXPECT_EQ(counters().offload_declined[VF_OFFLOAD_DECLINE_GATED],
+            after.offload_declined[VF_OFFLOAD_DECLINE_GATED]);
+
+  // The control plane opens a quiet gate only if nothing was lifted since it looked.
+  const Bytes other = udp4(1001);
+  const auto g2 = table().take_gate(steer::OffloadTable::now_ns());
+  ASSERT_TRUE(g2);
+  a.gate = *g2;
+  ASSERT_TRUE(table().install(key_of(other), a));
+  const uint64_t seen = table().gate_lifted(*g2);
+  EXPECT_EQ(run(other).action, XDP_PASS);
+  EXPECT_FALSE(table().open_gate(*g2, seen)) << "a frame was lifted since";
+  EXPECT_TRUE(table().open_gate(*g2, table().gate_lifted(*g2)));
+  EXPECT_EQ(run(other).action, XDP_REDIRECT);
+  auto c = counters();
+  EXPECT_EQ(c.rx_packets, verdict_sum(c));
 }
 
 }  // namespace

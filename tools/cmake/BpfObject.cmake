@@ -45,13 +45,15 @@ function(vecflow_bpf_object name source)
   endforeach()
 
   # Warnings fail the BPF build as they fail the C++ one (VECFLOW_WERROR; off in the package).
+  # -mcpu=v3: atomics that return the old value (the offload gates of steer.bpf.c), which
+  # kernels run since 5.12; Debian 12's is 6.1.
   set(werror "")
   if(VECFLOW_WERROR)
     set(werror -Werror)
   endif()
   add_custom_command(
     OUTPUT ${obj}
-    COMMAND ${VECFLOW_BPF_CLANG} -target bpf -O2 -g -Wall ${werror}
+    COMMAND ${VECFLOW_BPF_CLANG} -target bpf -mcpu=v3 -O2 -g -Wall ${werror}
             -D__TARGET_ARCH_x86 -I/usr/include/${VECFLOW_MULTIARCH} ${incs}
             -c ${src} -o ${obj}
     DEPENDS ${src} ${ARG_DEPENDS}

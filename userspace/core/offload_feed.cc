@@ -15,8 +15,11 @@ Result<std::unique_ptr<OffloadFeed>> OffloadFeed::create(unsigned slots, size_t 
   f->repeat_tsc_ = rte_get_tsc_hz() / 1000 * kRepeatMs;
   f->nports_ = ports;
   f->ports_ = std::make_unique<std::atomic<uint8_t>[]>(ports);
-  for (size_t p = 0; p < ports; ++p)
+  f->gates_ = std::make_unique<std::atomic<vf_offload_gate*>[]>(ports);
+  for (size_t p = 0; p < ports; ++p) {
     f->ports_[p].store(0, std::memory_order_relaxed);
+    f->gates_[p].store(nullptr, std::memory_order_relaxed);
+  }
   const ssize_t bytes = rte_ring_get_memsize_elem(sizeof(OffloadOffer), kRingSize);
   if (bytes < 0) return fail("offload feed: ring of {} offers: {}", kRingSize, -bytes);
   for (unsigned s = 0; s < slots; ++s) {
@@ -81,6 +84,7 @@ bool OffloadFeed::qualifies(const Lane& lane, rte_mbuf* m, uint64_t run_tsc,
   std::copy(data + 6, data + 12, out.src_mac.begin());
   out.in_port = m->port;
   out.out_port = pm.out_port;
+  out.steer_rule = pm.steer_rule;
   return true;
 }
 

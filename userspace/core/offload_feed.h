@@ -23,8 +23,13 @@
 // rules): an entry installed before a change is stale, and the control thread takes the
 // offloaded flows back to user space when the count moves.
 //
-// Threading: offer() on the worker lcore of its slot; everything else on the control thread.
-// offer() never allocates, blocks or logs.
+// The feed also carries the other direction: the offload gates of each ingress port's steering
+// program (vecflow/offload_abi.h). A packet the program lifted under a gate is settled here by
+// the worker that sent or dropped it (settle()), which opens the gate when it was the last of
+// its flow still in user space.
+//
+// Threading: offer() and settle() on worker lcores (offer() on the lcore of its slot);
+// everything else on the control thread. They never allocate, block or log.
 #pragma once
 
 #include <array>
@@ -40,6 +45,7 @@
 #include "core/counter.h"
 #include "core/error.h"
 #include "vecflow/flow.h"
+#include "vecflow/offload_abi.h"
 
 namespace vecflow {
 
@@ -56,6 +62,7 @@ struct OffloadOffer {
   uint16_t in_port = 0;                  // PortId
   uint16_t out_port = 0;                 // PortId
   uint32_t session = kNoOffloadSession;  // the conntrack session that vouched for it
+  uint32_t steer_rule = 0;               // PacketMeta::steer_rule: the steering rule that lifted it
   uint64_t changes = 0;                  // changes() when the run that decided it began
 };
 static_assert(sizeof(OffloadOffer) % 4 == 0, "rte_ring elements are multiples of 4 bytes");
@@ -128,6 +135,25 @@ class OffloadFeed {
       s->keep_alive(session, l4_proto);
   }
 
+  // Control thread: the gates of `port`'s steering program (VF_OFFLOAD_GATES of them, shared
+  // with it through mmap), or nullptr. They must stay mapped while workers run.
+  void set_gates(uint16_t port, vf_offload_gate* gates) noexcept {
+    if (port < nports_) gates_[port].store(gates, std::memory_order_release);
+  }
+  // Any worker: packet `seq` of `gate`, which entered on `port`, was sent, handed to the kernel
+  // or dropped. If it is the last one the program lifted, the gate opens.
+  void settle(uint16_t port, uint16_t gate, uint32_t seq) noexcept {
+    vf_offload_gate* g = port < nports_ ? gates_[port].load(std::memory_order_acquire) : nullptr;
+    if (g == nullptr || gate >= VF_OFFLOAD_GATES) return;
+    std::atomic_ref<__u64> lifted(g[gate].lifted);
+    __u64 now = lifted.load(std::memory_order_acquire);
+    // Open already, or another frame was lifted after this one (the program's numbers are
+    // 64-bit; the stamp carries the low 32).
+    if ((now & VF_GATE_OPEN) || uint32_t(now - 1) != seq) return;
+    lifted.compare_exchange_strong(now, now | VF_GATE_OPEN, std::memory_order_acq_rel,
+                                   std::memory_order_relaxed);
+  }
+
   // Control thread: moves up to out.size() offers into `out`; returns how many.
   size_t take(std::span<OffloadOffer> out) noexcept;
 
@@ -178,6 +204,7 @@ class OffloadFeed {
   std::atomic<OffloadSessions*> sessions_{nullptr};
   uint64_t repeat_tsc_ = 0;
   std::unique_ptr<std::atomic<uint8_t>[]> ports_;
+  std::unique_ptr<std::atomic<vf_offload_gate*>[]> gates_;
   size_t nports_ = 0;
   std::vector<std::unique_ptr<Lane>> lanes_;
   size_t next_lane_ = 0;  // take() starts where it stopped, so no lane waits behind another

@@ -84,8 +84,13 @@ struct PacketMeta {
   Verdict verdict;
   uint8_t flags;      // kMetaFlag* bits
   uint16_t trace_id;  // with kMetaFlagTrace: the trace's generation and packet number
+  // The offload gate the steering program lifted the packet under (vecflow/offload_abi.h),
+  // 0 for none, and the packet's number under it: the tx adapter settles it once the packet
+  // is sent or dropped.
+  uint16_t offload_gate;
+  uint32_t offload_seq;
 };
-static_assert(sizeof(PacketMeta) == 16);
+static_assert(sizeof(PacketMeta) == 24);
 
 // Offset of PacketMeta in the mbuf, set once by register_packet_meta().
 extern int g_packet_meta_offset;
@@ -102,7 +107,7 @@ inline const PacketMeta& meta(const rte_mbuf* m) noexcept {
 
 // Resets the metadata of a freshly received packet.
 inline void reset_meta(rte_mbuf* m) noexcept {
-  meta(m) = PacketMeta{kNoRule, kNoNextHop, kNoPort, 0, Verdict::Continue, 0, 0};
+  meta(m) = PacketMeta{kNoRule, kNoNextHop, kNoPort, 0, Verdict::Continue, 0, 0, 0, 0};
 }
 
 inline CtMark ct_mark(const rte_mbuf* m) noexcept {

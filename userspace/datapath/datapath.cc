@@ -279,7 +279,8 @@ void DataPath::add_tx_adapter(uint16_t queue, unsigned slot, OutcomeTable& outco
     kernel_targets.push_back(port->kernel_path() ? t : sched::TxTarget{});
   }
   tx_.push_back(std::make_unique<sched::TxAdapter>(std::move(tx_targets), std::move(kernel_targets),
-                                                   outcomes.row(slot), hooks_.get(), mtus_.get()));
+                                                   outcomes.row(slot), hooks_.get(), mtus_.get(),
+                                                   offload_.get()));
 }
 
 Result<void> DataPath::build_direct(unsigned lcore,

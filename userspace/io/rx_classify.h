@@ -70,6 +70,8 @@ inline void apply_xdp_meta(rte_mbuf* m, const vf_xdp_meta& md) noexcept {
     m->ol_flags |= RTE_MBUF_F_RX_VLAN;
   }
   meta(m).steer_rule = md.rule_id;
+  meta(m).offload_gate = md.gate;
+  meta(m).offload_seq = md.gate_seq;
 }
 
 // The start of classifying a frame received on `c.port`: port id, reset PacketMeta, and the

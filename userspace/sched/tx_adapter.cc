@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "core/ipv4_fragment.h"
+#include "core/offload_feed.h"
 #include "core/port_mtu.h"
 #include "core/tracer.h"
 #include "hooks/hook_table.h"
@@ -12,12 +13,14 @@
 namespace vecflow::sched {
 
 TxAdapter::TxAdapter(std::vector<TxTarget> ports, std::vector<TxTarget> kernel,
-                     PortOutcomes* outcomes, HookTable* hooks, const PortMtuTable* mtus)
+                     PortOutcomes* outcomes, HookTable* hooks, const PortMtuTable* mtus,
+                     OffloadFeed* offload)
     : ports_(std::move(ports)),
       kernel_(std::move(kernel)),
       outcomes_(outcomes),
       hooks_(hooks),
-      mtus_(mtus) {
+      mtus_(mtus),
+      offload_(offload) {
   ports_.resize(std::min<size_t>(ports_.size(), kMaxPorts));
   kernel_.resize(std::min<size_t>(kernel_.size(), kMaxPorts));
   tx_.resize(ports_.size());
@@ -60,6 +63,7 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
   Buffer* b = nullptr;
   uint16_t to = kNoPort;
   uint16_t n = 0;
+  uint16_t gated = 0;
   uint32_t limit = 0;  // the MTU of port `to`
   for (rte_mbuf* m : pkts) {
     const PacketMeta& pm = meta(m);
@@ -70,14 +74,19 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
     if (pm.verdict == Verdict::Transmit && !(pm.flags & kMetaFlagCopy) && out < kMaxPorts &&
         (tx_ports_ >> out & 1)) [[likely]] {
       if (out != to) {
-        if (b != nullptr) b->n = n;
+        if (b != nullptr) {
+          b->n = n;
+          b->gated |= gated;
+        }
         b = &tx[out];
         to = out;
         n = b->n;
+        gated = 0;
         limit = mtu(out);
       }
       if (m->pkt_len - m->l2_len > limit) [[unlikely]] {
         b->n = n;  // oversize() may fill the same buffer
+        b->gated |= gated;
         b = nullptr;
         to = kNoPort;
         oversize(m, out, limit);
@@ -87,21 +96,30 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
       b->pkts[n] = m;
       b->ingress[n] = m->port;
       b->bytes[n] = m->pkt_len;
+      b->gate[n] = pm.offload_gate;
+      b->seq[n] = pm.offload_seq;
+      gated |= pm.offload_gate;
       if (++n == kTxBurst) {
         b->n = n;
+        b->gated |= gated;
         send(out, false);
         n = 0;
+        gated = 0;
       }
       continue;
     }
     if (b != nullptr) {  // packet() may fill the same buffers
       b->n = n;
+      b->gated |= gated;
       b = nullptr;
       to = kNoPort;
     }
     packet(m);
   }
-  if (b != nullptr) b->n = n;
+  if (b != nullptr) {
+    b->n = n;
+    b->gated |= gated;
+  }
   free_dropped();
 }
 
@@ -172,6 +190,10 @@ void TxAdapter::buffer(uint16_t dest, bool kernel, rte_mbuf* m, uint8_t flags) n
   b.pkts[b.n] = m;
   b.ingress[b.n] = (flags & kMetaFlagCopy) ? kNoCharge : m->port;
   b.bytes[b.n] = m->pkt_len;
+  const uint16_t gate = (flags & kMetaFlagCopy) ? 0 : meta(m).offload_gate;
+  b.gate[b.n] = gate;
+  b.seq[b.n] = meta(m).offload_seq;
+  b.gated |= gate;
   if (++b.n == kTxBurst) send(dest, kernel);
 }
 
@@ -189,6 +211,7 @@ void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
       drop_packet(b.pkts[i], DropReason::LINK_DOWN);
     free_dropped();
     b.n = 0;
+    b.gated = 0;
     tx_dirty_ &= ~(uint64_t{1} << dest);
     return;
   }
@@ -217,6 +240,8 @@ void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
       o.tx_bytes.add(bytes);
     }
   }
+  if (b.gated) [[unlikely]]
+    settle(b, sent);
   if (sent < b.n) {
     stats_.tx_full.add(b.n - sent);
     for (uint16_t i = sent; i < b.n; ++i)
@@ -224,6 +249,7 @@ void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
     free_dropped();
   }
   b.n = 0;
+  b.gated = 0;
   (kernel ? kernel_dirty_ : tx_dirty_) &= ~(uint64_t{1} << dest);
 }
 
@@ -234,12 +260,20 @@ void TxAdapter::flush() noexcept {
     send(static_cast<uint16_t>(std::countr_zero(kernel_dirty_)), true);
 }
 
+void TxAdapter::settle(const Buffer& b, uint16_t sent) noexcept {
+  if (offload_ == nullptr) return;
+  for (uint16_t i = 0; i < sent; ++i)
+    if (b.gate[i]) offload_->settle(b.ingress[i], b.gate[i], b.seq[i]);
+}
+
 void TxAdapter::drop_packet(rte_mbuf* m, DropReason reason) noexcept {
   const PacketMeta& pm = meta(m);
   if (pm.flags & kMetaFlagCopy) {
     stats_.copies_dropped.add();
   } else {
     outcomes_[m->port].drops.add(reason);
+    if (pm.offload_gate && offload_) [[unlikely]]
+      offload_->settle(m->port, pm.offload_gate, pm.offload_seq);
   }
   if (pm.flags & kMetaFlagTrace) [[unlikely]] {
     trace::Record r;

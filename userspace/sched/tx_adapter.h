@@ -23,6 +23,11 @@
 //
 // Tx hooks (hooks/hook_table.h) run in TxAdapter::send(), on a port's burst just before its
 // first Port::tx_burst.
+//
+// A packet the steering program lifted under a flow offload gate (PacketMeta::offload_gate) is
+// settled with the OffloadFeed once its port took it or it was dropped here: the XDP program
+// forwards the flow's later frames itself only when none of its earlier ones is still in user
+// space (vecflow/offload_abi.h).
 #pragma once
 
 #include <array>
@@ -37,6 +42,7 @@
 
 namespace vecflow {
 class HookTable;
+class OffloadFeed;
 class Port;
 class PortMtuTable;
 }  // namespace vecflow
@@ -77,8 +83,10 @@ class TxAdapter final : public EgressSink {
   // worker's row of the OutcomeTable (one PortOutcomes per port, indexed by PortId).
   // `hooks`: tx hooks run on every burst offered to a port (not on kernel-path bursts);
   // nullptr: none. `mtus`: the ports' MTUs (outlives the adapter); nullptr: no limit.
+  // `offload`: where gated packets are settled (outlives the adapter); nullptr: none.
   TxAdapter(std::vector<TxTarget> ports, std::vector<TxTarget> kernel, PortOutcomes* outcomes,
-            HookTable* hooks = nullptr, const PortMtuTable* mtus = nullptr);
+            HookTable* hooks = nullptr, const PortMtuTable* mtus = nullptr,
+            OffloadFeed* offload = nullptr);
 
   void finish(std::span<rte_event> events) noexcept override;
   // The same for loose packets, each acted on by its verdict: what a pipeline decided before
@@ -96,6 +104,9 @@ class TxAdapter final : public EgressSink {
     std::array<rte_mbuf*, kTxBurst> pkts{};
     std::array<uint16_t, kTxBurst> ingress{};
     std::array<uint32_t, kTxBurst> bytes{};
+    std::array<uint16_t, kTxBurst> gate{};  // PacketMeta::offload_gate, 0 for a copy
+    std::array<uint32_t, kTxBurst> seq{};   // PacketMeta::offload_seq
+    uint16_t gated = 0;                     // the OR of gate[0, n): non-zero if any is gated
   };
 
   // Buffer::ingress of a mirror copy: nothing to charge.
@@ -108,6 +119,8 @@ class TxAdapter final : public EgressSink {
   void buffer(uint16_t dest, bool kernel, rte_mbuf* m, uint8_t flags) noexcept;
   void send(uint16_t dest, bool kernel) noexcept;
   void drop_packet(rte_mbuf* m, DropReason reason) noexcept;
+  // Settles the gated packets of b.pkts[0, sent), which their port took.
+  void settle(const Buffer& b, uint16_t sent) noexcept;
   void free_dropped() noexcept;
 
   std::vector<TxTarget> ports_;
@@ -115,6 +128,7 @@ class TxAdapter final : public EgressSink {
   PortOutcomes* outcomes_;
   HookTable* hooks_;
   const PortMtuTable* mtus_;
+  OffloadFeed* offload_;
   std::vector<Buffer> tx_;         // by out_port
   std::vector<Buffer> to_kernel_;  // by ingress port
   uint64_t tx_ports_ = 0;          // bit i: ports_[i] has a port

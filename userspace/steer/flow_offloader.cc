@@ -22,6 +22,8 @@ std::string_view offload_refusal_name(OffloadRefusal r) noexcept {
       return "install_failed";
     case OffloadRefusal::NoMemory:
       return "no_memory";
+    case OffloadRefusal::NoGate:
+      return "gates_busy";
   }
   return "?";
 }
@@ -47,8 +49,10 @@ FlowOffloader::FlowOffloader(OffloadFeed& feed, std::vector<OffloadPort> ports,
       blocker_(std::move(blocker)),
       decrement_ttl_(decrement_ttl),
       changes_seen_(feed.changes()) {
-  for (size_t p = 0; p < ports_.size(); ++p)
+  for (size_t p = 0; p < ports_.size(); ++p) {
     feed_.set_port(uint16_t(p), ports_[p].table != nullptr, ports_[p].ifindex != 0);
+    if (ports_[p].table) feed_.set_gates(uint16_t(p), ports_[p].table->gates());
+  }
   apply_enabled();
 }
 
@@ -84,6 +88,10 @@ bool FlowOffloader::poll() noexcept {
   const uint64_t now = OffloadTable::now_ns();
   for (size_t i = 0; i < n; ++i)
     consider(batch[i], now);
+  if (!gated_.empty() && now >= next_gate_check_ns_) {
+    check_gates(now);
+    next_gate_check_ns_ = now + kGateCheckNs;
+  }
   if (now >= next_sweep_ns_) {
     sweep(now);
     next_sweep_ns_ = now + uint64_t(settings_.sweep_ms) * 1'000'000u;
@@ -118,13 +126,19 @@ void FlowOffloader::consider(const OffloadOffer& o, uint64_t now) {
   action.src_mac = o.src_mac;
   action.egress_ifindex = ports_[o.out_port].ifindex;
   action.decrement_ttl = decrement_ttl_;
+  action.rule_id = o.steer_rule;
   // What a NAT changed between the packet's arrival and its leaving.
   auto addr = [](const uint32_t* a) { return std::array<uint32_t, 4>{a[0], a[1], a[2], a[3]}; };
   if (addr(o.key.src) != addr(o.leaves.src) || o.key.src_port != o.leaves.src_port)
     action.snat = NatRewrite{addr(o.leaves.src), o.leaves.src_port};
   if (addr(o.key.dst) != addr(o.leaves.dst) || o.key.dst_port != o.leaves.dst_port)
     action.dnat = NatRewrite{addr(o.leaves.dst), o.leaves.dst_port};
+  const auto gate = in.table->take_gate(now);
+  if (!gate) return refuse(o, OffloadRefusal::NoGate, now);
+  action.gate = *gate;
   auto r = in.table->install(key, action);
+  if (!r || *r == InstallStatus::TableFull || *r == InstallStatus::NoMemory)
+    in.table->release_gate(*gate, true, now);  // no entry ever named it
   if (!r) {
     if (install_failures_.report(now)) {
       log::get("steer")->warn("offload: port {}: {} ({} more since the last report)", in.name,
@@ -138,13 +152,47 @@ void FlowOffloader::consider(const OffloadOffer& o, uint64_t now) {
     return refuse(o, OffloadRefusal::NoMemory, now);
   }
   ++stats_.installed;
-  flows_.emplace(key, OffloadedFlow{key, o.in_port, o.out_port, action, {}, now, o.session});
+  flows_.emplace(
+      key, OffloadedFlow{key, o.in_port, o.out_port, action, {}, now, o.session, *gate, 0, now});
+  gated_.push_back(key);
+}
+
+void FlowOffloader::check_gates(uint64_t now) {
+  size_t kept = 0;
+  for (const OffloadKey& key : gated_) {
+    auto it = flows_.find(key);
+    if (it == flows_.end() || it->second.gate == 0) continue;  // removed, or seen open
+    OffloadedFlow& f = it->second;
+    OffloadTable& t = *ports_[f.in_port].table;
+    bool open = t.gate_open(f.gate);
+    if (!open) {
+      const uint64_t lifted = t.gate_lifted(f.gate);
+      if (lifted != f.gate_lifted) {
+        f.gate_lifted = lifted;
+        f.gate_moved_ns = now;
+      }
+      if (now - f.installed_ns >= kGateWaitNs && t.open_gate(f.gate, lifted)) {
+        open = true;
+        ++(now - f.gate_moved_ns >= kGateWaitNs ? stats_.gates_quiet : stats_.gates_forced);
+      }
+    }
+    if (open) {
+      t.release_gate(f.gate, true, now);
+      f.gate = 0;
+      ++stats_.gates_opened;
+      continue;
+    }
+    gated_[kept++] = key;
+  }
+  gated_.resize(kept);
 }
 
 FlowOffloader::Flows::iterator FlowOffloader::remove(Flows::iterator it) {
   const OffloadedFlow& f = it->second;
   if (OffloadTable* t = ports_[f.in_port].table) {
     auto last = t->remove(f.key);
+    // Frames lifted under a gate still closed may be in flight: it rests before its next use.
+    if (f.gate) t->release_gate(f.gate, false, OffloadTable::now_ns());
     if (!last) {
       log::get("steer")->warn("offload: port {}: {}", ports_[f.in_port].name, last.error().message);
     } else if (*last) {

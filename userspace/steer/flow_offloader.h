@@ -14,6 +14,23 @@
 // A sweep runs every sweep_ms: that is the bound on how long an offloaded flow keeps a decision
 // its tables no longer give. A full table refuses the flow, which stays on the normal path.
 //
+// Per-flow order across the switch: each entry is installed behind a gate (vecflow/
+// offload_abi.h), so XDP forwards the flow's frames only once none of its earlier frames is
+// still in user space; until then they are lifted as before. Gates are checked every
+// kGateCheckNs and given back as they open. The worker that sends a flow's last lifted frame
+// opens its gate, which needs a moment when none of the flow's frames is in user space: a gap
+// in the flow longer than a frame's way through user space (tens of microseconds). A gate still
+// closed kGateWaitNs after its entry came is opened here:
+//   quiet   nothing was lifted under it for kGateWaitNs (the last lifted frame was lost on the
+//           way, to a full AF_XDP ring or a stage's drop, or the flow paused): no frame of the
+//           flow stays in user space that long, order holds;
+//   forced  the flow never paused (a steady flow faster than a frame's way through user space,
+//           or user space overloaded): the frames then in user space, about rate x that way's
+//           time, may leave after the first ones XDP forwards. Counted, so that an operator
+//           sees it; the alternative, a steady fast flow never offloaded, fails the flows
+//           offload is for.
+// A flow that finds every gate taken is refused (gates_busy) and offered again later.
+//
 // An offer is refused for a reason the `offload` view shows per flow (the last kRecentRefusals)
 // and counts: the ingress port has no steering program, the egress port no kernel interface,
 // the table is full, the offer is stale, offload is paused, or the kernel refused the entry.
@@ -60,10 +77,11 @@ enum class OffloadRefusal : uint8_t {
   Paused,       // a capture or trace runs
   Failed,       // the kernel refused the entry (logged)
   NoMemory,     // the kernel had no memory for it now: installs into that table pause briefly
+  NoGate,       // every order gate of the ingress interface's table is taken
 };
-inline constexpr size_t kOffloadRefusalCount = 7;
+inline constexpr size_t kOffloadRefusalCount = 8;
 // "ingress_without_steering", "egress_without_interface", "table_full", "stale", "paused",
-// "install_failed", "no_memory".
+// "install_failed", "no_memory", "gates_busy".
 std::string_view offload_refusal_name(OffloadRefusal r) noexcept;
 
 struct OffloadSettings {
@@ -82,6 +100,9 @@ struct OffloadedFlow {
   OffloadStats stats;                    // at the last sweep
   uint64_t installed_ns = 0;             // OffloadTable::now_ns()
   uint32_t session = kNoOffloadSession;  // the conntrack session kept alive meanwhile
+  uint16_t gate = 0;                     // its order gate while closed; 0 once open
+  uint64_t gate_lifted = 0;              // frames lifted under it, at the last check
+  uint64_t gate_moved_ns = 0;            // when gate_lifted last changed
 };
 
 struct OffloadRefused {
@@ -98,6 +119,9 @@ struct FlowOffloaderStats {
   uint64_t idle_removed = 0;
   uint64_t flushed = 0;  // entries removed by flushes
   uint64_t flushes = 0;
+  uint64_t gates_opened = 0;  // flows XDP forwards since: their earlier frames had all left
+  uint64_t gates_quiet = 0;   // of them, opened here: nothing lifted for kGateWaitNs
+  uint64_t gates_forced = 0;  // of them, opened here while the flow never paused
   std::array<uint64_t, kOffloadRefusalCount> refused{};
   // Frames and bytes of entries removed, read at their removal (the ports' totals in
   // SteerCounters include them, with the frames after the last read).
@@ -110,6 +134,10 @@ class FlowOffloader final : public Service {
   static constexpr size_t kRecentRefusals = 32;
   // How long installs into a table pause after the kernel had no memory for an entry.
   static constexpr uint64_t kNoMemoryPauseNs = 10'000'000;
+  // How often closed gates are looked at, and how long one stays closed at most: far above a
+  // frame's way through user space when it is not overloaded (tens of microseconds).
+  static constexpr uint64_t kGateCheckNs = 1'000'000;
+  static constexpr uint64_t kGateWaitNs = 20'000'000;
 
   // `ports` by PortId. `blocker`: why the pipeline keeps every flow in user space (the first
   // stage that is not offloadable), empty when none does; offers are then never made.
@@ -149,6 +177,7 @@ class FlowOffloader final : public Service {
   void consider(const OffloadOffer& o, uint64_t now);
   void refuse(const OffloadOffer& o, OffloadRefusal r, uint64_t now);
   void sweep(uint64_t now);
+  void check_gates(uint64_t now);
   // Removes the entry of `it`, folding its final counters; returns the next iterator.
   using Flows = std::unordered_map<OffloadKey, OffloadedFlow, KeyHash, KeyEqual>;
   Flows::iterator remove(Flows::iterator it);
@@ -163,7 +192,9 @@ class FlowOffloader final : public Service {
   bool paused_ = false;
   uint64_t changes_seen_ = 0;  // feed_.changes() at the last flush
   uint64_t next_sweep_ns_ = 0;
+  uint64_t next_gate_check_ns_ = 0;
   Flows flows_;
+  std::vector<OffloadKey> gated_;  // flows whose gates were closed at the last check
   std::deque<OffloadRefused> refusals_;
   FlowOffloaderStats stats_;
   log::Repeating install_failures_;

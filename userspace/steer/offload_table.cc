@@ -2,8 +2,10 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -30,6 +32,8 @@ vf_offload_action to_abi(const OffloadAction& a) {
     std::copy(a.dnat->addr.begin(), a.dnat->addr.end(), v.nat_dst);
     v.nat_dst_port = a.dnat->port;
   }
+  v.gate = a.gate;
+  v.rule_id = a.rule_id;
   return v;
 }
 
@@ -43,6 +47,8 @@ OffloadAction from_abi(const vf_offload_action& v) {
     a.snat = NatRewrite{{v.nat_src[0], v.nat_src[1], v.nat_src[2], v.nat_src[3]}, v.nat_src_port};
   if (v.flags & VF_OFFLOAD_DNAT)
     a.dnat = NatRewrite{{v.nat_dst[0], v.nat_dst[1], v.nat_dst[2], v.nat_dst[3]}, v.nat_dst_port};
+  a.gate = static_cast<uint16_t>(v.gate);
+  a.rule_id = v.rule_id;
   return a;
 }
 
@@ -74,12 +80,64 @@ OffloadKey offload_key(const vf_flow_key& flow, uint32_t ifindex) noexcept {
   return k;
 }
 
-OffloadTable::OffloadTable(SteerProgram& program, int map_fd, int ctl_fd, uint32_t capacity)
+constexpr size_t kGatesBytes = sizeof(vf_offload_gate) * VF_OFFLOAD_GATES;
+
+OffloadTable::OffloadTable(SteerProgram& program, int map_fd, int ctl_fd, int gates_fd,
+                           uint32_t capacity)
     : program_(program),
       map_fd_(map_fd),
       ctl_fd_(ctl_fd),
       capacity_(capacity),
-      per_cpu_(size_t(std::max(libbpf_num_possible_cpus(), 1))) {}
+      per_cpu_(size_t(std::max(libbpf_num_possible_cpus(), 1))) {
+  // Without the gates no entry is installed (take_gate() has none): flows stay in user space.
+  void* p = mmap(nullptr, kGatesBytes, PROT_READ | PROT_WRITE, MAP_SHARED, gates_fd, 0);
+  if (p == MAP_FAILED) return;
+  gates_ = static_cast<vf_offload_gate*>(p);
+  free_gates_.reserve(VF_OFFLOAD_GATES - 1);
+  for (uint16_t g = VF_OFFLOAD_GATES - 1; g > 0; --g)
+    free_gates_.push_back(g);
+}
+
+OffloadTable::~OffloadTable() {
+  if (gates_) munmap(gates_, kGatesBytes);
+}
+
+std::optional<uint16_t> OffloadTable::take_gate(uint64_t now_ns) noexcept {
+  while (!quarantined_.empty() && quarantined_.front().until_ns <= now_ns) {
+    free_gates_.push_back(quarantined_.front().gate);
+    quarantined_.pop_front();
+  }
+  if (free_gates_.empty()) return std::nullopt;
+  const uint16_t g = free_gates_.back();
+  free_gates_.pop_back();
+  std::atomic_ref<__u64>(gates_[g].lifted).store(0, std::memory_order_release);
+  return g;
+}
+
+bool OffloadTable::gate_open(uint16_t g) const noexcept {
+  return (std::atomic_ref<__u64>(gates_[g].lifted).load(std::memory_order_acquire) &
+          VF_GATE_OPEN) != 0;
+}
+
+uint64_t OffloadTable::gate_lifted(uint16_t g) const noexcept {
+  return std::atomic_ref<__u64>(gates_[g].lifted).load(std::memory_order_acquire) & ~VF_GATE_OPEN;
+}
+
+bool OffloadTable::open_gate(uint16_t g, uint64_t lifted) noexcept {
+  __u64 expected = lifted;
+  return std::atomic_ref<__u64>(gates_[g].lifted)
+             .compare_exchange_strong(expected, lifted | VF_GATE_OPEN, std::memory_order_acq_rel) ||
+         (expected & VF_GATE_OPEN);
+}
+
+void OffloadTable::release_gate(uint16_t g, bool open, uint64_t now_ns) noexcept {
+  if (g == 0 || g >= VF_OFFLOAD_GATES) return;
+  if (open) {
+    free_gates_.push_back(g);
+  } else {
+    quarantined_.push_back(Quarantined{g, now_ns + kGateQuarantineNs});
+  }
+}
 
 uint64_t OffloadTable::now_ns() noexcept {
   timespec ts{};

@@ -9,7 +9,12 @@
 //   read() / for_each()  the sweep: per-entry packets, bytes and last-seen time (compare with
 //               now_ns() for idle timeouts);
 //   the port's totals (SteerCounters: verdict[VF_VERDICT_OFFLOAD], offload_bytes) count every
-//               offloaded frame, of entries removed since included.
+//               offloaded frame, of entries removed since included;
+//   gates       (vecflow/offload_abi.h) an entry is installed with a gate taken here
+//               (take_gate()), and the program forwards the flow only once user space opened
+//               it (gate_open()); the gate then goes back (release_gate()). A gate whose entry
+//               went while it was closed may still have stamped frames in flight: it is reused
+//               only after kGateQuarantineNs.
 // Frames between the last read of an entry and its removal are in the port's totals only.
 //
 // Thread safety: like SteerProgram, one control thread; the data path is the kernel's. No
@@ -18,12 +23,14 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <vector>
 
 #include "core/error.h"
 #include "vecflow/offload_abi.h"
+#include "vecflow/xdp_meta.h"
 
 namespace vecflow::steer {
 
@@ -48,6 +55,8 @@ struct OffloadAction {
   bool decrement_ttl = true;
   std::optional<NatRewrite> snat;  // TCP and UDP flows only
   std::optional<NatRewrite> dnat;
+  uint16_t gate = 0;              // take_gate(); 0: forwarded from the first frame
+  uint32_t rule_id = VF_NO_RULE;  // what the flow's frames lifted under the gate carry
 };
 
 struct OffloadStats {
@@ -73,7 +82,12 @@ enum class InstallStatus : uint8_t {
 
 class OffloadTable {
  public:
-  OffloadTable(SteerProgram& program, int map_fd, int ctl_fd, uint32_t capacity);
+  // A stamped frame is in user space for microseconds; one left after this long was lost there
+  // uncounted (a stage dropped it), or sits where no flow is offloaded (a neighbour's queue).
+  static constexpr uint64_t kGateQuarantineNs = 1'000'000'000;
+
+  OffloadTable(SteerProgram& program, int map_fd, int ctl_fd, int gates_fd, uint32_t capacity);
+  ~OffloadTable();
   OffloadTable(const OffloadTable&) = delete;
   OffloadTable& operator=(const OffloadTable&) = delete;
 
@@ -88,6 +102,23 @@ class OffloadTable {
   Result<void> for_each(const std::function<void(const OffloadEntry&)>& fn) const;
   // Removes every entry.
   Result<void> clear();
+
+  // A closed gate for a new entry, or nullopt when every gate is taken (or the gates could not
+  // be mapped).
+  std::optional<uint16_t> take_gate(uint64_t now_ns) noexcept;
+  // Whether gate `g` is open.
+  bool gate_open(uint16_t g) const noexcept;
+  // How many frames the program lifted under gate `g` (closed).
+  uint64_t gate_lifted(uint16_t g) const noexcept;
+  // Opens gate `g` if the program lifted nothing more than `lifted` frames under it; whether
+  // it is open.
+  bool open_gate(uint16_t g, uint64_t lifted) noexcept;
+  // Gives `g` back: at once when it opened or its entry never existed, else after
+  // kGateQuarantineNs.
+  void release_gate(uint16_t g, bool open, uint64_t now_ns) noexcept;
+  // The gates the workers settle (OffloadFeed::set_gates); nullptr when they could not be
+  // mapped.
+  vf_offload_gate* gates() noexcept { return gates_; }
 
   // Entries installed through this table (the map may also hold an adopted instance's).
   uint32_t size() const noexcept { return size_; }
@@ -108,6 +139,13 @@ class OffloadTable {
   uint32_t size_ = 0;
   bool active_ = false;
   mutable std::vector<vf_offload_value> per_cpu_;
+  vf_offload_gate* gates_ = nullptr;  // VF_OFFLOAD_GATES, mmapped
+  std::vector<uint16_t> free_gates_;
+  struct Quarantined {
+    uint16_t gate;
+    uint64_t until_ns;
+  };
+  std::deque<Quarantined> quarantined_;
 };
 
 }  // namespace vecflow::steer

@@ -54,7 +54,8 @@ SteerProgram::SteerProgram(SteerSkeleton skel, Fds fds, Limits limits)
     : skel_(std::move(skel)),
       fds_(fds),
       limits_(limits),
-      offload_(new OffloadTable(*this, fds.offload, fds.offload_ctl, limits.offload_entries)) {}
+      offload_(new OffloadTable(*this, fds.offload, fds.offload_ctl, fds.offload_gates,
+                                limits.offload_entries)) {}
 
 SteerProgram::~SteerProgram() {
   for (int fd : owned_fds_)
@@ -123,6 +124,7 @@ Result<std::unique_ptr<SteerProgram>> SteerProgram::load(const Limits& limits) {
   fds.port_class = bpf_map__fd(skel->maps.vf_port_class);
   fds.offload = bpf_map__fd(skel->maps.vf_offload);
   fds.offload_ctl = bpf_map__fd(skel->maps.vf_offload_ctl);
+  fds.offload_gates = bpf_map__fd(skel->maps.vf_flow_gates);
   return std::unique_ptr<SteerProgram>(new SteerProgram(std::move(skel), fds, limits));
 }
 
@@ -156,12 +158,18 @@ Result<std::unique_ptr<SteerProgram>> SteerProgram::adopt(uint32_t prog_id) {
   Fds fds;
   fds.prog = prog;
   Limits limits;
-  const std::pair<const char*, int*> wanted[] = {
-      {"vf_config", &fds.config},   {"vf_sets", &fds.sets},
-      {"vf_rules", &fds.rules},     {"vf_rule_stats", &fds.rule_stats},
-      {"vf_stats", &fds.stats},     {"vf_devmap", &fds.devmap},
-      {"xsks_map", &fds.xsks},      {"vf_port_class", &fds.port_class},
-      {"vf_offload", &fds.offload}, {"vf_offload_ctl", &fds.offload_ctl}};
+  // The kernel keeps BPF_OBJ_NAME_LEN - 1 = 15 characters of a map's name: ours fit.
+  const std::pair<const char*, int*> wanted[] = {{"vf_config", &fds.config},
+                                                 {"vf_sets", &fds.sets},
+                                                 {"vf_rules", &fds.rules},
+                                                 {"vf_rule_stats", &fds.rule_stats},
+                                                 {"vf_stats", &fds.stats},
+                                                 {"vf_devmap", &fds.devmap},
+                                                 {"xsks_map", &fds.xsks},
+                                                 {"vf_port_class", &fds.port_class},
+                                                 {"vf_offload", &fds.offload},
+                                                 {"vf_offload_ctl", &fds.offload_ctl},
+                                                 {"vf_flow_gates", &fds.offload_gates}};
   for (uint32_t id : ids) {
     int fd = bpf_map_get_fd_by_id(id);
     if (fd < 0) continue;

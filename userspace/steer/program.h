@@ -61,7 +61,7 @@ class SteerProgram {
   struct Limits {
     uint32_t rules = 1024;         // rule ids per set (per-rule counters)
     uint32_t rule_entries = 4096;  // classifier entries per set
-    // Offloaded flows (vf_offload: 80 bytes per installed entry per possible CPU).
+    // Offloaded flows (vf_offload: 88 bytes per installed entry per possible CPU).
     uint32_t offload_entries = 16384;
   };
   // Limits that fit `rules` with room to grow by `headroom` times before a restart.
@@ -103,7 +103,7 @@ class SteerProgram {
   // The program's and maps' descriptors, from the skeleton or from adoption.
   struct Fds {
     int prog = -1, config = -1, sets = -1, rules = -1, rule_stats = -1, stats = -1, devmap = -1,
-        xsks = -1, port_class = -1, offload = -1, offload_ctl = -1;
+        xsks = -1, port_class = -1, offload = -1, offload_ctl = -1, offload_gates = -1;
   };
   SteerProgram(SteerSkeleton skel, Fds fds, Limits limits);
 

@@ -12,7 +12,7 @@
  * the devmap) goes the normal way, counted in vf_steer_stats.offload_declined.
  *
  * The table is a BPF_MAP_TYPE_PERCPU_HASH, not an LRU. An entry costs its value once per
- * possible CPU, 80 bytes each: user space preallocates the table where that fits 256 MB
+ * possible CPU, 88 bytes each: user space preallocates the table where that fits 256 MB
  * (steer/program.cc; on a 128-CPU machine 16k entries would take 168 MB per interface) and
  * leaves it to allocate on insert beyond, which the kernel's per-CPU allocator refuses
  * (ENOMEM) after a few thousand quick inserts:
@@ -32,6 +32,31 @@
 
 #include "vecflow/flow.h"
 
+/* Per-flow order across the switch from user space to XDP: an entry is installed with a gate
+ * (vf_offload_action.gate). While the gate is closed the program lifts the flow's frames to
+ * user space as before, each stamped with the gate and its number under it (vf_xdp_meta.gate,
+ * gate_seq: the value of `lifted` it incremented). The flow's frames reach user space in order
+ * and leave it in order, so once user space has finished with (sent, handed to the kernel or
+ * dropped) the last frame lifted, no earlier frame of the flow is still there: frames lost on
+ * the way (a full AF_XDP ring) do not matter. User space then opens the gate, by a
+ * compare-and-swap of `lifted` from that frame's number + 1 to the same | VF_GATE_OPEN, which
+ * fails if another frame was lifted meanwhile (its own finish opens the gate). The program
+ * increments `lifted` with a fetch-and-add and lifts only when the value before had no
+ * VF_GATE_OPEN: a frame that lost the race to the opener is forwarded here, never lifted
+ * behind frames XDP already sent. A gate under which nothing was lifted for a while (the last
+ * frame lifted was lost and the flow went quiet) is opened by the control plane.
+ *
+ * Gates are few and reused (VF_OFFLOAD_GATES per table): a flow needs one only until it
+ * opens. A CPU whose copy of the entry still names a gate since reused lifts the flow's frames
+ * under the new owner's gate: order holds, the flow only waits for that gate too. The array is
+ * mmapped by user space (BPF_F_MMAPABLE). */
+#define VF_OFFLOAD_GATES 16384 /* gate 0 means none: ids 1 .. VF_OFFLOAD_GATES - 1 */
+#define VF_GATE_OPEN (1ull << 63)
+
+struct vf_offload_gate {
+  __u64 lifted; /* frames the program lifted under the gate; VF_GATE_OPEN once open */
+};
+
 /* vf_offload_action.flags */
 #define VF_OFFLOAD_DEC_TTL 0x1u /* decrement IPv4 TTL / IPv6 hop limit; <= 1 is declined */
 #define VF_OFFLOAD_SNAT 0x2u    /* rewrite source address and port (TCP/UDP only) */
@@ -46,6 +71,7 @@ enum vf_offload_decline {
   VF_OFFLOAD_DECLINE_TTL,         /* TTL / hop limit <= 1: user space answers time exceeded */
   VF_OFFLOAD_DECLINE_MTU,         /* over the egress MTU: user space answers or fragments */
   VF_OFFLOAD_DECLINE_NO_TARGET,   /* egress interface not in the devmap */
+  VF_OFFLOAD_DECLINE_GATED,       /* the entry's gate is closed: lifted, stamped */
   VF_OFFLOAD_DECLINE_COUNT
 };
 #define VF_OFFLOAD_DECLINE_SLOTS 8 /* >= VF_OFFLOAD_DECLINE_COUNT, a power of two */
@@ -68,6 +94,8 @@ struct vf_offload_action {
   __u32 nat_dst[4];     /* VF_OFFLOAD_DNAT */
   __u16 nat_src_port;   /* VF_OFFLOAD_SNAT */
   __u16 nat_dst_port;   /* VF_OFFLOAD_DNAT */
+  __u32 gate;           /* vf_flow_gates slot while the flow's frames are lifted; 0: none */
+  __u32 rule_id;        /* steering rule a lifted frame of the flow carries (vf_xdp_meta) */
 };
 
 /* Value of vf_offload, one per CPU: the action (the same on every CPU) and that CPU's

@@ -14,7 +14,7 @@
 /* User space trusts the metadata only when the magic matches: a frame that reached the socket
  * some other way (another program, an old vecflow) carries none. */
 #define VF_XDP_META_MAGIC 0x7666u /* "vf" */
-#define VF_XDP_META_VERSION 2
+#define VF_XDP_META_VERSION 3
 /* rule_id of frames no rule matched (the steering default). Rule ids are 32-bit: a rule set
  * may hold more than 65535 rules. */
 #define VF_NO_RULE 0xffffffffu
@@ -28,13 +28,15 @@ struct vf_xdp_meta {
   __u32 flow_hash; /* vf_flow_hash() of the 5-tuple, never 0 */
   __u32 rule_id;   /* steering rule that chose `userspace` (its index in steering.rules),
                     * VF_NO_RULE for the default */
+  __u32 gate_seq;  /* with `gate`: the frame's number under it (vecflow/offload_abi.h) */
   __u16 vlan_tci;  /* outer VLAN TCI (host order) when VF_META_VLAN */
   __u16 l3_len;    /* IP header length incl. IPv4 options / IPv6 extension headers */
   __u8 l2_len;     /* Ethernet header plus VLAN tags */
   __u8 ip_version; /* 4, 6, or 0 when not IP (ARP, other ethertypes) */
   __u8 l4_proto;   /* IPPROTO_* of the L4 header, 0 when none */
   __u8 flags;      /* VF_META_* */
-  __u16 reserved;  /* zero; keeps the size a multiple of 4 as bpf_xdp_adjust_meta needs */
+  __u16 gate;      /* offload gate the frame was lifted under (vecflow/offload_abi.h); 0: none.
+                    * Also keeps the size a multiple of 4 as bpf_xdp_adjust_meta needs */
   __u16 magic;     /* VF_XDP_META_MAGIC; last, so it sits next to the frame */
 };
 

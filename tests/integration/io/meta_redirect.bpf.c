@@ -40,7 +40,7 @@ int meta_redirect(struct xdp_md* ctx) {
   md->ip_version = p.key.ip_version;
   md->l4_proto = p.key.l4_proto;
   md->flags = p.flags & (VF_META_FRAGMENT | VF_META_LATER_FRAG | VF_META_VLAN);
-  md->reserved = 0;
+  md->gate = 0;
   md->magic = VF_XDP_META_MAGIC;
   return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
 }

@@ -155,7 +155,7 @@ TEST(XdpMeta, LayoutIsStable) {
   // The XDP program and user space share this struct; bpf_xdp_adjust_meta needs a size that
   // is a multiple of 4.
   EXPECT_EQ(sizeof(vf_xdp_meta) % 4, 0u);
-  EXPECT_EQ(sizeof(vf_xdp_meta), 20u);
+  EXPECT_EQ(sizeof(vf_xdp_meta), 24u);
   EXPECT_EQ(offsetof(vf_xdp_meta, magic), sizeof(vf_xdp_meta) - 2);
 }
 

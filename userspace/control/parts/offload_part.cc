@@ -30,6 +30,11 @@ inline const MetricFamily kOffloadRemoved{
     "a reload, a capture or trace)",
     MetricType::Counter,
     {"why"}};
+inline const MetricFamily kOffloadGatesOpened{
+    "vecflow_offload_gates_opened_total",
+    "Offloaded flows XDP began to forward once none of their earlier packets was in user space",
+    MetricType::Counter,
+    {}};
 inline const MetricFamily kOffloadRefused{"vecflow_offload_refused_total",
                                           "Offered flows not offloaded, by reason",
                                           MetricType::Counter,
@@ -95,6 +100,7 @@ Json offload_json(const steer::FlowOffloader& o) {
                      {"out", port_name(o, f.out_port)},
                      {"next_hop_mac", mac_text(f.action.dst_mac)},
                      {"ttl", f.action.decrement_ttl ? "decrement" : "keep"},
+                     {"gate", f.gate ? "closed" : "open"},
                      {"nat", nat_text(f.action, f.key.flow.ip_version)},
                      {"packets", f.stats.packets},
                      {"bytes", f.stats.bytes},
@@ -128,6 +134,9 @@ Json offload_json(const steer::FlowOffloader& o) {
                   {"idle_removed", st.idle_removed},
                   {"flushes", st.flushes},
                   {"flushed", st.flushed},
+                  {"gates_opened", st.gates_opened},
+                  {"gates_quiet", st.gates_quiet},
+                  {"gates_forced", st.gates_forced},
                   {"removed_packets", st.removed_packets},
                   {"removed_bytes", st.removed_bytes}};
   for (const auto& p : o.ports()) {
@@ -155,13 +164,17 @@ View offload_view() {
                        {"INSTALLED", "installed", Unit::Count},
                        {"IDLE REMOVED", "idle_removed", Unit::Count},
                        {"FLUSHES", "flushes", Unit::Count},
-                       {"FLUSHED", "flushed", Unit::Count}}),
+                       {"FLUSHED", "flushed", Unit::Count},
+                       {"GATES OPENED", "gates_opened", Unit::Count},
+                       {"GATES QUIET", "gates_quiet", Unit::Count},
+                       {"GATES FORCED", "gates_forced", Unit::Count}}),
                table("flows", "/flows",
                      {{"FLOW", "flow"},
                       {"IN", "in"},
                       {"OUT", "out"},
                       {"NEXT HOP MAC", "next_hop_mac"},
                       {"TTL", "ttl"},
+                      {"GATE", "gate"},
                       {"NAT", "nat"},
                       {"PACKETS", "packets", Unit::Count},
                       {"BYTES", "bytes", Unit::Bytes},
@@ -186,6 +199,7 @@ void register_offload(Registry& registry, Reloader& reloader, steer::FlowOffload
     s.add(kOffloadInstalled, {}, st.installed);
     s.add(kOffloadRemoved, {"idle"}, st.idle_removed);
     s.add(kOffloadRemoved, {"flushed"}, st.flushed);
+    s.add(kOffloadGatesOpened, {}, st.gates_opened);
     for (size_t r = 0; r < steer::kOffloadRefusalCount; ++r)
       s.add(kOffloadRefused, {steer::offload_refusal_name(static_cast<steer::OffloadRefusal>(r))},
             st.refused[r]);

@@ -18,7 +18,7 @@ constexpr std::array<std::string_view, VF_ACT_COUNT> kActions = {"pass", "drop",
 constexpr std::array<std::string_view, VF_VERDICT_COUNT> kVerdicts = {
     "pass", "drop", "userspace", "tx", "redirect", "offload"};
 constexpr std::array<std::string_view, VF_OFFLOAD_DECLINE_COUNT> kDeclines = {
-    "vlan", "ip_options", "fragment", "tcp_fin_rst", "ttl", "mtu", "no_target"};
+    "vlan", "ip_options", "fragment", "tcp_fin_rst", "ttl", "mtu", "no_target", "gated"};
 
 inline const MetricFamily kRxBytes{"vecflow_steer_rx_bytes_total",
                                    "Bytes the XDP steering program saw on a port's interface",
