@@ -227,6 +227,68 @@ TEST_F(Offload, ANeighbourChangeIsFollowedWithinASweep) {
   }
 }
 
+// The route stage imports the kernel's routes too: a route the kernel gains takes the offloaded
+// flows back (the route table's rebuild counts as a change) and the new route decides them.
+class OffloadKernelRoutes : public Offload {
+ protected:
+  std::string edit_config(std::string text) override {
+    return Offload::edit_config(
+        std::regex_replace(text, std::regex("  - stage: route\n    fuse: true\n"),
+                           "  - stage: route\n    fuse: true\n    from_kernel: true\n"));
+  }
+};
+
+TEST_F(OffloadKernelRoutes, AKernelRouteChangeIsFollowedWithinASweep) {
+  // A fresh lab's kernel still adds routes of its own (IPv6 addresses settling), each a change.
+  quiet_counters();
+  EXPECT_EQ(flood(4000, 2, 20000)["received"].get<uint64_t>(), 4000u);
+  ASSERT_EQ(wan_flows(wait_flows(2)), 2u) << json("offload").dump() << log();
+  // The server's address is now blackholed in the appliance's kernel.
+  ASSERT_EQ(lab_->exec('a', "ip route add blackhole 198.51.100.2/32"), 0);
+  EXPECT_EQ(wan_flows(wait_flows(0)), 0u) << json("offload").dump();
+  Counters before = quiet_counters();
+  const Json dropped = flood(3000, 2, 20000, 3);
+  EXPECT_EQ(dropped.value("received", uint64_t{0}), 0u) << dropped.dump();
+  Counters after = quiet_counters();
+  expect_accounted(after);
+  EXPECT_EQ(xdp(after.steering, "offload"), xdp(before.steering, "offload"));
+  EXPECT_EQ(wan_flows(json("offload")), 0u);
+  // And back: the route goes, the flood arrives whole and is offloaded again.
+  ASSERT_EQ(lab_->exec('a', "ip route del blackhole 198.51.100.2/32"), 0);
+  std::this_thread::sleep_for(300ms);
+  before = quiet_counters();
+  EXPECT_EQ(flood(4000, 2, 20000)["received"].get<uint64_t>(), 4000u);
+  after = quiet_counters();
+  expect_accounted(after);
+  EXPECT_GT(xdp(after.steering, "offload"), xdp(before.steering, "offload"));
+}
+
+// A steering rule that a reload changes to drop the flood in XDP: the offloaded flows go at once
+// (a reload flushes), and the new rule, not a stale entry, meets every later frame.
+TEST_F(Offload, ASteeringRuleChangeIsFollowedAtTheReload) {
+  EXPECT_EQ(flood(4000, 2, 20000)["received"].get<uint64_t>(), 4000u);
+  ASSERT_EQ(wan_flows(wait_flows(2)), 2u) << json("offload").dump() << log();
+  // The flood's own rule (forwarding_fixture.h) now drops it.
+  std::string text = std::regex_replace(
+      edit_config(test_config(socket_, name_)),
+      std::regex("(name: flood, match: \\{[^}]*\\}, action:) userspace"), "$1 drop");
+  ASSERT_NE(text.find("action: drop}"), std::string::npos);
+  const std::string path = dir_ + "/steer-drop.yaml";
+  std::ofstream(path) << text;
+  const Json reply = json("reload " + path);
+  ASSERT_FALSE(reply.is_null());
+  EXPECT_EQ(wan_flows(wait_flows(0)), 0u);
+  const Counters before = quiet_counters();
+  const Json second = flood(3000, 2, 20000, 3);
+  EXPECT_EQ(second.value("received", uint64_t{0}), 0u) << second.dump();
+  const Counters after = quiet_counters();
+  expect_accounted(after);
+  EXPECT_EQ(xdp(after.steering, "offload"), xdp(before.steering, "offload"));
+  const Json wan = port(after.steering["ports"], kWan);
+  const Json wan0 = port(before.steering["ports"], kWan);
+  EXPECT_EQ(wan["drop"].get<uint64_t>() - wan0["drop"].get<uint64_t>(), 3000u) << wan.dump();
+}
+
 class OffloadSmallTable : public Offload {
  protected:
   std::string extra_settings() const override { return "    table_size: 16\n"; }
