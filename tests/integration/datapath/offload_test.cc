@@ -100,6 +100,24 @@ class Offload : public Forwarding {
     EXPECT_EQ(wan_flows(json("offload")), 0u);
   }
 
+  // A flood that arrives whole, with the counters around it and what XDP forwarded of it;
+  // XDP's and user space's accounting are checked exact after it.
+  struct Flood {
+    Json rx;
+    Counters before, after;
+    uint64_t offloaded = 0;
+  };
+  Flood whole_flood(uint64_t count, unsigned flows, unsigned rate) {
+    Flood f;
+    f.before = quiet_counters();
+    f.rx = flood(count, flows, rate);
+    f.after = quiet_counters();
+    EXPECT_EQ(f.rx["received"].get<uint64_t>(), count) << f.rx.dump();
+    expect_accounted(f.after);
+    f.offloaded = xdp(f.after.steering, "offload") - xdp(f.before.steering, "offload");
+    return f;
+  }
+
   // Waits until the view has `want` flows from wan to lan (up to 3 s); returns the view.
   Json wait_flows(size_t want) {
     Json o;
@@ -113,14 +131,9 @@ class Offload : public Forwarding {
 };
 
 TEST_F(Offload, AFloodIsForwardedInXdpAfterItsFirstPacketsWithEveryFrameAccounted) {
-  const Counters before = quiet_counters();
   constexpr uint64_t kPackets = 40000;
-  const Json rx = flood(kPackets, 4, 40000);
-  const Counters after = quiet_counters();
   // Delivered whole, whichever path carried each frame.
-  EXPECT_EQ(rx["received"].get<uint64_t>(), kPackets) << rx.dump();
-  expect_accounted(after);
-  const uint64_t offloaded = xdp(after.steering, "offload") - xdp(before.steering, "offload");
+  const auto [rx, before, after, offloaded] = whole_flood(kPackets, 4, 40000);
   const uint64_t lifted = xdp(after.steering, "userspace") - xdp(before.steering, "userspace");
   // User space decided each flow's first packets, XDP forwarded the rest.
   EXPECT_GE(offloaded, kPackets * 9 / 10) << after.steering.dump();
@@ -150,15 +163,10 @@ TEST_F(Offload, AFloodIsForwardedInXdpAfterItsFirstPacketsWithEveryFrameAccounte
 // at 5000 pps each pause 200 us between packets, longer than a packet's way through user
 // space: every gate opens by a worker's settle, none is forced, and nothing is reordered.
 TEST_F(Offload, FlowsKeepTheirOrderAcrossTheSwitchToXdp) {
-  const Counters before = quiet_counters();
   constexpr uint64_t kPackets = 6000;
-  const Json rx = flood(kPackets, 2, 10000);
-  const Counters after = quiet_counters();
-  EXPECT_EQ(rx["received"].get<uint64_t>(), kPackets) << rx.dump();
-  EXPECT_EQ(rx["reordered"].get<uint64_t>(), 0u) << rx.dump();
-  expect_accounted(after);
-  const uint64_t offloaded = xdp(after.steering, "offload") - xdp(before.steering, "offload");
-  EXPECT_GE(offloaded, kPackets * 9 / 10) << after.steering.dump();
+  const Flood f = whole_flood(kPackets, 2, 10000);
+  EXPECT_EQ(f.rx["reordered"].get<uint64_t>(), 0u) << f.rx.dump();
+  EXPECT_GE(f.offloaded, kPackets * 9 / 10) << f.after.steering.dump();
   const Json o = json("offload");
   EXPECT_GE(o["summary"]["gates_opened"].get<uint64_t>(), 2u) << o.dump();
   EXPECT_EQ(o["summary"]["gates_forced"].get<uint64_t>(), 0u) << o.dump();
