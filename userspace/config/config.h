@@ -28,6 +28,7 @@ struct Location {
   std::string file;
   int line = 0;
   int column = 0;
+  bool operator==(const Location&) const = default;
 };
 
 struct ConfigError {

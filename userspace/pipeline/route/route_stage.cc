@@ -251,6 +251,9 @@ Result<void> RouteStage::replace_routes(std::vector<StaticRoute> routes) {
 
 Result<void> RouteStage::set_kernel_routes(std::vector<StaticRoute> routes) {
   std::lock_guard lock(mutex_);
+  // Kernel sync hands over the whole list at each event of the kernel's: an unchanged one is
+  // not a change (a rebuild would take every offloaded flow back to user space).
+  if (routes == kernel_routes_) return {};
   std::swap(kernel_routes_, routes);
   auto r = rebuild_locked();
   if (!r) std::swap(kernel_routes_, routes);

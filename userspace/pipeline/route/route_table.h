@@ -33,6 +33,7 @@ class NeighbourTable;
 struct NextHop {
   std::optional<IpAddress> via;  // absent: directly connected, the destination is the next hop
   std::string port;
+  bool operator==(const NextHop&) const = default;
 };
 
 enum class RouteAction { Forward, Kernel, Drop };
@@ -43,6 +44,7 @@ struct StaticRoute {
   std::vector<NextHop> nexthops;  // more than one: ECMP by flow hash
   config::Location where;
   uint8_t protocol = 0;  // routes from the kernel: its rtm_protocol (kernel_protocol_name)
+  bool operator==(const StaticRoute&) const = default;
 };
 
 // "kernel", "static", "bgp", "ospf" ...: who installed a kernel route (rtm_protocol, as
