@@ -386,6 +386,41 @@ TEST_F(OffloadStateful, AnEstablishedTransferIsOffloadedAndItsFinStillClosesIt) 
   EXPECT_EQ(invalid, 0u) << errors.dump();
 }
 
+// The same transfer ended by the client's RST (SO_LINGER 0) after its 4 MiB were acknowledged:
+// XDP hands the RST to user space, where the liberal session takes it (invalid: drop would
+// have dropped it as out of window otherwise) and closes.
+TEST_F(OffloadStateful, AnOffloadedTransferEndedByRstClosesItsSession) {
+  const std::string in = dir_ + "/in";
+  ASSERT_EQ(run("head -c " + std::to_string(4u << 20) + " /dev/urandom > " + in).rc, 0);
+  const Counters before = quiet_counters();
+  std::thread server([&] { lab_->exec('s', "timeout 30 nc -d -l -p 5001 > /dev/null"); });
+  for (int i = 0; i < 100 && lab_->exec('s', "ss -Htln sport = :5001 | grep -q .") != 0; ++i)
+    std::this_thread::sleep_for(100ms);
+  // Sent, given a second to be acknowledged, then aborted.
+  const std::string client = dir_ + "/rst_client.py";
+  std::ofstream(client)
+      << "import socket, struct, sys, time\n"
+         "s = socket.create_connection(('198.51.100.2', 5001))\n"
+         "s.sendall(open(sys.argv[1], 'rb').read())\n"
+         "time.sleep(1)\n"
+         "s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n"
+         "s.close()\n";
+  EXPECT_EQ(lab_->exec('c', "timeout 30 python3 " + client + " " + in), 0);
+  server.join();
+  const Counters after = quiet_counters();
+  expect_accounted(after);
+  EXPECT_GT(xdp(after.steering, "offload") - xdp(before.steering, "offload"), 1000u)
+      << json("offload").dump();
+  const Json s = json("sessions --port 5001");
+  // Closed, or already gone.
+  EXPECT_TRUE(s["matched"] == 0 || s["session"]["state"] == "close") << s.dump();
+  const Json errors = json("errors");
+  uint64_t invalid = 0;
+  for (const auto& r : errors["reasons"])
+    if (r["reason"] == "ct_invalid") invalid = r["count"].get<uint64_t>();
+  EXPECT_EQ(invalid, 0u) << errors.dump();
+}
+
 TEST_F(OffloadStateful, FlowsNotEstablishedStayInUserSpace) {
   // The flood's flows are new from wan, and the server never answers: never established,
   // they stay in user space.
