@@ -15,6 +15,10 @@ namespace {
 
 constexpr int kLowPort = 20000, kHighPort = 29999;
 
+void write_scripts(const std::string& dir);
+std::map<std::string, std::string> scenarios(const Lab& lab, const std::string& dir);
+std::vector<int> wan_peer_ports(const std::string& dir);
+
 class Nat : public Forwarding {
  protected:
   std::string edit_config(std::string text) override {
@@ -27,6 +31,61 @@ class Nat : public Forwarding {
         - {proto: tcp, dst: 192.0.2.1, dst_port: 8080, to: 198.51.100.2, to_port: 5001}
         - {in_port: wan, proto: udp, dst: 192.0.2.1, dst_port: 8053, to: 198.51.100.2, to_port: 5353}
         - {in_port: wan, proto: udp, dst: 192.0.2.1, dst_port: 8054, to: 198.51.100.2, to_port: 5354})");
+  }
+
+  // The probes of scenarios() through vecflowd and through the Linux kernel's nftables NAT on
+  // a lab of its own: the hosts see the same things.
+  void see_what_linux_nat_shows() {
+    write_scripts(dir_);
+    // The reference: the same lab, its appliance translating in the kernel under nftables with
+    // the same rules.
+    Lab kernel(unique_name("vfk"));
+    ASSERT_TRUE(kernel.ok());
+    std::ofstream(dir_ + "/nat.nft")
+        << "table ip nat {\n"
+           "  chain prerouting {\n"
+           "    type nat hook prerouting priority dstnat; policy accept;\n"
+           "    ip daddr 192.0.2.1 tcp dport 8080 dnat to 198.51.100.2:5001\n"
+           "    iifname \"wan0\" ip daddr 192.0.2.1 udp dport 8053 dnat to 198.51.100.2:5353\n"
+           "    iifname \"wan0\" ip daddr 192.0.2.1 udp dport 8054 dnat to 198.51.100.2:5354\n"
+           "  }\n"
+           "  chain postrouting {\n"
+           "    type nat hook postrouting priority srcnat; policy accept;\n"
+           "    iifname \"lan0\" ip saddr 198.51.100.0/24 meta l4proto { tcp, udp } snat to "
+           "192.0.2.1:20000-29999\n"
+           "    iifname \"lan0\" ip saddr 198.51.100.0/24 snat to 192.0.2.1\n"
+           "  }\n"
+           "}\n";
+    const std::string kdir = dir_ + "/kernel";
+    std::filesystem::create_directories(kdir);
+    write_scripts(kdir);
+    ASSERT_EQ(kernel.exec('a', "sysctl -qw net.ipv4.ip_forward=1 && nft -f " + dir_ + "/nat.nft"),
+              0);
+    const auto linux_saw = scenarios(kernel, kdir);
+    const auto vecflow_saw = scenarios(*lab_, dir_);
+    EXPECT_EQ(vecflow_saw, linux_saw);
+    // And the rules did something: the lan left from the box's address, the public ports were
+    // forwarded (keeping the client's address), errors came back translated.
+    EXPECT_EQ(linux_saw.at("tcp lan->wan"), "ok 192.0.2.1");
+    EXPECT_EQ(linux_saw.at("udp wan->public port"), "ok 192.0.2.2");
+    EXPECT_EQ(linux_saw.at("udp lan->wan, closed port"), "refused");
+    EXPECT_EQ(linux_saw.at("udp wan->public port, closed"), "refused");
+    EXPECT_EQ(linux_saw.at("tcp lan->public port (hairpin)"), "ok 192.0.2.1");
+    EXPECT_EQ(linux_saw.at("udp lan->wan, 4000 bytes each way (fragments)"), "ok 192.0.2.1 4000");
+    EXPECT_EQ(linux_saw.at("udp wan->public port, 4000 bytes each way (fragments)"),
+              "ok 192.0.2.2 4000");
+    for (const auto& [what, saw] : vecflow_saw)
+      RecordProperty(what, saw);
+    // The ports the lan's connections left from: the rule's range, as both translate.
+    for (const std::string& d : {dir_, kdir}) {
+      const auto ports = wan_peer_ports(d);
+      EXPECT_EQ(ports.size(), 3u) << d;  // the TCP and the two UDP probes
+      for (int p : ports) {
+        EXPECT_GE(p, kLowPort) << d;
+        EXPECT_LE(p, kHighPort) << d;
+      }
+    }
+    expect_exact(settled_accounting());
   }
 
   uint64_t dropped(const std::string& reason) {
@@ -145,55 +204,23 @@ std::vector<int> wan_peer_ports(const std::string& dir) {
 }
 
 TEST_F(Nat, HostsSeeWhatTheyWouldThroughLinuxNat) {
-  write_scripts(dir_);
-  // The reference: the same lab, its appliance translating in the kernel under nftables with
-  // the same rules.
-  Lab kernel(unique_name("vfk"));
-  ASSERT_TRUE(kernel.ok());
-  std::ofstream(dir_ + "/nat.nft")
-      << "table ip nat {\n"
-         "  chain prerouting {\n"
-         "    type nat hook prerouting priority dstnat; policy accept;\n"
-         "    ip daddr 192.0.2.1 tcp dport 8080 dnat to 198.51.100.2:5001\n"
-         "    iifname \"wan0\" ip daddr 192.0.2.1 udp dport 8053 dnat to 198.51.100.2:5353\n"
-         "    iifname \"wan0\" ip daddr 192.0.2.1 udp dport 8054 dnat to 198.51.100.2:5354\n"
-         "  }\n"
-         "  chain postrouting {\n"
-         "    type nat hook postrouting priority srcnat; policy accept;\n"
-         "    iifname \"lan0\" ip saddr 198.51.100.0/24 meta l4proto { tcp, udp } snat to "
-         "192.0.2.1:20000-29999\n"
-         "    iifname \"lan0\" ip saddr 198.51.100.0/24 snat to 192.0.2.1\n"
-         "  }\n"
-         "}\n";
-  const std::string kdir = dir_ + "/kernel";
-  std::filesystem::create_directories(kdir);
-  write_scripts(kdir);
-  ASSERT_EQ(kernel.exec('a', "sysctl -qw net.ipv4.ip_forward=1 && nft -f " + dir_ + "/nat.nft"), 0);
-  const auto linux_saw = scenarios(kernel, kdir);
-  const auto vecflow_saw = scenarios(*lab_, dir_);
-  EXPECT_EQ(vecflow_saw, linux_saw);
-  // And the rules did something: the lan left from the box's address, the public ports were
-  // forwarded (keeping the client's address), errors came back translated.
-  EXPECT_EQ(linux_saw.at("tcp lan->wan"), "ok 192.0.2.1");
-  EXPECT_EQ(linux_saw.at("udp wan->public port"), "ok 192.0.2.2");
-  EXPECT_EQ(linux_saw.at("udp lan->wan, closed port"), "refused");
-  EXPECT_EQ(linux_saw.at("udp wan->public port, closed"), "refused");
-  EXPECT_EQ(linux_saw.at("tcp lan->public port (hairpin)"), "ok 192.0.2.1");
-  EXPECT_EQ(linux_saw.at("udp lan->wan, 4000 bytes each way (fragments)"), "ok 192.0.2.1 4000");
-  EXPECT_EQ(linux_saw.at("udp wan->public port, 4000 bytes each way (fragments)"),
-            "ok 192.0.2.2 4000");
-  for (const auto& [what, saw] : vecflow_saw)
-    RecordProperty(what, saw);
-  // The ports the lan's connections left from: the rule's range, as both translate.
-  for (const std::string& d : {dir_, kdir}) {
-    const auto ports = wan_peer_ports(d);
-    EXPECT_EQ(ports.size(), 3u) << d;  // the TCP and the two UDP probes
-    for (int p : ports) {
-      EXPECT_GE(p, kLowPort) << d;
-      EXPECT_LE(p, kHighPort) << d;
-    }
+  see_what_linux_nat_shows();
+}
+
+// With flow offload on, the flows the probes establish are forwarded in XDP after their first
+// packets, translated there: the hosts still see what they see through Linux.
+class NatOffload : public Nat {
+ protected:
+  std::string edit_config(std::string text) override {
+    return Nat::edit_config(std::move(text)) + "\noffload:\n    enabled: true\n    sweep_ms: 50\n";
   }
-  expect_exact(settled_accounting());
+};
+
+TEST_F(NatOffload, HostsSeeWhatTheyWouldThroughLinuxNat) {
+  see_what_linux_nat_shows();
+  const Json o = json("offload");
+  EXPECT_EQ(o["summary"]["state"], "on") << o.dump();
+  EXPECT_GT(o["summary"]["installed"].get<uint64_t>(), 0u) << o.dump();
 }
 
 TEST_F(Nat, ATransferLeavesFromThePoolAndTheSessionShowsItsTranslation) {
