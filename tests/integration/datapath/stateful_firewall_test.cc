@@ -12,6 +12,9 @@
 namespace vecflow::test {
 namespace {
 
+void write_scripts(const std::string& dir);
+std::map<std::string, std::string> scenarios(const Lab& lab, const std::string& dir);
+
 class StatefulFirewall : public Forwarding {
  protected:
   // The firewall after the neighbour stage, as a FORWARD chain: what the neighbour stage
@@ -19,6 +22,41 @@ class StatefulFirewall : public Forwarding {
   // traffic (the fixture's pings from the appliance) keeps working.
   std::string edit_config(std::string text) override {
     return with_stateful_firewall(with_ipv6(std::move(text)));
+  }
+
+  // The probes of scenarios() through vecflowd and through the Linux kernel's nftables
+  // conntrack on a lab of its own: the hosts see the same things.
+  void see_what_linux_conntrack_shows() {
+    write_scripts(dir_);
+    // The reference: the same lab, its appliance forwarding in the kernel under nftables with
+    // the same policy (replies in; new connections from wan only; invalid dropped).
+    Lab kernel(unique_name("vfk"));
+    ASSERT_TRUE(kernel.ok());
+    std::ofstream(dir_ + "/fw.nft") << "table inet fw {\n"
+                                       "  chain forward {\n"
+                                       "    type filter hook forward priority 0; policy drop;\n"
+                                       "    ct state invalid drop\n"
+                                       "    ct state established,related accept\n"
+                                       "    iifname \"wan0\" ct state new accept\n"
+                                       "  }\n"
+                                       "}\n";
+    ASSERT_EQ(kernel.exec('a',
+                          "sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1 && "
+                          "nft -f " +
+                              dir_ + "/fw.nft"),
+              0);
+    const auto linux_saw = scenarios(kernel, dir_);
+    const auto vecflow_saw = scenarios(*lab_, dir_);
+    EXPECT_EQ(vecflow_saw, linux_saw);
+    // And the policy did something: allowed, refused by the far end, and dropped alike.
+    EXPECT_EQ(linux_saw.at("tcp wan->lan"), "ok");
+    EXPECT_EQ(linux_saw.at("udp wan->lan, closed port"), "refused");
+    EXPECT_EQ(linux_saw.at("tcp lan->wan"), "timeout");
+    EXPECT_EQ(linux_saw.at("udp wan->lan, a 4000-byte answer (fragments)"), "ok");
+    EXPECT_EQ(linux_saw.at("udp6 wan->lan, a 4000-byte answer (fragments)"), "ok");
+    for (const auto& [what, saw] : vecflow_saw)
+      RecordProperty(what, saw);
+    expect_exact(settled_accounting());
   }
 
   // Waits (up to 10 s) until a server on `side` listens on TCP `port`.
@@ -254,36 +292,24 @@ std::map<std::string, std::string> scenarios(const Lab& lab, const std::string& 
 }
 
 TEST_F(StatefulFirewall, HostsSeeWhatTheyWouldThroughLinuxConntrack) {
-  write_scripts(dir_);
-  // The reference: the same lab, its appliance forwarding in the kernel under nftables with
-  // the same policy (replies in; new connections from wan only; invalid dropped).
-  Lab kernel(unique_name("vfk"));
-  ASSERT_TRUE(kernel.ok());
-  std::ofstream(dir_ + "/fw.nft") << "table inet fw {\n"
-                                     "  chain forward {\n"
-                                     "    type filter hook forward priority 0; policy drop;\n"
-                                     "    ct state invalid drop\n"
-                                     "    ct state established,related accept\n"
-                                     "    iifname \"wan0\" ct state new accept\n"
-                                     "  }\n"
-                                     "}\n";
-  ASSERT_EQ(kernel.exec('a',
-                        "sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1 && "
-                        "nft -f " +
-                            dir_ + "/fw.nft"),
-            0);
-  const auto linux_saw = scenarios(kernel, dir_);
-  const auto vecflow_saw = scenarios(*lab_, dir_);
-  EXPECT_EQ(vecflow_saw, linux_saw);
-  // And the policy did something: allowed, refused by the far end, and dropped alike.
-  EXPECT_EQ(linux_saw.at("tcp wan->lan"), "ok");
-  EXPECT_EQ(linux_saw.at("udp wan->lan, closed port"), "refused");
-  EXPECT_EQ(linux_saw.at("tcp lan->wan"), "timeout");
-  EXPECT_EQ(linux_saw.at("udp wan->lan, a 4000-byte answer (fragments)"), "ok");
-  EXPECT_EQ(linux_saw.at("udp6 wan->lan, a 4000-byte answer (fragments)"), "ok");
-  for (const auto& [what, saw] : vecflow_saw)
-    RecordProperty(what, saw);
-  expect_exact(settled_accounting());
+  see_what_linux_conntrack_shows();
+}
+
+// With flow offload on, established connections and replied flows are forwarded in XDP after
+// their first packets: the hosts still see what they see through Linux.
+class StatefulFirewallOffload : public StatefulFirewall {
+ protected:
+  std::string edit_config(std::string text) override {
+    return StatefulFirewall::edit_config(std::move(text)) +
+           "\noffload:\n    enabled: true\n    sweep_ms: 50\n";
+  }
+};
+
+TEST_F(StatefulFirewallOffload, HostsSeeWhatTheyWouldThroughLinuxConntrack) {
+  see_what_linux_conntrack_shows();
+  const Json o = json("offload");
+  EXPECT_EQ(o["summary"]["state"], "on") << o.dump();
+  EXPECT_GT(o["summary"]["installed"].get<uint64_t>(), 0u) << o.dump();
 }
 
 // ---- a full table ----------------------------------------------------------------------------
