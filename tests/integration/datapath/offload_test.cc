@@ -378,6 +378,7 @@ TEST_F(OffloadStateful, AnEstablishedTransferIsOffloadedAndItsFinStillClosesIt) 
   ASSERT_EQ(s["matched"], 1) << s.dump();
   const std::string state = s["session"]["state"].get<std::string>();
   EXPECT_TRUE(state == "time_wait" || state == "close") << s.dump();
+  EXPECT_EQ(s["session"]["offloaded"], true) << s.dump();
   // Nothing was refused as invalid: the offloaded connection's windows were not checked.
   const Json errors = json("errors");
   uint64_t invalid = 0;

@@ -195,6 +195,7 @@ Json session_row(const ConntrackStage& st, const ConnSnapshot& s) {
       {"idle_s", double(now - s.last_seen) / hz},
       {"expires_s", double(s.expires_in_ticks) * tick_s},
       {"windows_checked", (s.flags & kConnLiberal) == 0},
+      {"offloaded", s.offloaded},
       {"nat", nat_text(st, s)}};
 }
 
@@ -329,6 +330,7 @@ void add_conntrack_commands(Registry& registry, Pipeline& pipeline) {
                    {"DPORT", "dst_port"},
                    {"STATE", "state"},
                    {"NAT", "nat"},
+                   {"OFFLOADED", "offloaded"},
                    {"PACKETS", "packets", Unit::Count},
                    {"BYTES", "bytes", Unit::Bytes},
                    {"AGE", "age_s", Unit::Seconds},
@@ -350,6 +352,7 @@ void add_conntrack_commands(Registry& registry, Pipeline& pipeline) {
                     {"idle", "idle_s", Unit::Seconds},
                     {"expires in", "expires_s", Unit::Seconds},
                     {"TCP windows checked", "windows_checked"},
+                    {"offloaded to XDP (not in the counts)", "offloaded"},
                     {"NAT", "nat"}})}}});
 }
 

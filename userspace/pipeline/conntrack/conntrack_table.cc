@@ -279,6 +279,7 @@ bool ConnTable::read(uint32_t b, unsigned w, uint32_t now, ConnSnapshot& out) co
     const uint32_t ends = until != 0 && static_cast<int32_t>(until - exp) > 0 ? until : exp;
     if (expired(ends, now)) return false;
     out.expires_in_ticks = static_cast<int32_t>(ends - now);
+    out.offloaded = until != 0;
     return true;
   }
 }

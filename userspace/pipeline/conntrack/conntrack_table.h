@@ -247,6 +247,9 @@ struct ConnSnapshot {
   std::array<uint64_t, 2> packets{};
   std::array<uint64_t, 2> bytes{};
   int64_t expires_in_ticks = 0;
+  // Flow offload kept it alive (ConnTable::keep): XDP forwarded packets of it, which
+  // `packets` and `bytes` (user space's) do not count.
+  bool offloaded = false;
   uint16_t nat_port = 0;
   uint8_t nat_pool = 0;
   uint8_t nat_rule = 0;
