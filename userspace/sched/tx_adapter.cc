@@ -96,8 +96,6 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
       b->pkts[n] = m;
       b->ingress[n] = m->port;
       b->bytes[n] = m->pkt_len;
-      b->gate[n] = pm.offload_gate;
-      b->seq[n] = pm.offload_seq;
       gated |= pm.offload_gate;
       if (++n == kTxBurst) {
         b->n = n;
@@ -190,10 +188,7 @@ void TxAdapter::buffer(uint16_t dest, bool kernel, rte_mbuf* m, uint8_t flags) n
   b.pkts[b.n] = m;
   b.ingress[b.n] = (flags & kMetaFlagCopy) ? kNoCharge : m->port;
   b.bytes[b.n] = m->pkt_len;
-  const uint16_t gate = (flags & kMetaFlagCopy) ? 0 : meta(m).offload_gate;
-  b.gate[b.n] = gate;
-  b.seq[b.n] = meta(m).offload_seq;
-  b.gated |= gate;
+  if (!(flags & kMetaFlagCopy)) b.gated |= meta(m).offload_gate;
   if (++b.n == kTxBurst) send(dest, kernel);
 }
 
@@ -216,6 +211,8 @@ void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
     return;
   }
   if (hooks_ && !kernel) hooks_->run_tx(t.port->id(), QueueId{t.queue}, {b.pkts.data(), b.n});
+  std::array<Gated, kTxBurst> gates;
+  const uint16_t ngated = b.gated ? gated(b, gates) : 0;
   uint16_t sent = offer(b.pkts.data(), b.n);
   stats_.bursts.add();
   for (uint32_t r = 0; sent < b.n && r < kTxRetries; ++r) {
@@ -240,8 +237,10 @@ void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
       o.tx_bytes.add(bytes);
     }
   }
-  if (b.gated) [[unlikely]]
-    settle(b, sent);
+  // What the port took is settled; what it refused is, as it is dropped below.
+  for (uint16_t i = 0; i < ngated; ++i)
+    if (gates[i].index < sent)
+      offload_->settle(b.ingress[gates[i].index], gates[i].gate, gates[i].seq);
   if (sent < b.n) {
     stats_.tx_full.add(b.n - sent);
     for (uint16_t i = sent; i < b.n; ++i)
@@ -260,10 +259,15 @@ void TxAdapter::flush() noexcept {
     send(static_cast<uint16_t>(std::countr_zero(kernel_dirty_)), true);
 }
 
-void TxAdapter::settle(const Buffer& b, uint16_t sent) noexcept {
-  if (offload_ == nullptr) return;
-  for (uint16_t i = 0; i < sent; ++i)
-    if (b.gate[i]) offload_->settle(b.ingress[i], b.gate[i], b.seq[i]);
+uint16_t TxAdapter::gated(const Buffer& b, std::array<Gated, kTxBurst>& out) const noexcept {
+  uint16_t n = 0;
+  if (offload_ == nullptr) return 0;
+  for (uint16_t i = 0; i < b.n; ++i) {
+    const PacketMeta& pm = meta(b.pkts[i]);
+    if (pm.offload_gate && b.ingress[i] != kNoCharge)
+      out[n++] = {i, pm.offload_gate, pm.offload_seq};
+  }
+  return n;
 }
 
 void TxAdapter::drop_packet(rte_mbuf* m, DropReason reason) noexcept {

@@ -104,9 +104,9 @@ class TxAdapter final : public EgressSink {
     std::array<rte_mbuf*, kTxBurst> pkts{};
     std::array<uint16_t, kTxBurst> ingress{};
     std::array<uint32_t, kTxBurst> bytes{};
-    std::array<uint16_t, kTxBurst> gate{};  // PacketMeta::offload_gate, 0 for a copy
-    std::array<uint32_t, kTxBurst> seq{};   // PacketMeta::offload_seq
-    uint16_t gated = 0;                     // the OR of gate[0, n): non-zero if any is gated
+    // The OR of the PacketMeta::offload_gate of pkts[0, n) that are not copies: non-zero if
+    // a packet there is to be settled (send() reads which before the port takes them).
+    uint16_t gated = 0;
   };
 
   // Buffer::ingress of a mirror copy: nothing to charge.
@@ -119,8 +119,14 @@ class TxAdapter final : public EgressSink {
   void buffer(uint16_t dest, bool kernel, rte_mbuf* m, uint8_t flags) noexcept;
   void send(uint16_t dest, bool kernel) noexcept;
   void drop_packet(rte_mbuf* m, DropReason reason) noexcept;
-  // Settles the gated packets of b.pkts[0, sent), which their port took.
-  void settle(const Buffer& b, uint16_t sent) noexcept;
+  // A gated packet of a buffer: what settling it takes, read before its port takes it.
+  struct Gated {
+    uint16_t index;  // in the buffer
+    uint16_t gate;
+    uint32_t seq;
+  };
+  // The gated packets of b.pkts[0, b.n) (b.gated non-zero) into `out`; returns how many.
+  uint16_t gated(const Buffer& b, std::array<Gated, kTxBurst>& out) const noexcept;
   void free_dropped() noexcept;
 
   std::vector<TxTarget> ports_;
