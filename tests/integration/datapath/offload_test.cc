@@ -470,5 +470,31 @@ TEST_F(OffloadNat, ATranslatedTransferIsOffloadedWithItsTranslation) {
       << tcp.dump();
 }
 
+// A reload that gives the source NAT another port range: the offloaded flows go at the reload,
+// and a new connection is offloaded with a translation from the new range only.
+TEST_F(OffloadNat, ANatRuleChangeIsFollowedAtTheReload) {
+  ASSERT_TRUE(transfer(1u << 20, 's', 'c', "192.0.2.2"));
+  ASSERT_FALSE(json("offload")["flows"].empty()) << json("offload").dump();
+  reload_with(std::regex_replace(edit_config(test_config(socket_, name_)),
+                                 std::regex("ports: 20000-29999"), "ports: 30000-30999"),
+              "nat-range.yaml");
+  Json o;
+  for (int i = 0; i < 30 && !(o = json("offload"))["flows"].empty(); ++i)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(o["flows"].empty()) << o.dump();
+  ASSERT_TRUE(transfer(1u << 20, 's', 'c', "192.0.2.2"));
+  o = json("offload");
+  size_t translated = 0;
+  for (const auto& f : o["flows"]) {
+    const std::string nat = f["nat"].get<std::string>();
+    if (nat.find("src as") == std::string::npos) continue;
+    ++translated;
+    EXPECT_TRUE(std::regex_search(nat, std::regex("src as 192\\.0\\.2\\.1:30[0-9]{3}")))
+        << o.dump();
+  }
+  EXPECT_GE(translated, 1u) << o.dump();
+  expect_accounted(quiet_counters());
+}
+
 }  // namespace
 }  // namespace vecflow::test
