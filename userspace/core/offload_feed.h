@@ -21,7 +21,9 @@
 //
 // The feed also counts changes to what the stages decide (changed(): routes, neighbours,
 // rules): an entry installed before a change is stale, and the control thread takes the
-// offloaded flows back to user space when the count moves.
+// offloaded flows back to user space when the count moves. A route or a neighbour concerns
+// the flows of its IP version only (a next hop is of its route's version), so each version
+// has its own count: a fresh link's IPv6 routes do not take IPv4 flows back.
 //
 // The feed also carries the other direction: the offload gates of each ingress port's steering
 // program (vecflow/offload_abi.h). A packet the program lifted under a gate is settled here by
@@ -48,6 +50,19 @@
 #include "vecflow/offload_abi.h"
 
 namespace vecflow {
+
+// Which flows a change to what stages decide concerns: one IP version's (a route, a
+// neighbour), or all (a rule). The counts of both versions live in one word, IPv4's in its low
+// half, IPv6's in its high half, so that a worker reads them in one load.
+enum class OffloadChange : uint64_t { Ipv4 = 1, Ipv6 = uint64_t(1) << 32, Any = Ipv4 | Ipv6 };
+
+inline OffloadChange offload_change_of(uint8_t ip_version) noexcept {
+  return ip_version == 6 ? OffloadChange::Ipv6 : OffloadChange::Ipv4;
+}
+// The count of `ip_version`'s changes in a word of changes().
+inline uint32_t offload_changes_of(uint64_t changes, uint8_t ip_version) noexcept {
+  return ip_version == 6 ? uint32_t(changes >> 32) : uint32_t(changes);
+}
 
 // No connection-tracking session (a stateless pipeline).
 inline constexpr uint32_t kNoOffloadSession = 0xffffffff;
@@ -157,9 +172,12 @@ class OffloadFeed {
   // Control thread: moves up to out.size() offers into `out`; returns how many.
   size_t take(std::span<OffloadOffer> out) noexcept;
 
-  // Any thread: what stages decide for a flow has changed (a route, a neighbour, a rule).
-  // Called after the new table is in force: a run that reads the new count reads the new table.
-  void changed() noexcept { changes_.fetch_add(1, std::memory_order_acq_rel); }
+  // Any thread: what stages decide for the flows of `which` has changed (a route, a neighbour,
+  // a rule). Called after the new table is in force: a run that reads the new count reads the
+  // new table.
+  void changed(OffloadChange which = OffloadChange::Any) noexcept {
+    changes_.fetch_add(uint64_t(which), std::memory_order_acq_rel);
+  }
   uint64_t changes() const noexcept { return changes_.load(std::memory_order_acquire); }
 
   OffloadFeedStats stats() const noexcept;

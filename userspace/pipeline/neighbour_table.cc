@@ -128,9 +128,11 @@ void NeighbourTable::publish(uint32_t id, uint64_t word) noexcept {
   // The kernel refreshes its neighbours' states all the time, mostly with the same address,
   // and learns new ones (the hosts' IPv6 neighbours): only a different word for an entry that
   // had an address is a change an offloaded flow may have been decided by (an unresolved next
-  // hop's packets are held or handed to the kernel, never offloaded).
+  // hop's packets are held or handed to the kernel, never offloaded). It concerns the flows
+  // of its IP version only.
   const uint64_t old = entries_[id].word.exchange(word, std::memory_order_acq_rel);
-  if (old != word && old != 0 && offload_) offload_->changed();
+  if (old != word && old != 0 && offload_)
+    offload_->changed(offload_change_of(slots_[id].key.version));
 }
 
 std::vector<NeighbourKey> NeighbourTable::take_requests(size_t max) {

@@ -111,7 +111,9 @@ void FlowOffloader::consider(const OffloadOffer& o, uint64_t now) {
   if (!settings_.enabled || !blocker_.empty()) return;  // made before offload was turned off
   if (paused_) return refuse(o, OffloadRefusal::Paused, now);
   // Decided by tables since replaced; the flow's packets decided by the new ones come again.
-  if (o.changes < changes_seen_ || feed_.changes() != changes_seen_)
+  const uint32_t seen = offload_changes_of(changes_seen_, o.key.ip_version);
+  if (offload_changes_of(o.changes, o.key.ip_version) != seen ||
+      offload_changes_of(feed_.changes(), o.key.ip_version) != seen)
     return refuse(o, OffloadRefusal::Stale, now);
   if (o.in_port >= ports_.size() || ports_[o.in_port].table == nullptr)
     return refuse(o, OffloadRefusal::NoSteering, now);
@@ -204,17 +206,33 @@ FlowOffloader::Flows::iterator FlowOffloader::remove(Flows::iterator it) {
 }
 
 void FlowOffloader::flush(std::string_view why) {
+  take_back(OffloadChange::Any, why);
+}
+
+void FlowOffloader::take_back(OffloadChange which, std::string_view why) {
   changes_seen_ = feed_.changes();
   ++stats_.flushes;
-  if (flows_.empty()) return;
-  log::get("steer")->info("offload: {} flows back to user space: {}", flows_.size(), why);
-  stats_.flushed += flows_.size();
-  for (auto it = flows_.begin(); it != flows_.end();)
-    it = remove(it);
+  size_t n = 0;
+  for (auto it = flows_.begin(); it != flows_.end();) {
+    if (uint64_t(which) & uint64_t(offload_change_of(it->second.key.flow.ip_version))) {
+      it = remove(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  stats_.flushed += n;
+  if (n > 0) log::get("steer")->info("offload: {} flows back to user space: {}", n, why);
 }
 
 void FlowOffloader::sweep(uint64_t now) {
-  if (feed_.changes() != changes_seen_) flush("routes, neighbours or rules changed");
+  const uint64_t changes = feed_.changes();
+  uint64_t moved = 0;
+  for (uint8_t v : {4, 6}) {
+    if (offload_changes_of(changes, v) != offload_changes_of(changes_seen_, v))
+      moved |= uint64_t(offload_change_of(v));
+  }
+  if (moved != 0) take_back(OffloadChange(moved), "routes, neighbours or rules changed");
   if (flows_.empty()) return;
   // Each table read whole, in batches: a few system calls, not one per entry.
   for (size_t p = 0; p < ports_.size(); ++p) {

@@ -3,9 +3,10 @@
 // steering program (steer/offload_table.h), and takes flows back to user space when they must
 // be decided again:
 //   - a route, neighbour or rule changed (OffloadFeed::changes() moved), a reload applied, a
-//     link changed (flush()): every entry goes at the next sweep, and offers decided before
-//     the change are refused as stale; the flows' next packets are decided by the new tables
-//     in user space and offered again;
+//     link changed (flush()): every entry the change concerns (a route or neighbour: its IP
+//     version's; anything else: all) goes at the next sweep, and offers decided before the
+//     change are refused as stale; the flows' next packets are decided by the new tables in
+//     user space and offered again;
 //   - a capture or trace runs (the `paused` predicate): no entry while it does, so that it sees
 //     every packet;
 //   - an entry no frame used for idle_timeout_ms: removed at a sweep.
@@ -177,6 +178,8 @@ class FlowOffloader final : public Service {
   void consider(const OffloadOffer& o, uint64_t now);
   void refuse(const OffloadOffer& o, OffloadRefusal r, uint64_t now);
   void sweep(uint64_t now);
+  // Takes the flows of `which`'s IP versions back to user space, for `why` (logged).
+  void take_back(OffloadChange which, std::string_view why);
   void check_gates(uint64_t now);
   // Removes the entry of `it`, folding its final counters; returns the next iterator.
   using Flows = std::unordered_map<OffloadKey, OffloadedFlow, KeyHash, KeyEqual>;

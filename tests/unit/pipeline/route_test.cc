@@ -11,6 +11,7 @@
 #include <rte_icmp.h>
 #include <rte_ip.h>
 
+#include "core/offload_feed.h"
 #include "core/packet.h"
 #include "core/port_mtu.h"
 #include "fixture.h"
@@ -700,6 +701,36 @@ TEST_F(Route, ReplaceKeepsTheOldTableOnError) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->route.nexthops[0].port, "lan");
   EXPECT_FALSE(rs->route_for(address("11.0.0.1")));
+}
+
+// Offloaded flows are taken back to user space when their route may have changed: a change of
+// one IP version's routes concerns that version's flows only, and an unchanged list none (a
+// fresh link's IPv6 routes and kernel sync's repeated lists must not take IPv4 flows back).
+TEST_F(Route, ARouteChangeConcernsTheOffloadedFlowsOfItsIpVersion) {
+  auto feed = OffloadFeed::create(1, 2);
+  ASSERT_TRUE(feed) << feed.error().message;
+  Harness h;
+  h.ctx.offload = feed->get();
+  ASSERT_TRUE(h.build({stage("route", routes({route("0.0.0.0/0", "wan", "192.0.2.254")}))}));
+  auto* rs = h.pipeline->find<RouteStage>("route");
+  auto counts = [&] {
+    const uint64_t c = (*feed)->changes();
+    return std::pair{offload_changes_of(c, 4), offload_changes_of(c, 6)};
+  };
+  const auto start = counts();
+
+  ASSERT_TRUE(rs->set_kernel_routes({route("2001:db8:1::/64", "lan")}));
+  EXPECT_EQ(counts(), std::pair(start.first, start.second + 1));
+  ASSERT_TRUE(rs->set_kernel_routes({route("2001:db8:1::/64", "lan")}));
+  EXPECT_EQ(counts(), std::pair(start.first, start.second + 1));
+  ASSERT_TRUE(
+      rs->set_kernel_routes({route("10.1.0.0/16", "lan"), route("2001:db8:1::/64", "lan")}));
+  EXPECT_EQ(counts(), std::pair(start.first + 1, start.second + 1));
+  ASSERT_TRUE(rs->replace_routes(
+      {route("0.0.0.0/0", "wan", "192.0.2.254"), route("2001:db8:2::/64", "wan")}));
+  EXPECT_EQ(counts(), std::pair(start.first + 1, start.second + 2));
+  ASSERT_TRUE(rs->replace_routes({route("0.0.0.0/0", "wan", "192.0.2.1")}));
+  EXPECT_EQ(counts(), std::pair(start.first + 2, start.second + 3));
 }
 
 // ---- RFC 1812 / RFC 4291 checks -------------------------------------------------------------

@@ -1,6 +1,8 @@
 #include "pipeline/route/route_stage.h"
 
+#include <algorithm>
 #include <map>
+#include <ranges>
 #include <set>
 
 #include <fmt/format.h>
@@ -22,6 +24,18 @@
 namespace vecflow {
 
 namespace {
+
+// The IP versions whose routes differ between two lists (kernel sync and the file give theirs
+// in a stable order): an offloaded flow's route is of its own version.
+OffloadChange route_changes(const std::vector<StaticRoute>& a, const std::vector<StaticRoute>& b) {
+  uint64_t which = 0;
+  for (uint8_t v : {4, 6}) {
+    auto of_version = [v](const StaticRoute& r) { return r.prefix.addr.version == v; };
+    if (!std::ranges::equal(a | std::views::filter(of_version), b | std::views::filter(of_version)))
+      which |= uint64_t(offload_change_of(v));
+  }
+  return OffloadChange(which);
+}
 
 // Whether a non-IP frame is ARP (the ethertype after any VLAN tags).
 bool is_arp(const rte_mbuf* m) noexcept {
@@ -209,7 +223,7 @@ Result<std::unique_ptr<RouteStage>> RouteStage::create(const config::StageConfig
   s->config_routes_ = p.routes;
   {
     std::lock_guard lock(s->mutex_);
-    if (auto r = s->rebuild_locked(); !r) return std::unexpected(r.error());
+    if (auto r = s->rebuild_locked(OffloadChange::Any); !r) return std::unexpected(r.error());
   }
   if (s->kernel_ != nullptr && p.from_kernel) {
     if (auto r = s->kernel_->follow_routes(s.get()); !r) return std::unexpected(r.error());
@@ -221,7 +235,7 @@ Result<std::unique_ptr<RouteStage>> RouteStage::create(const config::StageConfig
   return s;
 }
 
-Result<void> RouteStage::rebuild_locked() {
+Result<void> RouteStage::rebuild_locked(OffloadChange which) {
   std::vector<RouteEntry> entries;
   entries.reserve(config_routes_.size() + kernel_routes_.size());
   std::set<std::pair<std::array<uint8_t, 16>, int>> configured;
@@ -237,14 +251,15 @@ Result<void> RouteStage::rebuild_locked() {
   auto table = RouteTable::build(std::move(entries), ports_, *neighbours_);
   if (!table) return std::unexpected(table.error());
   table_.replace(std::move(*table), *qsbr_);
-  if (offload_) offload_->changed();
+  if (offload_ && which != OffloadChange{}) offload_->changed(which);
   return {};
 }
 
 Result<void> RouteStage::replace_routes(std::vector<StaticRoute> routes) {
   std::lock_guard lock(mutex_);
+  const OffloadChange which = route_changes(config_routes_, routes);
   std::swap(config_routes_, routes);
-  auto r = rebuild_locked();
+  auto r = rebuild_locked(which);
   if (!r) std::swap(config_routes_, routes);  // keep the table in force, and its source
   return r;
 }
@@ -252,10 +267,12 @@ Result<void> RouteStage::replace_routes(std::vector<StaticRoute> routes) {
 Result<void> RouteStage::set_kernel_routes(std::vector<StaticRoute> routes) {
   std::lock_guard lock(mutex_);
   // Kernel sync hands over the whole list at each event of the kernel's: an unchanged one is
-  // not a change (a rebuild would take every offloaded flow back to user space).
-  if (routes == kernel_routes_) return {};
+  // not a change (a rebuild would take every offloaded flow back to user space), and a change
+  // of one IP version's routes leaves the other's flows where they are.
+  const OffloadChange which = route_changes(kernel_routes_, routes);
+  if (which == OffloadChange{}) return {};
   std::swap(kernel_routes_, routes);
-  auto r = rebuild_locked();
+  auto r = rebuild_locked(which);
   if (!r) std::swap(kernel_routes_, routes);
   return r;
 }

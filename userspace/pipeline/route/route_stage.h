@@ -56,6 +56,8 @@
 
 namespace vecflow {
 
+enum class OffloadChange : uint64_t;  // core/offload_feed.h
+
 // What the route stage checks before it routes a packet (RFC 1812, RFC 4291), each on by
 // default and each dropped under its own reason.
 struct RouteChecks {
@@ -136,7 +138,8 @@ class RouteStage final : public Stage {
   };
 
   RouteStage(const config::StageConfig& cfg, StageContext& ctx);
-  Result<void> rebuild_locked();
+  // Builds the table from both lists; `which`: the flows the change concerns (offload).
+  Result<void> rebuild_locked(OffloadChange which);
   // process() with the checks in force (RouteChecks) fixed.
   template <bool kChecksum, bool kMartians>
   void route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept;
