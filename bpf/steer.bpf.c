@@ -202,9 +202,21 @@ __attribute__((noinline)) int vf_classify(const struct vf_parsed* p, __u32 set_i
   return 0;
 }
 
-/* Writes vf_xdp_meta in front of the frame. Returns 0, or -1 when the driver has no room. */
+/* Whether lifted frames carry vf_xdp_meta: set by the loader (steer/program.cc) before the
+ * load, 0 in steer_nometa.bpf.o. A kernel may refuse bpf_xdp_adjust_meta to XDP programs (the
+ * 6.18.44 of some of our machines does); the verifier, which knows this constant, then never
+ * sees the call. User space parses such frames itself, as those a driver gave no room. */
+#ifdef VF_STEER_NO_META
+const volatile __u32 vf_write_meta = 0;
+#else
+const volatile __u32 vf_write_meta = 1;
+#endif
+
+/* Writes vf_xdp_meta in front of the frame. Returns 0, or -1 when the driver has no room (or
+ * the program writes none). */
 static __always_inline int write_meta(struct xdp_md* ctx, const struct vf_parsed* p, __u32 rule_id,
                                       __u32 symmetric, __u32 gate, __u64 seq) {
+  if (!vf_write_meta) return -1;
   if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct vf_xdp_meta))) return -1;
   void* data = (void*)(long)ctx->data;
   struct vf_xdp_meta* m = (void*)(long)ctx->data_meta;

@@ -1,6 +1,7 @@
 # BPF object -> skeleton -> linkable target, in one function.
 #
-#   vecflow_bpf_object(<name> <source.bpf.c> [INCLUDES dir...] [DEPENDS file...])
+#   vecflow_bpf_object(<name> <source.bpf.c> [INCLUDES dir...] [DEPENDS file...]
+#                      [DEFINES macro...])
 #
 # compiles <source> with clang for the BPF target into <name>.bpf.o, generates <name>.skel.h
 # with `bpftool gen skeleton`, and defines the INTERFACE target `bpf_<name>` whose include
@@ -33,7 +34,7 @@ if(NOT VECFLOW_MULTIARCH)
 endif()
 
 function(vecflow_bpf_object name source)
-  cmake_parse_arguments(ARG "" "" "INCLUDES;DEPENDS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "INCLUDES;DEPENDS;DEFINES" ${ARGN})
   get_filename_component(src ${source} ABSOLUTE)
   set(obj ${CMAKE_CURRENT_BINARY_DIR}/${name}.bpf.o)
   set(skel_dir ${CMAKE_CURRENT_BINARY_DIR}/skel)
@@ -42,6 +43,10 @@ function(vecflow_bpf_object name source)
   foreach(dir ${ARG_INCLUDES})
     get_filename_component(abs ${dir} ABSOLUTE)
     list(APPEND incs -I${abs})
+  endforeach()
+  set(defs "")
+  foreach(def ${ARG_DEFINES})
+    list(APPEND defs -D${def})
   endforeach()
 
   # Warnings fail the BPF build as they fail the C++ one (VECFLOW_WERROR; off in the package).
@@ -54,7 +59,7 @@ function(vecflow_bpf_object name source)
   add_custom_command(
     OUTPUT ${obj}
     COMMAND ${VECFLOW_BPF_CLANG} -target bpf -mcpu=v3 -O2 -g -Wall ${werror}
-            -D__TARGET_ARCH_x86 -I/usr/include/${VECFLOW_MULTIARCH} ${incs}
+            -D__TARGET_ARCH_x86 ${defs} -I/usr/include/${VECFLOW_MULTIARCH} ${incs}
             -c ${src} -o ${obj}
     DEPENDS ${src} ${ARG_DEPENDS}
     IMPLICIT_DEPENDS C ${src}

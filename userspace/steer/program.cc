@@ -9,6 +9,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/log.h"
 #include "steer.skel.h"
 #include "steer/offload_table.h"
 
@@ -38,6 +39,7 @@ SteerCounters& SteerCounters::operator+=(const SteerCounters& o) {
   offload_bytes += o.offload_bytes;
   for (size_t i = 0; i < offload_declined.size(); ++i)
     offload_declined[i] += o.offload_declined[i];
+  xmit_drops += o.xmit_drops;
   if (rules.size() < o.rules.size()) rules.resize(o.rules.size());
   for (size_t i = 0; i < o.rules.size(); ++i) {
     rules[i].packets += o.rules[i].packets;
@@ -79,11 +81,42 @@ SteerProgram::Limits SteerProgram::limits_for(const CompiledRules& rules, uint32
   return l;
 }
 
+bool kernel_allows_xdp_metadata() {
+  // A three-instruction XDP program (multi-buffer, attach type BPF_XDP, as libbpf loads ours)
+  // that asks for 8 bytes of metadata: a kernel that refuses the helper says EINVAL at the
+  // load (the verifier: "program of this type cannot use helper bpf_xdp_adjust_meta"). Any
+  // other failure (no privilege, no BPF) fails the real load too, with its own message.
+  static const bool allowed = [] {
+    // {code, dst_reg, src_reg, off, imm}
+    const bpf_insn probe[] = {
+        {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_2, 0, 0, -8},
+        {BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_xdp_adjust_meta},
+        {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, XDP_PASS},
+        {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+    };
+    LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_XDP,
+                .prog_flags = BPF_F_XDP_HAS_FRAGS);
+    const int fd = bpf_prog_load(BPF_PROG_TYPE_XDP, "vf_meta_probe", "GPL", probe,
+                                 sizeof(probe) / sizeof(probe[0]), &opts);
+    if (fd >= 0) close(fd);
+    const bool ok = fd >= 0 || errno != EINVAL;
+    if (!ok) {
+      log::get("steer")->warn(
+          "this kernel refuses XDP metadata (bpf_xdp_adjust_meta): lifted frames carry none and "
+          "are parsed in user space; offload gates open by time");
+    }
+    return ok;
+  }();
+  return allowed;
+}
+
 namespace {
 
 constexpr uint64_t kOffloadPreallocBytes = uint64_t{256} << 20;
 
-Result<void> size_maps(steer_bpf* s, const SteerProgram::Limits& l) {
+// Sizes the maps of an opened, not yet loaded object; metadata where the kernel allows it.
+Result<void> prepare(steer_bpf* s, const SteerProgram::Limits& l) {
+  s->rodata->vf_write_meta = kernel_allows_xdp_metadata() ? 1 : 0;
   // Both sets live side by side while one replaces the other.
   int err = bpf_map__set_max_entries(s->maps.vf_rules, l.rule_entries * VF_STEER_SETS);
   if (!err) err = bpf_map__set_max_entries(s->maps.vf_rule_stats, l.rules * VF_STEER_SETS);
@@ -108,7 +141,7 @@ Result<void> size_maps(steer_bpf* s, const SteerProgram::Limits& l) {
 Result<std::unique_ptr<SteerProgram>> SteerProgram::load(const Limits& limits) {
   SteerSkeleton skel(steer_bpf__open());
   if (!skel) return fail("steer: cannot open the BPF object: {}", errno_text(-errno));
-  if (auto r = size_maps(skel.get(), limits); !r) return std::unexpected(r.error());
+  if (auto r = prepare(skel.get(), limits); !r) return std::unexpected(r.error());
   if (int err = steer_bpf__load(skel.get()))
     return fail("steer: the kernel refused the XDP program: {} (see the steer log above)",
                 errno_text(err));
@@ -199,7 +232,7 @@ Result<SteerSkeleton> SteerProgram::open_sharing_maps() const {
   if (!skel_) return fail("steer: an adopted program is attached by its owner, not by vecflow");
   SteerSkeleton skel(steer_bpf__open());
   if (!skel) return fail("steer: cannot open the BPF object: {}", errno_text(-errno));
-  if (auto r = size_maps(skel.get(), limits_); !r) return std::unexpected(r.error());
+  if (auto r = prepare(skel.get(), limits_); !r) return std::unexpected(r.error());
   bpf_map* mine;
   bpf_object__for_each_map(mine, skel_->obj) {
     bpf_map* theirs = bpf_object__find_map_by_name(skel->obj, bpf_map__name(mine));

@@ -44,6 +44,9 @@ struct SteerCounters {
   uint64_t offload_bytes = 0;
   // Frames of an offloaded flow that went the normal way, by vf_offload_decline.
   std::array<uint64_t, VF_OFFLOAD_DECLINE_COUNT> offload_declined{};
+  // Frames XDP redirected to this port's interface (offloaded or by a rule, from any port) that
+  // the kernel lost afterwards (steer/xmit_drops.h). Filled by XdpSteering.
+  uint64_t xmit_drops = 0;
   std::vector<vf_rule_counter> rules;  // by rule id, for the rule set installed last
 
   SteerCounters& operator+=(const SteerCounters& o);
@@ -53,6 +56,15 @@ struct SteerDeleter {
   void operator()(steer_bpf* s) const noexcept;
 };
 using SteerSkeleton = std::unique_ptr<steer_bpf, SteerDeleter>;
+
+// Whether this kernel lets an XDP program write metadata in front of a frame
+// (bpf_xdp_adjust_meta; probed once). Where it does not (the 6.18.44 of some of our machines
+// refuses the helper to every XDP program), the program is loaded without the call: frames it
+// lifts carry no vf_xdp_meta (counted as meta_unavailable) and user space parses and hashes
+// them itself; they name no steering rule (a count stage's `by: rule` sees none), and offload
+// gates open by time (FlowOffloader: quiet or forced) instead of by the flow's last lifted
+// frame.
+bool kernel_allows_xdp_metadata();
 
 class SteerProgram {
  public:
@@ -85,6 +97,7 @@ class SteerProgram {
 
   int prog_fd() const noexcept;
   int xsks_map_fd() const noexcept;
+  int devmap_fd() const noexcept { return fds_.devmap; }
   // The offloaded flows of this instance's interface (steer/offload_table.h).
   OffloadTable& offload() noexcept { return *offload_; }
   const Limits& limits() const noexcept { return limits_; }

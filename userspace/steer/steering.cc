@@ -169,10 +169,12 @@ SteerSetup steer_setup(const config::ApplianceConfig& cfg) {
 }
 
 std::string XdpSteering::bpf_object_path() {
-  if (const char* dir = std::getenv("VECFLOW_BPF_DIR"); dir && *dir)
-    return std::string(dir) + "/steer.bpf.o";
-  if (access(VECFLOW_BPF_STEER_OBJECT, R_OK) == 0) return VECFLOW_BPF_STEER_OBJECT;
-  return std::string(kInstalledBpfDir) + "/steer.bpf.o";
+  const bool meta = kernel_allows_xdp_metadata();
+  const char* file = meta ? "/steer.bpf.o" : "/steer_nometa.bpf.o";
+  if (const char* dir = std::getenv("VECFLOW_BPF_DIR"); dir && *dir) return std::string(dir) + file;
+  const char* built = meta ? VECFLOW_BPF_STEER_OBJECT : VECFLOW_BPF_STEER_NOMETA_OBJECT;
+  if (access(built, R_OK) == 0) return built;
+  return std::string(kInstalledBpfDir) + file;
 }
 
 Result<int> XdpSteering::remove_stale(uint32_t ifindex) {
@@ -223,6 +225,13 @@ Result<std::unique_ptr<XdpSteering>> XdpSteering::start(const SteerSetup& setup)
   s->setup_ = setup;
   if (setup.ports.empty()) return s;
   ensure_bpffs();
+  // Without it nothing is lost but the count of what egress drivers refuse.
+  if (auto x = XmitDrops::start(); x) {
+    s->xmit_drops_ = std::move(*x);
+  } else {
+    logger()->warn("{}: frames XDP hands to an interface that refuses them go uncounted",
+                   x.error().message);
+  }
   for (const auto& port : setup.ports) {
     if (port.attach) {
       if (auto r = s->attach(setup, port); !r) {
@@ -288,6 +297,7 @@ Result<void> XdpSteering::adopt(std::string_view name) {
   logger()->info("port {}: adopted the steering program DPDK attached to {} (id {}), {} entries",
                  port.name, port.interface, prog_id, compiled->entries.size());
   status_.push_back(st);
+  watch_devmap(*a);
   attached_.push_back(std::move(a));
   return {};
 }
@@ -403,6 +413,7 @@ Result<void> XdpSteering::attach(const SteerSetup& setup, const SteerPort& port)
                  st.dispatcher ? "libxdp dispatcher" : "single program", st.prog_id,
                  compiled->entries.size());
   status_.push_back(st);
+  watch_devmap(*a);
   attached_.push_back(std::move(a));
   return {};
 }
@@ -523,16 +534,28 @@ OffloadTable* XdpSteering::offload(std::string_view port) noexcept {
   return nullptr;
 }
 
+void XdpSteering::watch_devmap(const Attached& a) {
+  if (!xmit_drops_) return;
+  if (auto r = xmit_drops_->watch_devmap(a.program->devmap_fd()); !r)
+    logger()->warn("port {}: {}", a.port.name, r.error().message);
+}
+
+Result<SteerCounters> XdpSteering::counters(const Attached& a) const {
+  auto c = a.program->counters();
+  if (c && xmit_drops_) c->xmit_drops = xmit_drops_->of(a.ifindex).frames;
+  return c;
+}
+
 Result<SteerCounters> XdpSteering::counters(std::string_view port) const {
   for (const auto& a : attached_)
-    if (a->port.name == port) return a->program->counters();
+    if (a->port.name == port) return counters(*a);
   return fail("port {} has no XDP steering", port);
 }
 
 Result<SteerCounters> XdpSteering::counters() const {
   SteerCounters sum;
   for (const auto& a : attached_) {
-    auto c = a->program->counters();
+    auto c = counters(*a);
     if (!c) return fail("port {}: {}", a->port.name, c.error().message);
     sum += *c;
   }

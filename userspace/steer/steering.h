@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "steer/offload_table.h"
 #include "steer/program.h"
+#include "steer/xmit_drops.h"
 
 namespace vecflow::steer {
 
@@ -99,6 +100,7 @@ class XdpSteering {
   const std::vector<SteerInterface>& interfaces() const noexcept { return status_; }
   // The XSKMAP of a port's interface, -1 for a port without steering. Valid until stop().
   int xsks_map_fd(std::string_view port) const noexcept;
+  // With xmit_drops: what the port's interface refused of the frames XDP handed it.
   Result<SteerCounters> counters(std::string_view port) const;
   // The offload table of a port's interface, nullptr for a port without steering. Valid until
   // stop(); the same control thread.
@@ -108,7 +110,8 @@ class XdpSteering {
 
   // The BPF object file for DPDK's net_af_xdp `xdp_prog=`: $VECFLOW_BPF_DIR/steer.bpf.o when
   // set, else the build tree's object when it exists, else the installed one under
-  // /usr/lib/vecflow/bpf.
+  // /usr/lib/vecflow/bpf. steer_nometa.bpf.o instead of steer.bpf.o on a kernel that refuses
+  // XDP metadata (kernel_allows_xdp_metadata()).
   static std::string bpf_object_path();
 
   // Removes every vecflow steering program from an interface (stale instances of a crashed
@@ -120,8 +123,12 @@ class XdpSteering {
  private:
   XdpSteering() = default;
   Result<void> attach(const SteerSetup& setup, const SteerPort& port);
+  Result<SteerCounters> counters(const Attached& a) const;
+  // Counts what the kernel loses of the frames a's program redirects (XmitDrops).
+  void watch_devmap(const Attached& a);
 
   SteerSetup setup_;
+  std::unique_ptr<XmitDrops> xmit_drops_;  // nullptr where the kernel refused it
   std::vector<std::unique_ptr<Attached>> attached_;
   std::vector<SteerInterface> status_;
 };

@@ -60,7 +60,12 @@ inline const MetricFamily kMtuLifted{
     {"port"}};
 inline const MetricFamily kMetaUnavailable{
     "vecflow_steer_meta_unavailable_total",
-    "Frames lifted without XDP metadata (the driver gave no headroom)",
+    "Frames lifted without XDP metadata (the driver gave no headroom, or the kernel refuses it)",
+    MetricType::Counter,
+    {"port"}};
+inline const MetricFamily kXmitDrops{
+    "vecflow_steer_xmit_drops_total",
+    "Frames XDP redirected to a port's interface (offloaded or by a rule) that the kernel lost",
     MetricType::Counter,
     {"port"}};
 inline const MetricFamily kUnconfigured{"vecflow_steer_unconfigured_total",
@@ -94,6 +99,7 @@ constexpr auto kSteerCounters = std::to_array<CounterField<steer::SteerCounters,
     {"meta_unavailable", &kMetaUnavailable, &steer::SteerCounters::meta_unavailable},
     {"unconfigured", &kUnconfigured, &steer::SteerCounters::unconfigured},
     {"offload_bytes", &kOffloadBytes, &steer::SteerCounters::offload_bytes},
+    {"xmit_drops", &kXmitDrops, &steer::SteerCounters::xmit_drops},
 });
 static_assert(covers_struct(kSteerCounters, sizeof(steer::SteerCounters::verdict) +
                                                 sizeof(steer::SteerCounters::action) +
@@ -227,6 +233,7 @@ View steering_view() {
               {"TX", "tx", Unit::Count},
               {"REDIRECT", "redirect", Unit::Count},
               {"OFFLOAD", "offload", Unit::Count},
+              {"XMIT DROPS", "xmit_drops", Unit::Count},
               {"NO SOCKET", "no_socket_fallbacks", Unit::Count},
               {"QUEUE NOT READ", "queue_not_read", Unit::Count},
               {"OVER MTU", "mtu_lifted", Unit::Count}}),
