@@ -94,8 +94,10 @@ bool kernel_allows_xdp_metadata() {
         {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, XDP_PASS},
         {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
     };
-    LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_XDP,
-                .prog_flags = BPF_F_XDP_HAS_FRAGS);
+    bpf_prog_load_opts opts{};
+    opts.sz = sizeof(opts);
+    opts.expected_attach_type = BPF_XDP;
+    opts.prog_flags = BPF_F_XDP_HAS_FRAGS;
     const int fd = bpf_prog_load(BPF_PROG_TYPE_XDP, "vf_meta_probe", "GPL", probe,
                                  sizeof(probe) / sizeof(probe[0]), &opts);
     if (fd >= 0) close(fd);
