@@ -150,8 +150,11 @@ GroupOutput run_group(Pipeline& pipeline, size_t group, Classes& c, size_t n, St
     if (traced) [[unlikely]]
       trace_stage(stage, g.first + i, c.pkts, n, last && i + 1 == g.count);
     t = now;
-    n = last && i + 1 == g.count ? separate<kTags, true>(c, n, outcomes)
-                                 : separate<kTags, false>(c, n, outcomes);
+    if (last && i + 1 == g.count) {
+      n = separate<kTags, true>(c, n, outcomes);
+    } else if (!env.stage_kept_all()) {
+      n = separate<kTags, false>(c, n, outcomes);
+    }
   }
   if (c.drops.count) flush_drops(c.drops, outcomes);
   env.flush_copies();

@@ -161,10 +161,19 @@ class StageEnv {
     if (released_.full()) flush_released();
   }
 
+  // Says that process() left every packet it was given with verdict Continue (a route stage
+  // that routed them all): the runner then has nothing to sort out before the next stage and
+  // skips the pass over the vector that would find so. Optional: without it the runner looks.
+  void kept_all() noexcept { kept_all_ = true; }
+
   // The runner's side: the run's clock, the stage running, and what the stages handed over
   // passed on (given-back packets to the runner, which runs the stages after `stage` on them).
   void set_now(uint64_t tsc) noexcept { now_ = tsc; }
-  void set_stage(size_t stage) noexcept { stage_ = stage; }
+  void set_stage(size_t stage) noexcept {
+    stage_ = stage;
+    kept_all_ = false;
+  }
+  bool stage_kept_all() const noexcept { return kept_all_; }
   void flush_copies() noexcept;
   void flush_released() noexcept;
 
@@ -174,6 +183,7 @@ class StageEnv {
   PipelineWorker* runner_;
   PortOutcomes* outcomes_;
   size_t stage_ = 0;
+  bool kept_all_ = false;
   uint64_t now_ = 0;
   // Plain arrays, set empty by the constructor rather than zeroed: a StageEnv is made for
   // every run and every tick.

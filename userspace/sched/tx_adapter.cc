@@ -64,7 +64,16 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
   uint16_t to = kNoPort;
   uint16_t n = 0;
   uint16_t gated = 0;
+  uint64_t bytes = 0;
+  uint16_t first_in = 0;  // the ingress of b->pkts[0]
+  bool mixed = false;
   uint32_t limit = 0;  // the MTU of port `to`
+  const auto put_back = [&]() noexcept {
+    b->n = n;
+    b->gated |= gated;
+    b->bytes = bytes;
+    b->mixed = mixed;
+  };
   for (rte_mbuf* m : pkts) {
     const PacketMeta& pm = meta(m);
     // The common case in one test: transmitted, through a port this adapter sends on, and not
@@ -74,50 +83,50 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
     if (pm.verdict == Verdict::Transmit && !(pm.flags & kMetaFlagCopy) && out < kMaxPorts &&
         (tx_ports_ >> out & 1)) [[likely]] {
       if (out != to) {
-        if (b != nullptr) {
-          b->n = n;
-          b->gated |= gated;
-        }
+        if (b != nullptr) put_back();
         b = &tx[out];
         to = out;
         n = b->n;
         gated = 0;
+        bytes = b->bytes;
+        mixed = b->mixed;
+        first_in = n ? b->ingress[0] : m->port;
         limit = mtu(out);
       }
       if (m->pkt_len - m->l2_len > limit) [[unlikely]] {
-        b->n = n;  // oversize() may fill the same buffer
-        b->gated |= gated;
+        put_back();  // oversize() may fill the same buffer
         b = nullptr;
         to = kNoPort;
         oversize(m, out, limit);
         continue;
       }
-      if (n == 0) tx_dirty_ |= uint64_t{1} << out;
+      if (n == 0) {
+        tx_dirty_ |= uint64_t{1} << out;
+        first_in = m->port;
+      }
       b->pkts[n] = m;
       b->ingress[n] = m->port;
-      b->bytes[n] = m->pkt_len;
+      bytes += m->pkt_len;
+      mixed |= m->port != first_in;
       gated |= pm.offload_gate;
       if (++n == kTxBurst) {
-        b->n = n;
-        b->gated |= gated;
+        put_back();
         send(out, false);
         n = 0;
         gated = 0;
+        bytes = 0;
+        mixed = false;
       }
       continue;
     }
     if (b != nullptr) {  // packet() may fill the same buffers
-      b->n = n;
-      b->gated |= gated;
+      put_back();
       b = nullptr;
       to = kNoPort;
     }
     packet(m);
   }
-  if (b != nullptr) {
-    b->n = n;
-    b->gated |= gated;
-  }
+  if (b != nullptr) put_back();
   free_dropped();
 }
 
@@ -185,9 +194,11 @@ void TxAdapter::oversize(rte_mbuf* m, uint16_t out, uint32_t mtu) noexcept {
 void TxAdapter::buffer(uint16_t dest, bool kernel, rte_mbuf* m, uint8_t flags) noexcept {
   Buffer& b = kernel ? to_kernel_[dest] : tx_[dest];
   if (b.n == 0) (kernel ? kernel_dirty_ : tx_dirty_) |= uint64_t{1} << dest;
+  const uint16_t in = (flags & kMetaFlagCopy) ? kNoCharge : m->port;
+  if (b.n > 0 && in != b.ingress[0]) b.mixed = true;
   b.pkts[b.n] = m;
-  b.ingress[b.n] = (flags & kMetaFlagCopy) ? kNoCharge : m->port;
-  b.bytes[b.n] = m->pkt_len;
+  b.ingress[b.n] = in;
+  b.bytes += m->pkt_len;
   if (!(flags & kMetaFlagCopy)) b.gated |= meta(m).offload_gate;
   if (++b.n == kTxBurst) send(dest, kernel);
 }
@@ -207,36 +218,26 @@ void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
     free_dropped();
     b.n = 0;
     b.gated = 0;
+    b.bytes = 0;
+    b.mixed = false;
     tx_dirty_ &= ~(uint64_t{1} << dest);
     return;
   }
   if (hooks_ && !kernel) hooks_->run_tx(t.port->id(), QueueId{t.queue}, {b.pkts.data(), b.n});
   std::array<Gated, kTxBurst> gates;
   const uint16_t ngated = b.gated ? gated(b, gates) : 0;
+  // A port may free what it takes at once: a mixed buffer's lengths are read before.
+  std::array<uint32_t, kTxBurst> lengths;
+  if (b.mixed) [[unlikely]]
+    for (uint16_t i = 0; i < b.n; ++i)
+      lengths[i] = b.pkts[i]->pkt_len;
   uint16_t sent = offer(b.pkts.data(), b.n);
   stats_.bursts.add();
   for (uint32_t r = 0; sent < b.n && r < kTxRetries; ++r) {
     stats_.retries.add();
     sent += offer(b.pkts.data() + sent, static_cast<uint16_t>(b.n - sent));
   }
-  // Charged per run of packets from one ingress port (usually the whole burst): one counter
-  // update per run instead of one per packet.
-  for (uint16_t i = 0; i < sent;) {
-    const uint16_t in = b.ingress[i];
-    uint64_t n = 0, bytes = 0;
-    for (; i < sent && b.ingress[i] == in; ++i) {
-      ++n;
-      bytes += b.bytes[i];
-    }
-    if (in == kNoCharge) continue;
-    PortOutcomes& o = outcomes_[in];
-    if (kernel) {
-      o.kernel_packets.add(n);
-    } else {
-      o.tx_packets.add(n);
-      o.tx_bytes.add(bytes);
-    }
-  }
+  charge(b, sent, lengths.data(), kernel);
   // What the port took is settled; what it refused is, as it is dropped below.
   for (uint16_t i = 0; i < ngated; ++i)
     if (gates[i].index < sent)
@@ -249,7 +250,41 @@ void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
   }
   b.n = 0;
   b.gated = 0;
+  b.bytes = 0;
+  b.mixed = false;
   (kernel ? kernel_dirty_ : tx_dirty_) &= ~(uint64_t{1} << dest);
+}
+
+void TxAdapter::charge(const Buffer& b, uint16_t sent, const uint32_t* lengths,
+                       bool kernel) noexcept {
+  const auto add = [&](uint16_t in, uint64_t n, uint64_t bytes) noexcept {
+    if (in == kNoCharge || n == 0) return;
+    PortOutcomes& o = outcomes_[in];
+    if (kernel) {
+      o.kernel_packets.add(n);
+    } else {
+      o.tx_packets.add(n);
+      o.tx_bytes.add(bytes);
+    }
+  };
+  if (!b.mixed) {
+    // One ingress: the buffer's bytes less those of what was refused (still ours to read).
+    uint64_t bytes = b.bytes;
+    for (uint16_t i = sent; i < b.n; ++i)
+      bytes -= b.pkts[i]->pkt_len;
+    add(b.ingress[0], sent, bytes);
+    return;
+  }
+  // Charged per run of packets from one ingress port: one counter update per run.
+  for (uint16_t i = 0; i < sent;) {
+    const uint16_t in = b.ingress[i];
+    uint64_t n = 0, bytes = 0;
+    for (; i < sent && b.ingress[i] == in; ++i) {
+      ++n;
+      bytes += lengths[i];
+    }
+    add(in, n, bytes);
+  }
 }
 
 void TxAdapter::flush() noexcept {

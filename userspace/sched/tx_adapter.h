@@ -103,7 +103,10 @@ class TxAdapter final : public EgressSink {
     uint16_t n = 0;
     std::array<rte_mbuf*, kTxBurst> pkts{};
     std::array<uint16_t, kTxBurst> ingress{};
-    std::array<uint32_t, kTxBurst> bytes{};
+    // The bytes of pkts[0, n), and whether their ingress differs (or a copy is among them):
+    // a burst from one ingress port, nearly every one, is charged in one step, not per packet.
+    uint64_t bytes = 0;
+    bool mixed = false;
     // The OR of the PacketMeta::offload_gate of pkts[0, n) that are not copies: non-zero if
     // a packet there is to be settled (send() reads which before the port takes them).
     uint16_t gated = 0;
@@ -118,6 +121,9 @@ class TxAdapter final : public EgressSink {
   void oversize(rte_mbuf* m, uint16_t out, uint32_t mtu) noexcept;
   void buffer(uint16_t dest, bool kernel, rte_mbuf* m, uint8_t flags) noexcept;
   void send(uint16_t dest, bool kernel) noexcept;
+  // Charges what a port took of a buffer, the first `sent` packets (read before the offer:
+  // `lengths`, the packets' lengths when the buffer is mixed).
+  void charge(const Buffer& b, uint16_t sent, const uint32_t* lengths, bool kernel) noexcept;
   void drop_packet(rte_mbuf* m, DropReason reason) noexcept;
   // A gated packet of a buffer: what settling it takes, read before its port takes it.
   struct Gated {

@@ -682,6 +682,66 @@ TEST_F(TxAdapterTest, RefusedPacketsAreRetriedWithinABoundThenCountedTxFull) {
   rte_pktmbuf_free_bulk(got, n);
 }
 
+// Bytes are charged to each packet's ingress port for what the egress port took: a burst from
+// one ingress port is charged whole less what was refused; a burst mixing ingress ports per
+// packet. Packets of different lengths, so that a miscount shows.
+TEST_F(TxAdapterTest, TransmittedBytesAreChargedToEachIngressPortForWhatThePortTook) {
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1));
+  auto burst = [&](std::vector<PortId> ingress) {
+    std::vector<rte_mbuf*> pkts;
+    for (size_t i = 0; i < ingress.size(); ++i) {
+      rte_mbuf* m = make_packet(ingress[i], 1, uint32_t(i));
+      rte_pktmbuf_append(m, uint16_t(10 * i));
+      set_transmit(m, kOut);
+      pkts.push_back(m);
+    }
+    return pkts;
+  };
+  // The packets and bytes of pkts[0, n) that entered on `in`, read before the port takes them.
+  auto of = [](const std::vector<rte_mbuf*>& pkts, size_t n, PortId in) {
+    std::pair<uint64_t, uint64_t> c{};
+    for (size_t i = 0; i < n; ++i) {
+      if (pkts[i]->port != to_index(in)) continue;
+      c.first++;
+      c.second += pkts[i]->pkt_len;
+    }
+    return c;
+  };
+  auto charged = [&](PortId in) {
+    const PortOutcomes& o = outcomes.at(1, in);
+    return std::pair{o.tx_packets.load(), o.tx_bytes.load()};
+  };
+  auto plus = [](std::pair<uint64_t, uint64_t> a, std::pair<uint64_t, uint64_t> b) {
+    return std::pair{a.first + b.first, a.second + b.second};
+  };
+  // One ingress, all taken.
+  std::vector<rte_mbuf*> pkts = burst({kIn, kIn, kIn, kIn});
+  auto expected_in = of(pkts, pkts.size(), kIn);
+  tx.take(pkts);
+  tx.flush();
+  EXPECT_EQ(charged(kIn), expected_in);
+  // One ingress, the port takes one packet per call: the first 1 + kTxRetries leave.
+  out_->tx_accept = 1;
+  const size_t leave = 1 + sched::kTxRetries;
+  pkts = burst({kIn, kIn, kIn, kIn, kIn, kIn, kIn, kIn});
+  expected_in = plus(expected_in, of(pkts, leave, kIn));
+  tx.take(pkts);
+  tx.flush();
+  EXPECT_EQ(charged(kIn), expected_in);
+  // Two ingress ports in turns, partly refused: each is charged for its own packets taken.
+  pkts = burst({kIn, kOut, kOut, kIn, kOut, kIn, kIn, kOut});
+  expected_in = plus(expected_in, of(pkts, leave, kIn));
+  const auto expected_out = of(pkts, leave, kOut);
+  tx.take(pkts);
+  tx.flush();
+  EXPECT_EQ(charged(kIn), expected_in);
+  EXPECT_EQ(charged(kOut), expected_out);
+  rte_mbuf* got[32];
+  const unsigned n = out_->collect(0, got, 32);
+  EXPECT_EQ(n, 4 + 2 * leave);
+  rte_pktmbuf_free_bulk(got, n);
+}
+
 TEST_F(TxAdapterTest, ABurstForAPortWhoseLinkIsDownIsCountedLinkDown) {
   sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1));
   auto send = [&](uint32_t first, uint32_t n) {

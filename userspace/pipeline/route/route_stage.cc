@@ -472,6 +472,8 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
       ++n.forwarded;
     }
   }
+  // Every packet routed (forwarded is only counted for packets left Continue).
+  if (n.forwarded == pkts.size()) env.kept_all();
   st.forwarded.add(n.forwarded);
   st.to_kernel.add(n.to_kernel);
   st.no_route.add(n.no_route);
