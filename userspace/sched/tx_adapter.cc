@@ -56,6 +56,9 @@ void TxAdapter::finish(std::span<rte_event> events) noexcept {
 }
 
 void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
+  // A pipeline run's packets nearly all leave through one port: sent as they lie when at
+  // least a burst of them do, in a row, with nothing waiting for that port before them.
+  if (pkts.size() >= kTxBurst) pkts = pkts.subspan(send_run(pkts));
   Buffer* const tx = tx_.data();
   // The fill of the buffer being filled is kept in a register and written back when another
   // buffer is taken: through memory (b.n loaded and stored per packet, its stores possibly
@@ -203,24 +206,50 @@ void TxAdapter::buffer(uint16_t dest, bool kernel, rte_mbuf* m, uint8_t flags) n
   if (++b.n == kTxBurst) send(dest, kernel);
 }
 
+bool TxAdapter::link_down(const TxTarget& t, std::span<rte_mbuf*> pkts) noexcept {
+  // A port whose link is down would hold the burst in its ring (AF_XDP) or refuse it; either
+  // way it cannot leave, and the operator should read why.
+  if (t.port->cached_link() != LinkState::Down) return false;
+  for (rte_mbuf* m : pkts)
+    drop_packet(m, DropReason::LINK_DOWN);
+  free_dropped();
+  return true;
+}
+
+uint16_t TxAdapter::offer(const TxTarget& t, bool kernel, rte_mbuf** pkts, uint16_t n) noexcept {
+  // Kernel verdicts enter the kernel through the ingress port's exception path, not its wire.
+  auto once = [&](rte_mbuf** p, uint16_t k) noexcept {
+    return kernel ? t.port->to_kernel(t.queue, p, k) : t.port->tx_burst(t.queue, p, k);
+  };
+  uint16_t sent = once(pkts, n);
+  stats_.bursts.add();
+  for (uint32_t r = 0; sent < n && r < kTxRetries; ++r) {
+    stats_.retries.add();
+    sent += once(pkts + sent, static_cast<uint16_t>(n - sent));
+  }
+  return sent;
+}
+
+void TxAdapter::refused(std::span<rte_mbuf*> pkts) noexcept {
+  if (pkts.empty()) return;
+  stats_.tx_full.add(pkts.size());
+  for (rte_mbuf* m : pkts)
+    drop_packet(m, DropReason::TX_FULL);
+  free_dropped();
+}
+
 void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
   Buffer& b = kernel ? to_kernel_[dest] : tx_[dest];
   const TxTarget& t = kernel ? kernel_[dest] : ports_[dest];
-  // Kernel verdicts enter the kernel through the ingress port's exception path, not its wire.
-  auto offer = [&](rte_mbuf** pkts, uint16_t n) noexcept {
-    return kernel ? t.port->to_kernel(t.queue, pkts, n) : t.port->tx_burst(t.queue, pkts, n);
-  };
-  // A port whose link is down would hold the burst in its ring (AF_XDP) or refuse it; either
-  // way it cannot leave, and the operator should read why.
-  if (!kernel && t.port->cached_link() == LinkState::Down) {
-    for (uint16_t i = 0; i < b.n; ++i)
-      drop_packet(b.pkts[i], DropReason::LINK_DOWN);
-    free_dropped();
+  const auto clear = [&]() noexcept {
     b.n = 0;
     b.gated = 0;
     b.bytes = 0;
     b.mixed = false;
-    tx_dirty_ &= ~(uint64_t{1} << dest);
+    (kernel ? kernel_dirty_ : tx_dirty_) &= ~(uint64_t{1} << dest);
+  };
+  if (!kernel && link_down(t, {b.pkts.data(), b.n})) {
+    clear();
     return;
   }
   if (hooks_ && !kernel) hooks_->run_tx(t.port->id(), QueueId{t.queue}, {b.pkts.data(), b.n});
@@ -231,28 +260,50 @@ void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
   if (b.mixed) [[unlikely]]
     for (uint16_t i = 0; i < b.n; ++i)
       lengths[i] = b.pkts[i]->pkt_len;
-  uint16_t sent = offer(b.pkts.data(), b.n);
-  stats_.bursts.add();
-  for (uint32_t r = 0; sent < b.n && r < kTxRetries; ++r) {
-    stats_.retries.add();
-    sent += offer(b.pkts.data() + sent, static_cast<uint16_t>(b.n - sent));
-  }
+  const uint16_t sent = offer(t, kernel, b.pkts.data(), b.n);
   charge(b, sent, lengths.data(), kernel);
-  // What the port took is settled; what it refused is, as it is dropped below.
+  // What the port took is settled; what it refused is, as it is dropped.
   for (uint16_t i = 0; i < ngated; ++i)
     if (gates[i].index < sent)
       offload_->settle(b.ingress[gates[i].index], gates[i].gate, gates[i].seq);
-  if (sent < b.n) {
-    stats_.tx_full.add(b.n - sent);
-    for (uint16_t i = sent; i < b.n; ++i)
-      drop_packet(b.pkts[i], DropReason::TX_FULL);
-    free_dropped();
+  refused({b.pkts.data() + sent, size_t(b.n - sent)});
+  clear();
+}
+
+size_t TxAdapter::send_run(std::span<rte_mbuf*> pkts) noexcept {
+  const PacketMeta& first = meta(pkts[0]);
+  const uint16_t out = first.out_port;
+  if (first.verdict != Verdict::Transmit || out >= kMaxPorts || !(tx_ports_ >> out & 1) ||
+      tx_[out].n != 0)
+    return 0;
+  // The run: packets as take()'s common case wants them, all from one ingress port, none to
+  // be settled with the offload feed, none over the MTU.
+  const uint16_t in = pkts[0]->port;
+  const uint32_t limit = mtu(out);
+  const size_t most = std::min<size_t>(pkts.size(), kMaxRun);
+  uint64_t bytes = 0;
+  size_t k = 0;
+  for (; k < most; ++k) {
+    const rte_mbuf* m = pkts[k];
+    const PacketMeta& pm = meta(m);
+    if (pm.verdict != Verdict::Transmit || pm.out_port != out || m->port != in ||
+        (pm.flags & kMetaFlagCopy) || pm.offload_gate || m->pkt_len - m->l2_len > limit)
+      break;
+    bytes += m->pkt_len;
   }
-  b.n = 0;
-  b.gated = 0;
-  b.bytes = 0;
-  b.mixed = false;
-  (kernel ? kernel_dirty_ : tx_dirty_) &= ~(uint64_t{1} << dest);
+  if (k < kTxBurst) return 0;
+  const TxTarget& t = ports_[out];
+  const std::span<rte_mbuf*> run = pkts.first(k);
+  if (link_down(t, run)) return k;
+  if (hooks_) hooks_->run_tx(t.port->id(), QueueId{t.queue}, run);
+  const uint16_t sent = offer(t, false, run.data(), static_cast<uint16_t>(k));
+  for (size_t i = sent; i < k; ++i)
+    bytes -= run[i]->pkt_len;
+  PortOutcomes& o = outcomes_[in];
+  o.tx_packets.add(sent);
+  o.tx_bytes.add(bytes);
+  refused(run.subspan(sent));
+  return k;
 }
 
 void TxAdapter::charge(const Buffer& b, uint16_t sent, const uint32_t* lengths,

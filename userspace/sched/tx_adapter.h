@@ -4,7 +4,9 @@
 // port, the tx queue given to it, so workers never contend for a queue. For each packet of a
 // finished event (a vector or a single packet):
 //   Transmit  buffered for meta.out_port; a port's buffer is sent when it holds kTxBurst
-//             packets and at every flush() (the end of each worker poll)
+//             packets and at every flush() (the end of each worker poll). A run of at least
+//             kTxBurst packets handed to take() for one port, from one ingress, is offered
+//             as it lies, in one call (a one-worker pipeline run's vector: no copy, one call)
 //   Kernel    buffered for the kernel path of the ingress port, sent the same way
 //   Drop      freed, counted under meta.drop_reason
 //   Continue  (or an out_port with no port) freed, counted as bad_verdict
@@ -53,6 +55,9 @@ namespace vecflow::sched {
 // path and an AF_XDP tx ring are tuned for. Smaller wastes per-call cost, larger holds packets
 // longer (a flush at the end of every worker poll bounds that anyway).
 inline constexpr uint16_t kTxBurst = 32;
+
+// The most packets send_run() offers a port in one call: a pipeline run's worth.
+inline constexpr uint16_t kMaxRun = 256;
 
 // Times a partly refused burst is offered again before the rest is dropped as tx_full. A
 // refusal means the tx ring is full; retrying at once only helps if the device is
@@ -121,6 +126,17 @@ class TxAdapter final : public EgressSink {
   void oversize(rte_mbuf* m, uint16_t out, uint32_t mtu) noexcept;
   void buffer(uint16_t dest, bool kernel, rte_mbuf* m, uint8_t flags) noexcept;
   void send(uint16_t dest, bool kernel) noexcept;
+  // The first packets of `pkts`, as many as go to one port from one ingress in a row, sent
+  // without being buffered when they are at least kTxBurst and the port's buffer is empty.
+  // Returns how many it sent (or dropped); 0 leaves them all to the buffers.
+  size_t send_run(std::span<rte_mbuf*> pkts) noexcept;
+  // Drops `pkts` as link_down if the port's link is down (then returns true).
+  bool link_down(const TxTarget& t, std::span<rte_mbuf*> pkts) noexcept;
+  // Offers pkts[0, n) to `t`'s tx queue (`kernel`: its exception path), again up to
+  // kTxRetries times for what it refused; returns how many it took.
+  uint16_t offer(const TxTarget& t, bool kernel, rte_mbuf** pkts, uint16_t n) noexcept;
+  // What a port refused after the retries: dropped as tx_full.
+  void refused(std::span<rte_mbuf*> pkts) noexcept;
   // Charges what a port took of a buffer, the first `sent` packets (read before the offer:
   // `lengths`, the packets' lengths when the buffer is mixed).
   void charge(const Buffer& b, uint16_t sent, const uint32_t* lengths, bool kernel) noexcept;
