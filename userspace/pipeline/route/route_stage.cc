@@ -365,6 +365,18 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   const PortMtuTable& mtus = *mtus_;
   LcoreState& st = lcores_[env.slot()];
   RouteTally n;
+  // The egress MTU, read again only when the egress port changes (nearly every packet of a
+  // vector leaves where the one before it did): read through the table per packet, its
+  // fields were loaded anew after each header store, which may alias them.
+  uint16_t mtu_port = kNoPort;
+  uint32_t mtu_value = 0;
+  const auto egress_mtu = [&](uint16_t port) noexcept {
+    if (port != mtu_port) [[unlikely]] {
+      mtu_port = port;
+      mtu_value = mtus.get(port);
+    }
+    return mtu_value;
+  };
 
   uint32_t ip4[kLookupBatch];
   uint64_t leaf4[kLookupBatch];
@@ -448,9 +460,9 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
           continue;
         }
         // Checked before the TTL changes: the answer quotes the packet as it arrived.
-        if (l3_bytes > mtus.get(hop.port) &&
+        if (l3_bytes > egress_mtu(hop.port) &&
             (ip->fragment_offset & rte_cpu_to_be_16(RTE_IPV4_HDR_DF_FLAG))) [[unlikely]] {
-          too_big(m, false, mtus.get(hop.port), st, env);
+          too_big(m, false, egress_mtu(hop.port), st, env);
           continue;
         }
         ipv4_decrement_ttl(ip);
@@ -460,8 +472,8 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
           expired(m, true, st, env);
           continue;
         }
-        if (l3_bytes > mtus.get(hop.port)) [[unlikely]] {
-          too_big(m, true, mtus.get(hop.port), st, env);
+        if (l3_bytes > egress_mtu(hop.port)) [[unlikely]] {
+          too_big(m, true, egress_mtu(hop.port), st, env);
           continue;
         }
         ip->hop_limits--;
