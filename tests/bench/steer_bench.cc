@@ -149,6 +149,8 @@ Workload make(Mix mix, int family, uint32_t n) {
 // The benchmark loop: each iteration runs every frame kRepeat times through `prog_fd`, the
 // kernel timing it; reports the mean ns a frame. False (the state says why) when a run fails.
 bool measure(benchmark::State& state, int prog_fd, const std::vector<Bytes>& frames) {
+  const DispatcherHold hold(prog_fd);
+  state.counters["held"] = hold.held();
   double total_ns = 0;
   uint64_t runs = 0;
   for (auto _ : state) {
@@ -286,4 +288,11 @@ BENCHMARK_CAPTURE(BM_Steer, fixed_ipv6, Mix::Fixed, 6)->Apply(args);
 BENCHMARK_CAPTURE(BM_Steer, mixed_ipv4, Mix::Mixed, 4)->Apply(args);
 BENCHMARK_CAPTURE(BM_Steer, mixed_ipv6, Mix::Mixed, 6)->Apply(args);
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  if (geteuid() == 0) (void)DispatcherHold::enter_own_netns();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
