@@ -773,6 +773,18 @@ TEST_F(TxAdapterTest, ABurstForAPortWhoseLinkIsDownIsCountedLinkDown) {
   rte_pktmbuf_free_bulk(got, n);
 }
 
+// The sequence numbers of what `port` sent on queue 0, in order; the packets are freed.
+std::vector<uint32_t> sent(RingPort& port) {
+  std::vector<uint32_t> seqs;
+  rte_mbuf* got[64];
+  while (unsigned n = port.collect(0, got, 64)) {
+    for (unsigned i = 0; i < n; ++i)
+      seqs.push_back(static_cast<uint32_t>(packet_words(got[i])[1]));
+    rte_pktmbuf_free_bulk(got, n);
+  }
+  return seqs;
+}
+
 // take() keeps the fill of the buffer it is filling in a register while packets go to the
 // same port: switching ports, a packet off the common path in between, a buffer sent full
 // mid-call, and calls that end part-way must each leave every port's packets whole and in
@@ -799,16 +811,6 @@ TEST_F(TxAdapterTest, TakeKeepsEachPortsPacketsInOrderAcrossPortsVerdictsAndFull
   for (size_t at = 0; at < pkts.size(); at += 13)
     tx.take(std::span(pkts).subspan(at, std::min<size_t>(13, pkts.size() - at)));
   tx.flush();
-  const auto sent = [](RingPort& port) {
-    std::vector<uint32_t> seqs;
-    rte_mbuf* got[64];
-    while (unsigned n = port.collect(0, got, 64)) {
-      for (unsigned i = 0; i < n; ++i)
-        seqs.push_back(static_cast<uint32_t>(packet_words(got[i])[1]));
-      rte_pktmbuf_free_bulk(got, n);
-    }
-    return seqs;
-  };
   EXPECT_EQ(sent(*out_), want_out);
   EXPECT_EQ(sent(*in_), want_in);
   EXPECT_EQ(sent(*kernel_), want_kernel);
@@ -834,16 +836,6 @@ TEST_F(TxAdapterTest, ARunForOnePortIsOfferedInOneCallAndNeverAheadOfWhatWaits) 
       pkts.push_back(m);
     }
     return pkts;
-  };
-  const auto sent = [](RingPort& port) {
-    std::vector<uint32_t> seqs;
-    rte_mbuf* got[64];
-    while (unsigned n = port.collect(0, got, 64)) {
-      for (unsigned i = 0; i < n; ++i)
-        seqs.push_back(static_cast<uint32_t>(packet_words(got[i])[1]));
-      rte_pktmbuf_free_bulk(got, n);
-    }
-    return seqs;
   };
   std::vector<uint32_t> want(3 * sched::kTxBurst);
   std::iota(want.begin(), want.end(), 0u);
