@@ -209,15 +209,14 @@ Result<InstallStatus> OffloadTable::install(const OffloadKey& key, const Offload
 }
 
 Result<std::optional<OffloadStats>> OffloadTable::remove(const OffloadKey& key) {
-  auto found = lookup(key);
-  if (!found) return std::unexpected(found.error());
-  if (!*found) return std::optional<OffloadStats>();
-  const OffloadStats last = sum();
-  const uint32_t egress = per_cpu_[0].action.egress_ifindex;
-  if (bpf_map_delete_elem(map_fd_, &key)) {
+  // The entry's last counts and its removal in one system call: a lookup, then a delete, took
+  // two, and the frames counted between them were lost with the entry.
+  if (bpf_map_lookup_and_delete_elem(map_fd_, &key, per_cpu_.data())) {
     if (errno == ENOENT) return std::optional<OffloadStats>();
     return fail("offload: cannot remove an entry: {}", errno_text(-errno));
   }
+  const OffloadStats last = sum();
+  const uint32_t egress = per_cpu_[0].action.egress_ifindex;
   if (egress != key.ifindex) program_.release_target(egress);
   if (size_ > 0) --size_;
   if (size_ == 0)

@@ -376,9 +376,13 @@ Result<void> SteerProgram::install(const CompiledRules& rules) {
 }
 
 Result<void> SteerProgram::hold_target(uint32_t ifindex) {
-  if (bpf_map_update_elem(fds_.devmap, &ifindex, &ifindex, BPF_ANY))
+  // A target some entry holds is in the devmap (install() removes only targets nothing holds):
+  // only the first entry writes it. Written for every entry, each install paid a second
+  // system call, and the devmap a new entry behind an RCU callback, for nothing.
+  uint32_t& held = offload_targets_[ifindex];
+  if (held == 0 && bpf_map_update_elem(fds_.devmap, &ifindex, &ifindex, BPF_ANY))
     return fail("steer: cannot add offload egress ifindex {}: {}", ifindex, errno_text(-errno));
-  ++offload_targets_[ifindex];
+  ++held;
   return {};
 }
 
