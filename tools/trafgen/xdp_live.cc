@@ -199,6 +199,10 @@ uint64_t XdpLiveFrames::frames_run() const {
   return state_->skel->bss->frames;
 }
 
+uint64_t XdpLiveFrames::stamp_offset_ns() const {
+  return state_->skel->rodata->realtime_offset;
+}
+
 std::expected<XdpLiveResult, std::string> send_xdp_live(const FrameSpec& spec,
                                                         const XdpLiveOptions& opt,
                                                         const std::atomic<bool>& stop) {

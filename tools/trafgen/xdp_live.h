@@ -50,6 +50,9 @@ class XdpLiveFrames {
       std::span<const uint8_t> recycled = {});
   // Frames the program wrote so far (each one sent unless the interface refused it).
   uint64_t frames_run() const;
+  // A frame's send stamp is CLOCK_MONOTONIC plus this: CLOCK_REALTIME as it ran at load(),
+  // the clock `trafgen recv` reads (a step of the real-time clock after load() is not in it).
+  uint64_t stamp_offset_ns() const;
 
  private:
   struct State;
