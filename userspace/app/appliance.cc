@@ -260,9 +260,12 @@ Result<void> Appliance::start_control() {
   control::register_runtime(registry_, *runtime_);
   control::register_faults(registry_, *runtime_, cfg_);
   std::vector<std::string> port_names;
-  for (const auto& p : cfg_.ports)
+  std::map<std::string, std::vector<std::string>> vlans;
+  for (const auto& p : cfg_.ports) {
     port_names.push_back(p.name);
-  control::register_accounting(registry_, *outcomes_, std::move(port_names));
+    if (const auto* v = std::get_if<config::VlanPort>(&p.kind)) vlans[v->parent].push_back(p.name);
+  }
+  control::register_accounting(registry_, *outcomes_, std::move(port_names), std::move(vlans));
   control::register_errors(registry_);
   control::register_logging(registry_);
   control::register_resources(registry_);
@@ -394,7 +397,10 @@ void Appliance::start_offload() {
   std::vector<steer::OffloadPort> ports;
   for (const auto& p : cfg_.ports) {
     steer::OffloadPort op{p.name, 0, steering_->offload(p.name)};
-    if (const std::string* itf = p.kernel_interface()) op.ifindex = if_nametoindex(itf->c_str());
+    // XDP cannot transmit on a VLAN device (no ndo_xdp_xmit): a VLAN port is no egress, and
+    // with no program of its own no ingress either; its flows stay in user space.
+    const std::string* itf = p.is_vlan() ? nullptr : p.kernel_interface();
+    if (itf != nullptr) op.ifindex = if_nametoindex(itf->c_str());
     ports.push_back(std::move(op));
   }
   std::string blocker;

@@ -134,6 +134,9 @@ constexpr uint32_t afxdp_max_mtu(uint32_t frame_size, bool dpdk_owned = false,
 // Linux 6.6).
 bool kernel_has_xsk_multi_buffer(std::string_view release);
 
+// The longest name a Linux interface may have (IFNAMSIZ - 1).
+inline constexpr size_t kMaxInterfaceName = 15;
+
 struct AfXdpPort {
   std::string interface;
   // The rx queues read. `queues: all` (the file's default) leaves this empty and all_queues
@@ -160,6 +163,16 @@ struct DpdkPort {
   std::string interface;  // the kernel interface named by `iface=` in the devargs, if any
 };
 
+// An 802.1Q VLAN of another port as an L3 interface of its own (router on a stick): frames
+// tagged `vlan` on the parent's link are this port's, and what leaves through it is tagged.
+// Its kernel side is the Linux VLAN device `interface` on the parent's interface, which
+// vecflowd creates when it is missing (and removes at stop) or follows when it exists.
+struct VlanPort {
+  std::string parent;     // the port whose link carries the tags: an afxdp port
+  uint16_t vlan = 0;      // VID, 1..4094
+  std::string interface;  // default: "<parent interface>.<vlan>"
+};
+
 struct PortConfig {
   std::string name;
   Location where;
@@ -167,9 +180,10 @@ struct PortConfig {
   // The link's MTU, set on the device when vecflowd starts (the kernel interface's for ports
   // on one, else the ethdev's); none: as the device has it.
   std::optional<uint32_t> mtu;
-  std::variant<AfXdpPort, DpdkPort> kind;
+  std::variant<AfXdpPort, DpdkPort, VlanPort> kind;
 
   bool is_afxdp() const { return std::holds_alternative<AfXdpPort>(kind); }
+  bool is_vlan() const { return std::holds_alternative<VlanPort>(kind); }
   // The kernel interface behind the port, if it has one.
   const std::string* kernel_interface() const;
 };

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 #include <yaml-cpp/eventhandler.h>
 
 #include "config/config.h"
+#include "config/ports.h"
 #include "config/reader.h"
 #include "config/stage_type.h"
 #include "config/validate.h"
@@ -28,7 +28,6 @@ namespace vecflow::config {
 using detail::Ctx;
 using detail::MapReader;
 using detail::read_string;
-using detail::read_uint;
 
 std::string ConfigError::to_string() const {
   std::string loc =
@@ -46,21 +45,10 @@ bool kernel_has_xsk_multi_buffer(std::string_view release) {
   return major > 6 || (major == 6 && minor >= 6);
 }
 
-namespace {
-
-// This machine's kernel release (uname -r).
-const std::string& kernel_release() {
-  static const std::string release = [] {
-    utsname u{};
-    return uname(&u) == 0 ? std::string(u.release) : std::string();
-  }();
-  return release;
-}
-
-}  // namespace
-
 const std::string* PortConfig::kernel_interface() const {
   if (auto* a = std::get_if<AfXdpPort>(&kind)) return &a->interface;
+  // Empty only while the loader has not named the VLAN device (its parent is not known yet).
+  if (auto* v = std::get_if<VlanPort>(&kind)) return v->interface.empty() ? nullptr : &v->interface;
   const auto& d = std::get<DpdkPort>(kind);
   return d.interface.empty() ? nullptr : &d.interface;
 }
@@ -245,214 +233,6 @@ void read_logging(Ctx& ctx, const YAML::Node& n, LoggingSection& out) {
                         {"info", LogLevel::Info},
                         {"warn", LogLevel::Warn},
                         {"error", LogLevel::Error}});
-}
-
-// `queues: all` (every rx queue of the interface, read by vecflow; filled in at start-up),
-// `queues: 2` (queues 0..1, read by vecflow) or a list of ranges with owners:
-//   queues: [{queues: 0-1, owner: vecflow}, {queues: 2-3, owner: dpdk}]
-void read_queue_ranges(Ctx& ctx, const YAML::Node& n, const std::string& path, AfXdpPort& port) {
-  std::vector<QueueRange>& out = port.queues;
-  if (n.IsScalar() && n.Scalar() == "all") {
-    port.all_queues = true;
-    out.clear();
-    return;
-  }
-  port.all_queues = false;
-  if (n.IsScalar() && !n.Scalar().empty() &&
-      !std::isdigit(static_cast<unsigned char>(n.Scalar()[0])) && n.Scalar()[0] != '-' &&
-      !detail::text_fault(n.Scalar())) {
-    ctx.error(n, path,
-              fmt::format("expected `all`, a queue count or a list of queue ranges, found '{}'",
-                          n.Scalar()));
-    return;
-  }
-  if (n.IsScalar()) {
-    auto count = read_uint(ctx, n, path, 1, 256);
-    if (count) out = {QueueRange{0, static_cast<uint16_t>(*count), QueueOwner::Vecflow}};
-    return;
-  }
-  std::vector<QueueRange> ranges;
-  for_each_item(ctx, n, path, [&](const YAML::Node& item, const std::string& ip) {
-    MapReader m(ctx, item, ip, {"queues", "owner"});
-    if (!m.ok()) return;
-    QueueRange r;
-    m.get_enum<QueueOwner>("owner", r.owner,
-                           {{"vecflow", QueueOwner::Vecflow}, {"dpdk", QueueOwner::Dpdk}});
-    std::optional<PortRange> span;
-    if (m.require("queues") && m.get_port_range("queues", span)) {
-      if (span->high > 255) {
-        ctx.error(m.child("queues"), m.key_path("queues"), "queue ids are 0..255");
-        return;
-      }
-      r.first = span->low;
-      r.count = static_cast<uint16_t>(span->high - span->low + 1);
-      ranges.push_back(r);
-    }
-  });
-  if (n.IsSequence() && n.size() == 0) ctx.error(n, path, "needs at least one queue range");
-  out = std::move(ranges);
-}
-
-std::string devargs_iface(const std::string& devargs) {
-  // "net_af_packet0,iface=eth2,qpairs=1" -> "eth2"
-  size_t pos = 0;
-  while ((pos = devargs.find("iface=", pos)) != std::string::npos) {
-    if (pos > 0 && devargs[pos - 1] == ',') {
-      size_t end = devargs.find(',', pos);
-      return devargs.substr(pos + 6, end == std::string::npos ? std::string::npos : end - pos - 6);
-    }
-    pos += 6;
-  }
-  return {};
-}
-
-bool looks_like_pci(const std::string& s) {
-  // 0000:03:00.0 or 03:00.0
-  unsigned a, b, c, d;
-  char tail;
-  return std::sscanf(s.c_str(), "%x:%x:%x.%x%c", &a, &b, &c, &d, &tail) == 4 ||
-         std::sscanf(s.c_str(), "%x:%x.%x%c", &b, &c, &d, &tail) == 3;
-}
-
-void read_port(Ctx& ctx, const YAML::Node& n, const std::string& path,
-               std::vector<PortConfig>& out) {
-  MapReader m(ctx, n, path,
-              {"name", "type", "lcore", "mtu", "interface", "queues", "other_queues", "mode",
-               "xdp_mode", "busy_poll", "ring_size", "frame_size", "devargs", "pci",
-               "rx_descriptors", "tx_descriptors"});
-  if (!m.ok()) return;
-  PortConfig p;
-  p.where = ctx.at(n);
-  if (m.require("name") && m.get("name", p.name)) {
-    bool ok = !p.name.empty() && p.name.size() <= 32;
-    for (char c : p.name) {
-      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
-    }
-    if (!ok) {
-      ctx.error(m.child("name"), m.key_path("name"),
-                "port names are 1..32 letters, digits, '-' or '_'");
-    }
-  }
-  if (m.has("lcore")) {
-    unsigned l = 0;
-    if (m.get_lcore("lcore", l)) p.lcore = l;
-  }
-  // 68: the least every IPv4 link carries (RFC 791); 65535: the largest IPv4 packet.
-  if (uint32_t mtu = 0; m.has("mtu") && m.get("mtu", mtu, 68, 65535)) p.mtu = mtu;
-  enum class Type { AfXdp, Dpdk } type = Type::AfXdp;
-  if (!m.require("type") ||
-      !m.get_enum<Type>("type", type, {{"afxdp", Type::AfXdp}, {"dpdk", Type::Dpdk}})) {
-    return;
-  }
-  auto only_for = [&](std::initializer_list<std::string_view> keys, std::string_view kind) {
-    for (auto k : keys) {
-      if (m.has(k)) {
-        ctx.error(m.child(k), m.key_path(k), fmt::format("'{}' applies to {} ports only", k, kind));
-      }
-    }
-  };
-  if (type == Type::AfXdp) {
-    AfXdpPort a;
-    only_for({"devargs", "pci", "rx_descriptors", "tx_descriptors"}, "dpdk");
-    if (m.require("interface") && m.get("interface", a.interface)) {
-      if (a.interface.empty() || a.interface.size() >= 16) {
-        ctx.error(m.child("interface"), m.key_path("interface"),
-                  "interface names are 1..15 characters");
-      }
-    }
-    a.all_queues = true;
-    a.queues_where = p.where;
-    if (m.has("queues")) {
-      a.queues_where = ctx.at(m.child("queues"));
-      read_queue_ranges(ctx, m.child("queues"), m.key_path("queues"), a);
-    }
-    SteerActionKind other = SteerActionKind::Pass;
-    if (m.get_enum<SteerActionKind>(
-            "other_queues", other,
-            {{"pass", SteerActionKind::Pass}, {"drop", SteerActionKind::Drop}})) {
-      a.other_queues = other;
-    }
-    m.get_enum<XskMode>(
-        "mode", a.mode,
-        {{"auto", XskMode::Auto}, {"copy", XskMode::Copy}, {"zerocopy", XskMode::ZeroCopy}});
-    m.get_enum<XdpAttachMode>("xdp_mode", a.xdp_mode,
-                              {{"auto", XdpAttachMode::Auto},
-                               {"native", XdpAttachMode::Native},
-                               {"generic", XdpAttachMode::Generic}});
-    YAML::Node bp = m.child("busy_poll");
-    if (bp.IsDefined()) {
-      if (bp.IsScalar()) {
-        m.get("busy_poll", a.busy_poll.enabled);
-      } else {
-        MapReader b(ctx, bp, m.key_path("busy_poll"), {"enabled", "budget", "timeout_us"});
-        a.busy_poll.enabled = true;
-        b.get("enabled", a.busy_poll.enabled);
-        b.get("budget", a.busy_poll.budget, 1, 1024);
-        b.get("timeout_us", a.busy_poll.timeout_us, 1, 1'000'000);
-      }
-    }
-    for (auto key : {"ring_size", "frame_size"}) {
-      uint32_t& v = std::string_view(key) == "ring_size" ? a.ring_size : a.frame_size;
-      uint64_t lo = std::string_view(key) == "ring_size" ? 64 : 2048;
-      uint64_t hi = std::string_view(key) == "ring_size" ? 32768 : 4096;
-      if (m.get(key, v, lo, hi) && (v & (v - 1)) != 0) {
-        ctx.error(m.child(key), m.key_path(key), fmt::format("{} must be a power of two", v));
-      }
-    }
-    // A received frame (two VLAN tags at most) spans at most kAfxdpBuffersPerFrame UMEM
-    // frames after the mbuf's and XDP's headroom (io/packet_pool.h), one on queues DPDK owns:
-    // a larger MTU would have the kernel drop what it cannot place.
-    const bool dpdk_owned = std::any_of(a.queues.begin(), a.queues.end(),
-                                        [](const auto& r) { return r.owner == QueueOwner::Dpdk; });
-    const uint32_t max_mtu = afxdp_max_mtu(a.frame_size, dpdk_owned);
-    const uint32_t one_buffer = afxdp_max_mtu(a.frame_size, dpdk_owned, false);
-    if (p.mtu && *p.mtu > max_mtu) {
-      ctx.error(m.child("mtu"), m.key_path("mtu"),
-                fmt::format("mtu {} does not fit the port's {}-byte buffers (at most mtu {}{})",
-                            *p.mtu, dpdk_owned ? 4096 : a.frame_size, max_mtu,
-                            dpdk_owned ? ": DPDK's net_af_xdp takes a frame in one buffer"
-                            : a.frame_size < 4096 ? "; frame_size: 4096 holds more"
-                                                  : ""));
-    } else if (p.mtu && *p.mtu > one_buffer && !kernel_has_xsk_multi_buffer(kernel_release())) {
-      // What this machine can do: the file is checked where it will run.
-      ctx.error(m.child("mtu"), m.key_path("mtu"),
-                fmt::format("mtu {} needs frames in several AF_XDP buffers, which Linux {} cannot "
-                            "do (multi-buffer: Linux 6.6 and later); at most mtu {} here",
-                            *p.mtu, kernel_release(), one_buffer));
-    }
-    p.kind = std::move(a);
-  } else {
-    DpdkPort d;
-    only_for(
-        {"interface", "other_queues", "mode", "xdp_mode", "busy_poll", "ring_size", "frame_size"},
-        "afxdp");
-    bool has_devargs = m.has("devargs");
-    bool has_pci = m.has("pci");
-    if (has_devargs == has_pci) {
-      ctx.error(n, path, "a dpdk port needs exactly one of 'devargs' (a vdev) or 'pci'");
-    } else if (has_devargs && m.get("devargs", d.devargs)) {
-      if (d.devargs.empty() || d.devargs.find(' ') != std::string::npos) {
-        ctx.error(m.child("devargs"), m.key_path("devargs"),
-                  "expected a DPDK device string like 'net_af_packet0,iface=eth2'");
-      }
-      d.interface = devargs_iface(d.devargs);
-    } else if (has_pci && m.get("pci", d.devargs)) {
-      d.is_pci = true;
-      if (!looks_like_pci(d.devargs)) {
-        ctx.error(m.child("pci"), m.key_path("pci"),
-                  fmt::format("'{}' is not a PCI address like 0000:03:00.0", d.devargs));
-      }
-    }
-    m.get("queues", d.queues, 1, 256);
-    for (auto key : {"rx_descriptors", "tx_descriptors"}) {
-      uint16_t& v = std::string_view(key) == "rx_descriptors" ? d.rx_descriptors : d.tx_descriptors;
-      if (m.get(key, v, 64, 32768) && (v & (v - 1)) != 0) {
-        ctx.error(m.child(key), m.key_path(key), fmt::format("{} must be a power of two", v));
-      }
-    }
-    p.kind = std::move(d);
-  }
-  out.push_back(std::move(p));
 }
 
 bool read_steer_action(Ctx& ctx, const YAML::Node& n, const std::string& path, SteerAction& out) {
@@ -803,10 +583,13 @@ LoadResult load_config_text(std::string_view text, const std::string& source,
   if (top.has("dpdk")) read_dpdk(ctx, top.child("dpdk"), cfg.dpdk);
   if (top.has("logging")) read_logging(ctx, top.child("logging"), cfg.logging);
   if (top.require("ports")) {
+    const size_t errors_before = ctx.errors().size();
     for_each_item(ctx, top.child("ports"), "ports",
                   [&](const YAML::Node& item, const std::string& ip) {
-                    read_port(ctx, item, ip, cfg.ports);
+                    detail::read_port(ctx, item, ip, cfg.ports);
                   });
+    // The VLAN devices' default names need the parents' interfaces: every port read.
+    if (ctx.errors().size() == errors_before) detail::name_vlan_devices(ctx, cfg.ports);
   }
   if (top.has("steering")) read_steering(ctx, top.child("steering"), cfg.steering);
   if (top.has("scheduler")) read_scheduler(ctx, top.child("scheduler"), cfg.scheduler);

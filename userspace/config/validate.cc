@@ -7,6 +7,8 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <utility>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -43,6 +45,13 @@ bool eventdev_device(const SchedulerSection& sc, std::string_view prefix) {
   return sc.backend == SchedBackend::Eventdev && sc.device.starts_with(prefix);
 }
 
+// Whether both are vlan ports of the same VLAN of the same link (check_vlan_ports says so).
+bool same_vlan(const PortConfig& a, const PortConfig& b) {
+  const auto* va = std::get_if<VlanPort>(&a.kind);
+  const auto* vb = std::get_if<VlanPort>(&b.kind);
+  return va && vb && va->parent == vb->parent && va->vlan == vb->vlan;
+}
+
 // ---- ports: names, interfaces, devices, queues, lcores ----
 void check_ports(const Checker& c) {
   const ApplianceConfig& cfg = c.cfg;
@@ -61,7 +70,8 @@ void check_ports(const Checker& c) {
                         cfg.ports[it->second].where.line));
     }
     if (const std::string* ifname = p.kernel_interface()) {
-      if (auto [it, fresh] = ifaces.emplace(*ifname, pi); !fresh) {
+      if (auto [it, fresh] = ifaces.emplace(*ifname, pi);
+          !fresh && !same_vlan(p, cfg.ports[it->second])) {
         c.err(locate(c.root, {k("ports"), i(pi)}), path,
               fmt::format("interface '{}' is already claimed by port '{}'", *ifname,
                           cfg.ports[it->second].name));
@@ -100,11 +110,52 @@ void check_ports(const Checker& c) {
   }
 }
 
+// ---- vlan ports: a parent that carries tags, one port per VLAN of a link ----
+void check_vlan_ports(const Checker& c) {
+  const ApplianceConfig& cfg = c.cfg;
+  std::map<std::pair<std::string, uint16_t>, size_t> vlans;
+  for (size_t pi = 0; pi < cfg.ports.size(); ++pi) {
+    const auto& p = cfg.ports[pi];
+    const auto* v = std::get_if<VlanPort>(&p.kind);
+    if (!v) continue;
+    const std::string path = fmt::format("ports[{}]", pi);
+    const YAML::Node at = locate(c.root, {k("ports"), i(pi), k("parent")});
+    if (!c.port_exists(v->parent, at, path + ".parent")) continue;
+    const PortConfig& parent = *cfg.find_port(v->parent);
+    if (parent.is_vlan()) {
+      c.err(at, path + ".parent",
+            fmt::format("port '{}' is a vlan port, and a vlan port cannot be a parent (one "
+                        "802.1Q tag; QinQ, 802.1ad, is not supported yet)",
+                        v->parent));
+    } else if (!parent.is_afxdp()) {
+      c.err(at, path + ".parent",
+            fmt::format("port '{}' is a dpdk port: a vlan port's parent must be an afxdp port "
+                        "(vlan ports on DPDK ports are not supported yet)",
+                        v->parent));
+    } else if (p.mtu && parent.mtu && *p.mtu > *parent.mtu) {
+      c.err(locate(c.root, {k("ports"), i(pi), k("mtu")}), path + ".mtu",
+            fmt::format("mtu {} is above the mtu {} of parent '{}': a VLAN device's MTU is at "
+                        "most its link's",
+                        *p.mtu, *parent.mtu, v->parent));
+    }
+    if (auto [it, fresh] = vlans.emplace(std::pair{v->parent, v->vlan}, pi); !fresh) {
+      c.err(locate(c.root, {k("ports"), i(pi), k("vlan")}), path + ".vlan",
+            fmt::format("VLAN {} of port '{}' is already port '{}'", v->vlan, v->parent,
+                        cfg.ports[it->second].name));
+    }
+  }
+}
+
 void check_steer_action(const Checker& c, const SteerAction& a, const YAML::Node& at,
                         const std::string& path) {
   if (a.kind != SteerActionKind::Redirect) return;
   if (!c.port_exists(a.redirect_port, at, path)) return;
-  if (!c.cfg.find_port(a.redirect_port)->kernel_interface()) {
+  if (c.cfg.find_port(a.redirect_port)->is_vlan()) {
+    c.err(at, path,
+          fmt::format("redirect target '{}' is a vlan port: XDP cannot redirect into a VLAN "
+                      "device",
+                      a.redirect_port));
+  } else if (!c.cfg.find_port(a.redirect_port)->kernel_interface()) {
     c.err(at, path,
           fmt::format("redirect target '{}' has no kernel interface (XDP redirects between "
                       "kernel interfaces only)",
@@ -127,11 +178,18 @@ void check_steering_rule(const Checker& c, size_t ri, std::map<std::string, size
   }
   check_steer_action(c, r.action, at({"action"}), path + ".action");
   const auto& m = r.match;
-  if (m.port && c.port_exists(*m.port, at({"match", "port"}), path + ".match.port") &&
-      !c.cfg.find_port(*m.port)->is_afxdp()) {
-    c.err(
-        at({"match", "port"}), path + ".match.port",
-        fmt::format("port '{}' is not an afxdp port; steering runs on afxdp ports only", *m.port));
+  if (m.port && c.port_exists(*m.port, at({"match", "port"}), path + ".match.port")) {
+    const PortConfig& port = *c.cfg.find_port(*m.port);
+    if (const auto* v = std::get_if<VlanPort>(&port.kind)) {
+      c.err(at({"match", "port"}), path + ".match.port",
+            fmt::format("port '{}' is a vlan port; steering sees its frames on the parent's link: "
+                        "match `port: {}` and `vlan: {}`",
+                        *m.port, v->parent, v->vlan));
+    } else if (!port.is_afxdp()) {
+      c.err(at({"match", "port"}), path + ".match.port",
+            fmt::format("port '{}' is not an afxdp port; steering runs on afxdp ports only",
+                        *m.port));
+    }
   }
   if (!prefix_versions_agree(m.src, m.dst)) {
     c.err(at({"match"}), path + ".match", "src and dst are of different IP versions");
@@ -265,6 +323,7 @@ void check_scheduler_capacity(const Checker& c) {
 void validate(Ctx& ctx, const YAML::Node& root, const ApplianceConfig& cfg) {
   const Checker c{ctx, root, cfg};
   check_ports(c);
+  check_vlan_ports(c);
   check_steering(c);
   check_scheduler(c);
   check_pipeline(c);

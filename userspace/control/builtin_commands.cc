@@ -50,7 +50,7 @@ Json round_seconds(const Lcore& l) {
 }
 
 std::string_view port_type(const config::PortConfig& p) {
-  return p.is_afxdp() ? "afxdp" : "dpdk";
+  return p.is_afxdp() ? "afxdp" : p.is_vlan() ? "vlan" : "dpdk";
 }
 
 }  // namespace
@@ -368,7 +368,8 @@ void register_runtime(Registry& registry, std::vector<const Lcore*> lcores) {
 }
 
 void register_accounting(Registry& registry, const OutcomeTable& table_ref,
-                         std::vector<std::string> ports) {
+                         std::vector<std::string> ports,
+                         std::map<std::string, std::vector<std::string>> vlans) {
   registry.add_collector("accounting", [&table_ref, ports](Snapshot& s) {
     for (size_t p = 0; p < ports.size() && p < table_ref.ports(); ++p) {
       const std::string& name = ports[p];
@@ -403,7 +404,7 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
 
   (void)registry.add_command(Command{
       &kAccountingSpec,
-      [ports](const CommandContext& ctx) -> CommandResult {
+      [ports, vlans = std::move(vlans)](const CommandContext& ctx) -> CommandResult {
         const Snapshot& s = ctx.snapshot;
         Json rows = Json::array();
         for (const auto& name : ports) {
@@ -437,8 +438,14 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
                    {"lifted", lifted}};
             // Lifted frames the sockets' rx rings still hold; the program's and the port's
             // counters are read one after the other, so under traffic this moves.
+            // A trunk's lifted frames include those its VLAN sub-interfaces received.
+            uint64_t received = rx;
+            if (auto v = vlans.find(name); v != vlans.end()) {
+              for (const auto& sub : v->second)
+                received += s.count(kAccountRxPackets, {sub});
+            }
             in_rings = static_cast<int64_t>(lifted) -
-                       static_cast<int64_t>(device_dropped + port_dropped + rx);
+                       static_cast<int64_t>(device_dropped + port_dropped + received);
           }
           rows.push_back({{"port", name},
                           {"xdp", std::move(xdp)},

@@ -95,6 +95,11 @@ Json port_json(const PortConfig& p) {
                       {"timeout_us", a->busy_poll.timeout_us}};
     j["ring_size"] = a->ring_size;
     j["frame_size"] = a->frame_size;
+  } else if (const auto* v = std::get_if<VlanPort>(&p.kind)) {
+    j["type"] = "vlan";
+    j["parent"] = v->parent;
+    j["vlan"] = v->vlan;
+    j["interface"] = v->interface;  // the default filled in: what vecflowd creates or follows
   } else {
     const auto& d = std::get<DpdkPort>(p.kind);
     j["type"] = "dpdk";

@@ -35,6 +35,18 @@ struct alignas(64) PortOutcomes {
   DropCounters drops;
 };
 
+// Charges received packets to their ingress ports, one at a time: for a burst of a port with
+// VLAN sub-interfaces (io/vlan/vlan_demux.h), whose frames may belong to any of them (the
+// others charge a burst to its port in one step). `row`: the lcore's row of the OutcomeTable.
+template <typename Mbuf>
+inline void charge_rx_each(PortOutcomes* row, Mbuf* const* pkts, uint16_t n) noexcept {
+  for (uint16_t i = 0; i < n; ++i) {
+    PortOutcomes& o = row[pkts[i]->port];
+    o.rx_packets.add();
+    o.rx_bytes.add(pkts[i]->pkt_len);
+  }
+}
+
 // Plain numbers summed from PortOutcomes (and from the XDP program's counters for ports that
 // have one), for the control plane and the tests.
 struct AccountingSnapshot {

@@ -11,6 +11,7 @@
 #include "core/packet.h"
 #include "io/afxdp/afxdp_port.h"
 #include "io/port_factory.h"
+#include "io/vlan/vlan_port.h"
 #include "pipeline/stage_registry.h"
 #include "sched/from_config.h"
 
@@ -80,11 +81,31 @@ Result<void> DataPath::create_ports(const config::ApplianceConfig& cfg,
   PortEnvironment env = port_environment(cfg);
   env.pool = pool_.get();
   env.steering_object = steer::XdpSteering::bpf_object_path();
-  for (size_t i = 0; i < cfg.ports.size(); ++i) {
-    auto port = create_port(cfg.ports[i], PortId{static_cast<uint16_t>(i)}, env);
-    if (!port) return fail("port '{}': {}", cfg.ports[i].name, port.error().message);
-    ports_.push_back(std::move(*port));
+  // VLAN sub-interfaces after the ports they are VLANs of (a port's id is its index in the
+  // file, wherever it is declared).
+  ports_.resize(cfg.ports.size());
+  for (bool vlans : {false, true}) {
+    for (size_t i = 0; i < cfg.ports.size(); ++i) {
+      const auto* v = std::get_if<config::VlanPort>(&cfg.ports[i].kind);
+      if ((v != nullptr) != vlans) continue;
+      const auto parent = v ? cfg.port_index(v->parent) : std::nullopt;
+      auto port = create_port(cfg.ports[i], PortId{static_cast<uint16_t>(i)}, env,
+                              parent ? ports_[*parent].get() : nullptr,
+                              parent ? &cfg.ports[*parent] : nullptr);
+      if (!port) return fail("port '{}': {}", cfg.ports[i].name, port.error().message);
+      ports_[i] = std::move(*port);
+    }
   }
+  for (size_t i = 0; i < cfg.ports.size(); ++i) {
+    const auto* v = std::get_if<config::VlanPort>(&cfg.ports[i].kind);
+    if (v == nullptr) continue;
+    const uint16_t parent = *cfg.port_index(v->parent);
+    auto& demux = vlan_demux_[parent];
+    if (!demux) demux = std::make_unique<VlanDemux>();
+    demux->port[v->vlan] = static_cast<uint16_t>(i);
+  }
+  for (const auto& [parent, demux] : vlan_demux_)
+    ports_[parent]->set_vlans(demux.get());
 
   const auto setup = steer::steer_setup(cfg);
   for (const auto& sp : setup.ports) {
@@ -94,6 +115,13 @@ Result<void> DataPath::create_ports(const config::ApplianceConfig& cfg,
     }
   }
   for (auto& port : ports_) {
+    // A VLAN sub-interface's frames reach the kernel through an exception path of their own,
+    // so that the kernel sees them on an interface of that VLAN, not of the trunk.
+    if (dynamic_cast<VlanPort*>(port.get()) != nullptr) {
+      if (auto r = port->enable_kernel_path(); !r)
+        return fail("port '{}': exception path: {}", port->name(), r.error().message);
+      continue;
+    }
     auto* xsk = dynamic_cast<AfXdpPort*>(port.get());
     if (!xsk) continue;
     if (auto r = xsk->set_xsks_map(steering.xsks_map_fd(port->name())); !r)
@@ -120,6 +148,7 @@ Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtim
     std::string itf;
     if (auto* a = std::get_if<config::AfXdpPort>(&p.kind)) itf = a->interface;
     if (auto* d = std::get_if<config::DpdkPort>(&p.kind)) itf = d->interface;
+    if (auto* v = std::get_if<config::VlanPort>(&p.kind)) itf = v->interface;
     ctx.ports.push_back(PortInfo{p.name, ports_[i]->mac(), itf});
   }
   ctx.mtus = mtus_.get();

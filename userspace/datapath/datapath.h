@@ -28,6 +28,7 @@
 // cannot leave). The destructor stops the ports and frees everything.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,7 @@
 #include "hooks/hook_table.h"
 #include "io/packet_pool.h"
 #include "io/port.h"
+#include "io/vlan/vlan_demux.h"
 #include "pipeline/pipeline.h"
 #include "runtime/runtime.h"
 #include "sched/rx_adapter.h"
@@ -118,6 +120,8 @@ class DataPath {
   // and EAL after the DataPath (Appliance). A test tears down a device holding events.
   std::unique_ptr<PacketPool> pool_;
   std::vector<std::unique_ptr<Port>> ports_;
+  // Per port with VLAN sub-interfaces, their VLANs (io/vlan/vlan_demux.h): read by its rx bursts.
+  std::map<uint16_t, std::unique_ptr<VlanDemux>> vlan_demux_;
   std::unique_ptr<HookTable> hooks_;
   std::unique_ptr<OffloadFeed> offload_;
   std::unique_ptr<Pipeline> pipeline_;

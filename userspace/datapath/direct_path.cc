@@ -28,12 +28,16 @@ size_t DirectPath::receive(const RxQueue& q, bool& traced) noexcept {
     if (got > 0) {
       if (hooks_ && hooks_->run_rx(PortId{q.port_id}, QueueId{q.queue}, {burst, got}))
         traced = true;
-      uint64_t bytes = 0;
-      for (uint16_t i = 0; i < got; ++i)
-        bytes += burst[i]->pkt_len;
-      PortOutcomes& o = outcomes_[q.port_id];
-      o.rx_packets.add(got);
-      o.rx_bytes.add(bytes);
+      if (q.port->vlans() != nullptr) [[unlikely]] {
+        charge_rx_each(outcomes_, burst, got);
+      } else {
+        uint64_t bytes = 0;
+        for (uint16_t i = 0; i < got; ++i)
+          bytes += burst[i]->pkt_len;
+        PortOutcomes& o = outcomes_[q.port_id];
+        o.rx_packets.add(got);
+        o.rx_bytes.add(bytes);
+      }
       n += got;
     }
     if (got < kDirectBurst) break;  // empty for now

@@ -36,6 +36,7 @@ namespace vecflow {
 
 class KernelPath;
 class FlowHashRewrite;
+struct VlanDemux;
 
 enum class LinkState : uint8_t { Unknown, Down, Up };
 
@@ -194,6 +195,13 @@ class Port {
     (void)rewrite;
   }
 
+  // The port's VLAN sub-interfaces (io/vlan/vlan_port.h): its rx bursts hand each frame
+  // tagged with one of their VLANs to it, untagged and with its port id, and drop a tagged
+  // frame none of them claims (vlan_unknown). Control thread, before any lcore polls the port;
+  // `demux` outlives the polling. Both real ports take it; a port's own is in vlans().
+  virtual void set_vlans(const VlanDemux* demux) noexcept { vlans_ = demux; }
+  const VlanDemux* vlans() const noexcept { return vlans_; }
+
   // Queues 0 .. counted_rx_queues() - 1 (tx: counted_tx_queues()) have counters.
   const RxQueueCounters& rx_counters(uint16_t q) const noexcept { return rx_counters_[q]; }
   const TxQueueCounters& tx_counters(uint16_t q) const noexcept { return tx_counters_[q]; }
@@ -218,6 +226,7 @@ class Port {
   uint16_t counted_tx_ = 0;
   std::unique_ptr<KernelPath> kernel_;
   std::atomic<LinkState> link_{LinkState::Unknown};
+  const VlanDemux* vlans_ = nullptr;
 };
 
 }  // namespace vecflow

@@ -10,6 +10,7 @@
 #include "io/dpdk/dpdk_port.h"
 #include "io/hardware.h"
 #include "io/packet_pool.h"
+#include "io/vlan/vlan_port.h"
 
 namespace vecflow {
 
@@ -73,7 +74,20 @@ Result<void> apply_port_mtus(const config::ApplianceConfig& cfg) {
 }
 
 Result<std::unique_ptr<Port>> create_port(const config::PortConfig& p, PortId id,
-                                          const PortEnvironment& env) {
+                                          const PortEnvironment& env, Port* parent,
+                                          const config::PortConfig* parent_config) {
+  if (const auto* v = std::get_if<config::VlanPort>(&p.kind)) {
+    const std::string* parent_interface =
+        parent_config != nullptr ? parent_config->kernel_interface() : nullptr;
+    if (parent == nullptr || parent_interface == nullptr)
+      return fail("VLAN port: its parent '{}' is no port with a kernel interface", v->parent);
+    VlanOptions o;
+    o.vlan = v->vlan;
+    o.interface = v->interface;
+    o.parent_interface = *parent_interface;
+    o.mtu = p.mtu;
+    return std::unique_ptr<Port>(std::make_unique<VlanPort>(p.name, id, *parent, std::move(o)));
+  }
   RxClassify classify;
   classify.port = id;
   classify.symmetric = env.symmetric_hash;

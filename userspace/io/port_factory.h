@@ -4,6 +4,7 @@
 // Start-up order (io/afxdp/afxdp_port.h says why):
 //   pool = PacketPool::create(pool_options(cfg))
 //   for each port: create_port(...)           DPDK-owned AF_XDP queues are set up here
+//   for each VLAN port: create_port(..., parent), then the parents' Port::set_vlans()
 //   steering attaches to the afxdp ports' interfaces
 //   AfXdpPort::set_xsks_map(steering's xsks_map fd of that interface)
 //   Port::start() for every port; then the rx/tx adapters start polling
@@ -44,8 +45,11 @@ PacketPoolOptions pool_options(const config::ApplianceConfig& cfg);
 // DPDK ports without a kernel interface get theirs on the ethdev in create_port().
 Result<void> apply_port_mtus(const config::ApplianceConfig& cfg);
 
-// An AfXdpPort or DpdkPort for one `ports[]` entry; `id` is its index in the file.
+// An AfXdpPort, DpdkPort or VlanPort for one `ports[]` entry; `id` is its index in the file.
+// A VLAN port needs its parent made first (`parent`, with the parent's entry); the others
+// take nullptr.
 Result<std::unique_ptr<Port>> create_port(const config::PortConfig& p, PortId id,
-                                          const PortEnvironment& env);
+                                          const PortEnvironment& env, Port* parent = nullptr,
+                                          const config::PortConfig* parent_config = nullptr);
 
 }  // namespace vecflow

@@ -17,6 +17,7 @@
 #include "core/packet.h"
 #include "core/parse.h"
 #include "core/sched_types.h"
+#include "io/vlan/vlan_demux.h"
 #include "vecflow/xdp_meta.h"
 
 namespace vecflow {
@@ -32,6 +33,8 @@ struct RxClassify {
   bool hash = true;
   // core/flow.h; set before the port is first polled. Ports without one pay a null test.
   const FlowHashRewrite* rewrite = nullptr;
+  // The port's VLAN sub-interfaces (io/vlan/vlan_demux.h); ports without any pay a null test.
+  const VlanDemux* vlans = nullptr;
 };
 
 // The metadata in front of a received frame, or nullptr. The magic is cleared as it is read,
@@ -130,8 +133,10 @@ inline std::optional<DropReason> classify_rx(rte_mbuf* m, const RxClassify& c,
 
 // Classifies a received burst in place (as classify_rx each frame, the next frames' lines
 // prefetched): the frames a port keeps stay at the front in their order, a malformed one it
-// drops is freed and counted in `drops`. Returns how many are kept; `bytes` gets their bytes.
-// Inline: the port's rx_burst and this loop are one pass over the burst.
+// drops is freed and counted in `drops`, and so is a tagged one no sub-interface of the port
+// takes (vlan_unknown); a sub-interface's frames leave untagged, with its port id. Returns how many
+// are kept; `bytes` gets their bytes. Inline: the port's rx_burst and this loop are one pass over
+// the burst.
 //
 // The common frames are hashed in a second pass: a flow hash is a chain of dependent
 // multiplications (~16 cycles), which one frame at a time each frame waited for; in a pass of
@@ -168,6 +173,11 @@ inline uint16_t classify_burst(rte_mbuf** pkts, uint16_t n, const RxClassify& c,
         rte_pktmbuf_free(m);
         continue;
       }
+    }
+    if (c.vlans != nullptr && !vlan_demux(m, *c.vlans)) [[unlikely]] {
+      drops.add(DropReason::VLAN_UNKNOWN);
+      rte_pktmbuf_free(m);
+      continue;
     }
     sum += m->pkt_len;
     pkts[kept++] = m;

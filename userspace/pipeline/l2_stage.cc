@@ -10,29 +10,11 @@
 #include <rte_ether.h>
 
 #include "core/packet.h"
+#include "core/vlan.h"
 #include "pipeline/packet_view.h"
 #include "pipeline/stage_registry.h"
 
 namespace vecflow {
-
-bool vlan_pop(rte_mbuf* m) noexcept {
-  if (m->data_len < sizeof(rte_ether_hdr) + sizeof(rte_vlan_hdr)) return false;
-  rte_ether_hdr* eth = pkt::eth(m);
-  if (eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_VLAN) &&
-      eth->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_QINQ)) {
-    return false;
-  }
-  // The 12 address bytes move 4 bytes forward over the tag; the rest stays in place.
-  auto* moved = reinterpret_cast<uint8_t*>(rte_pktmbuf_adj(m, sizeof(rte_vlan_hdr)));
-  std::memmove(moved, eth, 2 * RTE_ETHER_ADDR_LEN);
-  if (m->l2_len >= sizeof(rte_vlan_hdr)) m->l2_len -= sizeof(rte_vlan_hdr);
-  return true;
-}
-
-bool vlan_push(rte_mbuf* m, uint16_t vlan) noexcept {
-  m->vlan_tci = vlan;
-  return rte_vlan_insert(&m) == 0;  // moves the addresses, writes the tag, grows l2_len
-}
 
 L2Stage::L2Stage(const config::StageConfig& cfg, StageContext& ctx)
     : PerPacketStage(cfg.type, cfg.name, ctx.lcore_slots), rewrite_(ctx.ports.size()) {

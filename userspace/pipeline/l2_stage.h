@@ -47,12 +47,6 @@ class L2Stage final : public PerPacketStage<L2Stage> {
   std::vector<Rewrite> rewrite_;  // by PortId
 };
 
-// Removes the outer 802.1Q / 802.1ad tag of `m` if it has one (l2_len follows).
-bool vlan_pop(rte_mbuf* m) noexcept;
-// Inserts an 802.1Q tag with `vlan` after the MAC addresses (l2_len follows). False when the
-// buffer has no headroom or is shared.
-bool vlan_push(rte_mbuf* m, uint16_t vlan) noexcept;
-
 struct StageModule;
 // The l2 stage type: its configuration and factory.
 StageModule l2_stage_module();

@@ -236,6 +236,10 @@ uint16_t RxAdapter::receive(const RxQueue& q, uint64_t now) noexcept {
   } else {
     bytes = hooked ? add_packets<true>(q, pkts, n, now) : add_packets<false>(q, pkts, n, now);
   }
+  if (q.port->vlans() != nullptr) [[unlikely]] {
+    charge_rx_each(outcomes_, pkts, n);
+    return n;
+  }
   PortOutcomes& o = outcomes_[q.port_id];
   o.rx_packets.add(n);
   o.rx_bytes.add(bytes);

@@ -73,7 +73,9 @@
   X(ACL_REJECT, "acl_reject", "rejected by an ACL rule (answered: admin prohibited)")              \
   /* An ICMP error withheld by the rate limits (pipeline/icmp_responder.h); the stage that */      \
   /* would have answered counts the packet's own cause (ttl_expired, no_route, ...). */            \
-  X(ICMP_LIMITED, "icmp_limited", "dropped; its ICMP error withheld by the rate limits")
+  X(ICMP_LIMITED, "icmp_limited", "dropped; its ICMP error withheld by the rate limits")           \
+  /* A tagged frame on a port with VLAN sub-interfaces whose VLAN none of them is (io/vlan). */    \
+  X(VLAN_UNKNOWN, "vlan_unknown", "tagged with a VLAN no sub-interface of the port claims")
 
 enum vf_drop_reason {
 #define VF_DROP_ENUM(name, wire, text) VF_DROP_##name,

@@ -287,6 +287,52 @@ TEST(ConfigLoad, DefaultsAndDerivedValues) {
   EXPECT_EQ(cfg->hash.size(), 16u);
 }
 
+// Each VLAN of a trunk is a port of its own. Its Linux VLAN device is named after the parent's
+// interface unless the file names it, and a parent may come after its VLANs.
+TEST(ConfigVlan, VlanPortsLoadWithParentVlanAndDevice) {
+  auto cfg = load_config_text(
+      "ports:\n"
+      "  - {name: office, type: vlan, parent: trunk, vlan: 100}\n"
+      "  - {name: trunk, type: afxdp, interface: trunk0, mtu: 9000}\n"
+      "  - {name: guests, type: vlan, parent: trunk, vlan: 4094, interface: guests, mtu: 1500}\n"
+      "steering:\n"
+      "  rules: [{match: {port: trunk, vlan: 100}, action: userspace}]\n",
+      "t.yaml");
+  ASSERT_TRUE(cfg) << errors_text(cfg.error());
+  ASSERT_EQ(cfg->ports.size(), 3u);
+  const PortConfig& office = cfg->ports[0];
+  ASSERT_TRUE(office.is_vlan());
+  EXPECT_FALSE(office.is_afxdp());
+  const auto& o = std::get<VlanPort>(office.kind);
+  EXPECT_EQ(o.parent, "trunk");
+  EXPECT_EQ(o.vlan, 100);
+  EXPECT_EQ(o.interface, "trunk0.100");  // the default: <parent's interface>.<vlan>
+  ASSERT_NE(office.kernel_interface(), nullptr);
+  EXPECT_EQ(*office.kernel_interface(), "trunk0.100");
+  EXPECT_FALSE(office.lcore);
+  EXPECT_FALSE(office.mtu);
+  EXPECT_TRUE(cfg->ports[1].is_afxdp());
+  const PortConfig& guests = cfg->ports[2];
+  const auto& g = std::get<VlanPort>(guests.kind);
+  EXPECT_EQ(g.parent, "trunk");
+  EXPECT_EQ(g.vlan, 4094);
+  EXPECT_EQ(g.interface, "guests");
+  EXPECT_EQ(guests.mtu, 1500u);
+  EXPECT_EQ(cfg->port_index("guests"), 2);
+}
+
+// A default device name of exactly 15 characters, the most Linux takes, is kept; one longer is
+// refused (invalid/vlan_default_interface_too_long.yaml).
+TEST(ConfigVlan, DefaultDeviceNameMayBeFifteenCharacters) {
+  auto cfg = load_config_text(
+      "ports:\n"
+      "  - {name: trunk, type: afxdp, interface: enp129s0f0}\n"
+      "  - {name: office, type: vlan, parent: trunk, vlan: 4094}\n",
+      "t.yaml");
+  ASSERT_TRUE(cfg) << errors_text(cfg.error());
+  EXPECT_EQ(std::get<VlanPort>(cfg->ports[1].kind).interface, "enp129s0f0.4094");
+}
+
 // An afxdp port reads every rx queue of its interface unless the file says otherwise.
 TEST(ConfigQueues, AllIsTheDefaultAndTakesEveryQueueTheInterfaceHas) {
   for (const char* port : {"{name: wan, type: afxdp, interface: veth0}",

@@ -15,6 +15,7 @@
 #include "io/port.h"
 #include "io/port_factory.h"
 #include "io/rx_classify.h"
+#include "io/vlan/vlan_port.h"
 #include "support/eal_env.h"
 #include "support/frame_builder.h"
 
@@ -336,6 +337,145 @@ class FakePort final : public Port {
   Result<void> start() override { return {}; }
   void stop() noexcept override {}
 };
+
+// A parent with VLAN sub-interfaces: a frame tagged with a claimed VLAN leaves the burst as the
+// sub-interface's, untagged, with the fields of the same frame sent untagged; an untagged one
+// stays the parent's; a VLAN no one claims, an 802.1ad tag and two tags are vlan_unknown drops.
+TEST(RxClassify, TaggedFramesBecomeTheirSubInterfacesUntagged) {
+  PacketPool& p = pool();
+  const auto udp = [](FrameBuilder b) {
+    return b.ipv4(ip4(10, 1, 0, 2), ip4(10, 2, 0, 2), 17).udp(7, 9).payload(20).build();
+  };
+  const Bytes plain = udp(FrameBuilder());
+  const std::vector<Bytes> frames = {
+      udp(FrameBuilder().vlan(0x2000 | 100)),   // priority 1, VLAN 100: port 5
+      plain,                                    // untagged: the parent, port 4
+      udp(FrameBuilder().vlan(200)),            // VLAN 200: port 6
+      udp(FrameBuilder().vlan(300)),            // nobody's
+      udp(FrameBuilder().vlan(100, 0x88a8)),    // 802.1ad
+      udp(FrameBuilder().vlan(100).vlan(100)),  // two tags
+  };
+  VlanDemux demux;
+  demux.port[100] = 5;
+  demux.port[200] = 6;
+  RxClassify c;
+  c.port = PortId{4};
+  c.vlans = &demux;
+  std::vector<rte_mbuf*> burst;
+  for (const Bytes& f : frames) {
+    rte_mbuf* m = rte_pktmbuf_alloc(p.mempool());
+    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+    burst.push_back(m);
+  }
+  rte_mbuf* alone = rte_pktmbuf_alloc(p.mempool());
+  std::memcpy(rte_pktmbuf_append(alone, static_cast<uint16_t>(plain.size())), plain.data(),
+              plain.size());
+  RxClassify untagged;
+  ASSERT_FALSE(classify_rx(alone, untagged, false));
+  DropCounters drops;
+  uint64_t bytes = 0;
+  const uint16_t kept =
+      classify_burst(burst.data(), static_cast<uint16_t>(burst.size()), c, false, drops, bytes);
+  ASSERT_EQ(kept, 3u);
+  EXPECT_EQ(drops.load(DropReason::VLAN_UNKNOWN), 3u);
+  EXPECT_EQ(drops.total(), 3u);
+  const uint16_t want_port[] = {5, 4, 6};
+  for (uint16_t i = 0; i < kept; ++i) {
+    SCOPED_TRACE(i);
+    const rte_mbuf* m = burst[i];
+    EXPECT_EQ(m->port, want_port[i]);
+    ASSERT_EQ(m->pkt_len, alone->pkt_len);
+    EXPECT_EQ(0, std::memcmp(rte_pktmbuf_mtod(m, const void*), rte_pktmbuf_mtod(alone, const void*),
+                             alone->data_len));
+    EXPECT_EQ(m->l2_len, alone->l2_len);
+    EXPECT_EQ(m->l3_len, alone->l3_len);
+    EXPECT_EQ(m->packet_type, alone->packet_type);
+    EXPECT_EQ(m->hash.rss, alone->hash.rss) << "a flow's hash does not depend on its VLAN";
+    EXPECT_EQ(bool(m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED), i != 1);
+  }
+  EXPECT_EQ(burst[0]->vlan_tci, 0x2000 | 100) << "the tag's TCI, priority included";
+  EXPECT_EQ(bytes, 3u * alone->pkt_len);
+  for (uint16_t i = 0; i < kept; ++i)
+    rte_pktmbuf_free(burst[i]);
+  rte_pktmbuf_free(alone);
+}
+
+// A parent that takes up to `room` packets a call and keeps what it took.
+class TakingPort final : public Port {
+ public:
+  TakingPort() : Port("trunk", PortId{0}) { size_counters(1, 2); }
+  std::string_view kind() const noexcept override { return "fake"; }
+  uint16_t rx_queue_count() const noexcept override { return 1; }
+  uint16_t tx_queue_count() const noexcept override { return 2; }
+  uint16_t rx_burst(uint16_t, rte_mbuf**, uint16_t) noexcept override { return 0; }
+  uint16_t tx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept override {
+    const uint16_t took = std::min<uint16_t>(n, room);
+    for (uint16_t i = 0; i < took; ++i)
+      sent.emplace_back(q, pkts[i]);
+    return took;
+  }
+  LinkState link_state() const noexcept override { return LinkState::Up; }
+  Result<void> start() override { return {}; }
+  void stop() noexcept override {}
+  uint16_t room = 64;
+  std::vector<std::pair<uint16_t, rte_mbuf*>> sent;
+};
+
+// What leaves through a VLAN port leaves its parent's queue of the same index tagged; what the
+// parent refuses comes back as the caller gave it; a clone, whose bytes are another packet's
+// too, is tagged in a copy.
+TEST(VlanPortTx, TagsOnTheParentsQueueAndGivesBackRefusedPacketsUntagged) {
+  PacketPool& p = pool();
+  TakingPort trunk;
+  VlanPort office("office", PortId{1}, trunk, VlanOptions{100, "trunk0.100", "trunk0", {}});
+  EXPECT_EQ(office.tx_queue_count(), 2);
+  EXPECT_EQ(office.rx_queue_count(), 0);
+  const Bytes f = FrameBuilder().ipv4(ip4(10, 2, 0, 2), ip4(10, 1, 0, 2), 17).udp(9, 7).build();
+  const auto packet = [&] {
+    rte_mbuf* m = rte_pktmbuf_alloc(p.mempool());
+    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+    m->l2_len = 14;
+    return m;
+  };
+  rte_mbuf* pkts[4] = {packet(), packet(), packet(), packet()};
+  rte_mbuf* original = pkts[3];
+  rte_mbuf* clone = rte_pktmbuf_clone(original, p.mempool());
+  ASSERT_NE(clone, nullptr);
+  pkts[3] = clone;
+  trunk.room = 2;
+  EXPECT_EQ(office.tx_burst(1, pkts, 4), 2);
+  ASSERT_EQ(trunk.sent.size(), 2u);
+  for (const auto& [q, m] : trunk.sent) {
+    EXPECT_EQ(q, 1);
+    ASSERT_EQ(m->pkt_len, f.size() + 4);
+    const uint8_t* b = rte_pktmbuf_mtod(m, const uint8_t*);
+    EXPECT_EQ(0, std::memcmp(b, f.data(), 12)) << "the addresses, then the tag";
+    EXPECT_EQ(b[12] << 8 | b[13], 0x8100);
+    EXPECT_EQ(b[14] << 8 | b[15], 100);
+    EXPECT_EQ(0, std::memcmp(b + 16, f.data() + 12, f.size() - 12));
+    EXPECT_EQ(m->l2_len, 18);
+  }
+  // The two refused: as they were given (the clone replaced by its tagged copy, untagged).
+  for (int i = 2; i < 4; ++i) {
+    ASSERT_EQ(pkts[i]->pkt_len, f.size());
+    EXPECT_EQ(0, std::memcmp(rte_pktmbuf_mtod(pkts[i], const void*), f.data(), f.size()));
+    EXPECT_EQ(pkts[i]->l2_len, 14);
+  }
+  EXPECT_NE(pkts[3], clone) << "the clone was copied, and freed";
+  EXPECT_EQ(0, std::memcmp(rte_pktmbuf_mtod(original, const void*), f.data(), f.size()))
+      << "the original of a clone untouched";
+  const PortStatus st = office.status();
+  ASSERT_EQ(st.queues.size(), 2u);
+  EXPECT_EQ(st.queues[1].tx_packets, 2u);
+  EXPECT_EQ(st.queues[1].tx_bytes, 2 * (f.size() + 4));
+  EXPECT_EQ(st.queues[1].tx_refused, 2u);
+  EXPECT_EQ(st.queues[1].tx_copies, 1u);
+  for (const auto& [q, m] : trunk.sent)
+    rte_pktmbuf_free(m);
+  rte_pktmbuf_free(pkts[2]);
+  rte_pktmbuf_free(pkts[3]);
+  rte_pktmbuf_free(original);
+}
 
 TEST(PortBase, StatusCountsQueuesAndNamesModes) {
   FakePort port;

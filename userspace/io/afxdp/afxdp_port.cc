@@ -725,6 +725,11 @@ void AfXdpPort::set_flow_hash(bool needed, const FlowHashRewrite* rewrite) noexc
   impl_->opt.classify.rewrite = rewrite;
 }
 
+void AfXdpPort::set_vlans(const VlanDemux* demux) noexcept {
+  Port::set_vlans(demux);
+  impl_->opt.classify.vlans = demux;
+}
+
 PortHardware AfXdpPort::hardware() const {
   return interface_hardware(impl_->ifname);
 }

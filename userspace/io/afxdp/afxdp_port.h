@@ -105,6 +105,7 @@ class AfXdpPort final : public Port {
   PortHardware hardware() const override;
   uint32_t device_mtu() const override;
   void set_flow_hash(bool needed, const FlowHashRewrite* rewrite) noexcept override;
+  void set_vlans(const VlanDemux* demux) noexcept override;
 
   struct Impl;
 

@@ -232,6 +232,11 @@ void DpdkPort::set_flow_hash(bool needed, const FlowHashRewrite* rewrite) noexce
   classify_.rewrite = rewrite;
 }
 
+void DpdkPort::set_vlans(const VlanDemux* demux) noexcept {
+  Port::set_vlans(demux);
+  classify_.vlans = demux;
+}
+
 PortHardware DpdkPort::hardware() const {
   PortHardware h = ethdev_hardware(dev_.port());
   h.mtu = device_mtu();

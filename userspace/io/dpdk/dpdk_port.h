@@ -66,6 +66,7 @@ class DpdkPort final : public Port {
   PortHardware hardware() const override;
   uint32_t device_mtu() const override;
   void set_flow_hash(bool needed, const FlowHashRewrite* rewrite) noexcept override;
+  void set_vlans(const VlanDemux* demux) noexcept override;
 
   // DPDK's port id of the device (not vecflow's PortId).
   uint16_t ethdev() const noexcept { return dev_.port(); }

@@ -259,10 +259,12 @@ void check_conntrack(config::StageCheck& c, const ConntrackConfig& p) {
     c.error(at, c.path(),
             "conntrack needs steering.symmetric_hash: true, so that both directions of a "
             "connection share a flow bucket");
-  const bool any_dpdk = std::any_of(cfg.ports.begin(), cfg.ports.end(),
-                                    [](const config::PortConfig& p) { return !p.is_afxdp(); });
+  const bool any_dpdk = std::any_of(
+      cfg.ports.begin(), cfg.ports.end(),
+      [](const config::PortConfig& p) { return std::holds_alternative<config::DpdkPort>(p.kind); });
   // A DPDK port takes its NIC's RSS hash unless flow_id is software (xdp means the XDP
-  // program's hash, which only AF_XDP ports' frames carry).
+  // program's hash, which only AF_XDP ports' frames carry; a vlan port's arrive on its afxdp
+  // parent's queues, so carry it too).
   if (cfg.scheduler.flow_id == FlowIdSource::Rss ||
       (cfg.scheduler.flow_id != FlowIdSource::Software && any_dpdk))
     c.error(at, c.path(),

@@ -1,0 +1,295 @@
+// VLAN sub-interfaces end to end: vecflowd routes between 802.1Q VLANs of one trunk (router
+// on a stick). The lab's wan0 is the trunk; the client side sends tagged frames from a raw
+// socket and reads what comes back with its tag (PACKET_AUXDATA: the kernel takes the tag off
+// a received frame before a packet socket sees it). Raw frames rather than Linux VLAN devices
+// on the hosts: the kernels these tests run on may lack 802.1Q (CONFIG_VLAN_8021Q), and the
+// hosts' neighbours are static in the pipeline for the same reason.
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <map>
+#include <optional>
+
+#include "forwarding_fixture.h"
+#include "support/checksums.h"
+#include "support/frame_builder.h"
+
+namespace vecflow::test {
+namespace {
+
+constexpr const char* kOfficeHost = "02:00:00:00:01:02";  // 10.1.0.2, VLAN 100
+constexpr const char* kLabHost = "02:00:00:00:02:02";     // 10.2.0.2, VLAN 200
+
+std::array<uint8_t, 6> mac_bytes(const std::string& text) {
+  std::array<uint8_t, 6> m{};
+  unsigned v[6];
+  if (std::sscanf(text.c_str(), "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6)
+    std::abort();
+  for (int i = 0; i < 6; ++i)
+    m[i] = uint8_t(v[i]);
+  return m;
+}
+
+// A UDP/IPv4 frame from `src` to `dst` with checksums, tagged with `tags` (outer first, each
+// a TPID and a TCI), addressed to `to`.
+Bytes udp_frame(const std::array<uint8_t, 6>& to, std::array<uint8_t, 4> src,
+                std::array<uint8_t, 4> dst, uint16_t sport,
+                std::vector<std::pair<uint16_t, uint16_t>> tags = {}) {
+  Bytes f = FrameBuilder().ipv4(src, dst, 17).udp(sport, 9).payload(32).build();
+  fill_checksums(f);
+  std::copy(to.begin(), to.end(), f.begin());
+  for (auto it = tags.rbegin(); it != tags.rend(); ++it) {
+    const uint8_t tag[4] = {uint8_t(it->first >> 8), uint8_t(it->first), uint8_t(it->second >> 8),
+                            uint8_t(it->second)};
+    f.insert(f.begin() + 12, tag, tag + 4);
+  }
+  return f;
+}
+
+struct Received {
+  Bytes frame;                   // without its tag
+  std::optional<uint16_t> vlan;  // the tag's VLAN id, if it had one
+};
+
+// A packet socket on an interface of the calling thread's namespace that reports each
+// received frame's VLAN tag.
+class TaggedSocket {
+ public:
+  explicit TaggedSocket(const std::string& ifname) {
+    fd_ = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL));
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(ETH_P_ALL);
+    sll.sll_ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
+    int one = 1;
+    if (fd_ < 0 || sll.sll_ifindex == 0 ||
+        bind(fd_, reinterpret_cast<sockaddr*>(&sll), sizeof(sll)) != 0 ||
+        setsockopt(fd_, SOL_PACKET, PACKET_AUXDATA, &one, sizeof(one)) != 0 ||
+        setsockopt(fd_, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one)) != 0) {
+      if (fd_ >= 0) close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~TaggedSocket() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+  bool send(const Bytes& f) { return ::send(fd_, f.data(), f.size(), 0) == ssize_t(f.size()); }
+  // Frames until `timeout_ms` passed without one.
+  std::vector<Received> drain(int timeout_ms) {
+    std::vector<Received> out;
+    for (;;) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, timeout_ms) <= 0) return out;
+      Received r;
+      r.frame.resize(65536);
+      iovec iov{r.frame.data(), r.frame.size()};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(tpacket_auxdata))];
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+      const ssize_t n = recvmsg(fd_, &msg, 0);
+      if (n < 0) return out;
+      r.frame.resize(size_t(n));
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_PACKET || c->cmsg_type != PACKET_AUXDATA) continue;
+        tpacket_auxdata aux;
+        std::memcpy(&aux, CMSG_DATA(c), sizeof(aux));
+        if (aux.tp_status & TP_STATUS_VLAN_VALID) r.vlan = aux.tp_vlan_tci & 0x0fff;
+      }
+      out.push_back(std::move(r));
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+bool kernel_has_vlan_devices() {
+  const std::string ns = unique_name("vfq");
+  sh("ip netns add " + ns);
+  const int rc = sh("ip netns exec " + ns +
+                    " sh -c 'ip link add d0 type dummy && ip link add link d0 name d0.5 type vlan "
+                    "id 5' 2>/dev/null");
+  sh("ip netns del " + ns);
+  return rc == 0;
+}
+
+class Vlan : public Forwarding {
+ protected:
+  // The lab's wan0 as a trunk with two VLANs, each an L3 interface of vecflowd's, and routes
+  // between them; the hosts' addresses are static neighbours.
+  std::string edit_config(std::string) override {
+    return R"(appliance: {name: vlan-test}
+cpu: {control: 0, workers: [1]}
+dpdk: {memory_mb: 256, hugepages: auto, file_prefix: )" +
+           name_ + R"(, mbufs: 8192}
+ports:
+  - {name: wan, type: afxdp, interface: wan0, queues: 1, mode: auto}
+  - {name: office, type: vlan, parent: wan, vlan: 100}
+  - {name: lab, type: vlan, parent: wan, vlan: 200, interface: vl)" +
+           std::to_string(getpid() % 100000) + R"(}
+steering:
+  default: userspace
+  rules:
+    - {name: arp, match: {l3: arp}, action: pass}
+pipeline:
+  - stage: route
+    routes:
+      - {prefix: 10.1.0.0/24, port: office}
+      - {prefix: 10.2.0.0/24, port: lab}
+  - stage: neighbour
+    fuse: true
+    static:
+      - {ip: 10.1.0.2, mac: ")" +
+           kOfficeHost + R"(", port: office}
+      - {ip: 10.2.0.2, mac: ")" +
+           kLabHost + R"(", port: lab}
+control:
+  socket: )" +
+           socket_ + "\n";
+  }
+  bool resolve_first() const override { return false; }
+
+  std::array<uint8_t, 6> wan_mac() const {
+    return mac_bytes(lab_->exec_output('a', "cat /sys/class/net/wan0/address"));
+  }
+
+  uint64_t dropped_for(const std::string& reason) {
+    const Json errors = json("errors");
+    for (const auto& r : errors["reasons"])
+      if (r["reason"] == reason) return r["count"].get<uint64_t>();
+    return 0;
+  }
+};
+
+TEST_F(Vlan, RoutesBetweenTheVlansOfOneTrunkWithTheRightTagsAndExactAccounting) {
+  NetnsScope in_client(lab_->ns('c'));
+  ASSERT_TRUE(in_client.ok());
+  TaggedSocket trunk("eth0");
+  ASSERT_TRUE(trunk.ok());
+  const auto wan = wan_mac();
+  constexpr uint16_t kEach = 40;
+  // VLAN 100 -> VLAN 200, VLAN 200 -> VLAN 100, and untagged from the trunk's own network
+  // into VLAN 200.
+  for (uint16_t i = 0; i < kEach; ++i) {
+    ASSERT_TRUE(
+        trunk.send(udp_frame(wan, ip4(10, 1, 0, 2), ip4(10, 2, 0, 2), 1000 + i, {{0x8100, 100}})));
+    ASSERT_TRUE(
+        trunk.send(udp_frame(wan, ip4(10, 2, 0, 2), ip4(10, 1, 0, 2), 2000 + i, {{0x8100, 200}})));
+    ASSERT_TRUE(trunk.send(udp_frame(wan, ip4(192, 0, 2, 2), ip4(10, 2, 0, 2), 3000 + i)));
+  }
+  std::map<std::pair<std::string, uint16_t>, unsigned> seen;  // (to host, vlan) -> frames
+  for (const Received& r : trunk.drain(1500)) {
+    const Bytes& f = r.frame;
+    if (f.size() < 42 || f[12] != 0x08 || f[13] != 0x00 || f[14 + 9] != 17) continue;
+    const uint16_t sport = uint16_t(f[34] << 8 | f[35]);
+    if (sport < 1000 || sport >= 4000) continue;  // not the test's
+    // Routed: from the trunk's MAC to the host's, TTL one less, checksums right.
+    EXPECT_TRUE(std::equal(wan.begin(), wan.end(), f.begin() + 6));
+    EXPECT_EQ(f[14 + 8], 63);
+    EXPECT_TRUE(ipv4_checksum_ok(f));
+    EXPECT_TRUE(l4_checksum_ok(f));
+    const auto to = mac_bytes(kLabHost);
+    const bool to_lab = std::equal(to.begin(), to.end(), f.begin());
+    const bool from_office = sport < 2000, from_lab = sport >= 2000 && sport < 3000;
+    // Each leaves tagged with its egress VLAN, addressed to that VLAN's host.
+    EXPECT_EQ(to_lab, !from_lab) << "sport " << sport;
+    EXPECT_EQ(r.vlan, std::optional<uint16_t>(from_lab ? 100 : 200)) << "sport " << sport;
+    ++seen[{from_office ? "office" : from_lab ? "lab" : "wan", r.vlan.value_or(0)}];
+  }
+  EXPECT_EQ((seen[{"office", 200}]), kEach);
+  EXPECT_EQ((seen[{"lab", 100}]), kEach);
+  EXPECT_EQ((seen[{"wan", 200}]), kEach);
+
+  // Each VLAN's frames are its own port's: received there, and transmitted (charged to the
+  // ingress port) as many.
+  const Counters c = quiet_counters();
+  for (const char* name : {"office", "lab"}) {
+    const Json p = port(c.accounting, name);
+    EXPECT_EQ(p["rx_packets"].get<uint64_t>(), kEach) << p.dump();
+    EXPECT_EQ(p["tx_packets"].get<uint64_t>(), kEach) << p.dump();
+    EXPECT_EQ(p["dropped"].get<uint64_t>(), 0u) << p.dump();
+  }
+  // rx = tx + kernel + dropped on every port; what XDP lifted on the trunk is what the trunk
+  // and its VLANs received.
+  ASSERT_EQ(c.accounting.size(), 3u);
+  for (const auto& p : c.accounting) {
+    EXPECT_EQ(p["rx_packets"].get<uint64_t>(), p["tx_packets"].get<uint64_t>() +
+                                                   p["kernel_packets"].get<uint64_t>() +
+                                                   p["dropped"].get<uint64_t>())
+        << p.dump();
+  }
+  EXPECT_EQ(port(c.accounting, "wan")["in_rings"].get<int64_t>(), 0) << c.accounting.dump();
+  EXPECT_GE(port(c.accounting, "wan")["tx_packets"].get<uint64_t>(), kEach);
+}
+
+TEST_F(Vlan, FramesOfAVlanNoSubInterfaceClaimsAreCountedNotForwarded) {
+  NetnsScope in_client(lab_->ns('c'));
+  ASSERT_TRUE(in_client.ok());
+  TaggedSocket trunk("eth0");
+  ASSERT_TRUE(trunk.ok());
+  const auto wan = wan_mac();
+  const uint64_t before = dropped_for("vlan_unknown");
+  // VLAN 300 (no port), 802.1ad 100 (only 802.1Q tags are sub-interfaces), and VLAN 100
+  // inside VLAN 100 (two tags).
+  for (uint16_t i = 0; i < 7; ++i)
+    ASSERT_TRUE(
+        trunk.send(udp_frame(wan, ip4(10, 1, 0, 2), ip4(10, 2, 0, 2), 1000 + i, {{0x8100, 300}})));
+  for (uint16_t i = 0; i < 3; ++i)
+    ASSERT_TRUE(
+        trunk.send(udp_frame(wan, ip4(10, 1, 0, 2), ip4(10, 2, 0, 2), 1100 + i, {{0x88a8, 100}})));
+  for (uint16_t i = 0; i < 2; ++i)
+    ASSERT_TRUE(trunk.send(udp_frame(wan, ip4(10, 1, 0, 2), ip4(10, 2, 0, 2), 1200 + i,
+                                     {{0x8100, 100}, {0x8100, 100}})));
+  for (const Received& r : trunk.drain(1000)) {
+    const Bytes& f = r.frame;
+    const bool udp = f.size() >= 42 && f[12] == 0x08 && f[13] == 0x00 && f[14 + 9] == 17;
+    EXPECT_FALSE(udp && (f[34] << 8 | f[35]) >= 1000 && (f[34] << 8 | f[35]) < 1300)
+        << "forwarded a frame of no sub-interface";
+  }
+  const Counters c = quiet_counters();
+  EXPECT_EQ(dropped_for("vlan_unknown") - before, 12u) << c.errors.dump();
+  EXPECT_EQ(port(c.accounting, "wan")["port_dropped"].get<uint64_t>(), 12u) << c.accounting.dump();
+  for (const char* name : {"office", "lab"})
+    EXPECT_EQ(port(c.accounting, name)["rx_packets"].get<uint64_t>(), 0u) << c.accounting.dump();
+  EXPECT_EQ(port(c.accounting, "wan")["in_rings"].get<int64_t>(), 0) << c.accounting.dump();
+}
+
+// The kernel side: with 802.1Q in the kernel vecflowd creates a VLAN's device when there is
+// none and removes it at stop. Without it the VLAN runs without one, and `ports` says so.
+TEST_F(Vlan, EachVlanHasItsKernelDeviceWhileVecflowdRunsOrSaysWhyNot) {
+  const std::string device = "vl" + std::to_string(getpid() % 100000);
+  Json lab;
+  const Json ports = json("ports");
+  for (const auto& p : ports["ports"])
+    if (p["port"] == "lab") lab = p;
+  ASSERT_FALSE(lab.is_null());
+  EXPECT_EQ(lab["kind"], "vlan");
+  EXPECT_EQ(lab["device"], device);
+  EXPECT_EQ(lab["device_info"]["vlan.parent"], "wan") << lab.dump();
+  EXPECT_EQ(lab["device_info"]["vlan.id"], "200") << lab.dump();
+  const std::string kernel_device = lab["device_info"].value("vlan.kernel_device", "");
+  const bool exists = lab_->exec('a', "ip link show " + device + " >/dev/null 2>&1") == 0;
+  if (kernel_has_vlan_devices()) {
+    EXPECT_EQ(kernel_device, "created") << lab.dump();
+    EXPECT_TRUE(exists);
+    EXPECT_EQ(daemon_->stop(), 0) << log();
+    EXPECT_NE(lab_->exec('a', "ip link show " + device + " >/dev/null 2>&1"), 0)
+        << "the VLAN device vecflowd created outlived it";
+    daemon_.reset();
+  } else {
+    EXPECT_EQ(kernel_device, "none (no 802.1Q in the kernel)") << lab.dump();
+    EXPECT_FALSE(exists);
+    EXPECT_NE(log().find("this kernel has no VLAN devices"), std::string::npos) << log();
+  }
+}
+
+}  // namespace
+}  // namespace vecflow::test
