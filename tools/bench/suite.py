@@ -218,6 +218,21 @@ def mirror_pcap(src, dst):
     Path(dst).write_bytes(out)
 
 
+def tag_pcap(src, dst, vlan):
+    """Writes to dst every frame of the pcap src with an 802.1Q tag of `vlan` after its MACs."""
+    data = Path(src).read_bytes()
+    endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    out = bytearray(data[:24])
+    off = 24
+    while off + 16 <= len(data):
+        ts, incl, orig = data[off:off + 8], *struct.unpack_from(endian + "II", data, off + 8)
+        f = data[off + 16:off + 16 + incl]
+        out += ts + struct.pack(endian + "II", incl + 4, orig + 4)
+        out += f[:12] + struct.pack(">HH", 0x8100, vlan) + f[12:]
+        off += 16 + incl
+    Path(dst).write_bytes(out)
+
+
 def accounting_delta(before, after):
     """Per port, the XDP program's counts between two offload_accounting() reads."""
     if not before or not after:
@@ -1615,6 +1630,11 @@ class Suite:
         ("floor-builtin", "vecflowd floor: one dscp stage, no route (rx rate), builtin",
          "vecflowd", ("floor", "builtin")),
         ("rn-builtin", "vecflowd route+neighbour, builtin", "vecflowd", ("rn", "builtin")),
+        # The same between two VLAN sub-interfaces of the port: frames tagged 100 in, tagged
+        # 200 out (the tag removed in the rx burst, put back on transmit): rn-vlan / rn-builtin
+        # is what a tagged frame costs.
+        ("rn-vlan", "vecflowd route+neighbour, VLAN 100 to VLAN 200, builtin", "vecflowd",
+         ("rn-vlan", "builtin")),
         # The same pipeline made to take the scheduler hop its one worker does not need
         # (scheduler.path: scheduled): rn-builtin / rn-sched is what the direct path saves.
         ("rn-sched", "vecflowd route+neighbour, builtin, scheduled", "vecflowd",
@@ -2072,9 +2092,12 @@ class Suite:
         t0 = time.monotonic()
         ports = self.engine_ctl(sock, "ports")
         t = (t0 + time.monotonic()) / 2
+        # A VLAN port's transmissions are its parent's too (they leave on the parent's queues);
+        # its kernel path is its own.
+        links = [x for x in ports.get("ports", []) if x.get("kind") != "vlan"]
         snap = {"t": t,
-                "rx": sum(x.get("rx_packets", 0) for x in ports.get("ports", [])),
-                "tx": sum(x.get("tx_packets", 0) for x in ports.get("ports", [])),
+                "rx": sum(x.get("rx_packets", 0) for x in links),
+                "tx": sum(x.get("tx_packets", 0) for x in links),
                 "kernel": sum(x.get("kernel_packets", 0) for x in ports.get("ports", []))}
         sched = self.engine_ctl(sock, "sched")
         # On the direct path a run of the pipeline is what a vector is on the scheduled one.
@@ -2129,6 +2152,9 @@ class Suite:
         """The pipeline section's stages of vecflowd-engine.yaml for `pipeline`."""
         if pipeline == "floor":
             return self.ENGINE_FLOOR
+        if pipeline == "rn-vlan":
+            return (string.Template(self.ENGINE_ROUTE).substitute(route_sched="sched: atomic")
+                    .replace("port: p0", "port: v200"))
         front = {"arn": self.ENGINE_ACL, "carn": self.ENGINE_CT,
                  "ncarn": self.ENGINE_CT.replace("max_sessions: 1100000",
                                                  "max_sessions: 1100000" + self.ENGINE_NAT)
@@ -2156,7 +2182,10 @@ class Suite:
             + ("\n  flow_id: software" if pipeline in ("carn", "ncarn") else "")
             # auto is the default: left out, so a --baseline-build from before the key runs.
             + ("" if path == "auto" else f"\n  path: {path}"),
-            stages=self.engine_stages(pipeline)))
+            stages=self.engine_stages(pipeline),
+            vlans=("\n  - {name: v100, type: vlan, parent: p0, vlan: 100}"
+                   "\n  - {name: v200, type: vlan, parent: p0, vlan: 200}"
+                   if pipeline == "rn-vlan" else "")))
         logp = self.raw / f"engine-vecflowd-{name}-{flows}.log"
         with self.bench_lock(f"engine: vecflowd {pipeline} {backend}, {flows} flows") as why:
             if why:
@@ -2291,6 +2320,7 @@ class Suite:
                             "not measured in a --quick run (it measures "
                             + ", ".join(self.ENGINE_QUICK_ROWS) + ")")
         pcaps = {}
+        tagged = {}
         try:
             for flows in flows_list:
                 pcap = self.out / f"engine-{flows}.pcap"
@@ -2303,6 +2333,9 @@ class Suite:
                         reasons[(key, flows)] = f"not measured: trafgen pcap: {r.stderr.strip()}"
                     continue
                 pcaps[flows] = pcap
+                if any(key == "rn-vlan" for key, *_ in rows):
+                    tagged[flows] = self.out / f"engine-{flows}-vlan100.pcap"
+                    tag_pcap(pcap, tagged[flows], 100)
             n = 0
             for rnd in range(self.a.rounds):
                 for flows, pcap in pcaps.items():
@@ -2335,7 +2368,9 @@ class Suite:
                             pipeline, backend, *path = detail
                             d, why = self.engine_vecflowd(pipeline, backend,
                                                           path[0] if path else "auto",
-                                                          flows, pcap, prefix, warm,
+                                                          flows,
+                                                          tagged[flows] if pipeline == "rn-vlan"
+                                                          else pcap, prefix, warm,
                                                           seconds, build)
                         if why:
                             reasons[(key, flows)] = why
@@ -2344,7 +2379,7 @@ class Suite:
                             samples.setdefault((key, flows), []).append(d)
         finally:
             os.sched_setaffinity(0, affinity)
-            for pcap in pcaps.values():
+            for pcap in list(pcaps.values()) + list(tagged.values()):
                 pcap.unlink(missing_ok=True)
         self.engine = {}
         for flows in flows_list:

@@ -127,10 +127,12 @@ void check_vlan_ports(const Checker& c) {
             fmt::format("port '{}' is a vlan port, and a vlan port cannot be a parent (one "
                         "802.1Q tag; QinQ, 802.1ad, is not supported yet)",
                         v->parent));
-    } else if (!parent.is_afxdp()) {
-      c.err(at, path + ".parent",
-            fmt::format("port '{}' is a dpdk port: a vlan port's parent must be an afxdp port "
-                        "(vlan ports on DPDK ports are not supported yet)",
+    } else if (!parent.is_afxdp() && !v->interface.empty()) {
+      // vecflowd does not make VLAN devices on a DPDK port's interface: the PMD owns that
+      // link, and the kernel would see the VLAN from the wrong side (net_tap) or not at all.
+      c.err(locate(c.root, {k("ports"), i(pi), k("interface")}), path + ".interface",
+            fmt::format("port '{}' is a dpdk port: its VLANs have no kernel device (their "
+                        "kernel side is their exception path); leave out 'interface'",
                         v->parent));
     } else if (p.mtu && parent.mtu && *p.mtu > *parent.mtu) {
       c.err(locate(c.root, {k("ports"), i(pi), k("mtu")}), path + ".mtu",

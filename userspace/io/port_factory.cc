@@ -77,14 +77,12 @@ Result<std::unique_ptr<Port>> create_port(const config::PortConfig& p, PortId id
                                           const PortEnvironment& env, Port* parent,
                                           const config::PortConfig* parent_config) {
   if (const auto* v = std::get_if<config::VlanPort>(&p.kind)) {
-    const std::string* parent_interface =
-        parent_config != nullptr ? parent_config->kernel_interface() : nullptr;
-    if (parent == nullptr || parent_interface == nullptr)
-      return fail("VLAN port: its parent '{}' is no port with a kernel interface", v->parent);
+    if (parent == nullptr || parent_config == nullptr)
+      return fail("VLAN port: its parent '{}' was not made first", v->parent);
     VlanOptions o;
     o.vlan = v->vlan;
-    o.interface = v->interface;
-    o.parent_interface = *parent_interface;
+    o.interface = v->interface;  // empty on a DPDK parent: no kernel device
+    if (const std::string* itf = parent_config->kernel_interface()) o.parent_interface = *itf;
     o.mtu = p.mtu;
     return std::unique_ptr<Port>(std::make_unique<VlanPort>(p.name, id, *parent, std::move(o)));
   }

@@ -157,7 +157,15 @@ inline uint16_t classify_burst(rte_mbuf** pkts, uint16_t n, const RxClassify& c,
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     if (i + kPrefetchAhead < n) prefetch_rx(pkts[i + kPrefetchAhead]);
-    if (!classify_from_meta(m, c, try_meta)) {
+    const bool from_meta = classify_from_meta(m, c, try_meta);
+    // Before the parse: a VLAN's frames, untagged, take the common path too. (The metadata is
+    // read first: it lies in front of the frame as received.)
+    if (c.vlans != nullptr && !vlan_demux(m, *c.vlans)) {
+      drops.add(DropReason::VLAN_UNKNOWN);
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    if (!from_meta) {
       const bool keep_rss = keeps_rss(m, c);
       RxFields f;
       if (m->nb_segs == 1 && classify_common_parts(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len,
@@ -173,11 +181,6 @@ inline uint16_t classify_burst(rte_mbuf** pkts, uint16_t n, const RxClassify& c,
         rte_pktmbuf_free(m);
         continue;
       }
-    }
-    if (c.vlans != nullptr && !vlan_demux(m, *c.vlans)) [[unlikely]] {
-      drops.add(DropReason::VLAN_UNKNOWN);
-      rte_pktmbuf_free(m);
-      continue;
     }
     sum += m->pkt_len;
     pkts[kept++] = m;

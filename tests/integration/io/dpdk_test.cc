@@ -24,6 +24,7 @@
 #include "core/parse.h"
 #include "io/dpdk/dpdk_port.h"
 #include "io/packet_pool.h"
+#include "io/vlan/vlan_port.h"
 #include "io_fixtures.h"
 #include "support/port_io.h"
 
@@ -173,6 +174,59 @@ TEST(DpdkPort, PcapInPcapOutByteExact) {
     }
   }  // closing the port flushes and closes the output file
   EXPECT_EQ(read_pcap(out), frames);
+  EXPECT_EQ(pool.in_use(), idle);
+  std::filesystem::remove(in);
+  std::filesystem::remove(out);
+}
+
+// VLANs of a DPDK port: the port's rx bursts hand a claimed VLAN's frames to its VLAN port,
+// untagged; an unclaimed VLAN's are dropped as vlan_unknown; untagged frames stay the port's.
+// What the VLAN port sends leaves the DPDK port tagged with its VLAN (the pcap written).
+TEST(DpdkPort, VlansOfADpdkPortInAndOutThroughPcaps) {
+  PacketPool& pool = test_pool();
+  const uint32_t idle = pool.in_use();
+  std::string in = temp_path("in.pcap"), out = temp_path("out.pcap");
+  const auto tagged = [](uint16_t vlan, uint16_t sport) {
+    return FrameBuilder()
+        .vlan(vlan)
+        .ipv4(ip4(10, 1, 0, 2), ip4(10, 2, 0, 2), 17)
+        .udp(sport, 9)
+        .payload(18)
+        .build();
+  };
+  const std::vector<Bytes> frames = {tagged(100, 1), udp_frame(2), tagged(300, 3), tagged(100, 4)};
+  write_pcap(in, frames);
+  {
+    auto port = DpdkPort::create("trunk", kPort,
+                                 options("net_pcap0,rx_pcap=" + in + ",tx_pcap=" + out), pool);
+    ASSERT_TRUE(port) << port.error().message;
+    VlanPort office("office", PortId{6}, **port, VlanOptions{100, "", "", {}});
+    VlanPort lab("lab", PortId{7}, **port, VlanOptions{200, "", "", {}});
+    VlanDemux demux;
+    demux.port[100] = 6;
+    demux.port[200] = 7;
+    (*port)->set_vlans(&demux);
+    ASSERT_TRUE((*port)->start());
+    ASSERT_TRUE(office.start()) << "no kernel device to make for a DPDK port's VLAN";
+    auto got = receive(**port, 3);
+    ASSERT_EQ(got.size(), 3u);
+    EXPECT_EQ(got[0]->port, 6);
+    Bytes untagged = tagged(100, 1);
+    untagged.erase(untagged.begin() + 12, untagged.begin() + 16);
+    EXPECT_EQ(mbuf_bytes(got[0]), untagged) << "as VLAN 100 received it: untagged";
+    EXPECT_EQ(got[1]->port, to_index(kPort));
+    EXPECT_EQ(got[2]->port, 6);
+    EXPECT_EQ((*port)->status().queues[0].drops,
+              (std::vector<std::pair<DropReason, uint64_t>>{{DropReason::VLAN_UNKNOWN, 1}}));
+    // Out through VLAN 200: tagged 200 on the trunk.
+    ASSERT_EQ(lab.tx_burst(0, &got[0], 1), 1);
+    rte_pktmbuf_free(got[1]);
+    rte_pktmbuf_free(got[2]);
+    EXPECT_EQ(lab.status().queues[0].tx_packets, 1u);
+  }  // closing the port flushes and closes the output file
+  const auto written = read_pcap(out);
+  ASSERT_EQ(written.size(), 1u);
+  EXPECT_EQ(written[0], tagged(200, 1));
   EXPECT_EQ(pool.in_use(), idle);
   std::filesystem::remove(in);
   std::filesystem::remove(out);

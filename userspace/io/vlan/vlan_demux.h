@@ -22,7 +22,8 @@ struct VlanDemux {
   VlanDemux() { port.fill(kNoPort); }
 };
 
-// A frame received on a port with sub-interfaces, classified. Untagged: stays the port's
+// A frame received on a port with sub-interfaces, before its parse or after its metadata was
+// taken (whose l2_len and packet type it corrects). Untagged: stays the port's
 // (true). Tagged 802.1Q with a VLAN a sub-interface claims: the tag is removed (the address
 // bytes move over it, as Linux's VLAN device receives it), its TCI kept in m->vlan_tci, and
 // the frame becomes the sub-interface's (true). Anything else tagged (a VLAN no one claims,

@@ -143,6 +143,11 @@ LinkState VlanPort::link_state() const noexcept {
 }
 
 Result<void> VlanPort::start() {
+  if (opt_.interface.empty()) {
+    log::get("io")->info("port {}: VLAN {} of port {}, without a kernel device", name(), opt_.vlan,
+                         parent_.name());
+    return {};
+  }
   if (if_nametoindex(opt_.interface.c_str()) != 0) {
     // The operator's (or a previous run's) device: followed as it is. Its MTU is the file's
     // when the file gives one.
@@ -202,7 +207,9 @@ PortStatus VlanPort::status() const {
   s.device_info.emplace_back("vlan.parent", parent_.name());
   s.device_info.emplace_back("vlan.id", std::to_string(opt_.vlan));
   s.device_info.emplace_back("vlan.kernel_device", has_device_ ? (created_ ? "created" : "followed")
-                                                               : "none (no 802.1Q in the kernel)");
+                                                   : opt_.interface.empty()
+                                                       ? "none (a DPDK port's VLAN)"
+                                                       : "none (no 802.1Q in the kernel)");
   return s;
 }
 

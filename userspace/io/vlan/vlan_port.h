@@ -23,7 +23,7 @@ namespace vecflow {
 
 struct VlanOptions {
   uint16_t vlan = 0;             // 1..4094
-  std::string interface;         // the Linux VLAN device
+  std::string interface;         // the Linux VLAN device; empty: none (a DPDK parent's VLAN)
   std::string parent_interface;  // the parent's kernel interface, which the device sits on
   std::optional<uint32_t> mtu;   // set on the device when given
 };
