@@ -414,7 +414,7 @@ TEST(ConfigJson, ReferenceFileSerialisesEverySection) {
 // into the same configuration (so a reload of it changes nothing), for every shipped file.
 TEST(ConfigJson, PrintedAsYamlItLoadsBackIntoTheSameConfiguration) {
   for (const char* file : {"configs/reference.yaml", "configs/demo.yaml", "configs/router.yaml",
-                           "configs/edge.yaml", "configs/appliance.yaml"}) {
+                           "configs/edge.yaml", "configs/appliance.yaml", "configs/trunk.yaml"}) {
     auto cfg = config::load_config(test::source_path(file), builtin_stage_types());
     ASSERT_TRUE(cfg) << file;
     const Json j = config_to_json(*cfg);
