@@ -154,13 +154,15 @@ inline uint16_t classify_burst(rte_mbuf** pkts, uint16_t n, const RxClassify& c,
   };
   uint16_t kept = 0;
   uint64_t sum = 0;
+  // Read once: the mbuf stores below may alias `c`, which would be read again per frame.
+  const VlanDemux* const vlans = c.vlans;
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     if (i + kPrefetchAhead < n) prefetch_rx(pkts[i + kPrefetchAhead]);
     const bool from_meta = classify_from_meta(m, c, try_meta);
     // Before the parse: a VLAN's frames, untagged, take the common path too. (The metadata is
     // read first: it lies in front of the frame as received.)
-    if (c.vlans != nullptr && !vlan_demux(m, *c.vlans)) {
+    if (vlans != nullptr && !vlan_demux(m, *vlans)) {
       drops.add(DropReason::VLAN_UNKNOWN);
       rte_pktmbuf_free(m);
       continue;
