@@ -60,6 +60,9 @@ inline constexpr uint8_t kMetaFlagKeep = 0x20;
 // A stage that tracks connections vouched for this packet's flow to flow offload and noted
 // what it arrived as (OffloadFeed::note).
 inline constexpr uint8_t kMetaFlagTracked = 0x40;
+// The packet carries its egress VLAN's tag already (the neighbour stage wrote it with the MACs,
+// while the header was in cache): the VLAN port (io/vlan/vlan_port.h) sends it as it is.
+inline constexpr uint8_t kMetaFlagTagged = 0x80;
 
 // A packet's connection-tracking mark (pipeline/conntrack/conntrack_stage.h), which the stages
 // after the conntrack stage match on (acl `ct:`). None: no conntrack stage looked at it (not IP,

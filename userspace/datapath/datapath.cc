@@ -148,8 +148,9 @@ Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtim
     std::string itf;
     if (auto* a = std::get_if<config::AfXdpPort>(&p.kind)) itf = a->interface;
     if (auto* d = std::get_if<config::DpdkPort>(&p.kind)) itf = d->interface;
-    if (auto* v = std::get_if<config::VlanPort>(&p.kind)) itf = v->interface;
-    ctx.ports.push_back(PortInfo{p.name, ports_[i]->mac(), itf});
+    const auto* v = std::get_if<config::VlanPort>(&p.kind);
+    if (v != nullptr) itf = v->interface;
+    ctx.ports.push_back(PortInfo{p.name, ports_[i]->mac(), itf, v ? v->vlan : uint16_t{0}});
   }
   ctx.mtus = mtus_.get();
   ctx.lcore_slots = static_cast<unsigned>(runtime.slots());

@@ -11,6 +11,7 @@
 #include "core/flow.h"
 #include "core/packet.h"
 #include "core/parse.h"
+#include "core/vlan.h"
 #include "io/packet_pool.h"
 #include "io/port.h"
 #include "io/port_factory.h"
@@ -435,6 +436,7 @@ TEST(VlanPortTx, TagsOnTheParentsQueueAndGivesBackRefusedPacketsUntagged) {
     rte_mbuf* m = rte_pktmbuf_alloc(p.mempool());
     std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
     m->l2_len = 14;
+    reset_meta(m);
     return m;
   };
   rte_mbuf* pkts[4] = {packet(), packet(), packet(), packet()};
@@ -475,6 +477,35 @@ TEST(VlanPortTx, TagsOnTheParentsQueueAndGivesBackRefusedPacketsUntagged) {
   rte_pktmbuf_free(pkts[2]);
   rte_pktmbuf_free(pkts[3]);
   rte_pktmbuf_free(original);
+}
+
+// A packet the neighbour stage tagged already (kMetaFlagTagged) leaves as it is, and, refused,
+// comes back still tagged; the port tags only the others.
+TEST(VlanPortTx, APacketTaggedAlreadyLeavesWithItsOneTag) {
+  PacketPool& p = pool();
+  TakingPort trunk;
+  VlanPort lab("lab", PortId{2}, trunk, VlanOptions{200, "", "", {}});
+  const Bytes f = FrameBuilder().ipv4(ip4(10, 1, 0, 2), ip4(10, 2, 0, 2), 17).udp(7, 9).build();
+  rte_mbuf* pkts[2];
+  for (rte_mbuf*& m : pkts) {
+    m = rte_pktmbuf_alloc(p.mempool());
+    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+    m->l2_len = 14;
+    reset_meta(m);
+    ASSERT_TRUE(vlan_push(m, 200));
+    meta(m).flags |= kMetaFlagTagged;
+  }
+  trunk.room = 1;
+  EXPECT_EQ(lab.tx_burst(0, pkts, 2), 1);
+  for (rte_mbuf* m : {trunk.sent[0].second, pkts[1]}) {
+    ASSERT_EQ(m->pkt_len, f.size() + 4) << "one tag, not two";
+    const uint8_t* b = rte_pktmbuf_mtod(m, const uint8_t*);
+    EXPECT_EQ(b[12] << 8 | b[13], 0x8100);
+    EXPECT_EQ(b[14] << 8 | b[15], 200);
+    EXPECT_EQ(b[16] << 8 | b[17], 0x0800);
+  }
+  rte_pktmbuf_free(trunk.sent[0].second);
+  rte_pktmbuf_free(pkts[1]);
 }
 
 TEST(PortBase, StatusCountsQueuesAndNamesModes) {

@@ -100,30 +100,34 @@ VlanPort::~VlanPort() {
 
 uint16_t VlanPort::tx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept {
   TxQueueCounters& c = tx_counter(q);
-  uint16_t tagged = 0;
-  for (; tagged < n; ++tagged) {
-    rte_mbuf* m = pkts[tagged];
-    if (vlan_push(m, opt_.vlan)) [[likely]]
+  const uint16_t tci = opt_.vlan;  // read once: the mbuf stores below may alias it
+  uint16_t ready = 0;
+  for (; ready < n; ++ready) {
+    rte_mbuf* m = pkts[ready];
+    // The neighbour stage tagged most of them (kMetaFlagTagged); the rest (ICMP errors, packets
+    // a next hop held, copies) are tagged here.
+    if ((meta(m).flags & kMetaFlagTagged) || vlan_push(m, tci)) [[likely]]
       continue;
     // A clone (a mirror's copy shares its bytes with the original) or a buffer without
     // headroom: the tag goes on a copy. Without a buffer for one, the rest wait.
     rte_mbuf* copy = rte_pktmbuf_copy(m, m->pool, 0, UINT32_MAX);
-    if (copy == nullptr || !vlan_push(copy, opt_.vlan)) {
+    if (copy == nullptr || !vlan_push(copy, tci)) {
       rte_pktmbuf_free(copy);
       break;
     }
     rte_pktmbuf_free(m);
-    pkts[tagged] = copy;
+    pkts[ready] = copy;
     c.copies.add();
   }
   // Summed before the parent owns them; the refused ones are ours again after.
   uint64_t bytes = 0;
-  for (uint16_t i = 0; i < tagged; ++i)
+  for (uint16_t i = 0; i < ready; ++i)
     bytes += pkts[i]->pkt_len;
-  const uint16_t took = parent_.tx_burst(q, pkts, tagged);
-  for (uint16_t i = took; i < tagged; ++i) {
+  const uint16_t took = parent_.tx_burst(q, pkts, ready);
+  for (uint16_t i = took; i < ready; ++i) {
     bytes -= pkts[i]->pkt_len;
-    vlan_pop(pkts[i]);  // back to the caller as it gave them
+    // Back to the caller as it gave them: what was tagged here loses its tag.
+    if (!(meta(pkts[i]).flags & kMetaFlagTagged)) vlan_pop(pkts[i]);
   }
   c.packets.add(took);
   c.bytes.add(bytes);
