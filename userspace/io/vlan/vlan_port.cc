@@ -21,6 +21,10 @@
 namespace vecflow {
 namespace {
 
+// Room for one request or acknowledgement: libmnl's MNL_SOCKET_BUFFER_SIZE is the page size,
+// read at run time (a variable-length array); 8 KiB is at least a page on x86-64.
+constexpr size_t kNetlinkBuffer = 8192;
+
 // One rtnetlink request and its acknowledgement; on failure `err` holds the errno. Control
 // thread, start and stop only.
 Result<void> rtnl_request(nlmsghdr* nlh, const char* what, int* err = nullptr) {
@@ -31,7 +35,7 @@ Result<void> rtnl_request(nlmsghdr* nlh, const char* what, int* err = nullptr) {
       mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
     e = errno;
   } else {
-    char buf[MNL_SOCKET_BUFFER_SIZE];
+    char buf[kNetlinkBuffer];
     const ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
     if (n < 0 || mnl_cb_run(buf, static_cast<size_t>(n), nlh->nlmsg_seq, mnl_socket_get_portid(nl),
                             nullptr, nullptr) < 0) {
@@ -48,7 +52,7 @@ Result<void> rtnl_request(nlmsghdr* nlh, const char* what, int* err = nullptr) {
 Result<void> create_vlan_device(const VlanOptions& o, int& err) {
   const unsigned parent = if_nametoindex(o.parent_interface.c_str());
   if (parent == 0) return fail("interface {} does not exist", o.parent_interface);
-  char buf[MNL_SOCKET_BUFFER_SIZE];
+  char buf[kNetlinkBuffer];
   nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
   nlh->nlmsg_type = RTM_NEWLINK;
   nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK;
@@ -72,7 +76,7 @@ Result<void> create_vlan_device(const VlanOptions& o, int& err) {
 Result<void> delete_device(const std::string& name) {
   const unsigned index = if_nametoindex(name.c_str());
   if (index == 0) return {};  // gone already (its parent was deleted)
-  char buf[MNL_SOCKET_BUFFER_SIZE];
+  char buf[kNetlinkBuffer];
   nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
   nlh->nlmsg_type = RTM_DELLINK;
   nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
