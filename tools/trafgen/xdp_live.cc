@@ -180,6 +180,7 @@ std::expected<void, std::string> XdpLiveFrames::send(uint32_t frames) {
 std::expected<std::vector<uint8_t>, std::string> XdpLiveFrames::next_frame(
     std::span<const uint8_t> recycled) {
   std::vector<uint8_t> out(state_->frame.size());
+  state_->skel->bss->run_pos = 0;  // a run of its own: the program reads the clock for it
   bpf_test_run_opts opts = state_->run(1);
   if (!recycled.empty()) {
     if (recycled.size() != state_->frame.size())
