@@ -3,9 +3,10 @@
 // sub-interfaces and Linux's VLAN devices).
 //
 // Receive: it has no queues. Its parent's rx burst hands each frame tagged with the VLAN to
-// it: the tag is removed and the frame's port becomes the sub-interface's (VlanDemux below,
-// io/rx_classify.h), so every stage sees an untagged frame from an L3 interface, as Linux's
-// VLAN device does. Transmit: it tags each packet and sends it on the parent's tx queue of the
+// it: the tag is removed and the frame's port becomes the sub-interface's (VlanDemux,
+// io/vlan/vlan_demux.h), so every stage sees an untagged frame from an L3 interface, as Linux's
+// VLAN device does. Transmit: the neighbour stage wrote the tag of most packets with their MACs
+// (kMetaFlagTagged); the port tags the others and sends them on the parent's tx queue of the
 // same index (each worker's own, the same lcore rule). The kernel side is the Linux VLAN
 // device on the parent's interface: vecflowd creates it when it is missing (and removes it
 // at stop) or follows the one there, so that ARP/ND (the steering program passes them to the
@@ -39,8 +40,8 @@ class VlanPort final : public Port {
   uint16_t tx_queue_count() const noexcept override { return parent_.tx_queue_count(); }
   // Never called: frames arrive through the parent's bursts.
   uint16_t rx_burst(uint16_t, rte_mbuf**, uint16_t) noexcept override { return 0; }
-  // Tags the packets and offers them to the parent's queue `q`; those it refuses go back to
-  // the caller untagged, as they came.
+  // Tags the packets not tagged yet and offers them to the parent's queue `q`; those it
+  // refuses go back to the caller as they came.
   uint16_t tx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept override;
   // Up when the parent's link and the VLAN device are (the parent's, without a device).
   LinkState link_state() const noexcept override;
