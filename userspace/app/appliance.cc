@@ -17,6 +17,7 @@
 #include "control/parts/ports_part.h"
 #include "control/parts/sched_part.h"
 #include "control/parts/steering_part.h"
+#include "control/parts/vrf_reload_part.h"
 #include "control/resources.h"
 #include "control/trace.h"
 #include "core/log.h"
@@ -326,6 +327,7 @@ Result<void> Appliance::start_control() {
       lcore_of_slot.push_back(l->id());
     control::register_pipeline(registry_, datapath_->pipeline(), std::move(lcore_of_slot));
     control::register_pipeline_reload(*reloader_, datapath_->pipeline(), cfg_);
+    control::register_vrf_reload(*reloader_, datapath_->pipeline());
     tap_ = std::make_unique<HookTap>(datapath_->hooks(),
                                      static_cast<uint16_t>(datapath_->ports().size()));
     std::vector<std::string> names;

@@ -377,6 +377,27 @@ struct ControlSection {
   bool fault_injection = false;
 };
 
+// ---- vrfs -------------------------------------------------------------------------------------
+
+// A routing domain of its own (a VRF): its interfaces' packets are routed in its route table,
+// apart from every other VRF's, so two tenants may use the same addresses. The ports no VRF
+// names are the default VRF's. Routes of the route stage name their VRF (`vrf:`); a route may
+// send its packets on to another VRF's table (route leaking, a next hop `vrf:`).
+// VRFs, the default one included (ids 0..kMaxVrfs-1: a byte per port and per packet).
+inline constexpr size_t kMaxVrfs = 256;
+// The name of the VRF of the ports no VRF names, in routes (`vrf:`) and views.
+inline constexpr std::string_view kDefaultVrf = "default";
+
+struct VrfConfig {
+  std::string name;
+  Location where;
+  // The kernel routing table the VRF's routes come from where a route stage follows the
+  // kernel (`routes: from-kernel`), as Linux's `ip link add NAME type vrf table N`; 0: none.
+  uint32_t table = 0;
+  std::vector<std::string> ports;
+  bool operator==(const VrfConfig&) const = default;
+};
+
 // ---- the whole file ---------------------------------------------------------------------------
 
 struct ApplianceConfig {
@@ -393,6 +414,7 @@ struct ApplianceConfig {
   IcmpSection icmp;
   OffloadSection offload;
   ControlSection control;
+  std::vector<VrfConfig> vrfs;
 
   const PortConfig* find_port(std::string_view name) const;
   std::optional<uint16_t> port_index(std::string_view name) const;

@@ -422,6 +422,19 @@ void read_offload(Ctx& ctx, const YAML::Node& n, OffloadSection& out) {
   m.get("sweep_ms", out.sweep_ms, 10, 10'000);
 }
 
+void read_vrfs(Ctx& ctx, const YAML::Node& n, std::vector<VrfConfig>& out) {
+  for_each_item(ctx, n, "vrfs", [&](const YAML::Node& item, const std::string& ip) {
+    MapReader m(ctx, item, ip, {"name", "table", "ports"});
+    if (!m.ok()) return;
+    VrfConfig v;
+    v.where = ctx.at(item);
+    if (m.require("name")) m.get("name", v.name);
+    m.get("table", v.table, 1, 0xfffffffe);
+    m.get_strings("ports", v.ports);
+    out.push_back(std::move(v));
+  });
+}
+
 void read_control(Ctx& ctx, const YAML::Node& n, ControlSection& out) {
   MapReader m(ctx, n, "control",
               {"socket", "mode", "group", "metrics", "capture_dir", "max_request_bytes",
@@ -576,7 +589,7 @@ LoadResult load_config_text(std::string_view text, const std::string& source,
   }
   MapReader top(ctx, root, "",
                 {"appliance", "cpu", "dpdk", "logging", "ports", "steering", "scheduler",
-                 "pipeline", "icmp", "offload", "control"});
+                 "pipeline", "icmp", "offload", "control", "vrfs"});
   if (!top.ok()) return std::unexpected(std::move(ctx.errors()));
   if (top.has("appliance")) read_appliance(ctx, top.child("appliance"), cfg.appliance);
   if (top.has("cpu")) read_cpu(ctx, top.child("cpu"), cfg.cpu);
@@ -597,6 +610,7 @@ LoadResult load_config_text(std::string_view text, const std::string& source,
   if (top.has("icmp")) read_icmp(ctx, top.child("icmp"), cfg.icmp);
   if (top.has("offload")) read_offload(ctx, top.child("offload"), cfg.offload);
   if (top.has("control")) read_control(ctx, top.child("control"), cfg.control);
+  if (top.has("vrfs")) read_vrfs(ctx, top.child("vrfs"), cfg.vrfs);
   if (cfg.cpu.workers.empty()) cfg.cpu.workers = {cfg.cpu.control};
   if (cfg.scheduler.workers.empty()) cfg.scheduler.workers = cfg.cpu.workers;
 

@@ -148,6 +148,54 @@ void check_vlan_ports(const Checker& c) {
   }
 }
 
+// ---- vrfs: names, tables, a port in one VRF at most ----
+void check_vrfs(const Checker& c) {
+  const ApplianceConfig& cfg = c.cfg;
+  if (cfg.vrfs.size() > kMaxVrfs - 1) {
+    c.err(
+        locate(c.root, {k("vrfs")}), "vrfs",
+        fmt::format("{} VRFs: at most {} besides the default one", cfg.vrfs.size(), kMaxVrfs - 1));
+  }
+  std::map<std::string, size_t> names;
+  std::map<uint32_t, size_t> tables;
+  std::map<std::string, size_t> members;
+  for (size_t vi = 0; vi < cfg.vrfs.size(); ++vi) {
+    const VrfConfig& v = cfg.vrfs[vi];
+    const std::string path = fmt::format("vrfs[{}]", vi);
+    const YAML::Node name_at = locate(c.root, {k("vrfs"), i(vi), k("name")});
+    if (v.name.empty() || v.name == kDefaultVrf) {
+      c.err(name_at, path + ".name",
+            fmt::format("'{}' is not a VRF's name: the ports no VRF names are VRF '{}'", v.name,
+                        kDefaultVrf));
+    } else if (auto [it, fresh] = names.emplace(v.name, vi); !fresh) {
+      c.err(name_at, path + ".name", fmt::format("VRF '{}' is declared twice", v.name));
+    }
+    if (v.table != 0) {
+      const YAML::Node at = locate(c.root, {k("vrfs"), i(vi), k("table")});
+      // 253-255 are Linux's default, main and local tables: the default VRF's.
+      if (v.table >= 253 && v.table <= 255) {
+        c.err(at, path + ".table",
+              fmt::format("table {} is one of the kernel's own (default 253, main 254, local "
+                          "255), which the default VRF follows",
+                          v.table));
+      } else if (auto [it, fresh] = tables.emplace(v.table, vi); !fresh) {
+        c.err(at, path + ".table",
+              fmt::format("table {} is VRF {}'s already", v.table, cfg.vrfs[it->second].name));
+      }
+    }
+    for (size_t pi = 0; pi < v.ports.size(); ++pi) {
+      const YAML::Node at = locate(c.root, {k("vrfs"), i(vi), k("ports"), i(pi)});
+      const std::string pp = fmt::format("{}.ports[{}]", path, pi);
+      if (!c.port_exists(v.ports[pi], at, pp)) continue;
+      if (auto [it, fresh] = members.emplace(v.ports[pi], vi); !fresh) {
+        c.err(at, pp,
+              fmt::format("port '{}' is in VRF '{}' already: an interface is in one VRF",
+                          v.ports[pi], cfg.vrfs[it->second].name));
+      }
+    }
+  }
+}
+
 void check_steer_action(const Checker& c, const SteerAction& a, const YAML::Node& at,
                         const std::string& path) {
   if (a.kind != SteerActionKind::Redirect) return;
@@ -326,6 +374,7 @@ void validate(Ctx& ctx, const YAML::Node& root, const ApplianceConfig& cfg) {
   const Checker c{ctx, root, cfg};
   check_ports(c);
   check_vlan_ports(c);
+  check_vrfs(c);
   check_steering(c);
   check_scheduler(c);
   check_pipeline(c);

@@ -227,8 +227,8 @@ void diff_values(const std::string& section, const std::string& path, const Json
 
 const std::vector<std::string>& config_sections() {
   static const std::vector<std::string> kSections = {
-      "appliance", "cpu",      "dpdk", "logging", "ports",  "steering",
-      "scheduler", "pipeline", "icmp", "offload", "control"};
+      "appliance", "cpu",  "dpdk",     "logging", "ports",   "steering",
+      "scheduler", "vrfs", "pipeline", "icmp",    "offload", "control"};
   return kSections;
 }
 
@@ -284,6 +284,11 @@ Json config_to_json(const ApplianceConfig& c) {
     stages.push_back(std::move(stage));
   }
   j["pipeline"] = std::move(stages);
+  Json vrfs = Json::array();
+  for (const auto& v : c.vrfs)
+    vrfs.push_back(
+        {{"name", v.name}, {"table", v.table ? Json(v.table) : Json()}, {"ports", v.ports}});
+  j["vrfs"] = std::move(vrfs);
   j["icmp"] = {{"ratelimit_ms", c.icmp.ratelimit_ms},
                {"burst", c.icmp.burst},
                {"per_second", c.icmp.per_second}};
@@ -328,6 +333,7 @@ void copy_section(ApplianceConfig& to, const ApplianceConfig& from, std::string_
   if (section == "steering") to.steering = from.steering;
   if (section == "scheduler") to.scheduler = from.scheduler;
   if (section == "pipeline") to.pipeline = from.pipeline;
+  if (section == "vrfs") to.vrfs = from.vrfs;
   if (section == "icmp") to.icmp = from.icmp;
   if (section == "offload") to.offload = from.offload;
   if (section == "control") to.control = from.control;

@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include <fmt/chrono.h>
+#include <fmt/ranges.h>
 
 #include "control/command_specs.h"
 #include "core/log.h"
@@ -264,10 +265,8 @@ void Reloader::register_commands(Registry& registry) {
         Json all = config_to_json(running_);
         if (!section) return all;
         if (!all.contains(*section)) {
-          return command_error(ErrorCode::BadArguments,
-                               "no section '{}' (appliance, cpu, dpdk, logging, ports, steering, "
-                               "scheduler, pipeline, control)",
-                               *section);
+          return command_error(ErrorCode::BadArguments, "no section '{}' ({})", *section,
+                               fmt::join(config_sections(), ", "));
         }
         return Json{{*section, all[*section]}};
       },

@@ -158,6 +158,7 @@ Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtim
   ctx.capture_dir = cfg.control.capture_dir;
   ctx.icmp = cfg.icmp;
   ctx.steer_rules = static_cast<uint32_t>(cfg.steering.rules.size());
+  ctx.vrfs = cfg.vrfs;
   // Made whether or not offload is on, so that a reload can turn it on.
   auto feed = OffloadFeed::create(ctx.lcore_slots, cfg.ports.size());
   if (!feed) return std::unexpected(feed.error());

@@ -91,9 +91,9 @@ Result<void> KernelSync::sync_links() {
   return {};
 }
 
-std::vector<StaticRoute> KernelSync::convert_routes(const std::vector<KernelRoute>& routes,
-                                                    const std::vector<PortInfo>& ports,
-                                                    const std::vector<int>& ifindexes) {
+std::vector<StaticRoute> KernelSync::convert_routes(
+    const std::vector<KernelRoute>& routes, const std::vector<PortInfo>& ports,
+    const std::vector<int>& ifindexes, const std::map<uint32_t, std::string>& vrf_tables) {
   auto port_of = [&](int ifindex) -> int {
     for (size_t i = 0; i < ifindexes.size(); ++i) {
       if (ifindex > 0 && ifindexes[i] == ifindex) return static_cast<int>(i);
@@ -102,13 +102,19 @@ std::vector<StaticRoute> KernelSync::convert_routes(const std::vector<KernelRout
   };
   // Per prefix, the route the kernel itself would use: the local table is consulted before
   // the main table, and within a table the lowest metric wins.
-  using Key = std::tuple<uint8_t, std::array<uint8_t, 16>, uint8_t>;
+  using Key = std::tuple<std::string, uint8_t, std::array<uint8_t, 16>, uint8_t>;
   std::map<Key, std::pair<std::tuple<int, uint32_t>, StaticRoute>> best;
   for (const KernelRoute& kr : routes) {
-    if (kr.table != kTableMain && kr.table != kTableLocal) continue;
+    std::string vrf;
+    if (kr.table != kTableMain && kr.table != kTableLocal) {
+      const auto it = vrf_tables.find(kr.table);
+      if (it == vrf_tables.end()) continue;
+      vrf = it->second;
+    }
     StaticRoute r;
     r.prefix = kr.prefix;
     r.protocol = kr.protocol;
+    r.vrf = vrf;
     switch (kr.type) {
       case RTN_UNICAST: {
         bool owned = !kr.foreign_gateway && !kr.nexthops.empty();
@@ -137,7 +143,7 @@ std::vector<StaticRoute> KernelSync::convert_routes(const std::vector<KernelRout
         continue;  // multicast (host-bound anyway), throw, nat ...
     }
     std::tuple<int, uint32_t> rank{kr.table == kTableLocal ? 0 : 1, kr.metric};
-    Key key{kr.prefix.addr.version, kr.prefix.addr.bytes, kr.prefix.length};
+    Key key{vrf, kr.prefix.addr.version, kr.prefix.addr.bytes, kr.prefix.length};
     auto it = best.find(key);
     if (it == best.end() || rank < it->second.first) best[key] = {rank, std::move(r)};
   }
@@ -155,9 +161,8 @@ Result<void> KernelSync::sync_routes() {
     if (!routes) return std::unexpected(routes.error());
     all.insert(all.end(), routes->begin(), routes->end());
   }
-  auto converted = convert_routes(all, ports_, ifindex_);
   for (RouteStage* s : route_stages_) {
-    if (auto r = s->set_kernel_routes(converted); !r)
+    if (auto r = s->set_kernel_routes(convert_routes(all, ports_, ifindex_, s->vrf_tables())); !r)
       logger()->warn("stage {}: kernel routes not applied: {}", s->name(), r.error().message);
   }
   ++stats_.route_syncs;
@@ -234,8 +239,15 @@ Result<void> KernelSync::learn_neighbours() {
 }
 
 Result<void> KernelSync::follow_routes(RouteStage* stage) {
+  {
+    std::lock_guard lock(mutex_);
+    route_stages_.push_back(stage);
+  }
+  return resync_routes(stage);
+}
+
+Result<void> KernelSync::resync_routes(RouteStage* stage) {
   std::lock_guard lock(mutex_);
-  route_stages_.push_back(stage);
   std::vector<KernelRoute> all;
   for (int family : {AF_INET, AF_INET6}) {
     auto routes = dumps_->dump_routes(family);
@@ -243,7 +255,7 @@ Result<void> KernelSync::follow_routes(RouteStage* stage) {
     all.insert(all.end(), routes->begin(), routes->end());
   }
   ++stats_.route_syncs;
-  return stage->set_kernel_routes(convert_routes(all, ports_, ifindex_));
+  return stage->set_kernel_routes(convert_routes(all, ports_, ifindex_, stage->vrf_tables()));
 }
 
 Result<void> KernelSync::follow_addresses(PortAddressFollower* follower) {

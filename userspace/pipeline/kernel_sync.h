@@ -85,12 +85,16 @@ class KernelSync final : public Service {
   // The kernel interface index behind each port (0: none, or not present now).
   std::vector<int> port_ifindexes() const;
 
-  // The kernel's routes converted for a route stage: routes of the main and local tables;
-  // local, broadcast and anycast destinations and routes through interfaces vecflow does not
-  // own go to the kernel; blackhole, unreachable and prohibit routes drop. Exposed for tests.
-  static std::vector<StaticRoute> convert_routes(const std::vector<KernelRoute>& routes,
-                                                 const std::vector<PortInfo>& ports,
-                                                 const std::vector<int>& ifindexes);
+  // The kernel's routes converted for a route stage: routes of the main and local tables in
+  // the default VRF, and of each table `vrf_tables` names (table -> VRF) in that VRF, as a
+  // Linux VRF device's table; local, broadcast and anycast destinations and routes through
+  // interfaces vecflow does not own go to the kernel; blackhole, unreachable and prohibit
+  // routes drop. Exposed for tests.
+  static std::vector<StaticRoute> convert_routes(
+      const std::vector<KernelRoute>& routes, const std::vector<PortInfo>& ports,
+      const std::vector<int>& ifindexes, const std::map<uint32_t, std::string>& vrf_tables = {});
+  // Hands `stage` the kernel's routes again (its VRFs' tables changed).
+  Result<void> resync_routes(RouteStage* stage);
 
  private:
   using Clock = std::chrono::steady_clock;

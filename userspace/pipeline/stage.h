@@ -85,6 +85,7 @@ struct StageContext {
   std::string capture_dir;   // mirror files are written only below this directory
   config::IcmpSection icmp;  // the limits of the ICMP errors stages send (icmp_responder.h)
   uint32_t steer_rules = 0;  // steering rules in the file (PacketMeta::steer_rule < this)
+  std::vector<config::VrfConfig> vrfs;  // the file's VRFs (the route stage's tables)
   // Shared by the stages of one pipeline; set by Pipeline::build.
   NeighbourTable* neighbours = nullptr;
   KernelSync* kernel = nullptr;  // nullptr when no port has a kernel interface

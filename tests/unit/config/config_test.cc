@@ -333,6 +333,41 @@ TEST(ConfigVlan, DefaultDeviceNameMayBeFifteenCharacters) {
   EXPECT_EQ(std::get<VlanPort>(cfg->ports[1].kind).interface, "enp129s0f0.4094");
 }
 
+// VRFs: each with its ports and the kernel table it follows; routes name their VRF, and a
+// route into another VRF is `to_vrf` (a next hop with neither port nor gateway).
+TEST(ConfigVrf, VrfsAndTheirRoutesLoad) {
+  auto cfg = load_config_text(
+      "ports:\n"
+      "  - {name: a, type: afxdp, interface: a0}\n"
+      "  - {name: b, type: afxdp, interface: b0}\n"
+      "  - {name: up, type: afxdp, interface: u0}\n"
+      "vrfs:\n"
+      "  - {name: blue, table: 10, ports: [a]}\n"
+      "  - {name: red, ports: [b]}\n"
+      "pipeline:\n"
+      "  - stage: route\n"
+      "    routes:\n"
+      "      - {prefix: 10.0.0.0/24, vrf: blue, port: a}\n"
+      "      - {prefix: 10.0.0.0/24, vrf: red, port: b}\n"
+      "      - {prefix: 10.0.0.0/24, vrf: default, port: up}\n"
+      "      - {prefix: 172.16.0.0/12, vrf: red, to_vrf: blue}\n",
+      "t.yaml");
+  ASSERT_TRUE(cfg) << errors_text(cfg.error());
+  ASSERT_EQ(cfg->vrfs.size(), 2u);
+  EXPECT_EQ(cfg->vrfs[0].name, "blue");
+  EXPECT_EQ(cfg->vrfs[0].table, 10u);
+  EXPECT_EQ(cfg->vrfs[0].ports, std::vector<std::string>{"a"});
+  EXPECT_EQ(cfg->vrfs[1].table, 0u);  // follows no kernel table
+  const auto& rc = cfg->pipeline[0].params.get<RouteConfig>();
+  ASSERT_EQ(rc.routes.size(), 4u);
+  EXPECT_EQ(rc.routes[0].vrf, "blue");
+  EXPECT_EQ(rc.routes[1].vrf, "red");
+  EXPECT_EQ(rc.routes[2].vrf, "");  // `default` is the default VRF
+  ASSERT_EQ(rc.routes[3].nexthops.size(), 1u);
+  EXPECT_EQ(rc.routes[3].nexthops[0].vrf, "blue");
+  EXPECT_EQ(rc.routes[3].nexthops[0].port, "");
+}
+
 // An afxdp port reads every rx queue of its interface unless the file says otherwise.
 TEST(ConfigQueues, AllIsTheDefaultAndTakesEveryQueueTheInterfaceHas) {
   for (const char* port : {"{name: wan, type: afxdp, interface: veth0}",

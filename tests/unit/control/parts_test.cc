@@ -552,11 +552,17 @@ TEST_F(PipelinePart, RoutesShowTheTableTheCountsAndALookup) {
 
   std::string text = human(reply);
   EXPECT_EQ(columns_of(text, "routes"),
-            (Columns{"STAGE", "PREFIX", "ACTION", "SOURCE", "PROTOCOL", "NEXT HOPS"}));
-  EXPECT_NE(text.find("route  0.0.0.0/0        forward  config  -         via 192.0.2.254 dev wan"),
+            (Columns{"STAGE", "VRF", "PREFIX", "ACTION", "SOURCE", "PROTOCOL", "NEXT HOPS"}));
+  EXPECT_NE(text.find("route  default  0.0.0.0/0        forward  config  -         via 192.0.2.254 "
+                      "dev wan"),
             std::string::npos)
       << text;
 
+  // --vrf: the VRF's routes, and the lookup in it; a VRF the stage lacks is an error.
+  Json in_default = run(registry, rates, "routes", {{"vrf", "default"}})["result"];
+  EXPECT_EQ(in_default["routes"].size(), 3u);
+  EXPECT_EQ(in_default["stages"][0]["vrfs"], 1u);
+  EXPECT_EQ(error_of(registry, "routes", {{"vrf", "blue"}}), "bad_arguments");
   EXPECT_EQ(error_of(registry, "routes", {{"stage", "nope"}}), "bad_arguments");
   EXPECT_EQ(error_of(registry, "routes", {{"lookup", "not-an-ip"}}), "bad_arguments");
 }

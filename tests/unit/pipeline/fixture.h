@@ -55,9 +55,13 @@ inline StaticRoute route_action(const std::string& pfx, RouteAction a) {
 
 // A pipeline and what running it needs.
 struct Harness {
-  explicit Harness(unsigned slots = 1) : outcomes(slots, 2) {
+  // `ports`: the pipeline's ports; none: wan and lan.
+  explicit Harness(unsigned slots = 1, std::vector<PortInfo> ports = {})
+      : outcomes(slots, ports.empty() ? 2 : ports.size()) {
     qsbr = std::move(*Qsbr::create(slots));
-    ctx.ports = {PortInfo{"wan", kWanMac, ""}, PortInfo{"lan", kLanMac, ""}};
+    ctx.ports = ports.empty() ? std::vector<PortInfo>{PortInfo{"wan", kWanMac, ""},
+                                                      PortInfo{"lan", kLanMac, ""}}
+                              : std::move(ports);
     ctx.lcore_slots = slots;
     ctx.qsbr = qsbr.get();
     ctx.capture_dir = ::testing::TempDir() + "vpi-capture";

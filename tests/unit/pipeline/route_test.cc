@@ -159,9 +159,9 @@ void compare_with_reference(const std::vector<IpPrefix>& prefixes,
       }
     }
     if (version == 4) {
-      (*table)->lookup4(ip4, leaves, static_cast<unsigned>(n));
+      (*table)->lookup4(kDefaultVrfId, ip4, leaves, static_cast<unsigned>(n));
     } else {
-      (*table)->lookup6(ip6, leaves, static_cast<unsigned>(n));
+      (*table)->lookup6(kDefaultVrfId, ip6, leaves, static_cast<unsigned>(n));
     }
     for (size_t i = 0; i < n; ++i) {
       long r = ref.find(addrs[base + i]);

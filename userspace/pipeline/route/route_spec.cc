@@ -9,7 +9,9 @@ extern const CommandSpec kRoutesSpec{
     "Routes in force per route stage (file and kernel), and what each stage did",
     Access::Read,
     {{"stage", ArgType::String, "Only this route stage"},
-     {"lookup", ArgType::String, "Also show the route that decides this IP address"}}};
+     {"lookup", ArgType::String, "Also show the route that decides this IP address"},
+     {"vrf", ArgType::String,
+      "Only this VRF's routes, and --lookup in it (default: all routes, lookup in 'default')"}}};
 
 namespace {
 const CommandCatalogue::Entry kEntry{kRoutesSpec};

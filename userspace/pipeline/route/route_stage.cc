@@ -190,6 +190,26 @@ template <bool kMartians>
   return true;
 }
 
+// Looks a batch's destinations up, each in the VRF of its ingress port: `bulk(vrf, from, n)`
+// looks up entries from..from+n-1 in `vrf`. Nearly always the batch is one VRF's (a vector is
+// one flow's, a burst one port's), and one bulk call takes it; a batch of mixed VRFs (a
+// trunk's VLANs in different VRFs) is looked up a packet at a time.
+template <typename Bulk>
+[[gnu::always_inline]] inline void lookup_in_vrfs(const RouteTable& t, rte_mbuf* const* pkts,
+                                                  const uint16_t* at, unsigned n,
+                                                  Bulk bulk) noexcept {
+  if (n == 0) return;
+  if (!t.has_vrfs()) return bulk(kDefaultVrfId, 0u, n);
+  const std::span<const VrfId> vrfs = t.port_vrfs();
+  const VrfId first = vrfs[pkts[at[0]]->port];
+  unsigned k = 1;
+  while (k < n && vrfs[pkts[at[k]]->port] == first)
+    ++k;
+  if (k == n) return bulk(first, 0u, n);
+  for (k = 0; k < n; ++k)
+    bulk(vrfs[pkts[at[k]]->port], k, 1u);
+}
+
 }  // namespace
 
 RouteStage::RouteStage(const config::StageConfig& cfg, StageContext& ctx)
@@ -205,6 +225,7 @@ RouteStage::RouteStage(const config::StageConfig& cfg, StageContext& ctx)
       icmp_(cfg.params.get<RouteConfig>().icmp_time_exceeded),
       unreachable_(cfg.params.get<RouteConfig>().icmp_unreachable),
       checks_(cfg.params.get<RouteConfig>().checks),
+      vrfs_(ctx.vrfs),
       lcores_(new LcoreState[ctx.lcore_slots]),
       slots_(ctx.lcore_slots) {}
 
@@ -238,17 +259,18 @@ Result<std::unique_ptr<RouteStage>> RouteStage::create(const config::StageConfig
 Result<void> RouteStage::rebuild_locked(OffloadChange which) {
   std::vector<RouteEntry> entries;
   entries.reserve(config_routes_.size() + kernel_routes_.size());
-  std::set<std::pair<std::array<uint8_t, 16>, int>> configured;
+  std::set<std::tuple<std::string, std::array<uint8_t, 16>, int>> configured;
   for (const auto& r : config_routes_) {
     entries.push_back(RouteEntry{r, RouteSource::Config});
-    configured.emplace(r.prefix.addr.bytes, r.prefix.addr.version * 1000 + r.prefix.length);
+    configured.emplace(r.vrf, r.prefix.addr.bytes, r.prefix.addr.version * 1000 + r.prefix.length);
   }
   for (const auto& r : kernel_routes_) {
-    if (configured.contains({r.prefix.addr.bytes, r.prefix.addr.version * 1000 + r.prefix.length}))
+    if (configured.contains(
+            {r.vrf, r.prefix.addr.bytes, r.prefix.addr.version * 1000 + r.prefix.length}))
       continue;
     entries.push_back(RouteEntry{r, RouteSource::Kernel});
   }
-  auto table = RouteTable::build(std::move(entries), ports_, *neighbours_);
+  auto table = RouteTable::build(std::move(entries), ports_, vrfs_, *neighbours_);
   if (!table) return std::unexpected(table.error());
   table_.replace(std::move(*table), *qsbr_);
   if (offload_ && which != OffloadChange{}) offload_->changed(which);
@@ -262,6 +284,45 @@ Result<void> RouteStage::replace_routes(std::vector<StaticRoute> routes) {
   auto r = rebuild_locked(which);
   if (!r) std::swap(config_routes_, routes);  // keep the table in force, and its source
   return r;
+}
+
+Result<void> RouteStage::replace_vrfs(std::vector<config::VrfConfig> vrfs,
+                                      std::vector<StaticRoute> routes) {
+  std::lock_guard lock(mutex_);
+  std::swap(vrfs_, vrfs);
+  std::swap(config_routes_, routes);
+  // A port that changes VRF changes the route of every flow through it, of both versions.
+  auto r = rebuild_locked(OffloadChange::Any);
+  if (!r) {
+    std::swap(vrfs_, vrfs);
+    std::swap(config_routes_, routes);
+  }
+  return r;
+}
+
+std::vector<StaticRoute> RouteStage::config_routes() const {
+  std::lock_guard lock(mutex_);
+  return config_routes_;
+}
+
+std::vector<config::VrfConfig> RouteStage::vrfs() const {
+  std::lock_guard lock(mutex_);
+  return vrfs_;
+}
+
+std::map<uint32_t, std::string> RouteStage::vrf_tables() const {
+  std::lock_guard lock(mutex_);
+  std::map<uint32_t, std::string> tables;
+  for (const auto& v : vrfs_) {
+    if (v.table != 0) tables.emplace(v.table, v.name);
+  }
+  return tables;
+}
+
+Result<void> RouteStage::refresh_kernel_routes() {
+  // Without the stage's lock: KernelSync takes its own, then this stage's (set_kernel_routes).
+  if (kernel_ == nullptr || !from_kernel_) return {};
+  return kernel_->resync_routes(this);
 }
 
 Result<void> RouteStage::set_kernel_routes(std::vector<StaticRoute> routes) {
@@ -290,11 +351,24 @@ size_t RouteStage::route_count(RouteSource source) const {
   return n;
 }
 
-std::optional<RouteEntry> RouteStage::route_for(const IpAddress& addr) const {
+std::optional<RouteEntry> RouteStage::route_for(const IpAddress& addr,
+                                                const std::string& vrf) const {
   std::lock_guard lock(mutex_);
-  const RouteEntry* e = table_.load()->match(addr);
+  const RouteTable& t = *table_.load();
+  const auto id = t.vrf_id(vrf);
+  if (!id) return std::nullopt;
+  const RouteEntry* e = t.match(addr, *id);
   if (e == nullptr) return std::nullopt;
   return *e;
+}
+
+std::vector<std::string> RouteStage::vrf_names() const {
+  std::lock_guard lock(mutex_);
+  const RouteTable& t = *table_.load();
+  std::vector<std::string> names;
+  for (size_t i = 0; i < t.vrf_count(); ++i)
+    names.push_back(t.vrf_name(static_cast<VrfId>(i)));
+  return names;
 }
 
 RouteCounters RouteStage::counters() const noexcept {
@@ -419,23 +493,31 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
         ++n.not_ip;
       }
     }
-    if (n4) t->lookup4(ip4, leaf4, n4);
-    if (n6) t->lookup6(ip6, leaf6, n6);
+    lookup_in_vrfs(*t, pkts.data() + base, at4, n4, [&](VrfId vrf, unsigned from, unsigned count) {
+      t->lookup4(vrf, ip4 + from, leaf4 + from, count);
+    });
+    lookup_in_vrfs(*t, pkts.data() + base, at6, n6, [&](VrfId vrf, unsigned from, unsigned count) {
+      t->lookup6(vrf, ip6 + from, leaf6 + from, count);
+    });
 
     for (unsigned k = 0; k < n4 + n6; ++k) {
       const bool v6 = k >= n4;
       const uint16_t at = v6 ? at6[k - n4] : at4[k];
       rte_mbuf* m = pkts[base + at];
-      const RouteTable::Leaf& leaf = leaves[v6 ? leaf6[k - n4] : leaf4[k]];
+      uint64_t leaf_id = v6 ? leaf6[k - n4] : leaf4[k];
+      if (leaves[leaf_id].action == RouteAction::Leak) [[unlikely]]
+        leaf_id = v6 ? t->leaked(leaves[leaf_id], ip6[k - n4]) : t->leaked(leaves[leaf_id], ip4[k]);
+      const RouteTable::Leaf& leaf = leaves[leaf_id];
       switch (leaf.action) {
         case RouteAction::Kernel:
           set_kernel(m);
           ++n.to_kernel;
           continue;
         case RouteAction::Drop:
+        case RouteAction::Leak:  // leaked on again by the other VRF: not followed
           // No route at all is answered (network unreachable); a `drop` route drops silently,
           // as a Linux blackhole route does.
-          if ((v6 ? leaf6[k - n4] : leaf4[k]) == RouteTable::kNoRoute) {
+          if (leaf_id == RouteTable::kNoRoute) {
             unreachable(m, v6, env);
           } else {
             set_drop(m, DropReason::NO_ROUTE);
@@ -523,19 +605,21 @@ RouteConfig read_route(config::Ctx& ctx, config::MapReader& m) {
   } else {
     config::for_each_item(
         ctx, routes, m.key_path("routes"), [&](const YAML::Node& item, const std::string& ip) {
-          config::MapReader r(ctx, item, ip, {"prefix", "via", "port", "nexthops", "action"});
+          config::MapReader r(ctx, item, ip,
+                              {"prefix", "vrf", "via", "port", "nexthops", "action", "to_vrf"});
           if (!r.ok()) return;
           StaticRoute route;
           route.where = ctx.at(item);
           std::optional<IpPrefix> prefix;
           if (r.require("prefix") && r.get_prefix("prefix", prefix)) route.prefix = *prefix;
+          if (r.get("vrf", route.vrf) && route.vrf == config::kDefaultVrf) route.vrf.clear();
           r.get_enum<RouteAction>("action", route.action,
                                   {{"forward", RouteAction::Forward},
                                    {"kernel", RouteAction::Kernel},
                                    {"drop", RouteAction::Drop}});
-          bool single = r.has("via") || r.has("port");
+          bool single = r.has("via") || r.has("port") || r.has("to_vrf");
           if (route.action != RouteAction::Forward) {
-            for (auto k : {"via", "port", "nexthops"}) {
+            for (auto k : {"via", "port", "nexthops", "to_vrf"}) {
               if (r.has(k)) {
                 ctx.error(r.child(k), r.key_path(k),
                           fmt::format("a route with action {} has no next hop",
@@ -543,7 +627,8 @@ RouteConfig read_route(config::Ctx& ctx, config::MapReader& m) {
               }
             }
           } else if (single && r.has("nexthops")) {
-            ctx.error(item, ip, "give either via/port or a nexthops list, not both");
+            ctx.error(item, ip,
+                      "give either via/port, to_vrf or a nexthops list, not one with another");
           } else if (r.has("nexthops")) {
             config::for_each_item(ctx, r.child("nexthops"), r.key_path("nexthops"),
                                   [&](const YAML::Node& nh_node, const std::string& np) {
@@ -555,6 +640,14 @@ RouteConfig read_route(config::Ctx& ctx, config::MapReader& m) {
                                   });
             if (route.nexthops.empty())
               ctx.error(item, r.key_path("nexthops"), "needs at least one next hop");
+          } else if (r.has("to_vrf")) {
+            NextHop nh;
+            r.get("to_vrf", nh.vrf);
+            if (r.has("via") || r.has("port"))
+              ctx.error(item, ip,
+                        "a route into another VRF (to_vrf) has no port or gateway: the VRF's own "
+                        "route for the destination gives them");
+            route.nexthops.push_back(nh);
           } else {
             NextHop nh;
             read_nexthop(r, nh);
@@ -581,16 +674,39 @@ RouteConfig read_route(config::Ctx& ctx, config::MapReader& m) {
   return s;
 }
 
+// Whether the file declares VRF `name` (empty: the default VRF, always there).
+bool vrf_declared(const config::ApplianceConfig& cfg, const std::string& name) {
+  return name.empty() ||
+         std::ranges::any_of(cfg.vrfs, [&](const auto& v) { return v.name == name; });
+}
+
 void check_route(config::StageCheck& c, const RouteConfig& r) {
-  std::set<std::pair<std::string, int>> seen;
+  std::set<std::tuple<std::string, std::string, int>> seen;
   for (size_t ri = 0; ri < r.routes.size(); ++ri) {
     const auto& route = r.routes[ri];
     YAML::Node rn = c.node({"routes", ri});
     std::string rp = c.path(fmt::format(".routes[{}]", ri));
-    if (!seen.emplace(route.prefix.addr.to_string(), route.prefix.length).second) {
-      c.error(config::locate(rn, {"prefix"}), rp + ".prefix",
-              fmt::format("duplicate route {} (list next hops under 'nexthops' for ECMP)",
-                          route.prefix.to_string()));
+    if (!vrf_declared(c.config(), route.vrf)) {
+      c.error(config::locate(rn, {"vrf"}), rp + ".vrf",
+              fmt::format("no VRF '{}' (vrfs: declares them)", route.vrf));
+    }
+    if (!seen.emplace(route.vrf, route.prefix.addr.to_string(), route.prefix.length).second) {
+      c.error(
+          config::locate(rn, {"prefix"}), rp + ".prefix",
+          fmt::format("duplicate route {}{} (list next hops under 'nexthops' for ECMP)",
+                      route.prefix.to_string(), route.vrf.empty() ? "" : " in VRF " + route.vrf));
+    }
+    if (route.nexthops.size() == 1 && !route.nexthops[0].vrf.empty()) {
+      const std::string& to = route.nexthops[0].vrf;
+      const YAML::Node at = config::locate(rn, {"to_vrf"});
+      if (!vrf_declared(c.config(), to == config::kDefaultVrf ? std::string() : to)) {
+        c.error(at, rp + ".to_vrf", fmt::format("no VRF '{}' (vrfs: declares them)", to));
+      } else if ((to == config::kDefaultVrf ? std::string() : to) == route.vrf) {
+        c.error(at, rp + ".to_vrf",
+                fmt::format("the route is in VRF {} already: to_vrf names another VRF",
+                            route.vrf.empty() ? std::string(config::kDefaultVrf) : route.vrf));
+      }
+      continue;
     }
     for (size_t ni = 0; ni < route.nexthops.size(); ++ni) {
       YAML::Node at = route.nexthops.size() == 1 && !config::locate(rn, {"nexthops"}).IsSequence()
@@ -611,9 +727,12 @@ Json route_json(const RouteConfig& p) {
                            : r.action == RouteAction::Kernel ? "kernel"
                                                              : "drop";
     // A route without next hops (kernel, drop) has no `nexthops` key in the file.
+    const bool leak = r.nexthops.size() == 1 && !r.nexthops[0].vrf.empty();
     routes.push_back({{"prefix", r.prefix.to_string()},
+                      {"vrf", r.vrf.empty() ? Json(nullptr) : Json(r.vrf)},
                       {"action", act},
-                      {"nexthops", hops.empty() ? Json(nullptr) : std::move(hops)}});
+                      {"to_vrf", leak ? Json(r.nexthops[0].vrf) : Json(nullptr)},
+                      {"nexthops", hops.empty() || leak ? Json(nullptr) : std::move(hops)}});
   }
   return {{"routes", std::move(routes)},
           {"from_kernel", p.from_kernel},
@@ -630,8 +749,9 @@ Result<void> apply_routes(Stage& stage, const StageContext&, const config::AnySt
 std::vector<std::pair<std::string, std::string>> route_ports(const config::AnyStageParams& p) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& route : p.get<RouteConfig>().routes) {
-    for (const auto& hop : route.nexthops)
-      out.emplace_back("route " + route.prefix.to_string(), hop.port);
+    for (const auto& hop : route.nexthops) {
+      if (hop.vrf.empty()) out.emplace_back("route " + route.prefix.to_string(), hop.port);
+    }
   }
   return out;
 }

@@ -24,10 +24,12 @@
 //   - checks.martians, on packets to be routed only: sources 0/8 and :: (martian_source). A
 //     host without an address sends from them to the box itself (DHCP, RFC 2131 §4.1; IPv6
 //     duplicate address detection, RFC 4862 §5.4.2), which the kernel must still see;
-//   - lookup: no route -> no_route, answered with ICMP destination unreachable (network
+//   - lookup, in the VRF of the ingress port (route_table.h): no route -> no_route, answered with
+//   ICMP destination unreachable (network
 //     unreachable / no route, icmp_unreachable); a `drop` route -> no_route, silently (a
 //     blackhole); a `kernel` route -> kernel (the box's own addresses, 169.254/16 ones
-//     included, with routes from the kernel);
+//     included, with routes from the kernel); a route into another VRF (`to_vrf`) -> the
+//     destination looked up again there, once;
 //   - checks.martians: a 169.254/16 destination is never forwarded (RFC 3927 §2.7;
 //     martian_destination);
 //   - forward: TTL/hop limit 0 or 1 -> ttl_expired (answered with ICMP time exceeded,
@@ -42,6 +44,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -110,6 +113,16 @@ class RouteStage final : public Stage {
   // ---- control plane (any thread; serialised internally) ----
   // Replaces the routes of the appliance file (reload, `vecflowctl`); kernel routes stay.
   Result<void> replace_routes(std::vector<StaticRoute> routes);
+  // Replaces the VRFs (reload: which ports each has) and the file's routes with them in one
+  // table, since a route may name a VRF only one of the two lists has.
+  Result<void> replace_vrfs(std::vector<config::VrfConfig> vrfs, std::vector<StaticRoute> routes);
+  // The routes of the appliance file in force, and the VRFs.
+  std::vector<StaticRoute> config_routes() const;
+  std::vector<config::VrfConfig> vrfs() const;
+  // The kernel routing tables of the VRFs that name one: table -> VRF (KernelSync).
+  std::map<uint32_t, std::string> vrf_tables() const;
+  // With `routes: from-kernel`: takes the kernel's routes again, for VRFs whose tables changed.
+  Result<void> refresh_kernel_routes();
   // Replaces the routes imported from the kernel (KernelSync).
   Result<void> set_kernel_routes(std::vector<StaticRoute> routes);
 
@@ -122,8 +135,11 @@ class RouteStage final : public Stage {
   // How many routes of the table in force came from `source` (a gauge for /metrics: counts
   // without copying a table of kernel routes at every scrape).
   size_t route_count(RouteSource source) const;
-  // The route that decides `addr` in the table in force, if any.
-  std::optional<RouteEntry> route_for(const IpAddress& addr) const;
+  // The route that decides `addr` in VRF `vrf` (empty: the default VRF) of the table in force,
+  // if any.
+  std::optional<RouteEntry> route_for(const IpAddress& addr, const std::string& vrf = {}) const;
+  // The VRFs of the table in force, the default one first.
+  std::vector<std::string> vrf_names() const;
   RouteCounters counters() const noexcept;
   // Who answers, from which address, how often (tests give it addresses directly).
   IcmpResponder& icmp_responder() noexcept { return *icmp_responder_; }
@@ -161,6 +177,7 @@ class RouteStage final : public Stage {
   bool icmp_;
   bool unreachable_;
   RouteChecks checks_;
+  std::vector<config::VrfConfig> vrfs_;  // under mutex_
   std::unique_ptr<LcoreState[]> lcores_;
   unsigned slots_;
   std::unique_ptr<IcmpResponder> icmp_responder_;

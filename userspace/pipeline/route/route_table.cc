@@ -4,8 +4,10 @@
 #include <cerrno>
 #include <map>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
+#include <fmt/format.h>
 #include <linux/rtnetlink.h>
 #include <rte_errno.h>
 
@@ -116,10 +118,87 @@ Result<void> with_tbl8_retry(uint32_t needed, Fill fill) {
   return fail("{}", errno_text(rc));
 }
 
+// Shortest prefixes first (build_fib4 says why).
+bool by_length(const RouteEntry* a, const RouteEntry* b) {
+  return a->route.prefix.length < b->route.prefix.length;
+}
+
+// The IPv4 FIB of one VRF's routes (their leaves in `leaf_of`), shortest prefixes first:
+// then a route never has more-specific routes in the FIB when it is added, which keeps clear
+// of a DPDK 22.11 DIR-24-8 bug: adding a route whose more-specific routes already cover its
+// range up to 255.255.255.255 makes modify_fib's end-of-range arithmetic wrap to 0 and install
+// the route over the whole table (found by the reference test: 255.128.0.0/9 added after
+// 255.128.0.0/10 and 255.192.0.0/10).
+template <typename LeafOf>
+Result<DpdkPtr<rte_fib>> build_fib4(std::vector<const RouteEntry*> v4, size_t leaves,
+                                    LeafOf leaf_of) {
+  std::stable_sort(v4.begin(), v4.end(), by_length);
+  DpdkPtr<rte_fib> fib;
+  std::string failed;  // the route the FIB refused, for the message
+  auto r = with_tbl8_retry(tbl8_groups4(v4), [&](uint32_t tbl8) -> int {
+    rte_fib_conf conf{};
+    conf.type = RTE_FIB_DIR24_8;
+    conf.default_nh = RouteTable::kNoRoute;
+    conf.max_routes = static_cast<int>(v4.size());
+    conf.dir24_8.nh_sz = fib4_nh_size(std::max<size_t>(leaves, tbl8));
+    conf.dir24_8.num_tbl8 = tbl8;
+    std::string name = dpdk_name("fib4");
+    fib.reset(rte_fib_create(name.c_str(), SOCKET_ID_ANY, &conf));
+    if (!fib) return -rte_errno;
+    for (const RouteEntry* e : v4) {
+      const auto& p = e->route.prefix;
+      int rc = rte_fib_add(fib.get(), p.addr.v4_host(), p.length, leaf_of(e));
+      if (rc < 0) {
+        failed = p.to_string();
+        return rc;
+      }
+    }
+    return 0;
+  });
+  if (!r)
+    return fail("cannot build the IPv4 FIB ({} routes{}): {}", v4.size(),
+                failed.empty() ? "" : ", at " + failed, r.error().message);
+  return fib;
+}
+
+// The same for IPv6.
+template <typename LeafOf>
+Result<DpdkPtr<rte_fib6>> build_fib6(std::vector<const RouteEntry*> v6, size_t leaves,
+                                     LeafOf leaf_of) {
+  std::stable_sort(v6.begin(), v6.end(), by_length);
+  DpdkPtr<rte_fib6> fib;
+  std::string failed;
+  auto r = with_tbl8_retry(tbl8_groups6(v6), [&](uint32_t tbl8) -> int {
+    rte_fib6_conf conf{};
+    conf.type = RTE_FIB6_TRIE;
+    conf.default_nh = RouteTable::kNoRoute;
+    conf.max_routes = static_cast<int>(v6.size());
+    conf.trie.nh_sz = fib6_nh_size(std::max<size_t>(leaves, tbl8));
+    conf.trie.num_tbl8 = tbl8;
+    std::string name = dpdk_name("fib6");
+    fib.reset(rte_fib6_create(name.c_str(), SOCKET_ID_ANY, &conf));
+    if (!fib) return -rte_errno;
+    for (const RouteEntry* e : v6) {
+      const auto& p = e->route.prefix;
+      int rc = rte_fib6_add(fib.get(), p.addr.bytes.data(), p.length, leaf_of(e));
+      if (rc < 0) {
+        failed = p.to_string();
+        return rc;
+      }
+    }
+    return 0;
+  });
+  if (!r)
+    return fail("cannot build the IPv6 FIB ({} routes{}): {}", v6.size(),
+                failed.empty() ? "" : ", at " + failed, r.error().message);
+  return fib;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<RouteTable>> RouteTable::build(std::vector<RouteEntry> routes,
                                                       const std::vector<PortInfo>& ports,
+                                                      const std::vector<config::VrfConfig>& vrfs,
                                                       NeighbourTable& neighbours) {
   std::unique_ptr<RouteTable> t(new RouteTable());
   t->routes_ = std::move(routes);
@@ -129,24 +208,54 @@ Result<std::unique_ptr<RouteTable>> RouteTable::build(std::vector<RouteEntry> ro
   for (size_t i = 0; i < ports.size(); ++i)
     port_ids.emplace(ports[i].name, static_cast<uint16_t>(i));
 
+  if (vrfs.size() + 1 > config::kMaxVrfs)
+    return fail("{} VRFs: at most {} besides the default one", vrfs.size(), config::kMaxVrfs - 1);
+  t->vrf_names_.emplace_back(config::kDefaultVrf);
+  t->port_vrf_.assign(ports.size(), kDefaultVrfId);
+  for (const auto& v : vrfs) {
+    const auto id = static_cast<VrfId>(t->vrf_names_.size());
+    t->vrf_names_.push_back(v.name);
+    for (const auto& p : v.ports) {
+      auto pit = port_ids.find(p);
+      if (pit == port_ids.end()) return fail("VRF {}: no port '{}'", v.name, p);
+      t->port_vrf_[pit->second] = id;
+    }
+  }
+  t->fibs_.resize(t->vrf_names_.size());
+
   // Routes with the same decision share a leaf: a real table has far fewer distinct next-hop
   // sets than prefixes, which keeps the FIB entries (and so its first level) small.
   std::map<std::pair<int, std::vector<uint64_t>>, uint32_t> leaf_ids;
-  std::set<std::pair<std::array<uint8_t, 16>, int>> seen;
-  std::vector<const RouteEntry*> v4, v6;
+  std::set<std::tuple<VrfId, std::array<uint8_t, 16>, int>> seen;
+  std::vector<std::vector<const RouteEntry*>> v4(t->fibs_.size()), v6(t->fibs_.size());
   t->route_leaf_.reserve(t->routes_.size());
+  t->route_vrf_.reserve(t->routes_.size());
 
   for (const RouteEntry& e : t->routes_) {
     const StaticRoute& r = e.route;
     const std::string what = r.prefix.to_string();
     if (!host_bits_clear(r.prefix)) return fail("route {}: host bits set past the length", what);
-    if (!seen.emplace(r.prefix.addr.bytes, r.prefix.addr.version * 1000 + r.prefix.length).second) {
-      return fail("duplicate route {}", what);
+    const auto vrf = t->vrf_id(r.vrf);
+    if (!vrf) return fail("route {}: no VRF '{}'", what, r.vrf);
+    if (!seen.emplace(*vrf, r.prefix.addr.bytes, r.prefix.addr.version * 1000 + r.prefix.length)
+             .second) {
+      return fail("duplicate route {} in VRF {}", what, t->vrf_name(*vrf));
     }
+    RouteAction action = r.action;
     std::vector<uint64_t> key;
     if (r.action == RouteAction::Forward) {
       if (r.nexthops.empty()) return fail("route {}: forward without a next hop", what);
       for (const auto& nh : r.nexthops) {
+        if (!nh.vrf.empty()) {
+          const auto to = t->vrf_id(nh.vrf);
+          if (!to) return fail("route {}: no VRF '{}'", what, nh.vrf);
+          if (*to == *vrf) return fail("route {}: leaks into its own VRF {}", what, nh.vrf);
+          if (r.nexthops.size() != 1)
+            return fail("route {}: a next hop into VRF {} is the route's only one", what, nh.vrf);
+          action = RouteAction::Leak;
+          key.push_back(*to);
+          break;
+        }
         auto pit = port_ids.find(nh.port);
         if (pit == port_ids.end()) return fail("route {}: no port '{}'", what, nh.port);
         uint32_t neighbour = kNextHopConnected;
@@ -162,105 +271,72 @@ Result<std::unique_ptr<RouteTable>> RouteTable::build(std::vector<RouteEntry> ro
       }
       if (r.nexthops.size() > UINT16_MAX) return fail("route {}: too many next hops", what);
     }
-    auto [it, fresh] = leaf_ids.try_emplace({static_cast<int>(r.action), key},
+    auto [it, fresh] = leaf_ids.try_emplace({static_cast<int>(action), key},
                                             static_cast<uint32_t>(t->leaves_.size()));
     if (fresh) {
       Leaf leaf;
-      leaf.action = r.action;
-      leaf.first_hop = static_cast<uint32_t>(t->hops_.size());
-      leaf.hop_count = static_cast<uint16_t>(key.size());
-      for (uint64_t k : key)
-        t->hops_.push_back(Hop{static_cast<uint32_t>(k >> 16), static_cast<uint16_t>(k)});
+      leaf.action = action;
+      if (action == RouteAction::Leak) {
+        leaf.first_hop = static_cast<uint32_t>(key[0]);
+      } else {
+        leaf.first_hop = static_cast<uint32_t>(t->hops_.size());
+        leaf.hop_count = static_cast<uint16_t>(key.size());
+        for (uint64_t k : key)
+          t->hops_.push_back(Hop{static_cast<uint32_t>(k >> 16), static_cast<uint16_t>(k)});
+      }
       t->leaves_.push_back(leaf);
     }
     t->route_leaf_.push_back(it->second);
-    (r.prefix.addr.version == 4 ? v4 : v6).push_back(&e);
+    t->route_vrf_.push_back(*vrf);
+    (r.prefix.addr.version == 4 ? v4 : v6)[*vrf].push_back(&e);
   }
 
-  // Shortest prefixes first. Then a route never has more-specific routes in the FIB when it
-  // is added, which keeps clear of a DPDK 22.11 DIR-24-8 bug: adding a route whose
-  // more-specific routes already cover its range up to 255.255.255.255 makes modify_fib's
-  // end-of-range arithmetic wrap to 0 and install the route over the whole table (found by the
-  // reference test: 255.128.0.0/9 added after 255.128.0.0/10 and 255.192.0.0/10).
-  auto by_length = [](const RouteEntry* a, const RouteEntry* b) {
-    return a->route.prefix.length < b->route.prefix.length;
+  const auto leaf_of = [&t](const RouteEntry* e) {
+    return t->route_leaf_[static_cast<size_t>(e - t->routes_.data())];
   };
-  std::stable_sort(v4.begin(), v4.end(), by_length);
-  std::stable_sort(v6.begin(), v6.end(), by_length);
-
-  std::string failed;  // the route a FIB refused, for the message
-  if (!v4.empty()) {
-    auto r = with_tbl8_retry(tbl8_groups4(v4), [&](uint32_t tbl8) -> int {
-      rte_fib_conf conf{};
-      conf.type = RTE_FIB_DIR24_8;
-      conf.default_nh = kNoRoute;
-      conf.max_routes = static_cast<int>(v4.size());
-      conf.dir24_8.nh_sz = fib4_nh_size(std::max<size_t>(t->leaves_.size(), tbl8));
-      conf.dir24_8.num_tbl8 = tbl8;
-      std::string name = dpdk_name("fib4");
-      t->fib4_.reset(rte_fib_create(name.c_str(), SOCKET_ID_ANY, &conf));
-      if (!t->fib4_) return -rte_errno;
-      for (const RouteEntry* e : v4) {
-        const auto& p = e->route.prefix;
-        uint32_t leaf = t->route_leaf_[static_cast<size_t>(e - t->routes_.data())];
-        int rc = rte_fib_add(t->fib4_.get(), p.addr.v4_host(), p.length, leaf);
-        if (rc < 0) {
-          failed = p.to_string();
-          return rc;
-        }
-      }
-      return 0;
-    });
-    if (!r)
-      return fail("cannot build the IPv4 FIB ({} routes{}): {}", v4.size(),
-                  failed.empty() ? "" : ", at " + failed, r.error().message);
-  }
-  if (!v6.empty()) {
-    failed.clear();
-    auto r = with_tbl8_retry(tbl8_groups6(v6), [&](uint32_t tbl8) -> int {
-      rte_fib6_conf conf{};
-      conf.type = RTE_FIB6_TRIE;
-      conf.default_nh = kNoRoute;
-      conf.max_routes = static_cast<int>(v6.size());
-      conf.trie.nh_sz = fib6_nh_size(std::max<size_t>(t->leaves_.size(), tbl8));
-      conf.trie.num_tbl8 = tbl8;
-      std::string name = dpdk_name("fib6");
-      t->fib6_.reset(rte_fib6_create(name.c_str(), SOCKET_ID_ANY, &conf));
-      if (!t->fib6_) return -rte_errno;
-      for (const RouteEntry* e : v6) {
-        const auto& p = e->route.prefix;
-        uint32_t leaf = t->route_leaf_[static_cast<size_t>(e - t->routes_.data())];
-        int rc = rte_fib6_add(t->fib6_.get(), p.addr.bytes.data(), p.length, leaf);
-        if (rc < 0) {
-          failed = p.to_string();
-          return rc;
-        }
-      }
-      return 0;
-    });
-    if (!r)
-      return fail("cannot build the IPv6 FIB ({} routes{}): {}", v6.size(),
-                  failed.empty() ? "" : ", at " + failed, r.error().message);
+  for (size_t vrf = 0; vrf < t->fibs_.size(); ++vrf) {
+    const std::string in = vrf == 0 ? "" : fmt::format(" of VRF {}", t->vrf_names_[vrf]);
+    if (!v4[vrf].empty()) {
+      auto fib = build_fib4(std::move(v4[vrf]), t->leaves_.size(), leaf_of);
+      if (!fib) return fail("{}{}", fib.error().message, in);
+      t->fibs_[vrf].v4 = std::move(*fib);
+    }
+    if (!v6[vrf].empty()) {
+      auto fib = build_fib6(std::move(v6[vrf]), t->leaves_.size(), leaf_of);
+      if (!fib) return fail("{}{}", fib.error().message, in);
+      t->fibs_[vrf].v6 = std::move(*fib);
+    }
   }
   return t;
 }
 
-uint64_t RouteTable::lookup(const IpAddress& addr) const noexcept {
+std::optional<VrfId> RouteTable::vrf_id(std::string_view name) const noexcept {
+  if (name.empty()) return kDefaultVrfId;
+  for (size_t i = 0; i < vrf_names_.size(); ++i) {
+    if (vrf_names_[i] == name) return static_cast<VrfId>(i);
+  }
+  return std::nullopt;
+}
+
+uint64_t RouteTable::lookup(const IpAddress& addr, VrfId vrf) const noexcept {
   uint64_t leaf = kNoRoute;
+  if (vrf >= fibs_.size()) return leaf;
   if (addr.version == 4) {
     uint32_t ip = addr.v4_host();
-    lookup4(&ip, &leaf, 1);
+    lookup4(vrf, &ip, &leaf, 1);
   } else {
     uint8_t ip[1][16];
     std::copy(addr.bytes.begin(), addr.bytes.end(), ip[0]);
-    lookup6(ip, &leaf, 1);
+    lookup6(vrf, ip, &leaf, 1);
   }
   return leaf;
 }
 
-const RouteEntry* RouteTable::match(const IpAddress& addr) const noexcept {
+const RouteEntry* RouteTable::match(const IpAddress& addr, VrfId vrf) const noexcept {
   const RouteEntry* best = nullptr;
-  for (const RouteEntry& e : routes_) {
+  for (size_t i = 0; i < routes_.size(); ++i) {
+    const RouteEntry& e = routes_[i];
+    if (route_vrf_[i] != vrf) continue;
     if (e.route.prefix.addr.version != addr.version || !e.route.prefix.contains(addr)) continue;
     if (best == nullptr || e.route.prefix.length > best->route.prefix.length) best = &e;
   }

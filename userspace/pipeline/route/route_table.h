@@ -1,6 +1,12 @@
 // A routing table as the data path reads it: DPDK's rte_fib (IPv4, DIR-24-8) and rte_fib6
 // (IPv6, a multibit trie) map a destination to a leaf, and the leaf says what to do: forward
-// over one of its next hops (several: ECMP by flow hash), hand to the kernel, or drop.
+// over one of its next hops (several: ECMP by flow hash), hand to the kernel, drop, or look the
+// destination up again in another VRF (route leaking).
+//
+// VRFs: one pair of FIBs per VRF (config::VrfConfig; id 0 the default VRF, then the file's in
+// order), sharing one list of leaves and hops. A packet is looked up in the VRF of its ingress
+// port (port_vrfs()); which ports a VRF has is part of the table, so a reload that moves a port
+// into another VRF swaps it with the routes, and no packet sees one without the other.
 //
 // A RouteTable is immutable once built. Changes build a new table from the whole route list
 // and swap it in under RCU (RouteStage), so a lookup never sees a table half way through an
@@ -10,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -33,10 +40,19 @@ class NeighbourTable;
 struct NextHop {
   std::optional<IpAddress> via;  // absent: directly connected, the destination is the next hop
   std::string port;
+  // Route leaking: the destination is looked up again in this VRF's table (a route's `to_vrf`,
+  // as Linux's `ip route add ... dev OTHER-VRF-DEVICE vrf THIS`); port and via are empty. Such
+  // a next hop is its route's only one.
+  std::string vrf = {};
   bool operator==(const NextHop&) const = default;
 };
 
-enum class RouteAction { Forward, Kernel, Drop };
+// Leak is a leaf's only: a route whose next hop is a VRF is a Forward route in the file.
+enum class RouteAction { Forward, Kernel, Drop, Leak };
+
+// An index into a RouteTable's VRFs: 0 the default VRF, i the file's VRF i-1.
+using VrfId = uint8_t;
+inline constexpr VrfId kDefaultVrfId = 0;
 
 struct StaticRoute {
   IpPrefix prefix;
@@ -44,6 +60,7 @@ struct StaticRoute {
   std::vector<NextHop> nexthops;  // more than one: ECMP by flow hash
   config::Location where;
   uint8_t protocol = 0;  // routes from the kernel: its rtm_protocol (kernel_protocol_name)
+  std::string vrf = {};  // the VRF whose table holds the route; empty: the default VRF
   bool operator==(const StaticRoute&) const = default;
 };
 
@@ -73,35 +90,62 @@ class RouteTable {
   struct Leaf {
     RouteAction action = RouteAction::Drop;
     uint16_t hop_count = 0;
-    uint32_t first_hop = 0;  // index into hops
+    uint32_t first_hop = 0;  // index into hops; Leak: the VrfId to look up in
   };
 
-  // Builds the table. Port names resolve through `ports`; a gateway gets an entry (unresolved
-  // until learned) in `neighbours`. Fails with the offending route on a port that does not
-  // exist, a next hop of the wrong IP version, a duplicate prefix or a full neighbour table.
+  // Builds the table. Port names resolve through `ports`, VRF names through `vrfs`; a gateway
+  // gets an entry (unresolved until learned) in `neighbours`. Fails with the offending route
+  // on a port or VRF that does not exist, a next hop of the wrong IP version, a prefix twice in
+  // one VRF, a full neighbour table, or more than kMaxVrfs VRFs.
   static Result<std::unique_ptr<RouteTable>> build(std::vector<RouteEntry> routes,
                                                    const std::vector<PortInfo>& ports,
+                                                   const std::vector<config::VrfConfig>& vrfs,
                                                    NeighbourTable& neighbours);
+  // The same with the default VRF only.
+  static Result<std::unique_ptr<RouteTable>> build(std::vector<RouteEntry> routes,
+                                                   const std::vector<PortInfo>& ports,
+                                                   NeighbourTable& neighbours) {
+    return build(std::move(routes), ports, {}, neighbours);
+  }
 
   // ---- data path ----
-  // Leaves for `n` IPv4 destinations in host byte order.
-  void lookup4(uint32_t* ips, uint64_t* leaves, unsigned n) const noexcept {
-    if (fib4_) {
-      rte_fib_lookup_bulk(fib4_.get(), ips, leaves, n);
+  // Leaves for `n` IPv4 destinations in host byte order, in VRF `vrf`.
+  void lookup4(VrfId vrf, uint32_t* ips, uint64_t* leaves, unsigned n) const noexcept {
+    if (rte_fib* fib = fibs_[vrf].v4.get()) {
+      rte_fib_lookup_bulk(fib, ips, leaves, n);
     } else {
       for (unsigned i = 0; i < n; ++i)
         leaves[i] = kNoRoute;
     }
   }
-  // Leaves for `n` IPv6 destinations.
-  void lookup6(uint8_t ips[][16], uint64_t* leaves, unsigned n) const noexcept {
-    if (fib6_) {
-      rte_fib6_lookup_bulk(fib6_.get(), ips, leaves, n);
+  // Leaves for `n` IPv6 destinations, in VRF `vrf`.
+  void lookup6(VrfId vrf, uint8_t ips[][16], uint64_t* leaves, unsigned n) const noexcept {
+    if (rte_fib6* fib = fibs_[vrf].v6.get()) {
+      rte_fib6_lookup_bulk(fib, ips, leaves, n);
     } else {
       for (unsigned i = 0; i < n; ++i)
         leaves[i] = kNoRoute;
     }
   }
+  // Route leaking: the leaf of a destination whose route (a Leak leaf) names another VRF,
+  // looked up there. Followed once: a leak the other VRF leaks on again is no route, so that
+  // two VRFs' tables never loop.
+  uint64_t leaked(const Leaf& leak, uint32_t ip) const noexcept {
+    uint64_t leaf;
+    lookup4(static_cast<VrfId>(leak.first_hop), &ip, &leaf, 1);
+    return leaf;
+  }
+  uint64_t leaked(const Leaf& leak, const uint8_t (&ip)[16]) const noexcept {
+    uint8_t copy[1][16];
+    std::memcpy(copy[0], ip, 16);
+    uint64_t leaf;
+    lookup6(static_cast<VrfId>(leak.first_hop), copy, &leaf, 1);
+    return leaf;
+  }
+  // The VRF of each port, by PortId index.
+  std::span<const VrfId> port_vrfs() const noexcept { return port_vrf_; }
+  // Whether there is a VRF besides the default one (else every lookup is in VRF 0).
+  bool has_vrfs() const noexcept { return fibs_.size() > 1; }
   // The leaves and hops whole: a loop holds their addresses in registers, where an accessor
   // read the vector's pointer again after each store into a packet (which may alias it).
   std::span<const Leaf> leaves() const noexcept { return leaves_; }
@@ -110,11 +154,15 @@ class RouteTable {
   // ---- control plane ----
   const std::vector<RouteEntry>& routes() const noexcept { return routes_; }
   size_t leaf_count() const noexcept { return leaves_.size(); }
-  // The leaf of `addr` through the FIB (as the data path would find it), for tests and
-  // `vecflowctl route get`.
-  uint64_t lookup(const IpAddress& addr) const noexcept;
-  // The route (by longest prefix, searched in the route list) that decides `addr`.
-  const RouteEntry* match(const IpAddress& addr) const noexcept;
+  // The leaf of `addr` in VRF `vrf` through the FIB (as the data path would find it, a leak
+  // not followed), for tests and `vecflowctl routes --lookup`.
+  uint64_t lookup(const IpAddress& addr, VrfId vrf = kDefaultVrfId) const noexcept;
+  // The route (by longest prefix, searched in the route list) that decides `addr` in `vrf`.
+  const RouteEntry* match(const IpAddress& addr, VrfId vrf = kDefaultVrfId) const noexcept;
+  // VRF ids by name ("default" or empty: 0), and names by id.
+  std::optional<VrfId> vrf_id(std::string_view name) const noexcept;
+  const std::string& vrf_name(VrfId vrf) const noexcept { return vrf_names_[vrf]; }
+  size_t vrf_count() const noexcept { return fibs_.size(); }
   // The leaf a route was given.
   uint32_t leaf_of(size_t route_index) const noexcept { return route_leaf_[route_index]; }
 
@@ -124,8 +172,14 @@ class RouteTable {
   std::vector<uint32_t> route_leaf_;  // by route index
   std::vector<Leaf> leaves_;
   std::vector<Hop> hops_;
-  DpdkPtr<rte_fib> fib4_;
-  DpdkPtr<rte_fib6> fib6_;
+  struct Fibs {
+    DpdkPtr<rte_fib> v4;
+    DpdkPtr<rte_fib6> v6;
+  };
+  std::vector<Fibs> fibs_;  // by VrfId
+  std::vector<std::string> vrf_names_;
+  std::vector<VrfId> port_vrf_;
+  std::vector<VrfId> route_vrf_;  // by route index
 };
 
 }  // namespace vecflow

@@ -1,0 +1,266 @@
+// VRFs end to end: two tenants with the same addresses on one trunk, each in its own VRF.
+// The lab's wan0 is a trunk with four VLANs: tenant blue's client network (VLAN 100) and
+// servers (VLAN 200), tenant red's (VLAN 300, VLAN 400), both with 10.0.0.0/24 on the client
+// side and 192.168.1.0/24 on the server side, the same host addresses too; a fifth VLAN (500)
+// starts in the default VRF. The client side sends tagged frames from a raw socket and sees
+// where they come back (tagged_frames.h); the hosts' neighbours are static (no 802.1Q in the
+// kernels these tests may run on, and so no kernel VLAN devices to resolve them).
+//
+// Linux side by side is not possible here: the same job needs VLAN devices and VRF devices
+// (CONFIG_VLAN_8021Q, CONFIG_NET_VRF), which this project's test machines' kernels lack.
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <thread>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "forwarding_fixture.h"
+#include "tagged_frames.h"
+
+namespace vecflow::test {
+namespace {
+
+constexpr const char* kBlueClient = "02:00:00:00:b1:02";  // 10.0.0.2, VLAN 100
+constexpr const char* kBlueServer = "02:00:00:00:b2:02";  // 192.168.1.2 (and 172.16/17.0.2), 200
+constexpr const char* kRedClient = "02:00:00:00:e1:02";   // 10.0.0.2, VLAN 300
+constexpr const char* kRedServer = "02:00:00:00:e2:02";   // 192.168.1.2, VLAN 400
+constexpr const char* kSpareHost = "02:00:00:00:f5:02";   // 100.64.0.2, VLAN 500
+
+// Tenant blue, tenant red, and the spare VLAN: the ports, VRFs and routes (`vrfs` given apart,
+// so that a reload can change them).
+std::string tenants_config(const std::string& name, const std::string& socket,
+                           const std::string& vrfs, const std::string& more_routes = "") {
+  return R"(appliance: {name: vrf-test}
+cpu: {control: 0, workers: [1]}
+dpdk: {memory_mb: 256, hugepages: auto, file_prefix: )" +
+         name + R"(, mbufs: 8192}
+ports:
+  - {name: wan, type: afxdp, interface: wan0, queues: 1, mode: auto}
+  - {name: blue-clients, type: vlan, parent: wan, vlan: 100, interface: vb1)" +
+         std::to_string(getpid() % 10000) + R"(}
+  - {name: blue-servers, type: vlan, parent: wan, vlan: 200, interface: vb2)" +
+         std::to_string(getpid() % 10000) + R"(}
+  - {name: red-clients, type: vlan, parent: wan, vlan: 300, interface: vr1)" +
+         std::to_string(getpid() % 10000) + R"(}
+  - {name: red-servers, type: vlan, parent: wan, vlan: 400, interface: vr2)" +
+         std::to_string(getpid() % 10000) + R"(}
+  - {name: spare, type: vlan, parent: wan, vlan: 500, interface: vs)" +
+         std::to_string(getpid() % 10000) + R"(}
+steering:
+  default: userspace
+  rules:
+    - {name: arp, match: {l3: arp}, action: pass}
+)" + vrfs +
+         R"(
+pipeline:
+  - stage: route
+    routes:
+      - {prefix: 10.0.0.0/24, vrf: blue, port: blue-clients}
+      - {prefix: 192.168.1.0/24, vrf: blue, port: blue-servers}
+      - {prefix: 172.16.0.0/24, vrf: blue, port: blue-servers}
+      - {prefix: 172.17.0.0/24, vrf: blue, port: blue-servers}
+      - {prefix: 10.0.0.0/24, vrf: red, port: red-clients}
+      - {prefix: 192.168.1.0/24, vrf: red, port: red-servers}
+      - {prefix: 172.17.0.0/24, vrf: red, to_vrf: blue}
+)" + more_routes +
+         R"(  - stage: neighbour
+    fuse: true
+    static:
+      - {ip: 10.0.0.2, mac: ")" +
+         kBlueClient + R"(", port: blue-clients}
+      - {ip: 192.168.1.2, mac: ")" +
+         kBlueServer + R"(", port: blue-servers}
+      - {ip: 172.16.0.2, mac: ")" +
+         kBlueServer + R"(", port: blue-servers}
+      - {ip: 172.17.0.2, mac: ")" +
+         kBlueServer + R"(", port: blue-servers}
+      - {ip: 10.0.0.2, mac: ")" +
+         kRedClient + R"(", port: red-clients}
+      - {ip: 192.168.1.2, mac: ")" +
+         kRedServer + R"(", port: red-servers}
+      - {ip: 100.64.0.2, mac: ")" +
+         kSpareHost + R"(", port: spare}
+control:
+  socket: )" +
+         socket + "\n";
+}
+
+const std::string kTwoTenants = R"(vrfs:
+  - {name: blue, ports: [blue-clients, blue-servers]}
+  - {name: red, ports: [red-clients, red-servers]}
+)";
+
+class Vrf : public Forwarding {
+ protected:
+  std::string edit_config(std::string) override {
+    return tenants_config(name_, socket_, kTwoTenants);
+  }
+  bool resolve_first() const override { return false; }
+
+  std::array<uint8_t, 6> wan_mac() const {
+    return mac_bytes(lab_->exec_output('a', "cat /sys/class/net/wan0/address"));
+  }
+
+  // Where the test's frames came back: (group, destination MAC, VLAN) -> frames, a frame's
+  // group being its UDP source port / 1000 (the test's ports are 1000..9999), each checked
+  // to be routed (TTL 63, checksums right).
+  using Arrivals = std::map<std::tuple<unsigned, std::string, uint16_t>, unsigned>;
+  Arrivals arrivals(TaggedSocket& trunk, int quiet_ms = 1500) {
+    Arrivals seen;
+    for (const Received& r : trunk.drain(quiet_ms)) {
+      const Bytes& f = r.frame;
+      if (f.size() < 42 || f[12] != 0x08 || f[13] != 0x00 || f[14 + 9] != 17) continue;
+      const unsigned sport = unsigned(f[34] << 8 | f[35]);
+      if (sport < 1000 || sport >= 10000) continue;
+      EXPECT_EQ(f[14 + 8], 63);
+      EXPECT_TRUE(ipv4_checksum_ok(f));
+      EXPECT_TRUE(l4_checksum_ok(f));
+      const std::string to = fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", f[0], f[1],
+                                         f[2], f[3], f[4], f[5]);
+      ++seen[{sport / 1000, to, r.vlan.value_or(0)}];
+    }
+    return seen;
+  }
+
+  uint64_t route_counter(const std::string& what) {
+    return json("routes")["stages"][0][what].get<uint64_t>();
+  }
+
+  // rx = tx + kernel + dropped on every port, settled.
+  void expect_exact_accounting() {
+    const Counters c = quiet_counters();
+    for (const auto& p : c.accounting) {
+      EXPECT_EQ(p["rx_packets"].get<uint64_t>(), p["tx_packets"].get<uint64_t>() +
+                                                     p["kernel_packets"].get<uint64_t>() +
+                                                     p["dropped"].get<uint64_t>())
+          << p.dump();
+    }
+    EXPECT_EQ(port(c.accounting, "wan")["in_rings"].get<int64_t>(), 0) << c.accounting.dump();
+  }
+};
+
+Bytes tagged(const std::array<uint8_t, 6>& to, std::array<uint8_t, 4> src,
+             std::array<uint8_t, 4> dst, uint16_t sport, uint16_t vlan) {
+  return udp_frame(to, src, dst, sport, {{0x8100, vlan}});
+}
+
+TEST_F(Vrf, TwoTenantsWithTheSameAddressesEachReachOnlyTheirOwn) {
+  NetnsScope in_client(lab_->ns('c'));
+  ASSERT_TRUE(in_client.ok());
+  TaggedSocket trunk("eth0");
+  ASSERT_TRUE(trunk.ok());
+  const auto wan = wan_mac();
+  constexpr uint16_t kEach = 30;
+  const uint64_t no_route = route_counter("no_route");
+  for (uint16_t i = 0; i < kEach; ++i) {
+    // The same datagram, 10.0.0.2 -> 192.168.1.2, from each tenant's clients (groups 1, 2),
+    // and each one's servers answering (3, 4).
+    ASSERT_TRUE(trunk.send(tagged(wan, ip4(10, 0, 0, 2), ip4(192, 168, 1, 2), 1000 + i, 100)));
+    ASSERT_TRUE(trunk.send(tagged(wan, ip4(10, 0, 0, 2), ip4(192, 168, 1, 2), 2000 + i, 300)));
+    ASSERT_TRUE(trunk.send(tagged(wan, ip4(192, 168, 1, 2), ip4(10, 0, 0, 2), 3000 + i, 200)));
+    ASSERT_TRUE(trunk.send(tagged(wan, ip4(192, 168, 1, 2), ip4(10, 0, 0, 2), 4000 + i, 400)));
+    // Probes across: red's clients to blue's 172.16.0.0/24 (5), and the spare VLAN, in the
+    // default VRF, which has no routes, to either tenant's servers (6).
+    ASSERT_TRUE(trunk.send(tagged(wan, ip4(10, 0, 0, 2), ip4(172, 16, 0, 2), 5000 + i, 300)));
+    ASSERT_TRUE(trunk.send(tagged(wan, ip4(100, 64, 0, 2), ip4(192, 168, 1, 2), 6000 + i, 500)));
+  }
+  const Arrivals seen = arrivals(trunk);
+  EXPECT_EQ(seen, (Arrivals{{{1, kBlueServer, 200}, kEach},
+                            {{2, kRedServer, 400}, kEach},
+                            {{3, kBlueClient, 100}, kEach},
+                            {{4, kRedClient, 300}, kEach}}));
+  // Every probe across was refused for want of a route in its VRF.
+  EXPECT_EQ(route_counter("no_route") - no_route, 2u * kEach);
+  const Counters c = quiet_counters();
+  for (const char* name : {"blue-clients", "blue-servers", "red-clients", "red-servers"})
+    EXPECT_EQ(port(c.accounting, name)["tx_packets"].get<uint64_t>(),
+              port(c.accounting, name)["rx_packets"].get<uint64_t>() -
+                  port(c.accounting, name)["dropped"].get<uint64_t>())
+        << c.accounting.dump();
+  EXPECT_EQ(port(c.accounting, "red-clients")["dropped"].get<uint64_t>(), kEach);
+  EXPECT_EQ(port(c.accounting, "spare")["dropped"].get<uint64_t>(), kEach);
+  expect_exact_accounting();
+
+  // What the operator sees: each VRF's table apart, and a lookup in one.
+  const Json red = json("routes --vrf red --lookup 172.16.0.2");
+  EXPECT_EQ(red["routes"].size(), 3u) << red.dump();
+  EXPECT_TRUE(red["lookup"][0]["route"].is_null()) << red.dump();
+  const Json blue = json("routes --vrf blue --lookup 172.16.0.2");
+  EXPECT_EQ(blue["lookup"][0]["route"]["prefix"], "172.16.0.0/24") << blue.dump();
+  EXPECT_NE(ctl("routes --vrf green").rc, 0);
+}
+
+TEST_F(Vrf, ALeakedRouteTakesATenantIntoTheOtherVrfForThatPrefixOnly) {
+  NetnsScope in_client(lab_->ns('c'));
+  ASSERT_TRUE(in_client.ok());
+  TaggedSocket trunk("eth0");
+  ASSERT_TRUE(trunk.ok());
+  const auto wan = wan_mac();
+  constexpr uint16_t kEach = 30;
+  for (uint16_t i = 0; i < kEach; ++i) {
+    // Red's 172.17.0.0/24 leaks into blue (1); its 172.16.0.0/24 does not (2).
+    ASSERT_TRUE(trunk.send(tagged(wan, ip4(10, 0, 0, 2), ip4(172, 17, 0, 2), 1000 + i, 300)));
+    ASSERT_TRUE(trunk.send(tagged(wan, ip4(10, 0, 0, 2), ip4(172, 16, 0, 2), 2000 + i, 300)));
+  }
+  EXPECT_EQ(arrivals(trunk), (Arrivals{{{1, kBlueServer, 200}, kEach}}));
+  const Counters c = quiet_counters();
+  // Charged to red's port it entered by, sent by blue's.
+  EXPECT_EQ(port(c.accounting, "red-clients")["tx_packets"].get<uint64_t>(), kEach);
+  EXPECT_EQ(port(c.accounting, "red-clients")["dropped"].get<uint64_t>(), kEach);
+  expect_exact_accounting();
+}
+
+// A reload adds a VRF (green, the spare VLAN's) and its route while blue's traffic flows:
+// blue loses nothing, and the spare VLAN routes by its new VRF from then on.
+TEST_F(Vrf, AReloadAddsAVrfWithoutDisturbingTheOthers) {
+  const std::string next = dir_ + "/next.yaml";
+  std::ofstream(next) << tenants_config(
+      name_, socket_, kTwoTenants + "  - {name: green, ports: [spare]}\n",
+      "      - {prefix: 192.168.1.0/24, vrf: green, to_vrf: red}\n");
+  NetnsScope in_client(lab_->ns('c'));
+  ASSERT_TRUE(in_client.ok());
+  TaggedSocket trunk("eth0");
+  ASSERT_TRUE(trunk.ok());
+  const auto wan = wan_mac();
+  // Blue's clients send 3000 datagrams over ~1.5 s while the reload is applied.
+  constexpr uint16_t kFlow = 3000;
+  std::atomic<bool> sent_all{false};
+  std::thread flow([&] {
+    NetnsScope in(lab_->ns('c'));
+    TaggedSocket sender("eth0");
+    for (uint16_t i = 0; i < kFlow && in.ok() && sender.ok(); ++i) {
+      (void)sender.send(
+          tagged(wan, ip4(10, 0, 0, 2), ip4(192, 168, 1, 2), uint16_t(1000 + i % 1000), 100));
+      if (i % 20 == 0) std::this_thread::sleep_for(10ms);
+    }
+    sent_all = true;
+  });
+  std::this_thread::sleep_for(400ms);
+  const Json reply = json("reload " + next);
+  flow.join();
+  ASSERT_TRUE(sent_all);
+  // Applied live: the vrfs section (green) and the pipeline's (its route), nothing else.
+  EXPECT_EQ(reply["applied"], (Json{"vrfs", "pipeline"})) << reply.dump();
+  EXPECT_TRUE(reply["restart_required"].empty()) << reply.dump();
+  ASSERT_FALSE(reply["summary"].empty()) << reply.dump();
+  EXPECT_EQ(reply["summary"][0]["change"], "vrf green: added, ports [spare]") << reply.dump();
+  // After the reload the spare VLAN is green's, which reaches red's servers.
+  for (uint16_t i = 0; i < 20; ++i)
+    ASSERT_TRUE(trunk.send(tagged(wan, ip4(100, 64, 0, 2), ip4(192, 168, 1, 2), 5000 + i, 500)));
+  const Arrivals seen = arrivals(trunk);
+  unsigned blue = 0;
+  for (const auto& [key, n] : seen)
+    if (std::get<0>(key) == 1 && std::get<1>(key) == kBlueServer && std::get<2>(key) == 200)
+      blue += n;
+  EXPECT_EQ(blue, kFlow) << "blue lost datagrams across the reload";
+  EXPECT_EQ((seen.at({5, kRedServer, 400})), 20u);
+  const Json routes = json("routes --vrf green");
+  EXPECT_EQ(routes["routes"].size(), 1u) << routes.dump();
+  expect_exact_accounting();
+}
+
+}  // namespace
+}  // namespace vecflow::test

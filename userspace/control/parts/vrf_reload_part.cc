@@ -1,0 +1,81 @@
+#include "control/parts/vrf_reload_part.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "pipeline/route/route_stage.h"
+
+namespace vecflow::control {
+namespace {
+
+// The routes `next` gives route stage `name`; none when the stage is gone from it (the
+// pipeline section then needs a restart, and the stage keeps its routes).
+const RouteConfig* next_routes(const config::ApplianceConfig& next, const std::string& name) {
+  for (const auto& st : next.pipeline) {
+    if (st.name == name) return st.params.get_if<RouteConfig>();
+  }
+  return nullptr;
+}
+
+// One line per VRF added, removed or changed.
+std::vector<std::string> vrf_changes(const config::ApplianceConfig& from,
+                                     const config::ApplianceConfig& to) {
+  std::vector<std::string> out;
+  const auto find = [](const config::ApplianceConfig& c, const std::string& name) {
+    for (const auto& v : c.vrfs) {
+      if (v.name == name) return &v;
+    }
+    return static_cast<const config::VrfConfig*>(nullptr);
+  };
+  for (const auto& v : to.vrfs) {
+    const config::VrfConfig* was = find(from, v.name);
+    if (was == nullptr) {
+      out.push_back(fmt::format("vrf {}: added, ports [{}]", v.name, fmt::join(v.ports, ", ")));
+    } else if (was->ports != v.ports || was->table != v.table) {
+      out.push_back(fmt::format("vrf {}: ports [{}] -> [{}]", v.name, fmt::join(was->ports, ", "),
+                                fmt::join(v.ports, ", ")));
+    }
+  }
+  for (const auto& v : from.vrfs) {
+    if (find(to, v.name) == nullptr) out.push_back(fmt::format("vrf {}: removed", v.name));
+  }
+  return out;
+}
+
+}  // namespace
+
+void register_vrf_reload(Reloader& reloader, Pipeline& pipeline) {
+  reloader.add_section("vrfs",
+                       {nullptr,
+                        [&pipeline](const config::ApplianceConfig& next) -> Result<void> {
+                          // Each route stage in turn; when one fails, those before it get their
+                          // tables back.
+                          struct Before {
+                            RouteStage* stage;
+                            std::vector<config::VrfConfig> vrfs;
+                            std::vector<StaticRoute> routes;
+                          };
+                          std::vector<Before> done;
+                          for (RouteStage* st : pipeline.all<RouteStage>()) {
+                            Before before{st, st->vrfs(), st->config_routes()};
+                            const RouteConfig* routes = next_routes(next, st->name());
+                            auto r = st->replace_vrfs(next.vrfs,
+                                                      routes ? routes->routes : before.routes);
+                            if (!r) {
+                              for (auto& b : done)
+                                (void)b.stage->replace_vrfs(std::move(b.vrfs), std::move(b.routes));
+                              return fail("route stage '{}': {}", st->name(), r.error().message);
+                            }
+                            done.push_back(std::move(before));
+                          }
+                          // The kernel tables the VRFs follow may have changed with them.
+                          for (RouteStage* st : pipeline.all<RouteStage>()) {
+                            if (auto r = st->refresh_kernel_routes(); !r)
+                              return fail("route stage '{}': {}", st->name(), r.error().message);
+                          }
+                          return {};
+                        }},
+                       vrf_changes);
+}
+
+}  // namespace vecflow::control
