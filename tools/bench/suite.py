@@ -1635,6 +1635,11 @@ class Suite:
         # is what a tagged frame costs.
         ("rn-vlan", "vecflowd route+neighbour, VLAN 100 to VLAN 200, builtin", "vecflowd",
          ("rn-vlan", "builtin")),
+        # The same with the port in a VRF of its own and the route in that VRF's table: each
+        # packet's VRF is read from its port and the lookup is in that VRF's FIB. rn-vrf /
+        # rn-builtin is what a VRF costs.
+        ("rn-vrf", "vecflowd route+neighbour, port and route in a VRF, builtin", "vecflowd",
+         ("rn-vrf", "builtin")),
         # The same pipeline made to take the scheduler hop its one worker does not need
         # (scheduler.path: scheduled): rn-builtin / rn-sched is what the direct path saves.
         ("rn-sched", "vecflowd route+neighbour, builtin, scheduled", "vecflowd",
@@ -2155,6 +2160,9 @@ class Suite:
         if pipeline == "rn-vlan":
             return (string.Template(self.ENGINE_ROUTE).substitute(route_sched="sched: atomic")
                     .replace("port: p0", "port: v200"))
+        if pipeline == "rn-vrf":
+            return (string.Template(self.ENGINE_ROUTE).substitute(route_sched="sched: atomic")
+                    .replace("{prefix: 198.51.100.0/24,", "{prefix: 198.51.100.0/24, vrf: tenant,"))
         front = {"arn": self.ENGINE_ACL, "carn": self.ENGINE_CT,
                  "ncarn": self.ENGINE_CT.replace("max_sessions: 1100000",
                                                  "max_sessions: 1100000" + self.ENGINE_NAT)
@@ -2185,7 +2193,8 @@ class Suite:
             stages=self.engine_stages(pipeline),
             vlans=("\n  - {name: v100, type: vlan, parent: p0, vlan: 100}"
                    "\n  - {name: v200, type: vlan, parent: p0, vlan: 200}"
-                   if pipeline == "rn-vlan" else "")))
+                   if pipeline == "rn-vlan" else ""),
+            vrfs="vrfs: [{name: tenant, ports: [p0]}]" if pipeline == "rn-vrf" else ""))
         logp = self.raw / f"engine-vecflowd-{name}-{flows}.log"
         with self.bench_lock(f"engine: vecflowd {pipeline} {backend}, {flows} flows") as why:
             if why:

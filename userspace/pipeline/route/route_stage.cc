@@ -190,26 +190,6 @@ template <bool kMartians>
   return true;
 }
 
-// Looks a batch's destinations up, each in the VRF of its ingress port: `bulk(vrf, from, n)`
-// looks up entries from..from+n-1 in `vrf`. Nearly always the batch is one VRF's (a vector is
-// one flow's, a burst one port's), and one bulk call takes it; a batch of mixed VRFs (a
-// trunk's VLANs in different VRFs) is looked up a packet at a time.
-template <typename Bulk>
-[[gnu::always_inline]] inline void lookup_in_vrfs(const RouteTable& t, rte_mbuf* const* pkts,
-                                                  const uint16_t* at, unsigned n,
-                                                  Bulk bulk) noexcept {
-  if (n == 0) return;
-  if (!t.has_vrfs()) return bulk(kDefaultVrfId, 0u, n);
-  const std::span<const VrfId> vrfs = t.port_vrfs();
-  const VrfId first = vrfs[pkts[at[0]]->port];
-  unsigned k = 1;
-  while (k < n && vrfs[pkts[at[k]]->port] == first)
-    ++k;
-  if (k == n) return bulk(first, 0u, n);
-  for (k = 0; k < n; ++k)
-    bulk(vrfs[pkts[at[k]]->port], k, 1u);
-}
-
 }  // namespace
 
 RouteStage::RouteStage(const config::StageConfig& cfg, StageContext& ctx)
@@ -465,12 +445,15 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   for (size_t base = 0; base < pkts.size(); base += kLookupBatch) {
     const size_t end = std::min(pkts.size(), base + kLookupBatch);
     unsigned n4 = 0, n6 = 0;
+    const uint16_t first_port = pkts[base]->port;
+    uint16_t other_ports = 0;  // any bit set: a packet of another port than the first's
     for (size_t i = base; i < end; ++i) {
       // The first stage to read a packet's headers: with many flows they waited in the rx
       // adapter's vectors long enough to leave L1. The runner prefetched the mbufs.
       if (i + kPrefetchAhead < pkts.size())
         rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kPrefetchAhead], void*));
       rte_mbuf* m = pkts[i];
+      other_ports |= m->port ^ first_port;
       if (pkt::is_ipv4(m)) {
         rte_ipv4_hdr* ip = pkt::ipv4(m);
         const uint32_t dst = rte_be_to_cpu_32(ip->dst_addr);
@@ -493,12 +476,8 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
         ++n.not_ip;
       }
     }
-    lookup_in_vrfs(*t, pkts.data() + base, at4, n4, [&](VrfId vrf, unsigned from, unsigned count) {
-      t->lookup4(vrf, ip4 + from, leaf4 + from, count);
-    });
-    lookup_in_vrfs(*t, pkts.data() + base, at6, n6, [&](VrfId vrf, unsigned from, unsigned count) {
-      t->lookup6(vrf, ip6 + from, leaf6 + from, count);
-    });
+    t->lookup4(pkts.data() + base, at4, other_ports == 0, ip4, leaf4, n4);
+    t->lookup6(pkts.data() + base, at6, other_ports == 0, ip6, leaf6, n6);
 
     for (unsigned k = 0; k < n4 + n6; ++k) {
       const bool v6 = k >= n4;

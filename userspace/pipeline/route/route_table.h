@@ -25,6 +25,7 @@
 
 #include <rte_fib.h>
 #include <rte_fib6.h>
+#include <rte_mbuf.h>
 
 #include "config/config.h"
 #include "core/dpdk_util.h"
@@ -127,6 +128,23 @@ class RouteTable {
         leaves[i] = kNoRoute;
     }
   }
+  // Leaves for `n` destinations, each in the VRF of its packet's ingress port (pkts[at[i]]->
+  // port). Nearly always the batch is one port's (a vector is one flow's, a burst one port's:
+  // `one_port`, which the caller's pass over the packets tells, each mbuf at hand), and one
+  // bulk lookup in that port's VRF takes it. Else the batch may still be one VRF's; a batch of
+  // mixed VRFs (a trunk's VLANs in different VRFs) is looked up a packet at a time.
+  void lookup4(rte_mbuf* const* pkts, const uint16_t* at, bool one_port, uint32_t* ips,
+               uint64_t* leaves, unsigned n) const noexcept {
+    by_vrf(pkts, at, n, one_port, [&](VrfId vrf, unsigned from, unsigned count) {
+      lookup4(vrf, ips + from, leaves + from, count);
+    });
+  }
+  void lookup6(rte_mbuf* const* pkts, const uint16_t* at, bool one_port, uint8_t ips[][16],
+               uint64_t* leaves, unsigned n) const noexcept {
+    by_vrf(pkts, at, n, one_port, [&](VrfId vrf, unsigned from, unsigned count) {
+      lookup6(vrf, ips + from, leaves + from, count);
+    });
+  }
   // Route leaking: the leaf of a destination whose route (a Leak leaf) names another VRF,
   // looked up there. Followed once: a leak the other VRF leaks on again is no route, so that
   // two VRFs' tables never loop.
@@ -168,6 +186,22 @@ class RouteTable {
 
  private:
   RouteTable() = default;
+  // lookup4/6 by port: `bulk(vrf, from, count)` looks up entries from..from+count-1 in `vrf`.
+  template <typename Bulk>
+  [[gnu::always_inline]] void by_vrf(rte_mbuf* const* pkts, const uint16_t* at, unsigned n,
+                                     bool one_port, Bulk bulk) const noexcept {
+    if (n == 0) return;
+    if (fibs_.size() == 1) return bulk(kDefaultVrfId, 0u, n);
+    const VrfId first = port_vrf_[pkts[at[0]]->port];
+    unsigned k = 1;
+    if (!one_port) {
+      while (k < n && port_vrf_[pkts[at[k]]->port] == first)
+        ++k;
+    }
+    if (one_port || k == n) return bulk(first, 0u, n);
+    for (k = 0; k < n; ++k)
+      bulk(port_vrf_[pkts[at[k]]->port], k, 1u);
+  }
   std::vector<RouteEntry> routes_;
   std::vector<uint32_t> route_leaf_;  // by route index
   std::vector<Leaf> leaves_;
