@@ -191,6 +191,12 @@ TEST_F(Vrf, TwoTenantsWithTheSameAddressesEachReachOnlyTheirOwn) {
   const Json blue = json("routes --vrf blue --lookup 172.16.0.2");
   EXPECT_EQ(blue["lookup"][0]["route"]["prefix"], "172.16.0.0/24") << blue.dump();
   EXPECT_NE(ctl("routes --vrf green").rc, 0);
+  // Each VRF's next hops: red's two hosts, on red's ports.
+  const Json red_hops = json("neighbours --vrf red");
+  EXPECT_EQ(red_hops["entries_total"], 2u) << red_hops.dump();
+  for (const auto& e : red_hops["entries"])
+    EXPECT_TRUE(e["port"] == "red-clients" || e["port"] == "red-servers") << e.dump();
+  EXPECT_NE(ctl("neighbours --vrf green").rc, 0);
 }
 
 TEST_F(Vrf, ALeakedRouteTakesATenantIntoTheOtherVrfForThatPrefixOnly) {

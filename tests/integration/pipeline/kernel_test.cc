@@ -77,6 +77,7 @@ class KernelLab : public ::testing::Test {
     ctx.ports = {PortInfo{"wan", wan_mac_, "wan0"}, PortInfo{"lan", lan_mac_, "lan0"}};
     ctx.lcore_slots = 1;
     ctx.qsbr = qsbr_.get();
+    ctx.vrfs = vrfs_;
     NetnsScope in(lab_->ns('a'));
     if (!in.ok()) return ::testing::AssertionFailure() << "cannot enter " << lab_->ns('a');
     auto p = Pipeline::build(stages, ctx);
@@ -126,6 +127,7 @@ class KernelLab : public ::testing::Test {
   std::unique_ptr<Lab> lab_;
   MacAddress wan_mac_, lan_mac_, server_mac_, client_mac_;
   std::unique_ptr<Qsbr> qsbr_;
+  std::vector<config::VrfConfig> vrfs_;  // the pipeline's VRFs
   OutcomeTable outcomes_{1, 2};
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<PipelineWorker> worker_;
@@ -248,6 +250,52 @@ TEST_F(KernelLab, RoutesFollowTheKernel) {
   ASSERT_EQ(lab_->exec('a', "ip route del 203.0.113.0/24"), 0);
   ASSERT_TRUE(poll_until([&] { return !route_of("203.0.113.9"); }));
   EXPECT_GE(pipeline_->kernel()->stats().route_syncs, 2u);
+}
+
+// A VRF that names a kernel table takes that table's routes, as a Linux VRF device's table
+// feeds its VRF; other tables stay out, and a reload that changes the table takes the new one.
+TEST_F(KernelLab, AVrfFollowsItsKernelTable) {
+  config::VrfConfig blue;
+  blue.name = "blue";
+  blue.table = 10;
+  blue.ports = {"lan"};
+  vrfs_ = {blue};
+  RouteConfig routes;
+  routes.from_kernel = true;
+  routes.icmp_unreachable = false;  // a packet without a route leaves nothing behind
+  ASSERT_TRUE(build({stage("route", routes)}));
+  auto* rs = pipeline_->find<RouteStage>("route");
+  ASSERT_EQ(lab_->exec('a',
+                       "ip route add 10.88.0.0/24 dev lan0 table 10 && "
+                       "ip route add 10.89.0.0/24 dev lan0 table 11"),
+            0);
+  ASSERT_TRUE(poll_until([&] { return rs->route_for(address("10.88.0.1"), "blue").has_value(); }));
+  const auto r = rs->route_for(address("10.88.0.1"), "blue");
+  EXPECT_EQ(r->source, RouteSource::Kernel);
+  EXPECT_EQ(r->route.vrf, "blue");
+  EXPECT_EQ(r->route.nexthops[0].port, "lan");
+  EXPECT_FALSE(rs->route_for(address("10.88.0.1")));          // not the default VRF's
+  EXPECT_FALSE(rs->route_for(address("10.89.0.1"), "blue"));  // table 11: no VRF's
+  EXPECT_FALSE(rs->route_for(address("10.89.0.1")));
+
+  // The data path: from lan (VRF blue) it is routed, from wan (the default VRF) it is not.
+  FrameSpec in_blue = from_client("10.88.0.9");
+  in_blue.port = kLan;
+  rte_mbuf* m = run(make_frame(in_blue));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(meta(m).out_port, kLan);
+  EXPECT_EQ(run(make_frame(from_client("10.88.0.9"))), nullptr);
+
+  // Blue now follows table 11.
+  blue.table = 11;
+  ASSERT_TRUE(rs->replace_vrfs({blue}, rs->config_routes()));
+  ASSERT_TRUE(rs->refresh_kernel_routes());
+  EXPECT_TRUE(rs->route_for(address("10.89.0.1"), "blue"));
+  EXPECT_FALSE(rs->route_for(address("10.88.0.1"), "blue"));
+  // And a reload that removes blue takes its kernel routes away with it.
+  ASSERT_TRUE(rs->replace_vrfs({}, rs->config_routes()));
+  EXPECT_EQ(rs->vrf_names(), std::vector<std::string>{"default"});
+  EXPECT_FALSE(rs->route_for(address("10.89.0.1")));
 }
 
 TEST_F(KernelLab, IcmpErrorsComeFromTheIngressInterfacesAddress) {

@@ -563,6 +563,9 @@ TEST_F(PipelinePart, RoutesShowTheTableTheCountsAndALookup) {
   EXPECT_EQ(in_default["routes"].size(), 3u);
   EXPECT_EQ(in_default["stages"][0]["vrfs"], 1u);
   EXPECT_EQ(error_of(registry, "routes", {{"vrf", "blue"}}), "bad_arguments");
+  EXPECT_NE(render_prometheus(registry.collect())
+                .find("vecflow_route_entries{stage=\"route\",vrf=\"default\",source=\"config\"} 3"),
+            std::string::npos);
   EXPECT_EQ(error_of(registry, "routes", {{"stage", "nope"}}), "bad_arguments");
   EXPECT_EQ(error_of(registry, "routes", {{"lookup", "not-an-ip"}}), "bad_arguments");
 }

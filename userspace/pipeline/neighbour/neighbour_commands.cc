@@ -1,5 +1,9 @@
 #include "pipeline/neighbour/neighbour_commands.h"
 
+#include <algorithm>
+#include <expected>
+#include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -9,6 +13,7 @@
 #include "api/values.h"
 #include "pipeline/neighbour/neighbour_stage.h"
 #include "pipeline/neighbour_table.h"
+#include "pipeline/route/route_stage.h"
 
 namespace vecflow::control {
 namespace {
@@ -29,6 +34,31 @@ constexpr auto kNeighbourCounters = std::to_array<CounterField<NeighbourCounters
     {"held_dropped", &kNeighbourPackets, &NeighbourCounters::held_dropped, "held_dropped"},
 });
 static_assert(covers_struct(kNeighbourCounters));
+
+// The ports of VRF `vrf` ("default": those no VRF names), or an error naming the VRFs. The VRFs
+// are the route stages' (every route stage is given the file's); without one there is only
+// the default VRF.
+std::expected<std::set<std::string>, std::string> ports_of_vrf(Pipeline& pipeline,
+                                                               const std::string& vrf) {
+  const auto stages = pipeline.all<RouteStage>();
+  const std::vector<config::VrfConfig> vrfs =
+      stages.empty() ? std::vector<config::VrfConfig>{} : stages.front()->vrfs();
+  std::set<std::string> out;
+  if (vrf == config::kDefaultVrf) {
+    for (const auto& p : pipeline.ports())
+      out.insert(p.name);
+    for (const auto& v : vrfs)
+      for (const auto& p : v.ports)
+        out.erase(p);
+    return out;
+  }
+  std::string names(config::kDefaultVrf);
+  for (const auto& v : vrfs) {
+    if (v.name == vrf) return std::set<std::string>(v.ports.begin(), v.ports.end());
+    names += ", " + v.name;
+  }
+  return std::unexpected(fmt::format("no VRF '{}'; VRFs: {}", vrf, names));
+}
 
 // A port's name, or its index when the pipeline knows no such port.
 std::string port_name(const Pipeline& p, PortId id) {
@@ -64,6 +94,12 @@ void add_neighbour_commands(Registry& registry, Pipeline& pipeline) {
             return command_error(ErrorCode::BadArguments, "no port '{}'; ports: {}", *only, names);
           }
         }
+        std::optional<std::set<std::string>> in_vrf;
+        if (auto vrf = a.string("vrf")) {
+          auto ports = ports_of_vrf(pipeline, *vrf);
+          if (!ports) return command_error(ErrorCode::BadArguments, "{}", ports.error());
+          in_vrf = std::move(*ports);
+        }
         const Snapshot& s = ctx.snapshot;
         Json stages = Json::array();
         for (NeighbourStage* st : pipeline.all<NeighbourStage>()) {
@@ -78,7 +114,7 @@ void add_neighbour_commands(Registry& registry, Pipeline& pipeline) {
         uint64_t resolved = 0;
         for (const NeighbourInfo& e : pipeline.neighbours().entries()) {
           std::string port = port_name(pipeline, e.port);
-          if (only && port != *only) continue;
+          if ((only && port != *only) || (in_vrf && !in_vrf->contains(port))) continue;
           resolved += e.mac.has_value();
           entries.push_back({{"id", e.id},
                              {"port", port},

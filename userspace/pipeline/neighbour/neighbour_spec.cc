@@ -8,7 +8,8 @@ extern const CommandSpec kNeighboursSpec{
     "neighbours",
     "Next hops the pipeline resolves (ARP/NDP): static and kernel-learned link addresses",
     Access::Read,
-    {{"port", ArgType::String, "Only next hops on this port"}}};
+    {{"port", ArgType::String, "Only next hops on this port"},
+     {"vrf", ArgType::String, "Only next hops on the ports of this VRF ('default': of none)"}}};
 
 namespace {
 const CommandCatalogue::Entry kEntry{kNeighboursSpec};

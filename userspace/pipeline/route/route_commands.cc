@@ -49,10 +49,11 @@ constexpr auto kRouteCounters = std::to_array<CounterField<RouteCounters, uint64
     {"icmp_limited", &kRouteIcmpLimited, &RouteCounters::icmp_limited},
 });
 static_assert(covers_struct(kRouteCounters));
-inline const MetricFamily kRoutes{"vecflow_route_entries",
-                                  "Routes a route stage has in force, by where they came from",
-                                  MetricType::Gauge,
-                                  {"stage", "source"}};
+inline const MetricFamily kRoutes{
+    "vecflow_route_entries",
+    "Routes a route stage has in force, by VRF and by where they came from",
+    MetricType::Gauge,
+    {"stage", "vrf", "source"}};
 
 std::string_view route_action_name(RouteAction a) {
   switch (a) {
@@ -100,8 +101,10 @@ void add_route_commands(Registry& registry, Pipeline& pipeline) {
     for (RouteStage* st : pipeline.all<RouteStage>()) {
       const std::string& n = st->name();
       add_counters(s, kRouteCounters, st->counters(), {n});
-      s.set(kRoutes, {n, "config"}, static_cast<double>(st->route_count(RouteSource::Config)));
-      s.set(kRoutes, {n, "kernel"}, static_cast<double>(st->route_count(RouteSource::Kernel)));
+      for (const auto& c : st->route_counts()) {
+        s.set(kRoutes, {n, c.vrf, "config"}, static_cast<double>(c.config));
+        s.set(kRoutes, {n, c.vrf, "kernel"}, static_cast<double>(c.kernel));
+      }
     }
   });
   (void)registry.add_command(Command{

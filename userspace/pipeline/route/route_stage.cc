@@ -245,6 +245,11 @@ Result<void> RouteStage::rebuild_locked(OffloadChange which) {
     configured.emplace(r.vrf, r.prefix.addr.bytes, r.prefix.addr.version * 1000 + r.prefix.length);
   }
   for (const auto& r : kernel_routes_) {
+    // A VRF a reload removed: its kernel table's routes go with it (KernelSync hands them
+    // over again, converted for the VRFs in force, right after).
+    if (!r.vrf.empty() &&
+        std::ranges::none_of(vrfs_, [&](const auto& v) { return v.name == r.vrf; }))
+      continue;
     if (configured.contains(
             {r.vrf, r.prefix.addr.bytes, r.prefix.addr.version * 1000 + r.prefix.length}))
       continue;
@@ -323,12 +328,17 @@ std::vector<RouteEntry> RouteStage::routes() const {
   return table_.load()->routes();
 }
 
-size_t RouteStage::route_count(RouteSource source) const {
+std::vector<RouteStage::VrfRouteCount> RouteStage::route_counts() const {
   std::lock_guard lock(mutex_);
-  size_t n = 0;
-  for (const RouteEntry& e : table_.load()->routes())
-    n += e.source == source;
-  return n;
+  const RouteTable& t = *table_.load();
+  std::vector<VrfRouteCount> out(t.vrf_count());
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i].vrf = t.vrf_name(static_cast<VrfId>(i));
+  for (const RouteEntry& e : t.routes()) {
+    VrfRouteCount& c = out[t.vrf_id(e.route.vrf).value_or(kDefaultVrfId)];
+    ++(e.source == RouteSource::Kernel ? c.kernel : c.config);
+  }
+  return out;
 }
 
 std::optional<RouteEntry> RouteStage::route_for(const IpAddress& addr,

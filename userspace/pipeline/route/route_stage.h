@@ -132,9 +132,13 @@ class RouteStage final : public Stage {
   const RouteChecks& checks() const noexcept { return checks_; }
   // The routes in force, static and kernel-learned.
   std::vector<RouteEntry> routes() const;
-  // How many routes of the table in force came from `source` (a gauge for /metrics: counts
-  // without copying a table of kernel routes at every scrape).
-  size_t route_count(RouteSource source) const;
+  // How many routes of the table in force each VRF has from the file and from the kernel (a
+  // gauge for /metrics: counts without copying a table of kernel routes at every scrape).
+  struct VrfRouteCount {
+    std::string vrf;
+    size_t config = 0, kernel = 0;
+  };
+  std::vector<VrfRouteCount> route_counts() const;
   // The route that decides `addr` in VRF `vrf` (empty: the default VRF) of the table in force,
   // if any.
   std::optional<RouteEntry> route_for(const IpAddress& addr, const std::string& vrf = {}) const;
