@@ -383,8 +383,9 @@ struct ControlSection {
 // apart from every other VRF's, so two tenants may use the same addresses. The ports no VRF
 // names are the default VRF's. Routes of the route stage name their VRF (`vrf:`); a route may
 // send its packets on to another VRF's table (route leaking, a next hop `vrf:`).
-// VRFs, the default one included (ids 0..kMaxVrfs-1: a byte per port and per packet).
-inline constexpr size_t kMaxVrfs = 256;
+// VRFs, the default one included (ids 0..kMaxVrfs-1: a byte per port, packet and connection,
+// and a route table keeps id kMaxVrfs for none, pipeline/vrf.h).
+inline constexpr size_t kMaxVrfs = 255;
 // The name of the VRF of the ports no VRF names, in routes (`vrf:`) and views.
 inline constexpr std::string_view kDefaultVrf = "default";
 

@@ -91,6 +91,9 @@ struct PacketMeta {
   // 0 for none, and the packet's number under it: the tx adapter settles it once the packet
   // is sent or dropped.
   uint16_t offload_gate;
+  // The VRF to route the packet in, plus 1, where its conntrack session says (a reply de-NATed
+  // into the tenant VRF it came from: pipeline/vrf.h); 0: its ingress port's.
+  uint16_t vrf;
   uint32_t offload_seq;
 };
 static_assert(sizeof(PacketMeta) == 24);
@@ -110,7 +113,7 @@ inline const PacketMeta& meta(const rte_mbuf* m) noexcept {
 
 // Resets the metadata of a freshly received packet.
 inline void reset_meta(rte_mbuf* m) noexcept {
-  meta(m) = PacketMeta{kNoRule, kNoNextHop, kNoPort, 0, Verdict::Continue, 0, 0, 0, 0};
+  meta(m) = PacketMeta{kNoRule, kNoNextHop, kNoPort, 0, Verdict::Continue, 0, 0, 0, 0, 0};
 }
 
 inline CtMark ct_mark(const rte_mbuf* m) noexcept {

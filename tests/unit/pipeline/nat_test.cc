@@ -94,6 +94,34 @@ Seen seen(rte_mbuf* m) {
   return s;
 }
 
+// A frame as its port would hand it on: the L4 checksum filled, the flow hash through the
+// NAT's receive-side rewrite.
+rte_mbuf* nat_frame(const NatMap& nat, const std::string& src, uint16_t sport,
+                    const std::string& dst, uint16_t dport, uint16_t port,
+                    uint8_t proto = IPPROTO_UDP, uint8_t tcp_flags = 0) {
+  FrameSpec s;
+  s.src = src, s.dst = dst, s.sport = sport, s.dport = dport, s.port = port, s.proto = proto;
+  rte_mbuf* m = make_frame(s);
+  uint8_t* l4 = rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len + m->l3_len);
+  if (proto == IPPROTO_TCP) {
+    auto* t = reinterpret_cast<rte_tcp_hdr*>(l4);
+    t->sent_seq = rte_cpu_to_be_32(1000);
+    // Both sides start at 1000: an answer acknowledges the SYN's 1000 + 1.
+    t->recv_ack = rte_cpu_to_be_32(tcp_flags & kAck ? 1001 : 0);
+    t->tcp_flags = tcp_flags;
+    t->rx_win = rte_cpu_to_be_16(65535);
+  }
+  if (proto == IPPROTO_ICMP) {
+    l4[0] = tcp_flags;  // echo request 8, reply 0
+    const uint16_t id = rte_cpu_to_be_16(sport);
+    std::memcpy(l4 + 4, &id, 2);
+    m->hash.rss = flow_hash(pkt::flow_key(m), true);
+  }
+  fill_l4_checksum(m);
+  nat.apply(&m, 1);
+  return m;
+}
+
 class Nat : public ::testing::Test {
  protected:
   void SetUp() override { VECFLOW_REQUIRE_EAL(); }
@@ -134,31 +162,9 @@ class Nat : public ::testing::Test {
     return c;
   }
 
-  // A frame as its port would hand it on: the L4 checksum filled, the flow hash through the
-  // NAT's receive-side rewrite.
   rte_mbuf* frame(const std::string& src, uint16_t sport, const std::string& dst, uint16_t dport,
                   uint16_t port, uint8_t proto = IPPROTO_UDP, uint8_t tcp_flags = 0) {
-    FrameSpec s;
-    s.src = src, s.dst = dst, s.sport = sport, s.dport = dport, s.port = port, s.proto = proto;
-    rte_mbuf* m = make_frame(s);
-    uint8_t* l4 = rte_pktmbuf_mtod_offset(m, uint8_t*, m->l2_len + m->l3_len);
-    if (proto == IPPROTO_TCP) {
-      auto* t = reinterpret_cast<rte_tcp_hdr*>(l4);
-      t->sent_seq = rte_cpu_to_be_32(1000);
-      // Both sides start at 1000: an answer acknowledges the SYN's 1000 + 1.
-      t->recv_ack = rte_cpu_to_be_32(tcp_flags & kAck ? 1001 : 0);
-      t->tcp_flags = tcp_flags;
-      t->rx_win = rte_cpu_to_be_16(65535);
-    }
-    if (proto == IPPROTO_ICMP) {
-      l4[0] = tcp_flags;  // echo request 8, reply 0
-      const uint16_t id = rte_cpu_to_be_16(sport);
-      std::memcpy(l4 + 4, &id, 2);
-      m->hash.rss = flow_hash(pkt::flow_key(m), true);
-    }
-    fill_l4_checksum(m);
-    stage_->nat()->apply(&m, 1);
-    return m;
+    return nat_frame(*stage_->nat(), src, sport, dst, dport, port, proto, tcp_flags);
   }
 
   // Runs one packet: what left (nullopt when nothing did).
@@ -1157,6 +1163,220 @@ TEST(NatMapTest, ConcurrentAcquireAndReleaseKeepEveryReference) {
   a.join();
   b.join();
   EXPECT_EQ(map.ports_in_use(0, NatProto::Udp), 0u);
+}
+
+// ---- VRFs: two tenants with the same addresses behind one uplink ----
+
+// Ports: each tenant's LAN, and the uplink in the default VRF. Both tenants use 10.0.0.0/24 and
+// leave through the uplink, source-NATed to one pool address.
+constexpr uint16_t kRed = 0, kBlue = 1, kUplink = 2;
+constexpr const char* kTenantHost = "10.0.0.5";
+
+class NatVrf : public ::testing::Test {
+ protected:
+  void SetUp() override { VECFLOW_REQUIRE_EAL(); }
+
+  static std::vector<PortInfo> ports() {
+    std::vector<PortInfo> out;
+    for (const char* name : {"red", "blue", "uplink"}) {
+      const auto i = static_cast<uint8_t>(out.size());
+      out.push_back(PortInfo{name, MacAddress{{0x02, 0xdd, 0, 0, 0, i}}, ""});
+    }
+    return out;
+  }
+  // conntrack (with `snat`: each tenant's LAN to kPool) and route: each tenant's VRF has its
+  // LAN and a default route out of the uplink, a port of the default VRF.
+  // `forward`: kPool:8080 at the uplink goes to kTenantHost:80 in red, reached from the default
+  // VRF through a leak of red's LAN.
+  void build(bool snat, bool forward = false) {
+    config::VrfConfig red, blue;
+    red.name = "red";
+    red.ports = {"red"};
+    blue.name = "blue";
+    blue.ports = {"blue"};
+    h.ctx.vrfs = {red, blue};
+    ConntrackConfig ct;
+    if (snat) {
+      for (const char* lan : {"red", "blue"}) {
+        SnatRuleConfig r;
+        r.in_port = lan;
+        r.src = prefix("10.0.0.0/24");
+        r.to = pool(kPool);
+        r.ports = {20000, 20099};
+        ct.snat.push_back(r);
+      }
+    }
+    if (forward) {
+      DnatRuleConfig d;
+      d.in_port = "uplink";
+      d.proto = IPPROTO_TCP;
+      d.dst = address(kPool);
+      d.dst_port = 8080;
+      d.to = address(kTenantHost);
+      d.to_port = 80;
+      ct.dnat.push_back(d);
+    }
+    RouteConfig r;
+    if (forward) {
+      StaticRoute to_red;
+      to_red.prefix = prefix("10.0.0.0/24");
+      NextHop nh;
+      nh.vrf = "red";
+      to_red.nexthops.push_back(nh);
+      r.routes.push_back(to_red);
+    }
+    for (const char* vrf : {"red", "blue"}) {
+      StaticRoute lan = route("10.0.0.0/24", vrf),
+                  out = route("0.0.0.0/0", "uplink", "192.0.2.254");
+      lan.vrf = out.vrf = vrf;
+      r.routes.push_back(lan);
+      r.routes.push_back(out);
+    }
+    r.routes.push_back(route("0.0.0.0/0", "uplink", "192.0.2.254"));
+    r.icmp_unreachable = false;
+    ASSERT_TRUE(h.build({stage("conntrack", ct), stage("route", r, true)}));
+    stage_ = h.pipeline->find<ConntrackStage>("conntrack");
+    ASSERT_NE(stage_, nullptr);
+  }
+  rte_mbuf* frame(const std::string& src, uint16_t sport, const std::string& dst, uint16_t dport,
+                  uint16_t port, uint8_t proto = IPPROTO_UDP, uint8_t tcp_flags = 0) {
+    if (stage_->nat() != nullptr)
+      return nat_frame(*stage_->nat(), src, sport, dst, dport, port, proto, tcp_flags);
+    FrameSpec s;
+    s.src = src, s.dst = dst, s.sport = sport, s.dport = dport, s.port = port;
+    s.proto = IPPROTO_UDP;
+    return make_frame(s);
+  }
+  // Runs one packet: what left and by which port (nullopt when nothing did).
+  std::optional<std::pair<Seen, uint16_t>> run(rte_mbuf* m) {
+    h.sinks.free_all();
+    h.run({m});
+    if (h.sinks.tx.empty()) return std::nullopt;
+    rte_mbuf* out = h.sinks.tx.front();
+    return std::pair{seen(out), meta(out).out_port};
+  }
+  size_t sessions_in(const std::string& vrf) const {
+    const auto names = stage_->zone_names();
+    const auto it = std::ranges::find(names, vrf);
+    if (it == names.end()) return 0;
+    SessionFilter f;
+    f.zone = static_cast<uint8_t>(it - names.begin());
+    return stage_->sessions(f).size();
+  }
+
+  Harness h{1, ports()};
+  ConntrackStage* stage_ = nullptr;
+};
+
+// The case: both tenants' 10.0.0.5:4000 talk to one server through the shared uplink.
+// They are two connections, with two mappings on the pool address, and each reply is de-NATed
+// into its own tenant's session and routed in that tenant's VRF, out of its own LAN (the
+// uplink's VRF has no route to 10.0.0.0/24 but its default one back out of the uplink).
+TEST_F(NatVrf, TenantsWithTheSameAddressesShareAnUplinkThroughSourceNat) {
+  build(true);
+  const auto red = run(frame(kTenantHost, 4000, kServer, 53, kRed));
+  const auto blue = run(frame(kTenantHost, 4000, kServer, 53, kBlue));
+  ASSERT_TRUE(red && blue);
+  EXPECT_EQ(red->second, kUplink);
+  EXPECT_EQ(blue->second, kUplink);
+  EXPECT_EQ(red->first.src, kPool);
+  EXPECT_EQ(blue->first.src, kPool);
+  EXPECT_NE(red->first.sport, blue->first.sport);
+  EXPECT_EQ(stage_->nat()->ports_in_use(0, NatProto::Udp), 2u);
+  EXPECT_EQ(sessions_in("red"), 1u);
+  EXPECT_EQ(sessions_in("blue"), 1u);
+  EXPECT_EQ(sessions_in("default"), 0u);
+
+  // The replies, blue's first: each goes back to its tenant, translated, checksums right.
+  for (const auto& [tenant, out_port] : {std::pair{blue, kBlue}, std::pair{red, kRed}}) {
+    rte_mbuf* reply = frame(kServer, 53, kPool, tenant->first.sport, kUplink);
+    const auto back = run(reply);
+    ASSERT_TRUE(back) << out_port;
+    EXPECT_EQ(back->second, out_port);
+    EXPECT_EQ(back->first.dst, kTenantHost);
+    EXPECT_EQ(back->first.dport, 4000);
+    EXPECT_EQ(back->first.src, kServer);
+    EXPECT_TRUE(back->first.ip_sum_ok);
+    EXPECT_TRUE(back->first.l4_sum_ok);
+  }
+  // Both sessions saw their reply.
+  for (const auto& s : stage_->sessions({})) {
+    EXPECT_EQ(s.state, ConnState::UdpAssured);
+    EXPECT_EQ(s.packets[1], 1u);
+  }
+  // A second run of each flow takes the fast path (an established datagram): still apart.
+  for (int round = 0; round < 2; ++round) {
+    const auto again = run(frame(kTenantHost, 4000, kServer, 53, kRed));
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->first.sport, red->first.sport);
+    const auto back = run(frame(kServer, 53, kPool, blue->first.sport, kUplink));
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->second, kBlue);
+  }
+  EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
+}
+
+// Without NAT: the same five-tuple in two VRFs is two sessions, each established by its own
+// tenant's reply, and a reply in one VRF does not make the other's established.
+TEST_F(NatVrf, TheSameConnectionInTwoVrfsIsTwoSessions) {
+  build(false);
+  ASSERT_TRUE(run(frame(kTenantHost, 4000, kServer, 53, kRed)));
+  ASSERT_TRUE(run(frame(kTenantHost, 4000, kServer, 53, kBlue)));
+  EXPECT_EQ(sessions_in("red"), 1u);
+  EXPECT_EQ(sessions_in("blue"), 1u);
+  // The server's answer comes back on red's port (red's server is on its LAN here).
+  rte_mbuf* reply = frame(kServer, 53, kTenantHost, 4000, kRed);
+  h.run_one(reply);
+  for (const auto& s : stage_->sessions({})) {
+    const bool is_red = s.key.zone == 1;
+    EXPECT_EQ(s.state, is_red ? ConnState::UdpAssured : ConnState::UdpUnreplied) << is_red;
+  }
+}
+
+// Port forwarding into a tenant: the connection enters at the uplink (the default VRF's zone),
+// reaches red's server through a leak, and the server's answer, arriving in red, finds the
+// session in the uplink's zone: it leaves from the public endpoint, routed in the default VRF.
+TEST_F(NatVrf, PortForwardingIntoATenantsVrfTranslatesTheAnswers) {
+  build(true, true);
+  const auto in = run(frame(kServer, 5555, kPool, 8080, kUplink, IPPROTO_TCP, kSyn));
+  ASSERT_TRUE(in);
+  EXPECT_EQ(in->second, kRed);
+  EXPECT_EQ(in->first.dst, kTenantHost);
+  EXPECT_EQ(in->first.dport, 80);
+  const auto out = run(frame(kTenantHost, 80, kServer, 5555, kRed, IPPROTO_TCP, kSyn | kAck));
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->second, kUplink);
+  EXPECT_EQ(out->first.src, kPool);
+  EXPECT_EQ(out->first.sport, 8080);
+  EXPECT_TRUE(out->first.l4_sum_ok);
+  const auto all = stage_->sessions({});
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].key.zone, 0);
+  EXPECT_EQ(all[0].state, ConnState::TcpSynRecv);
+  EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
+}
+
+// A mapping carries its endpoint's zone: the same endpoint in two zones is two mappings, and a
+// mapping serves at most 255 sessions at once before its endpoint is given another.
+TEST(NatMapTest, AMappingIsOneZonesAndHoldsAtMost255Sessions) {
+  NatMap map({0x010200c0u}, {});
+  const NatEndpoint red{0x0500000au, 4000, 1}, blue{0x0500000au, 4000, 2};
+  const auto r = map.acquire(0, NatProto::Udp, red, 1024, 65535);
+  const auto b = map.acquire(0, NatProto::Udp, blue, 1024, 65535);
+  ASSERT_TRUE(r && b);
+  EXPECT_NE(*r, *b);
+  EXPECT_EQ(map.internal(0, NatProto::Udp, *r), red);
+  EXPECT_EQ(map.internal(0, NatProto::Udp, *b), blue);
+  for (int i = 1; i < 255; ++i)
+    EXPECT_EQ(map.acquire(0, NatProto::Udp, red, 1024, 65535), r);
+  const auto more = map.acquire(0, NatProto::Udp, red, 1024, 65535);
+  ASSERT_TRUE(more);
+  EXPECT_NE(*more, *r);
+  EXPECT_EQ(map.internal(0, NatProto::Udp, *more), red);
+  for (int i = 0; i < 255; ++i)
+    map.release(0, NatProto::Udp, *r);
+  EXPECT_FALSE(map.internal(0, NatProto::Udp, *r));
+  EXPECT_EQ(map.ports_in_use(0, NatProto::Udp), 2u);
 }
 
 }  // namespace

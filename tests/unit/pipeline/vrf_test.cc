@@ -6,6 +6,7 @@
 #include "core/packet.h"
 #include "fixture.h"
 #include "pipeline/route/route_stage.h"
+#include "pipeline/vrf.h"
 
 using namespace vecflow;
 using namespace vecflow::test;
@@ -177,6 +178,53 @@ TEST_F(Vrf, AReloadMovesAPortIntoAnotherVrfWithItsRoutes) {
   EXPECT_NE(bad.error().message.find("green"), std::string::npos) << bad.error().message;
   EXPECT_EQ(h.out(kUplink, "192.168.1.5"), kRedOut);
   EXPECT_EQ(rs->vrfs().size(), 3u);
+}
+
+// A reload keeps every VRF's id (conntrack sessions name their VRF by it): a VRF removed leaves
+// its place retired, a new one takes the first retired place, the rest keep theirs, and the
+// views never show a retired place.
+TEST_F(Vrf, AReloadKeepsEveryVrfsId) {
+  const auto named = [](std::vector<std::string> names) {
+    std::vector<config::VrfConfig> out;
+    for (auto& n : names) {
+      config::VrfConfig v;
+      v.name = std::move(n);
+      out.push_back(v);
+    }
+    return out;
+  };
+  const auto names = [](const std::vector<config::VrfConfig>& vrfs) {
+    std::vector<std::string> out;
+    for (const auto& v : vrfs)
+      out.push_back(v.name);
+    return out;
+  };
+  const auto running = named({"blue", "red", "green"});
+  // red goes, the file's order changes: blue and green stay where they were.
+  auto kept = keep_vrf_ids(running, named({"green", "blue"}));
+  EXPECT_EQ(names(kept), (std::vector<std::string>{"blue", "", "green"}));
+  // A new VRF takes the retired place; another goes last.
+  kept = keep_vrf_ids(kept, named({"green", "white", "blue", "black"}));
+  EXPECT_EQ(names(kept), (std::vector<std::string>{"blue", "white", "green", "black"}));
+  // Retired places at the end go.
+  EXPECT_EQ(names(keep_vrf_ids(kept, named({"blue", "white"}))),
+            (std::vector<std::string>{"blue", "white"}));
+
+  Tenants h;
+  ASSERT_TRUE(h.build({stage("route", routes(tenant_routes()))}));
+  auto* rs = h.pipeline->find<RouteStage>("route");
+  // blue retired, red keeps id 2 and its routes.
+  std::vector<StaticRoute> red_only;
+  for (const auto& r : tenant_routes()) {
+    if (r.vrf != "blue") red_only.push_back(r);
+  }
+  ASSERT_TRUE(rs->replace_vrfs(keep_vrf_ids(rs->vrfs(), {tenants()[1]}), red_only));
+  EXPECT_EQ(rs->vrf_names(), (std::vector<std::string>{"default", "red"}));
+  EXPECT_EQ(h.out(kRedIn, "192.168.1.5"), kRedOut);
+  EXPECT_EQ(h.out(kBlueIn, "192.168.1.5"), kNoPort);  // blue's ports are the default VRF's now
+  const auto counts = rs->route_counts();
+  ASSERT_EQ(counts.size(), 2u);
+  EXPECT_EQ(counts[1].vrf, "red");
 }
 
 TEST_F(Vrf, TableBuildRefusesWhatCannotBeRouted) {

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "pipeline/conntrack/conntrack_stage.h"
 #include "pipeline/route/route_stage.h"
+#include "pipeline/vrf.h"
 
 namespace vecflow::control {
 namespace {
@@ -45,37 +47,51 @@ std::vector<std::string> vrf_changes(const config::ApplianceConfig& from,
 }  // namespace
 
 void register_vrf_reload(Reloader& reloader, Pipeline& pipeline) {
-  reloader.add_section("vrfs",
-                       {nullptr,
-                        [&pipeline](const config::ApplianceConfig& next) -> Result<void> {
-                          // Each route stage in turn; when one fails, those before it get their
-                          // tables back.
-                          struct Before {
-                            RouteStage* stage;
-                            std::vector<config::VrfConfig> vrfs;
-                            std::vector<StaticRoute> routes;
-                          };
-                          std::vector<Before> done;
-                          for (RouteStage* st : pipeline.all<RouteStage>()) {
-                            Before before{st, st->vrfs(), st->config_routes()};
-                            const RouteConfig* routes = next_routes(next, st->name());
-                            auto r = st->replace_vrfs(next.vrfs,
-                                                      routes ? routes->routes : before.routes);
-                            if (!r) {
-                              for (auto& b : done)
-                                (void)b.stage->replace_vrfs(std::move(b.vrfs), std::move(b.routes));
-                              return fail("route stage '{}': {}", st->name(), r.error().message);
-                            }
-                            done.push_back(std::move(before));
-                          }
-                          // The kernel tables the VRFs follow may have changed with them.
-                          for (RouteStage* st : pipeline.all<RouteStage>()) {
-                            if (auto r = st->refresh_kernel_routes(); !r)
-                              return fail("route stage '{}': {}", st->name(), r.error().message);
-                          }
-                          return {};
-                        }},
-                       vrf_changes);
+  reloader.add_section(
+      "vrfs",
+      {nullptr,
+       [&pipeline](const config::ApplianceConfig& next) -> Result<void> {
+         const auto routes = pipeline.all<RouteStage>();
+         const auto trackers = pipeline.all<ConntrackStage>();
+         // Every VRF keeps its id: the conntrack sessions of a VRF (their zone) outlive the
+         // reload, and the replies they hand the route stages name the VRF by it.
+         const std::vector<config::VrfConfig> vrfs =
+             keep_vrf_ids(!routes.empty()     ? routes.front()->vrfs()
+                          : !trackers.empty() ? trackers.front()->vrfs()
+                                              : std::vector<config::VrfConfig>{},
+                          next.vrfs);
+         // Each route stage in turn; when one fails, those before it get their tables back.
+         struct Before {
+           RouteStage* stage;
+           std::vector<config::VrfConfig> vrfs;
+           std::vector<StaticRoute> routes;
+         };
+         std::vector<Before> done;
+         for (RouteStage* st : routes) {
+           Before before{st, st->vrfs(), st->config_routes()};
+           const RouteConfig* r = next_routes(next, st->name());
+           auto applied = st->replace_vrfs(vrfs, r ? r->routes : before.routes);
+           if (!applied) {
+             for (auto& b : done)
+               (void)b.stage->replace_vrfs(std::move(b.vrfs), std::move(b.routes));
+             return fail("route stage '{}': {}", st->name(), applied.error().message);
+           }
+           done.push_back(std::move(before));
+         }
+         // After the route stages: a session's VRF id reaches a route table that has it. The
+         // ports were checked with the route tables, so this does not fail.
+         for (ConntrackStage* st : trackers) {
+           if (auto r = st->replace_vrfs(vrfs); !r)
+             return fail("conntrack stage '{}': {}", st->name(), r.error().message);
+         }
+         // The kernel tables the VRFs follow may have changed with them.
+         for (RouteStage* st : routes) {
+           if (auto r = st->refresh_kernel_routes(); !r)
+             return fail("route stage '{}': {}", st->name(), r.error().message);
+         }
+         return {};
+       }},
+      vrf_changes);
 }
 
 }  // namespace vecflow::control

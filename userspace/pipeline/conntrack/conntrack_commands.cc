@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 #include <fmt/format.h>
@@ -55,6 +56,7 @@ void ConntrackStage::for_each_session(const SessionFilter& f,
   };
   table_->for_each(ConnTable::tick(rte_rdtsc()), [&](const ConnSnapshot& s) {
     if (f.state && s.state != *f.state) return;
+    if (f.zone && s.key.zone != *f.zone) return;
     if (!has_address(s.key)) return;
     if (f.port) {
       const uint16_t p = rte_cpu_to_be_16(*f.port);
@@ -164,7 +166,9 @@ std::optional<ConnState> state_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-Json session_row(const ConntrackStage& st, const ConnSnapshot& s) {
+// `zones`: the stage's zone_names().
+Json session_row(const ConntrackStage& st, const ConnSnapshot& s,
+                 const std::vector<std::string>& zones) {
   IpAddress src, dst;
   src.version = dst.version = s.key.version;
   src.bytes = s.key.src;
@@ -178,6 +182,7 @@ Json session_row(const ConntrackStage& st, const ConnSnapshot& s) {
   const auto port = [&](uint16_t be) { return ports ? Json(rte_be_to_cpu_16(be)) : Json(nullptr); };
   return Json{
       {"stage", st.name()},
+      {"vrf", s.key.zone < zones.size() ? zones[s.key.zone] : std::to_string(s.key.zone)},
       {"proto", proto_name(s.key.proto)},
       {"src", src.to_string()},
       {"src_port", port(s.key.src_port)},
@@ -207,6 +212,7 @@ CommandResult sessions(Pipeline& pipeline, const CommandContext& ctx) {
   const auto state_text = a.string("state");
   const uint64_t top = a.uint("top", 20);
   const std::string sort = a.string("sort", "packets");
+  const auto vrf = a.string("vrf");
   SessionFilter f;
   if (address_text) {
     f.address = parse_ip_address(*address_text);
@@ -240,6 +246,21 @@ CommandResult sessions(Pipeline& pipeline, const CommandContext& ctx) {
   uint64_t matched = 0;
   for (const ConntrackStage* st : stages) {
     if (only && st->name() != *only) continue;
+    const std::vector<std::string> zones = st->zone_names();
+    SessionFilter in = f;
+    if (vrf) {
+      const auto it = std::ranges::find(zones, *vrf);
+      if (vrf->empty() || it == zones.end()) {
+        std::vector<std::string> names;
+        std::ranges::copy_if(zones, std::back_inserter(names),
+                             [](const std::string& z) { return !z.empty(); });
+        return std::unexpected(
+            CommandError{ErrorCode::BadArguments,
+                         fmt::format("vrf: no VRF '{}'; VRFs: {}", *vrf, fmt::join(names, ", ")),
+                         {}});
+      }
+      in.zone = static_cast<uint8_t>(it - zones.begin());
+    }
     const auto by_state = st->sessions_by_state();
     uint64_t live = 0;
     for (size_t s = 0; s < kConnStateCount; ++s) {
@@ -264,7 +285,7 @@ CommandResult sessions(Pipeline& pipeline, const CommandContext& ctx) {
     };
     std::vector<ConnSnapshot> best;
     best.reserve(std::min<uint64_t>(top, st->table().capacity()));
-    st->for_each_session(f, [&](const ConnSnapshot& s) {
+    st->for_each_session(in, [&](const ConnSnapshot& s) {
       ++matched;
       if (best.size() < top) {
         best.push_back(s);
@@ -277,7 +298,7 @@ CommandResult sessions(Pipeline& pipeline, const CommandContext& ctx) {
     });
     std::sort_heap(best.begin(), best.end(), larger);
     for (const ConnSnapshot& s : best)
-      rows.push_back(session_row(*st, s));
+      rows.push_back(session_row(*st, s, zones));
   }
   Json out{{"summary", std::move(summary)}, {"matched", matched}, {"sessions", std::move(rows)}};
   // One session matched: all of it, as fields.
@@ -323,7 +344,8 @@ void add_conntrack_commands(Registry& registry, Pipeline& pipeline) {
                    {"SESSIONS", "sessions", Unit::Count},
                    {"MAX", "max_sessions", Unit::Count}}),
             table("sessions", "/sessions",
-                  {{"PROTO", "proto"},
+                  {{"VRF", "vrf"},
+                   {"PROTO", "proto"},
                    {"SOURCE", "src"},
                    {"SPORT", "src_port"},
                    {"DESTINATION", "dst"},
@@ -337,6 +359,7 @@ void add_conntrack_commands(Registry& registry, Pipeline& pipeline) {
                    {"EXPIRES", "expires_s", Unit::Seconds}}),
             fields("session", "/session",
                    {{"stage", "stage"},
+                    {"VRF", "vrf"},
                     {"protocol", "proto"},
                     {"originator", "src"},
                     {"originator port", "src_port"},

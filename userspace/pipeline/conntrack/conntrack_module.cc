@@ -44,6 +44,7 @@ Result<std::unique_ptr<ConntrackStage>> ConntrackStage::create(const config::Sta
     return fail("conntrack: cannot map {} MiB for {} sessions", need >> 20, p.max_sessions);
   }
   if (auto r = s->masquerade_ports(p); !r) return std::unexpected(r.error());
+  if (auto r = s->replace_vrfs(ctx.vrfs); !r) return std::unexpected(r.error());
   return s;
 }
 

@@ -22,6 +22,7 @@ extern const CommandSpec kSessionsSpec{
       65535},
      {"state", ArgType::String,
       "Only sessions in this state (established, syn_sent, udp_assured ...)"},
+     {"vrf", ArgType::String, "Only sessions of this VRF ('default': of the ports in none)"},
      {"top",
       ArgType::Uint,
       "Show this many sessions (default 20)",

@@ -134,6 +134,7 @@ ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx
       tsc_hz_(rte_get_tsc_hz()),
       table_(std::make_unique<ConnTable>(cfg_.max_sessions)),
       offload_(ctx.offload),
+      zones_(new std::atomic<uint8_t>[size_t{UINT16_MAX} + 1]),
       port_v4_(ctx.ports.size(), 0),
       ports_(ctx.ports),
       kernel_(ctx.kernel),
@@ -141,6 +142,8 @@ ConntrackStage::ConntrackStage(const config::StageConfig& cfg, StageContext& ctx
       slots_(ctx.lcore_slots),
       qsbr_(ctx.qsbr) {
   if (offload_) offload_->set_sessions(this);
+  for (size_t p = 0; p <= UINT16_MAX; ++p)
+    zones_[p].store(kDefaultVrfId, std::memory_order_relaxed);
   if (cfg_.nat()) {
     // The configuration check bounds the rules, so those of the file fit.
     nat_ = std::make_unique<NatMap>(std::vector<uint32_t>{}, dnat_rules(cfg_.dnat));
@@ -175,6 +178,7 @@ CtMark ConntrackStage::related(rte_mbuf* m, uint8_t* l4, uint32_t now) const noe
   uint8_t* in = l4 + 8;
   const uint8_t* end = frame + m->data_len;
   ConnKey k;
+  k.zone = zone_of(m->port);
   uint32_t ihl;
   if (pkt::is_ipv4(m)) {
     if (in + 20 > end || (in[0] >> 4) != 4) return CtMark::Invalid;
@@ -225,6 +229,7 @@ CtMark ConntrackStage::related(rte_mbuf* m, uint8_t* l4, uint32_t now) const noe
       std::memcpy(k.src.data(), &was->addr, 4);
       k.src_port = was->port;
       if (np == NatProto::Icmp) k.dst_port = was->port;
+      k.zone = was->zone;  // a pool port's: the tenant the quoted packet left
     }
   }
   // The flow hash the connection's own packets carry: ICMP's flow key has no ports.
@@ -254,6 +259,7 @@ CtMark ConntrackStage::related(rte_mbuf* m, uint8_t* l4, uint32_t now) const noe
   bool reply;
   if (!table_->lookup(hash, k, now, snap, reply)) return CtMark::Invalid;
   if (snap.flags & (kConnSnat | kConnDnat)) nat_related(m, l4, in, il4, end, snap, reply);
+  route_in_zone(m, k.zone);
   return CtMark::Related;
 }
 
@@ -345,7 +351,7 @@ ConntrackStage::NatPre ConntrackStage::nat_key(const rte_mbuf* m, ConnKey& k,
   if (const int pool = nat_->pool_of(dst.addr); pool >= 0) {
     if (const auto e = nat_->internal(static_cast<unsigned>(pool), *p, dst.port)) {
       k.set_dst_v4(e->addr);
-      k.set_ports(echo ? e->port : k.src_port, e->port);
+      k.set_tail(echo ? e->port : k.src_port, e->port, e->zone);
       pre.pool = pool;
       return pre;
     }
@@ -380,7 +386,7 @@ bool ConntrackStage::nat_open(ConnEntry* e, const rte_mbuf* m, const NatPre& pre
     const size_t first = n < 2 ? 0 : size_t((uint64_t{src} * 0x9e3779b97f4a7c15ull >> 32) % n);
     for (size_t i = 0; i < n; ++i) {
       const unsigned pool = r.pools[first + i < n ? first + i : first + i - n];
-      const auto port = nat_->acquire(pool, *p, {src, e->key.src_port}, r.lo, r.hi);
+      const auto port = nat_->acquire(pool, *p, {src, e->key.src_port, e->key.zone}, r.lo, r.hi);
       if (!port) continue;
       e->flags |= kConnSnat;
       e->nat_pool = static_cast<uint8_t>(pool);
@@ -478,6 +484,7 @@ inline bool ConntrackStage::track_established(rte_mbuf* m, uint64_t tsc, uint32_
   std::memcpy(&sp, l4, 2);
   std::memcpy(&dp, l4 + 2, 2);
   ConnKey k = ConnKey::v4(ip->src_addr, ip->dst_addr, proto);
+  uint8_t zone = zone_of(m->port);
   bool pool_reply = false;
   if (nat_) {
     // nat_key()'s cases: to a pool port, the key translated back (the session must be the
@@ -488,12 +495,13 @@ inline bool ConntrackStage::track_established(rte_mbuf* m, uint64_t tsc, uint32_
       if (!to) return false;
       k.set_dst_v4(to->addr);
       dp = to->port;
+      zone = to->zone;
       pool_reply = true;
     } else if (nat_->has_dnat()) {
       return false;
     }
   }
-  k.set_ports(sp, dp);
+  k.set_tail(sp, dp, zone);
   bool reply = false;
   ConnEntry* e = table_->find_first_live(m->hash.rss, k, now, reply);
   if (e == nullptr || (pool_reply && (!reply || !(e->flags & kConnSnat)))) return false;
@@ -521,6 +529,7 @@ inline bool ConntrackStage::track_established(rte_mbuf* m, uint64_t tsc, uint32_
   }
   set_ct_mark(m, mark);
   ++marks[size_t(mark)];
+  route_in_zone(m, zone);
   if (offering) [[unlikely]]
     vouch(m, e, slot, tsc);
   if (e->flags & (kConnSnat | kConnDnat)) nat_apply(m, *e, reply);
@@ -558,6 +567,7 @@ inline bool ConntrackStage::track_established(rte_mbuf* m, uint64_t tsc, uint32_
       uint32_t dst;
       std::memcpy(&dst, k.dst.data(), 4);
       const uint16_t src_port = k.src_port, dst_port = k.dst_port;
+      const uint8_t zone = k.zone;
       pre = nat_key(m, k, echo);
       e = table_->find(hash, k, now, reply, expired);
       if (pre.pool >= 0 && (e == nullptr || !(e->flags & kConnSnat) || !reply)) {
@@ -565,9 +575,11 @@ inline bool ConntrackStage::track_established(rte_mbuf* m, uint64_t tsc, uint32_
         // dependent): the packet goes on as addressed.
         pre.pool = -1;
         k.set_dst_v4(dst);
-        k.set_ports(src_port, dst_port);
+        k.set_tail(src_port, dst_port, zone);
         e = table_->find(hash, k, now, reply, expired);
       }
+      if (e == nullptr && nat_->has_dnat() && !echo)
+        e = find_forwarded(k, hash, now, reply, expired);
     } else {
       e = table_->find(hash, k, now, reply, expired);
     }
@@ -660,11 +672,11 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
   uint32_t l4_room;  // bytes of the IP payload
   if (pkt::is_ipv4(m)) {
     const rte_ipv4_hdr* ip = pkt::ipv4(m);
-    k = ConnKey::v4(ip->src_addr, ip->dst_addr, ip->next_proto_id);
+    k = ConnKey::v4(ip->src_addr, ip->dst_addr, ip->next_proto_id, zone_of(m->port));
     l4_room = rte_be_to_cpu_16(ip->total_length) - m->l3_len;
   } else {
     const rte_ipv6_hdr* ip = pkt::ipv6(m);
-    k = ConnKey::v6(ip->src_addr, ip->dst_addr, pkt::l4_proto(m));
+    k = ConnKey::v6(ip->src_addr, ip->dst_addr, pkt::l4_proto(m), zone_of(m->port));
     l4_room = rte_be_to_cpu_16(ip->payload_len) + sizeof(rte_ipv6_hdr) - m->l3_len;
   }
   bool fragment = is_fragment(m);
@@ -716,6 +728,7 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
   bool reply = false;
   NatPre pre;
   ConnEntry* e = find(m, k, fragment, echo, now, st, last, run_follows, pre, reply);
+  if (e != nullptr) route_in_zone(m, e->key.zone);
   // A new session's translation; refused when its source NAT rule has no free port. A bound
   // session is what the next packets of the flow find.
   const auto bind = [&](ConnEntry* c) noexcept {

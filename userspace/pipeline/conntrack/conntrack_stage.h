@@ -36,6 +36,15 @@
 // as nat_no_port. Shared port state and the receive-side flow hash: pipeline/conntrack/nat_map.h. A
 // new connection that finds no free port in its rule's range is dropped as nat_no_port.
 //
+// VRFs (pipeline/vrf.h): a connection is tracked in the zone of the VRF its originator sent it
+// in, so two tenants' identical connections are two sessions, each with its NAT mapping. A
+// reply to a pool port finds the zone with the mapping (a tenant's connection out through a
+// shared uplink comes back de-NATed into the tenant's session), and a reply of a forwarded
+// server, not found in its own zone, is looked up in the zone of the rule's ingress port. A
+// packet whose session is of another VRF than its ingress port's carries that VRF
+// (PacketMeta::vrf): the route stage routes it there. A connection across a route leak without
+// NAT is two sessions, one per VRF (its replies look new in the other's zone).
+//
 // Scheduling: the stage must run on an atomic queue (its own or the group it is fused to),
 // with flow-bucketed vectors and the symmetric software or XDP flow hash; the configuration
 // check enforces it. That is what makes its table lock-free (pipeline/conntrack/conntrack_table.h).
@@ -44,6 +53,7 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -60,6 +70,7 @@
 #include "pipeline/conntrack/nat_map.h"
 #include "pipeline/rcu_ptr.h"
 #include "pipeline/stage.h"
+#include "pipeline/vrf.h"
 
 namespace vecflow {
 
@@ -126,6 +137,7 @@ struct SessionFilter {
   std::optional<IpAddress> address;  // either end
   std::optional<uint16_t> port;      // either end, host order
   std::optional<ConnState> state;
+  std::optional<uint8_t> zone;  // its VRF's id (zone_names())
 };
 
 class ConntrackStage final : public Stage, public PortAddressFollower, public OffloadSessions {
@@ -170,6 +182,13 @@ class ConntrackStage final : public Stage, public PortAddressFollower, public Of
   Result<void> replace_nat(const ConntrackConfig& next, const StageContext& ctx);
   // Masquerade rules take their ports' new IPv4 addresses (KernelSync, control thread).
   void set_port_addresses(std::vector<PortAddresses> addresses) override;
+  // A reload of `vrfs` (VRF ids kept, pipeline/vrf.h): the ports' zones from now on. Sessions
+  // keep theirs. Control thread.
+  Result<void> replace_vrfs(const std::vector<config::VrfConfig>& vrfs);
+  // The VRF list in force (its places are the zones' ids), and the zones' names by id ("" for
+  // a retired place).
+  std::vector<config::VrfConfig> vrfs() const;
+  std::vector<std::string> zone_names() const;
   uint64_t tsc_hz() const noexcept { return tsc_hz_; }
 
  private:
@@ -242,6 +261,11 @@ class ConntrackStage final : public Stage, public PortAddressFollower, public Of
   ConnEntry* find(const rte_mbuf* m, ConnKey& k, bool fragment, bool echo, uint32_t now,
                   LcoreState& st, LastLookup& last, bool run_follows, NatPre& pre,
                   bool& reply) noexcept;
+  // The session of a forwarded server's reply `k` not found in its own zone: looked up in the
+  // zone of the ingress port of the rule that forwards to it (a port forwarding into another
+  // VRF). nullptr, and `k` as it was, when there is none.
+  ConnEntry* find_forwarded(ConnKey& k, uint32_t hash, uint32_t now, bool& reply,
+                            uint64_t& expired) noexcept;
   Tracked tcp_segment(const rte_mbuf* m, ConnEntry* e, const tcp::Segment& g, bool reply,
                       uint64_t tsc, uint32_t now) noexcept;
   // `run_follows`: the next packet has this one's flow hash (worth remembering the lookup).
@@ -267,6 +291,14 @@ class ConntrackStage final : public Stage, public PortAddressFollower, public Of
   void nat_related(rte_mbuf* m, uint8_t* l4, uint8_t* in, uint8_t* il4, const uint8_t* end,
                    const ConnSnapshot& s, bool reply) const noexcept;
   uint32_t expiry(ConnState s, uint32_t now) const noexcept { return now + ticks_[size_t(s)]; }
+  uint8_t zone_of(uint16_t port) const noexcept {
+    return zones_[port].load(std::memory_order_relaxed);
+  }
+  // A packet of session zone `zone` arrived in another VRF: it is routed in the session's.
+  void route_in_zone(rte_mbuf* m, uint8_t zone) const noexcept {
+    if (zone != zone_of(m->port)) [[unlikely]]
+      meta(m).vrf = static_cast<uint16_t>(zone + 1);
+  }
 
   ConntrackConfig cfg_;
   uint64_t tsc_hz_;
@@ -287,8 +319,12 @@ class ConntrackStage final : public Stage, public PortAddressFollower, public Of
   // nullptr without nat; replaced by a reload of nat.snat and when a masquerade port's
   // address changes, both under nat_mutex_.
   std::unique_ptr<RcuPtr<std::vector<SnatRule>>> snat_;
-  std::mutex nat_mutex_;
-  std::vector<uint32_t> port_v4_;  // by PortId, network order, 0: none (KernelSync)
+  mutable std::mutex nat_mutex_;
+  // The zone of each port's packets, by PortId (any 16-bit port id: a packet's m->port indexes
+  // it without a check); replaced by a reload of `vrfs`.
+  std::unique_ptr<std::atomic<uint8_t>[]> zones_;
+  std::vector<config::VrfConfig> vrfs_;  // under nat_mutex_
+  std::vector<uint32_t> port_v4_;        // by PortId, network order, 0: none (KernelSync)
   std::vector<PortInfo> ports_;
   KernelSync* kernel_ = nullptr;
   bool follows_addresses_ = false;

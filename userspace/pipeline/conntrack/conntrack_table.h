@@ -106,7 +106,9 @@ inline bool has_l4_ports(uint8_t proto) noexcept {
 
 // A connection as its originator sent it. IPv4 addresses use the first 4 bytes, the rest
 // zero. Ports in network order; an ICMP echo's identifier stands in both; 0 for protocols
-// without ports.
+// without ports. `zone`: the VRF the originator sent it in (pipeline/vrf.h), so that the same
+// addresses in two VRFs are two connections (Linux's conntrack zones); both directions carry
+// the originator's, a reply de-NATed into a VRF included (NatMap keeps it with the mapping).
 //
 // The data path builds, changes, copies and compares a key as five 64-bit words: a key is
 // compared right after it is built, and a word loaded from several narrower stores (a 4-byte
@@ -120,21 +122,27 @@ struct ConnKey {
   uint16_t dst_port = 0;
   uint8_t proto = 0;
   uint8_t version = 0;
-  uint16_t pad = 0;
+  uint8_t zone = 0;
+  uint8_t pad = 0;
 
   // Ports 0, set_ports() gives them. Addresses in network order.
-  static ConnKey v4(uint32_t src, uint32_t dst, uint8_t proto) noexcept {
-    return words({addr4(src), 0, addr4(dst), 0, tail(0, 0, proto, 4)});
+  static ConnKey v4(uint32_t src, uint32_t dst, uint8_t proto, uint8_t zone = 0) noexcept {
+    return words({addr4(src), 0, addr4(dst), 0, tail(0, 0, proto, 4, zone)});
   }
-  static ConnKey v6(const uint8_t* src, const uint8_t* dst, uint8_t proto) noexcept {
+  static ConnKey v6(const uint8_t* src, const uint8_t* dst, uint8_t proto,
+                    uint8_t zone = 0) noexcept {
     std::array<uint64_t, 5> w;
     std::memcpy(&w[0], src, 16);
     std::memcpy(&w[2], dst, 16);
-    w[4] = tail(0, 0, proto, 6);
+    w[4] = tail(0, 0, proto, 6, zone);
     return words(w);
   }
   void set_ports(uint16_t src_port_be, uint16_t dst_port_be) noexcept {
-    const uint64_t t = tail(src_port_be, dst_port_be, proto, version);
+    set_tail(src_port_be, dst_port_be, zone);
+  }
+  // The ports and the zone (a reply NAT maps back into another VRF).
+  void set_tail(uint16_t src_port_be, uint16_t dst_port_be, uint8_t z) noexcept {
+    const uint64_t t = tail(src_port_be, dst_port_be, proto, version, z);
     std::memcpy(reinterpret_cast<uint8_t*>(this) + 32, &t, 8);
   }
   void set_dst_v4(uint32_t addr) noexcept {
@@ -168,9 +176,10 @@ struct ConnKey {
     std::memcpy(&w, t, 8);
     return w;
   }
-  // The last word: ports, protocol, version (the bytes as the fields lay them out).
-  static uint64_t tail(uint16_t sp, uint16_t dp, uint8_t proto, uint8_t version) noexcept {
-    uint8_t t[8] = {0, 0, 0, 0, proto, version, 0, 0};
+  // The last word: ports, protocol, version, zone (the bytes as the fields lay them out).
+  static uint64_t tail(uint16_t sp, uint16_t dp, uint8_t proto, uint8_t version,
+                       uint8_t zone) noexcept {
+    uint8_t t[8] = {0, 0, 0, 0, proto, version, zone, 0};
     std::memcpy(t, &sp, 2);
     std::memcpy(t + 2, &dp, 2);
     uint64_t w;
@@ -185,7 +194,7 @@ struct ConnKey {
     uint16_t sp, dp;
     std::memcpy(&sp, t, 2);
     std::memcpy(&dp, t + 2, 2);
-    return tail(dp, sp, t[4], t[5]);
+    return tail(dp, sp, t[4], t[5], t[6]);
   }
   static ConnKey words(const std::array<uint64_t, 5>& w) noexcept {
     ConnKey k;

@@ -16,14 +16,15 @@ namespace vecflow {
 
 namespace {
 
-// Slot word: internal address (bits 63-32), internal port (31-16), references (15-0). Both
-// as they sit in the header, so a comparison needs no byte swap.
-constexpr uint64_t kRefMask = 0xffff;
+// Slot word: internal address (bits 63-32), internal port (31-16), zone (15-8), references
+// (7-0). Address and port as they sit in the header, so a comparison needs no byte swap.
+constexpr uint64_t kRefMask = 0xff;
 uint64_t slot_key(NatEndpoint e) noexcept {
-  return uint64_t{e.addr} << 32 | uint64_t{e.port} << 16;
+  return uint64_t{e.addr} << 32 | uint64_t{e.port} << 16 | uint64_t{e.zone} << 8;
 }
 NatEndpoint slot_endpoint(uint64_t w) noexcept {
-  return {static_cast<uint32_t>(w >> 32), static_cast<uint16_t>(w >> 16)};
+  return {static_cast<uint32_t>(w >> 32), static_cast<uint16_t>(w >> 16),
+          static_cast<uint8_t>(w >> 8)};
 }
 
 // Where an internal endpoint's probe sequence starts in a range of `size` ports.
@@ -230,7 +231,7 @@ void NatMap::rehash(rte_mbuf* m) const noexcept {
   bool changed = false;
   if (const int pool = pool_of(dst.addr); pool >= 0) {
     if (const auto e = internal(static_cast<unsigned>(pool), *p, dst.port)) {
-      dst = *e;
+      dst = {e->addr, e->port};  // the zone is no part of the hash
       changed = true;
     }
   }

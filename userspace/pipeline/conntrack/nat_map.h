@@ -17,7 +17,9 @@
 // the flow bucket. Ports without NAT pay nothing (no rewrite is installed).
 //
 // Port slots. One 64-bit word per (pool address, protocol, external port): the internal
-// address and port it maps, and how many sessions use it (16 bits). Sessions of any flow
+// address, port and zone it maps, and how many sessions use it (8 bits: a mapping takes at
+// most 255 sessions, and an endpoint's 256th connection at once gets a mapping of its own, as
+// a CGNAT's sessions-per-mapping limit does; the zone took the other 8). Sessions of any flow
 // bucket, on any worker, take and drop references with one compare-and-swap; the word is 0
 // when free. Endpoint-independent mapping (RFC 4787 REQ-1): the mapping of an internal
 // endpoint is found by probing the slots from a start its hash picks (kProbes slots at most,
@@ -69,10 +71,14 @@ inline std::optional<NatProto> nat_proto(uint8_t ip_proto) noexcept {
   }
 }
 
-// An IPv4 endpoint as it sits in the header: address and port in network order.
+// An IPv4 endpoint as it sits in the header: address and port in network order. An internal
+// endpoint of source NAT also names its VRF's conntrack zone (ConnKey): two tenants' 10.0.0.5:
+// 4000 are two endpoints, each with its mapping, and a reply to either's pool port is de-NATed
+// into its own VRF. 0 elsewhere (the default VRF; destination NAT's endpoints).
 struct NatEndpoint {
   uint32_t addr = 0;
   uint16_t port = 0;
+  uint8_t zone = 0;
   bool operator==(const NatEndpoint&) const = default;
 };
 

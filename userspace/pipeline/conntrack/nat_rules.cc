@@ -1,6 +1,6 @@
 // The conntrack stage's NAT rules: built from the file, swapped in by a reload, and the
-// masquerade rules' addresses followed from the kernel. The per-packet translation is in
-// conntrack_stage.cc, inlined into the tracking it is part of.
+// masquerade rules' addresses followed from the kernel; the ports' VRF zones. The per-packet
+// translation is in conntrack_stage.cc, inlined into the tracking it is part of.
 #include "pipeline/conntrack/conntrack_stage.h"
 
 #include <algorithm>
@@ -149,6 +149,45 @@ void ConntrackStage::set_port_addresses(std::vector<PortAddresses> addresses) {
     return;
   }
   snat_->replace(std::make_unique<std::vector<SnatRule>>(std::move(*rules)), *qsbr_);
+}
+
+Result<void> ConntrackStage::replace_vrfs(const std::vector<config::VrfConfig>& vrfs) {
+  auto zones = port_vrfs(vrfs, ports_);
+  if (!zones) return std::unexpected(zones.error());
+  std::lock_guard lock(nat_mutex_);
+  for (size_t p = 0; p < zones->size(); ++p)
+    zones_[p].store((*zones)[p], std::memory_order_relaxed);
+  vrfs_ = vrfs;
+  return {};
+}
+
+std::vector<config::VrfConfig> ConntrackStage::vrfs() const {
+  std::lock_guard lock(nat_mutex_);
+  return vrfs_;
+}
+
+std::vector<std::string> ConntrackStage::zone_names() const {
+  std::lock_guard lock(nat_mutex_);
+  return vrf_names(vrfs_);
+}
+
+ConnEntry* ConntrackStage::find_forwarded(ConnKey& k, uint32_t hash, uint32_t now, bool& reply,
+                                          uint64_t& expired) noexcept {
+  const std::optional<NatProto> p = nat_proto(k.proto);
+  if (!p) return nullptr;
+  NatEndpoint src;
+  std::memcpy(&src.addr, k.src.data(), 4);
+  src.port = k.src_port;
+  const int r = nat_->dnat_target(*p, src);
+  if (r < 0) return nullptr;
+  const uint16_t in = nat_->dnat_rule(unsigned(r)).in;
+  const uint8_t own = k.zone;
+  if (in == kNoPort || zone_of(in) == own) return nullptr;
+  k.set_tail(k.src_port, k.dst_port, zone_of(in));
+  ConnEntry* e = table_->find(hash, k, now, reply, expired);
+  if (e != nullptr && reply && (e->flags & kConnDnat)) return e;
+  k.set_tail(k.src_port, k.dst_port, own);
+  return nullptr;
 }
 
 }  // namespace vecflow

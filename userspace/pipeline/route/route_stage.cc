@@ -331,12 +331,16 @@ std::vector<RouteEntry> RouteStage::routes() const {
 std::vector<RouteStage::VrfRouteCount> RouteStage::route_counts() const {
   std::lock_guard lock(mutex_);
   const RouteTable& t = *table_.load();
-  std::vector<VrfRouteCount> out(t.vrf_count());
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i].vrf = t.vrf_name(static_cast<VrfId>(i));
+  std::vector<VrfRouteCount> by_id(t.vrf_count());
+  for (size_t i = 0; i < by_id.size(); ++i)
+    by_id[i].vrf = t.vrf_name(static_cast<VrfId>(i));
   for (const RouteEntry& e : t.routes()) {
-    VrfRouteCount& c = out[t.vrf_id(e.route.vrf).value_or(kDefaultVrfId)];
+    VrfRouteCount& c = by_id[t.vrf_id(e.route.vrf).value_or(kDefaultVrfId)];
     ++(e.source == RouteSource::Kernel ? c.kernel : c.config);
+  }
+  std::vector<VrfRouteCount> out;
+  for (auto& c : by_id) {
+    if (!c.vrf.empty()) out.push_back(std::move(c));  // a retired place (pipeline/vrf.h)
   }
   return out;
 }
@@ -356,8 +360,9 @@ std::vector<std::string> RouteStage::vrf_names() const {
   std::lock_guard lock(mutex_);
   const RouteTable& t = *table_.load();
   std::vector<std::string> names;
-  for (size_t i = 0; i < t.vrf_count(); ++i)
-    names.push_back(t.vrf_name(static_cast<VrfId>(i)));
+  for (size_t i = 0; i < t.vrf_count(); ++i) {
+    if (!t.vrf_name(static_cast<VrfId>(i)).empty()) names.push_back(t.vrf_name(VrfId(i)));
+  }
   return names;
 }
 
@@ -426,6 +431,7 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   const std::span<const RouteTable::Hop> hops = t->hops();
   // Read once: the packets' stores may alias the global, which meta() reads each time.
   const int meta_offset = g_packet_meta_offset;
+  const bool vrfs = t->has_vrfs();
   const PortMtuTable& mtus = *mtus_;
   LcoreState& st = lcores_[env.slot()];
   RouteTally n;
@@ -456,7 +462,9 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
     const size_t end = std::min(pkts.size(), base + kLookupBatch);
     unsigned n4 = 0, n6 = 0;
     const uint16_t first_port = pkts[base]->port;
-    uint16_t other_ports = 0;  // any bit set: a packet of another port than the first's
+    // Any bit set: a packet of another port than the first's, or one its conntrack session
+    // routes in another VRF (read only where there are VRFs).
+    uint16_t other_ports = 0;
     for (size_t i = base; i < end; ++i) {
       // The first stage to read a packet's headers: with many flows they waited in the rx
       // adapter's vectors long enough to leave L1. The runner prefetched the mbufs.
@@ -464,6 +472,7 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
         rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kPrefetchAhead], void*));
       rte_mbuf* m = pkts[i];
       other_ports |= m->port ^ first_port;
+      if (vrfs) other_ports |= RTE_MBUF_DYNFIELD(m, meta_offset, const PacketMeta*)->vrf;
       if (pkt::is_ipv4(m)) {
         rte_ipv4_hdr* ip = pkt::ipv4(m);
         const uint32_t dst = rte_be_to_cpu_32(ip->dst_addr);

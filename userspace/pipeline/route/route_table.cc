@@ -208,26 +208,17 @@ Result<std::unique_ptr<RouteTable>> RouteTable::build(std::vector<RouteEntry> ro
   for (size_t i = 0; i < ports.size(); ++i)
     port_ids.emplace(ports[i].name, static_cast<uint16_t>(i));
 
-  if (vrfs.size() + 1 > config::kMaxVrfs)
-    return fail("{} VRFs: at most {} besides the default one", vrfs.size(), config::kMaxVrfs - 1);
-  t->vrf_names_.emplace_back(config::kDefaultVrf);
-  t->port_vrf_.assign(ports.size(), kDefaultVrfId);
-  for (const auto& v : vrfs) {
-    const auto id = static_cast<VrfId>(t->vrf_names_.size());
-    t->vrf_names_.push_back(v.name);
-    for (const auto& p : v.ports) {
-      auto pit = port_ids.find(p);
-      if (pit == port_ids.end()) return fail("VRF {}: no port '{}'", v.name, p);
-      t->port_vrf_[pit->second] = id;
-    }
-  }
-  t->fibs_.resize(t->vrf_names_.size());
+  auto port_vrf = vecflow::port_vrfs(vrfs, ports);
+  if (!port_vrf) return std::unexpected(port_vrf.error());
+  t->port_vrf_ = std::move(*port_vrf);
+  t->vrf_names_ = vecflow::vrf_names(vrfs);
+  t->fibs_.resize(t->vrf_names_.size() + 1);
 
   // Routes with the same decision share a leaf: a real table has far fewer distinct next-hop
   // sets than prefixes, which keeps the FIB entries (and so its first level) small.
   std::map<std::pair<int, std::vector<uint64_t>>, uint32_t> leaf_ids;
   std::set<std::tuple<VrfId, std::array<uint8_t, 16>, int>> seen;
-  std::vector<std::vector<const RouteEntry*>> v4(t->fibs_.size()), v6(t->fibs_.size());
+  std::vector<std::vector<const RouteEntry*>> v4(t->vrf_names_.size()), v6(v4.size());
   t->route_leaf_.reserve(t->routes_.size());
   t->route_vrf_.reserve(t->routes_.size());
 
@@ -294,7 +285,7 @@ Result<std::unique_ptr<RouteTable>> RouteTable::build(std::vector<RouteEntry> ro
   const auto leaf_of = [&t](const RouteEntry* e) {
     return t->route_leaf_[static_cast<size_t>(e - t->routes_.data())];
   };
-  for (size_t vrf = 0; vrf < t->fibs_.size(); ++vrf) {
+  for (size_t vrf = 0; vrf < v4.size(); ++vrf) {
     const std::string in = vrf == 0 ? "" : fmt::format(" of VRF {}", t->vrf_names_[vrf]);
     if (!v4[vrf].empty()) {
       auto fib = build_fib4(std::move(v4[vrf]), t->leaves_.size(), leaf_of);
@@ -320,7 +311,7 @@ std::optional<VrfId> RouteTable::vrf_id(std::string_view name) const noexcept {
 
 uint64_t RouteTable::lookup(const IpAddress& addr, VrfId vrf) const noexcept {
   uint64_t leaf = kNoRoute;
-  if (vrf >= fibs_.size()) return leaf;
+  if (vrf >= vrf_names_.size()) return leaf;
   if (addr.version == 4) {
     uint32_t ip = addr.v4_host();
     lookup4(vrf, &ip, &leaf, 1);

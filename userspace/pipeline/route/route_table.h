@@ -3,10 +3,11 @@
 // over one of its next hops (several: ECMP by flow hash), hand to the kernel, drop, or look the
 // destination up again in another VRF (route leaking).
 //
-// VRFs: one pair of FIBs per VRF (config::VrfConfig; id 0 the default VRF, then the file's in
-// order), sharing one list of leaves and hops. A packet is looked up in the VRF of its ingress
-// port (port_vrfs()); which ports a VRF has is part of the table, so a reload that moves a port
-// into another VRF swaps it with the routes, and no packet sees one without the other.
+// VRFs: one pair of FIBs per VRF (by VrfId, pipeline/vrf.h), sharing one list of leaves and
+// hops. A packet is looked up in the VRF of its ingress port (port_vrfs()), or in the one its
+// conntrack session names (PacketMeta::vrf: a reply de-NATed into a tenant's VRF); which ports
+// a VRF has is part of the table, so a reload that moves a port into another VRF swaps it with
+// the routes, and no packet sees one without the other.
 //
 // A RouteTable is immutable once built. Changes build a new table from the whole route list
 // and swap it in under RCU (RouteStage), so a lookup never sees a table half way through an
@@ -31,7 +32,9 @@
 #include "core/dpdk_util.h"
 #include "core/error.h"
 #include "core/ids.h"
+#include "core/packet.h"
 #include "pipeline/stage.h"
+#include "pipeline/vrf.h"
 
 namespace vecflow {
 
@@ -50,10 +53,6 @@ struct NextHop {
 
 // Leak is a leaf's only: a route whose next hop is a VRF is a Forward route in the file.
 enum class RouteAction { Forward, Kernel, Drop, Leak };
-
-// An index into a RouteTable's VRFs: 0 the default VRF, i the file's VRF i-1.
-using VrfId = uint8_t;
-inline constexpr VrfId kDefaultVrfId = 0;
 
 struct StaticRoute {
   IpPrefix prefix;
@@ -128,11 +127,11 @@ class RouteTable {
         leaves[i] = kNoRoute;
     }
   }
-  // Leaves for `n` destinations, each in the VRF of its packet's ingress port (pkts[at[i]]->
-  // port). Nearly always the batch is one port's (a vector is one flow's, a burst one port's:
-  // `one_port`, which the caller's pass over the packets tells, each mbuf at hand), and one
-  // bulk lookup in that port's VRF takes it. Else the batch may still be one VRF's; a batch of
-  // mixed VRFs (a trunk's VLANs in different VRFs) is looked up a packet at a time.
+  // Leaves for `n` destinations, each in its packet's VRF (vrf_of()). Nearly always the batch
+  // is one port's and no session moved a packet to another VRF (a vector is one flow's, a burst
+  // one port's: `one_port`, which the caller's pass over the packets tells, each mbuf at hand),
+  // and one bulk lookup in that port's VRF takes it. Else the batch may still be one VRF's; a
+  // batch of mixed VRFs (a trunk's VLANs in different VRFs) is looked up a packet at a time.
   void lookup4(rte_mbuf* const* pkts, const uint16_t* at, bool one_port, uint32_t* ips,
                uint64_t* leaves, unsigned n) const noexcept {
     by_vrf(pkts, at, n, one_port, [&](VrfId vrf, unsigned from, unsigned count) {
@@ -162,8 +161,17 @@ class RouteTable {
   }
   // The VRF of each port, by PortId index.
   std::span<const VrfId> port_vrfs() const noexcept { return port_vrf_; }
+  // The VRF a packet is routed in: its session's (PacketMeta::vrf) or its ingress port's. A
+  // session's VRF this table does not have (a reload in between) routes nowhere: the table's
+  // last FIB pair, past its VRFs, is empty, and such a packet is dropped as no_route rather
+  // than sent into another tenant.
+  VrfId vrf_of(const rte_mbuf* m) const noexcept {
+    if (const uint16_t v = meta(m).vrf; v != 0) [[unlikely]]
+      return static_cast<VrfId>(v < fibs_.size() ? v - 1 : fibs_.size() - 1);
+    return port_vrf_[m->port];
+  }
   // Whether there is a VRF besides the default one (else every lookup is in VRF 0).
-  bool has_vrfs() const noexcept { return fibs_.size() > 1; }
+  bool has_vrfs() const noexcept { return fibs_.size() > 2; }
   // The leaves and hops whole: a loop holds their addresses in registers, where an accessor
   // read the vector's pointer again after each store into a packet (which may alias it).
   std::span<const Leaf> leaves() const noexcept { return leaves_; }
@@ -180,7 +188,7 @@ class RouteTable {
   // VRF ids by name ("default" or empty: 0), and names by id.
   std::optional<VrfId> vrf_id(std::string_view name) const noexcept;
   const std::string& vrf_name(VrfId vrf) const noexcept { return vrf_names_[vrf]; }
-  size_t vrf_count() const noexcept { return fibs_.size(); }
+  size_t vrf_count() const noexcept { return vrf_names_.size(); }
   // The leaf a route was given.
   uint32_t leaf_of(size_t route_index) const noexcept { return route_leaf_[route_index]; }
 
@@ -191,16 +199,16 @@ class RouteTable {
   [[gnu::always_inline]] void by_vrf(rte_mbuf* const* pkts, const uint16_t* at, unsigned n,
                                      bool one_port, Bulk bulk) const noexcept {
     if (n == 0) return;
-    if (fibs_.size() == 1) return bulk(kDefaultVrfId, 0u, n);
-    const VrfId first = port_vrf_[pkts[at[0]]->port];
+    if (fibs_.size() == 2) return bulk(kDefaultVrfId, 0u, n);
+    const VrfId first = vrf_of(pkts[at[0]]);
     unsigned k = 1;
     if (!one_port) {
-      while (k < n && port_vrf_[pkts[at[k]]->port] == first)
+      while (k < n && vrf_of(pkts[at[k]]) == first)
         ++k;
     }
     if (one_port || k == n) return bulk(first, 0u, n);
     for (k = 0; k < n; ++k)
-      bulk(port_vrf_[pkts[at[k]]->port], k, 1u);
+      bulk(vrf_of(pkts[at[k]]), k, 1u);
   }
   std::vector<RouteEntry> routes_;
   std::vector<uint32_t> route_leaf_;  // by route index
@@ -210,7 +218,7 @@ class RouteTable {
     DpdkPtr<rte_fib> v4;
     DpdkPtr<rte_fib6> v6;
   };
-  std::vector<Fibs> fibs_;  // by VrfId
+  std::vector<Fibs> fibs_;  // by VrfId, and an empty pair last (vrf_of())
   std::vector<std::string> vrf_names_;
   std::vector<VrfId> port_vrf_;
   std::vector<VrfId> route_vrf_;  // by route index
