@@ -35,12 +35,19 @@ inline std::array<uint8_t, 6> mac_bytes(const std::string& text) {
   return m;
 }
 
-// A UDP/IPv4 frame from `src` to `dst` with checksums, tagged with `tags` (outer first, each
-// a TPID and a TCI), addressed to `to`.
+// The offset of an untagged UDP/IPv4 frame's payload (no IP options).
+inline constexpr size_t kUdpPayload = 14 + 20 + 8;
+
+// A UDP/IPv4 frame from `src`:`sport` to `dst`:`dport` with checksums, its payload starting with
+// `mark` (a test's note of what it is, big-endian), tagged with `tags` (outer first, each a TPID
+// and a TCI), addressed to `to`.
 inline Bytes udp_frame(const std::array<uint8_t, 6>& to, std::array<uint8_t, 4> src,
                        std::array<uint8_t, 4> dst, uint16_t sport,
-                       std::vector<std::pair<uint16_t, uint16_t>> tags = {}) {
-  Bytes f = FrameBuilder().ipv4(src, dst, 17).udp(sport, 9).payload(32).build();
+                       std::vector<std::pair<uint16_t, uint16_t>> tags = {}, uint16_t dport = 9,
+                       uint16_t mark = 0) {
+  Bytes f = FrameBuilder().ipv4(src, dst, 17).udp(sport, dport).payload(32).build();
+  f[kUdpPayload] = uint8_t(mark >> 8);
+  f[kUdpPayload + 1] = uint8_t(mark);
   fill_checksums(f);
   std::copy(to.begin(), to.end(), f.begin());
   for (auto it = tags.rbegin(); it != tags.rend(); ++it) {

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <map>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -265,6 +266,167 @@ TEST_F(Vrf, AReloadAddsAVrfWithoutDisturbingTheOthers) {
   EXPECT_EQ((seen.at({5, kRedServer, 400})), 20u);
   const Json routes = json("routes --vrf green");
   EXPECT_EQ(routes["routes"].size(), 1u) << routes.dump();
+  expect_exact_accounting();
+}
+
+// ---- NAT from two VRFs to a shared uplink ----
+
+constexpr const char* kGateway = "02:00:00:00:aa:fe";  // 203.0.113.254, the uplink's (VLAN 600)
+constexpr uint16_t kRedVlan = 300, kBlueVlan = 100, kUplinkVlan = 600;
+
+// Tenants red and blue (10.0.0.0/24 each, the same client 10.0.0.2) leave through one uplink in
+// the default VRF, each source-NATed to 203.0.113.1; the default VRF has no route back to
+// 10.0.0.0/24, so a reply reaches a tenant only when its session routes it in the tenant's VRF.
+std::string shared_uplink_config(const std::string& name, const std::string& socket) {
+  const std::string id = std::to_string(getpid() % 10000);
+  return R"(appliance: {name: vrf-nat-test}
+cpu: {control: 0, workers: [1]}
+dpdk: {memory_mb: 256, hugepages: auto, file_prefix: )" +
+         name + R"(, mbufs: 8192}
+ports:
+  - {name: wan, type: afxdp, interface: wan0, queues: 1, mode: auto}
+  - {name: red, type: vlan, parent: wan, vlan: 300, interface: nr)" +
+         id + R"(}
+  - {name: blue, type: vlan, parent: wan, vlan: 100, interface: nb)" +
+         id + R"(}
+  - {name: uplink, type: vlan, parent: wan, vlan: 600, interface: nu)" +
+         id + R"(}
+steering:
+  default: userspace
+  rules:
+    - {name: arp, match: {l3: arp}, action: pass}
+vrfs:
+  - {name: red, ports: [red]}
+  - {name: blue, ports: [blue]}
+pipeline:
+  - stage: conntrack
+    sched: atomic
+    nat:
+      snat:
+        - {in_port: red, src: 10.0.0.0/24, to: 203.0.113.1, ports: 20000-29999}
+        - {in_port: blue, src: 10.0.0.0/24, to: 203.0.113.1, ports: 20000-29999}
+  - stage: route
+    routes:
+      - {prefix: 10.0.0.0/24, vrf: red, port: red}
+      - {prefix: 0.0.0.0/0, vrf: red, via: 203.0.113.254, port: uplink}
+      - {prefix: 10.0.0.0/24, vrf: blue, port: blue}
+      - {prefix: 0.0.0.0/0, vrf: blue, via: 203.0.113.254, port: uplink}
+      - {prefix: 0.0.0.0/0, via: 203.0.113.254, port: uplink}
+  - stage: neighbour
+    fuse: true
+    static:
+      - {ip: 10.0.0.2, mac: ")" +
+         kRedClient + R"(", port: red}
+      - {ip: 10.0.0.2, mac: ")" +
+         kBlueClient + R"(", port: blue}
+      - {ip: 203.0.113.254, mac: ")" +
+         kGateway + R"(", port: uplink}
+control:
+  socket: )" +
+         socket + "\n";
+}
+
+class VrfNat : public Vrf {
+ protected:
+  std::string edit_config(std::string) override { return shared_uplink_config(name_, socket_); }
+};
+
+// A UDP datagram as the trunk saw it.
+struct Datagram {
+  std::string to_mac;
+  uint16_t vlan = 0;
+  std::array<uint8_t, 4> src{}, dst{};
+  uint16_t sport = 0, dport = 0;
+  uint16_t mark = 0;
+};
+
+std::vector<Datagram> datagrams(TaggedSocket& trunk, int quiet_ms = 1500) {
+  std::vector<Datagram> out;
+  for (const Received& r : trunk.drain(quiet_ms)) {
+    const Bytes& f = r.frame;
+    if (f.size() < kUdpPayload + 2 || f[12] != 0x08 || f[13] != 0x00 || f[14 + 9] != 17) continue;
+    Datagram d;
+    d.to_mac = fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", f[0], f[1], f[2], f[3],
+                           f[4], f[5]);
+    d.vlan = r.vlan.value_or(0);
+    std::copy(f.begin() + 26, f.begin() + 30, d.src.begin());
+    std::copy(f.begin() + 30, f.begin() + 34, d.dst.begin());
+    d.sport = uint16_t(f[34] << 8 | f[35]);
+    d.dport = uint16_t(f[36] << 8 | f[37]);
+    d.mark = uint16_t(f[kUdpPayload] << 8 | f[kUdpPayload + 1]);
+    if (d.mark == 0) continue;  // not the test's
+    EXPECT_EQ(f[14 + 8], 63);
+    EXPECT_TRUE(ipv4_checksum_ok(f));
+    EXPECT_TRUE(l4_checksum_ok(f));
+    out.push_back(d);
+  }
+  return out;
+}
+
+// The issue's case. Each tenant's client 10.0.0.2 sends the same datagrams (the same five-tuple
+// in both VRFs) to a server beyond the uplink; they leave from 203.0.113.1 with a port of their
+// own per tenant, and the server's answers to each port come back to that tenant's client only,
+// on its VLAN, translated back. Per-port accounting exact; `sessions --vrf` shows each.
+TEST_F(VrfNat, TwoTenantsWithTheSameAddressesShareOneUplinkThroughSourceNat) {
+  NetnsScope in_client(lab_->ns('c'));
+  ASSERT_TRUE(in_client.ok());
+  TaggedSocket trunk("eth0");
+  ASSERT_TRUE(trunk.ok());
+  const auto wan = wan_mac();
+  constexpr uint16_t kEach = 20;
+  const auto server = ip4(198, 51, 100, 10), pool = ip4(203, 0, 113, 1), client = ip4(10, 0, 0, 2);
+  // A mark per datagram: the tenant's VLAN in the high byte, the flow's number in the low one.
+  for (uint16_t i = 0; i < kEach; ++i) {
+    for (const uint16_t vlan : {kRedVlan, kBlueVlan})
+      ASSERT_TRUE(trunk.send(udp_frame(wan, client, server, uint16_t(1000 + i), {{0x8100, vlan}},
+                                       53, uint16_t((vlan / 100) << 8 | (i + 1)))));
+  }
+  std::map<uint16_t, uint16_t> port_of;  // mark -> the pool port it left from
+  for (const Datagram& d : datagrams(trunk)) {
+    EXPECT_EQ(d.vlan, kUplinkVlan);
+    EXPECT_EQ(d.to_mac, kGateway);
+    EXPECT_EQ(d.src, pool);
+    EXPECT_EQ(d.dst, server);
+    EXPECT_GE(d.sport, 20000);
+    EXPECT_LE(d.sport, 29999);
+    EXPECT_EQ(d.dport, 53);
+    port_of[d.mark] = d.sport;
+  }
+  ASSERT_EQ(port_of.size(), 2u * kEach);
+  std::set<uint16_t> ports;
+  for (const auto& [mark, p] : port_of)
+    ports.insert(p);
+  EXPECT_EQ(ports.size(), 2u * kEach) << "two tenants' connections share a pool port";
+  const Json red = json("sessions --vrf red");
+  EXPECT_EQ(red["matched"], kEach) << red.dump();
+  EXPECT_EQ(red["sessions"][0]["vrf"], "red") << red.dump();
+  EXPECT_EQ(json("sessions --vrf blue")["matched"], kEach);
+  // (The default VRF's sessions are the lab's own chatter on the untagged trunk, if any.)
+  EXPECT_EQ(json("sessions --vrf default --address 198.51.100.10")["matched"], 0u);
+  EXPECT_NE(ctl("sessions --vrf green").rc, 0);
+
+  // The server answers each pool port.
+  for (const auto& [mark, p] : port_of)
+    ASSERT_TRUE(trunk.send(udp_frame(wan, server, pool, 53, {{0x8100, kUplinkVlan}}, p, mark)));
+  unsigned home = 0;
+  for (const Datagram& d : datagrams(trunk)) {
+    const uint16_t vlan = uint16_t((d.mark >> 8) * 100);
+    EXPECT_EQ(d.vlan, vlan) << "a reply reached the other tenant";
+    EXPECT_EQ(d.to_mac, vlan == kRedVlan ? kRedClient : kBlueClient);
+    EXPECT_EQ(d.src, server);
+    EXPECT_EQ(d.sport, 53);
+    EXPECT_EQ(d.dst, client);
+    EXPECT_EQ(d.dport, 1000 + (d.mark & 0xff) - 1);
+    home += d.vlan == vlan;
+  }
+  EXPECT_EQ(home, 2u * kEach);
+  for (const Json& s : json("sessions --vrf blue")["sessions"])
+    EXPECT_EQ(s["state"], "udp_assured") << s.dump();
+  const Counters c = quiet_counters();
+  for (const char* name : {"red", "blue"}) {
+    EXPECT_EQ(port(c.accounting, name)["rx_packets"].get<uint64_t>(), kEach);
+    EXPECT_EQ(port(c.accounting, name)["tx_packets"].get<uint64_t>(), kEach);
+  }
   expect_exact_accounting();
 }
 
