@@ -17,7 +17,9 @@
 #include "fixture.h"
 #include "pipeline/conntrack/conntrack_stage.h"
 #include "pipeline/packet_view.h"
+#include "pipeline/route/route_stage.h"
 #include "pipeline/stage_registry.h"
+#include "pipeline/vrf.h"
 #include "support/appliances.h"
 
 using namespace vecflow;
@@ -1313,6 +1315,35 @@ TEST_F(NatVrf, TenantsWithTheSameAddressesShareAnUplinkThroughSourceNat) {
     ASSERT_TRUE(back);
     EXPECT_EQ(back->second, kBlue);
   }
+  EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
+}
+
+// A reload that removes red keeps blue's id: blue's session, keyed by that id, still takes its
+// replies home, and red's place is retired (its session's replies route nowhere).
+TEST_F(NatVrf, AReloadRemovingAVrfKeepsTheOthersSessionsGoing) {
+  build(true);
+  const auto red = run(frame(kTenantHost, 4000, kServer, 53, kRed));
+  const auto blue = run(frame(kTenantHost, 4000, kServer, 53, kBlue));
+  ASSERT_TRUE(red && blue);
+  auto* rs = h.pipeline->find<RouteStage>("route");
+  ASSERT_NE(rs, nullptr);
+  std::vector<StaticRoute> blue_routes;
+  for (const auto& r : rs->config_routes()) {
+    if (r.vrf != "red") blue_routes.push_back(r);
+  }
+  const auto next = keep_vrf_ids(rs->vrfs(), {h.ctx.vrfs[1]});
+  ASSERT_TRUE(rs->replace_vrfs(next, blue_routes));
+  ASSERT_TRUE(stage_->replace_vrfs(next));
+  EXPECT_EQ(stage_->zone_names(), (std::vector<std::string>{"default", "", "blue"}));
+
+  const auto back = run(frame(kServer, 53, kPool, blue->first.sport, kUplink));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->second, kBlue);
+  EXPECT_EQ(back->first.dst, kTenantHost);
+  EXPECT_FALSE(run(frame(kServer, 53, kPool, red->first.sport, kUplink)));
+  // blue's new connections go on in its zone.
+  ASSERT_TRUE(run(frame(kTenantHost, 4001, kServer, 53, kBlue)));
+  EXPECT_EQ(sessions_in("blue"), 2u);
   EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
 }
 
