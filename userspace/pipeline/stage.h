@@ -86,6 +86,9 @@ struct StageContext {
   config::IcmpSection icmp;  // the limits of the ICMP errors stages send (icmp_responder.h)
   uint32_t steer_rules = 0;  // steering rules in the file (PacketMeta::steer_rule < this)
   std::vector<config::VrfConfig> vrfs;  // the file's VRFs (the route stage's tables)
+  // A stage built so far may set PacketMeta::vrf (a conntrack stage: a session's VRF); the
+  // route stages after it read that field, the others need not.
+  bool session_vrfs = false;
   // Shared by the stages of one pipeline; set by Pipeline::build.
   NeighbourTable* neighbours = nullptr;
   KernelSync* kernel = nullptr;  // nullptr when no port has a kernel interface

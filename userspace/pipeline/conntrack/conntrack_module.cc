@@ -45,6 +45,7 @@ Result<std::unique_ptr<ConntrackStage>> ConntrackStage::create(const config::Sta
   }
   if (auto r = s->masquerade_ports(p); !r) return std::unexpected(r.error());
   if (auto r = s->replace_vrfs(ctx.vrfs); !r) return std::unexpected(r.error());
+  ctx.session_vrfs = true;  // whether or not there are VRFs yet: a reload may add them
   return s;
 }
 

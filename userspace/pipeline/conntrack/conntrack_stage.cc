@@ -178,7 +178,8 @@ CtMark ConntrackStage::related(rte_mbuf* m, uint8_t* l4, uint32_t now) const noe
   uint8_t* in = l4 + 8;
   const uint8_t* end = frame + m->data_len;
   ConnKey k;
-  k.zone = zone_of(m->port);
+  const uint8_t own = zone_of(m->port);
+  k.zone = own;
   uint32_t ihl;
   if (pkt::is_ipv4(m)) {
     if (in + 20 > end || (in[0] >> 4) != 4) return CtMark::Invalid;
@@ -259,7 +260,7 @@ CtMark ConntrackStage::related(rte_mbuf* m, uint8_t* l4, uint32_t now) const noe
   bool reply;
   if (!table_->lookup(hash, k, now, snap, reply)) return CtMark::Invalid;
   if (snap.flags & (kConnSnat | kConnDnat)) nat_related(m, l4, in, il4, end, snap, reply);
-  route_in_zone(m, k.zone);
+  route_in_zone(m, k.zone, own);
   return CtMark::Related;
 }
 
@@ -484,7 +485,8 @@ inline bool ConntrackStage::track_established(rte_mbuf* m, uint64_t tsc, uint32_
   std::memcpy(&sp, l4, 2);
   std::memcpy(&dp, l4 + 2, 2);
   ConnKey k = ConnKey::v4(ip->src_addr, ip->dst_addr, proto);
-  uint8_t zone = zone_of(m->port);
+  const uint8_t own = zone_of(m->port);
+  uint8_t zone = own;
   bool pool_reply = false;
   if (nat_) {
     // nat_key()'s cases: to a pool port, the key translated back (the session must be the
@@ -529,7 +531,7 @@ inline bool ConntrackStage::track_established(rte_mbuf* m, uint64_t tsc, uint32_
   }
   set_ct_mark(m, mark);
   ++marks[size_t(mark)];
-  route_in_zone(m, zone);
+  route_in_zone(m, zone, own);
   if (offering) [[unlikely]]
     vouch(m, e, slot, tsc);
   if (e->flags & (kConnSnat | kConnDnat)) nat_apply(m, *e, reply);
@@ -669,14 +671,15 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
                                               LcoreState& st, LastLookup& last,
                                               bool run_follows) noexcept {
   ConnKey k;
+  const uint8_t own = zone_of(m->port);
   uint32_t l4_room;  // bytes of the IP payload
   if (pkt::is_ipv4(m)) {
     const rte_ipv4_hdr* ip = pkt::ipv4(m);
-    k = ConnKey::v4(ip->src_addr, ip->dst_addr, ip->next_proto_id, zone_of(m->port));
+    k = ConnKey::v4(ip->src_addr, ip->dst_addr, ip->next_proto_id, own);
     l4_room = rte_be_to_cpu_16(ip->total_length) - m->l3_len;
   } else {
     const rte_ipv6_hdr* ip = pkt::ipv6(m);
-    k = ConnKey::v6(ip->src_addr, ip->dst_addr, pkt::l4_proto(m), zone_of(m->port));
+    k = ConnKey::v6(ip->src_addr, ip->dst_addr, pkt::l4_proto(m), own);
     l4_room = rte_be_to_cpu_16(ip->payload_len) + sizeof(rte_ipv6_hdr) - m->l3_len;
   }
   bool fragment = is_fragment(m);
@@ -728,7 +731,7 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
   bool reply = false;
   NatPre pre;
   ConnEntry* e = find(m, k, fragment, echo, now, st, last, run_follows, pre, reply);
-  if (e != nullptr) route_in_zone(m, e->key.zone);
+  if (e != nullptr) route_in_zone(m, e->key.zone, own);
   // A new session's translation; refused when its source NAT rule has no free port. A bound
   // session is what the next packets of the flow find.
   const auto bind = [&](ConnEntry* c) noexcept {

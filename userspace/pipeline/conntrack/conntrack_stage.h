@@ -294,9 +294,10 @@ class ConntrackStage final : public Stage, public PortAddressFollower, public Of
   uint8_t zone_of(uint16_t port) const noexcept {
     return zones_[port].load(std::memory_order_relaxed);
   }
-  // A packet of session zone `zone` arrived in another VRF: it is routed in the session's.
-  void route_in_zone(rte_mbuf* m, uint8_t zone) const noexcept {
-    if (zone != zone_of(m->port)) [[unlikely]]
+  // A packet of session zone `zone` arrived in another, its port's `own`: it is routed in the
+  // session's VRF.
+  static void route_in_zone(rte_mbuf* m, uint8_t zone, uint8_t own) noexcept {
+    if (zone != own) [[unlikely]]
       meta(m).vrf = static_cast<uint16_t>(zone + 1);
   }
 

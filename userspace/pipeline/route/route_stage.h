@@ -182,6 +182,7 @@ class RouteStage final : public Stage {
   bool unreachable_;
   RouteChecks checks_;
   std::vector<config::VrfConfig> vrfs_;  // under mutex_
+  const bool session_vrfs_;  // a conntrack stage before this one (StageContext::session_vrfs)
   std::unique_ptr<LcoreState[]> lcores_;
   unsigned slots_;
   std::unique_ptr<IcmpResponder> icmp_responder_;
