@@ -129,7 +129,8 @@ class RouteTable {
   }
   // Leaves for `n` destinations, each in its packet's VRF (vrf_of()). Nearly always the batch
   // is one port's and no session moved a packet to another VRF (a vector is one flow's, a burst
-  // one port's: `one_port`, which the caller's pass over the packets tells, each mbuf at hand),
+  // one port's: `one_port`, true only when both hold, which the caller's pass over the packets
+  // tells, each mbuf at hand),
   // and one bulk lookup in that port's VRF takes it. Else the batch may still be one VRF's; a
   // batch of mixed VRFs (a trunk's VLANs in different VRFs) is looked up a packet at a time.
   void lookup4(rte_mbuf* const* pkts, const uint16_t* at, bool one_port, uint32_t* ips,
@@ -200,13 +201,14 @@ class RouteTable {
                                      bool one_port, Bulk bulk) const noexcept {
     if (n == 0) return;
     if (fibs_.size() == 2) return bulk(kDefaultVrfId, 0u, n);
+    // One port and no session VRF: the port's, from the mbuf line the caller read (the
+    // metadata's line, read here for the batch's first packet, cost 3 cycles a packet).
+    if (one_port) return bulk(port_vrf_[pkts[at[0]]->port], 0u, n);
     const VrfId first = vrf_of(pkts[at[0]]);
     unsigned k = 1;
-    if (!one_port) {
-      while (k < n && vrf_of(pkts[at[k]]) == first)
-        ++k;
-    }
-    if (one_port || k == n) return bulk(first, 0u, n);
+    while (k < n && vrf_of(pkts[at[k]]) == first)
+      ++k;
+    if (k == n) return bulk(first, 0u, n);
     for (k = 0; k < n; ++k)
       bulk(vrf_of(pkts[at[k]]), k, 1u);
   }
