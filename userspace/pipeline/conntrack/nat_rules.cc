@@ -155,8 +155,12 @@ Result<void> ConntrackStage::replace_vrfs(const std::vector<config::VrfConfig>& 
   auto zones = port_vrfs(vrfs, ports_);
   if (!zones) return std::unexpected(zones.error());
   std::lock_guard lock(nat_mutex_);
-  for (size_t p = 0; p < zones->size(); ++p)
+  bool zoned = false;
+  for (size_t p = 0; p < zones->size(); ++p) {
     zones_[p].store((*zones)[p], std::memory_order_relaxed);
+    zoned |= (*zones)[p] != kDefaultVrfId;
+  }
+  zoned_.store(zoned, std::memory_order_relaxed);
   vrfs_ = vrfs;
   return {};
 }
