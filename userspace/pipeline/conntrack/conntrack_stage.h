@@ -327,7 +327,7 @@ class ConntrackStage final : public Stage, public PortAddressFollower, public Of
   // The zone of each port's packets, by PortId (any 16-bit port id: a packet's m->port indexes
   // it without a check); replaced by a reload of `vrfs`.
   std::unique_ptr<std::atomic<uint8_t>[]> zones_;
-  std::atomic<bool> zoned_{false};  // a port is in a VRF
+  std::atomic<bool> zoned_{false};       // a port is in a VRF
   std::vector<config::VrfConfig> vrfs_;  // under nat_mutex_
   std::vector<uint32_t> port_v4_;        // by PortId, network order, 0: none (KernelSync)
   std::vector<PortInfo> ports_;

@@ -432,9 +432,7 @@ void RouteStage::route(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   const std::span<const RouteTable::Hop> hops = t->hops();
   // Read once: the packets' stores may alias the global, which meta() reads each time.
   const int meta_offset = g_packet_meta_offset;
-  // A packet's session VRF is read only where a stage before may have set it: the field's
-  // cache line, read that early, cost a pipeline without conntrack 3 cycles a packet.
-  const bool session_vrfs = session_vrfs_ && t->has_vrfs();
+  const bool session_vrfs = session_vrfs_ && t->has_vrfs();  // see session_vrfs_
   const PortMtuTable& mtus = *mtus_;
   LcoreState& st = lcores_[env.slot()];
   RouteTally n;

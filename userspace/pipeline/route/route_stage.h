@@ -182,7 +182,9 @@ class RouteStage final : public Stage {
   bool unreachable_;
   RouteChecks checks_;
   std::vector<config::VrfConfig> vrfs_;  // under mutex_
-  const bool session_vrfs_;  // a conntrack stage before this one (StageContext::session_vrfs)
+  // A conntrack stage before this one (StageContext::session_vrfs): only then is a packet's
+  // session VRF read, its cache line untouched so early otherwise (3 cycles a packet).
+  const bool session_vrfs_;
   std::unique_ptr<LcoreState[]> lcores_;
   unsigned slots_;
   std::unique_ptr<IcmpResponder> icmp_responder_;
