@@ -396,6 +396,10 @@ struct VrfConfig {
   // kernel (`routes: from-kernel`), as Linux's `ip link add NAME type vrf table N`; 0: none.
   uint32_t table = 0;
   std::vector<std::string> ports;
+  // The VRF whose conntrack zone this VRF's connections are tracked in (kDefaultVrf or another
+  // VRF's name, whose own zone it is); empty: its own. VRFs that reach each other by route
+  // leaks without NAT, their addresses apart, share one so that a connection's replies find it.
+  std::string conntrack_zone = {};
   bool operator==(const VrfConfig&) const = default;
 };
 

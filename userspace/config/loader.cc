@@ -424,13 +424,14 @@ void read_offload(Ctx& ctx, const YAML::Node& n, OffloadSection& out) {
 
 void read_vrfs(Ctx& ctx, const YAML::Node& n, std::vector<VrfConfig>& out) {
   for_each_item(ctx, n, "vrfs", [&](const YAML::Node& item, const std::string& ip) {
-    MapReader m(ctx, item, ip, {"name", "table", "ports"});
+    MapReader m(ctx, item, ip, {"name", "table", "ports", "conntrack_zone"});
     if (!m.ok()) return;
     VrfConfig v;
     v.where = ctx.at(item);
     if (m.require("name")) m.get("name", v.name);
     m.get("table", v.table, 1, 0xfffffffe);
     m.get_strings("ports", v.ports);
+    m.get("conntrack_zone", v.conntrack_zone);
     out.push_back(std::move(v));
   });
 }

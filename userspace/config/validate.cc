@@ -183,6 +183,19 @@ void check_vrfs(const Checker& c) {
               fmt::format("table {} is VRF {}'s already", v.table, cfg.vrfs[it->second].name));
       }
     }
+    if (!v.conntrack_zone.empty() && v.conntrack_zone != kDefaultVrf) {
+      const YAML::Node at = locate(c.root, {k("vrfs"), i(vi), k("conntrack_zone")});
+      const auto zone = std::ranges::find_if(
+          cfg.vrfs, [&](const VrfConfig& o) { return o.name == v.conntrack_zone; });
+      if (zone == cfg.vrfs.end()) {
+        c.err(at, path + ".conntrack_zone",
+              fmt::format("no VRF '{}' (a VRF, or '{}')", v.conntrack_zone, kDefaultVrf));
+      } else if (!zone->conntrack_zone.empty() && zone->conntrack_zone != zone->name) {
+        c.err(at, path + ".conntrack_zone",
+              fmt::format("VRF '{}' shares the zone of '{}': name '{}' instead", zone->name,
+                          zone->conntrack_zone, zone->conntrack_zone));
+      }
+    }
     for (size_t pi = 0; pi < v.ports.size(); ++pi) {
       const YAML::Node at = locate(c.root, {k("vrfs"), i(vi), k("ports"), i(pi)});
       const std::string pp = fmt::format("{}.ports[{}]", path, pi);

@@ -287,7 +287,10 @@ Json config_to_json(const ApplianceConfig& c) {
   Json vrfs = Json::array();
   for (const auto& v : c.vrfs)
     vrfs.push_back(
-        {{"name", v.name}, {"table", v.table ? Json(v.table) : Json()}, {"ports", v.ports}});
+        {{"name", v.name},
+         {"table", v.table ? Json(v.table) : Json()},
+         {"ports", v.ports},
+         {"conntrack_zone", v.conntrack_zone.empty() ? Json() : Json(v.conntrack_zone)}});
   j["vrfs"] = std::move(vrfs);
   j["icmp"] = {{"ratelimit_ms", c.icmp.ratelimit_ms},
                {"burst", c.icmp.burst},

@@ -24,6 +24,29 @@ Result<std::vector<VrfId>> port_vrfs(const std::vector<config::VrfConfig>& vrfs,
   return out;
 }
 
+Result<std::vector<VrfId>> port_zones(const std::vector<config::VrfConfig>& vrfs,
+                                      const std::vector<PortInfo>& ports) {
+  auto out = port_vrfs(vrfs, ports);
+  if (!out) return out;
+  std::vector<VrfId> zone(vrfs.size() + 1);
+  for (size_t v = 0; v < vrfs.size(); ++v) {
+    const std::string& z = vrfs[v].conntrack_zone;
+    zone[v + 1] = static_cast<VrfId>(v + 1);
+    if (z.empty() || z == vrfs[v].name) continue;
+    if (z == config::kDefaultVrf) {
+      zone[v + 1] = kDefaultVrfId;
+      continue;
+    }
+    const auto it = std::ranges::find_if(vrfs, [&](const auto& o) { return o.name == z; });
+    if (it == vrfs.end())
+      return fail("VRF {}: no VRF '{}' for its conntrack zone", vrfs[v].name, z);
+    zone[v + 1] = static_cast<VrfId>(it - vrfs.begin() + 1);
+  }
+  for (VrfId& p : *out)
+    p = zone[p];
+  return out;
+}
+
 std::vector<std::string> vrf_names(const std::vector<config::VrfConfig>& vrfs) {
   std::vector<std::string> names{std::string(config::kDefaultVrf)};
   for (const auto& v : vrfs)

@@ -25,6 +25,11 @@ inline constexpr VrfId kDefaultVrfId = 0;
 Result<std::vector<VrfId>> port_vrfs(const std::vector<config::VrfConfig>& vrfs,
                                      const std::vector<PortInfo>& ports);
 
+// The conntrack zone of each port: the id of the VRF whose zone its VRF's connections are
+// tracked in (VrfConfig::conntrack_zone), its own VRF's by default.
+Result<std::vector<VrfId>> port_zones(const std::vector<config::VrfConfig>& vrfs,
+                                      const std::vector<PortInfo>& ports);
+
 // The names by id: "default" first, "" for a retired place.
 std::vector<std::string> vrf_names(const std::vector<config::VrfConfig>& vrfs);
 

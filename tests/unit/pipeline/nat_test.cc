@@ -1387,6 +1387,33 @@ TEST_F(NatVrf, PortForwardingIntoATenantsVrfTranslatesTheAnswers) {
   EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
 }
 
+// Across a route leak without NAT the replies arrive in the other VRF: apart, they look new
+// there and the tenant's session never sees one; with red sharing the default VRF's zone
+// (conntrack_zone: default, here by a reload of the VRFs) the reply finds red's session.
+TEST_F(NatVrf, AVrfSharingTheUplinksZoneSeesItsRepliesAcrossALeak) {
+  build(false);
+  ASSERT_TRUE(run(frame(kTenantHost, 4000, kServer, 53, kRed)));
+  h.run_one(frame(kServer, 53, kTenantHost, 4000, kUplink));
+  auto all = stage_->sessions({});
+  ASSERT_EQ(all.size(), 2u);  // red's, unreplied, and the reply taken for a new one
+  for (const auto& s : all)
+    EXPECT_EQ(s.state, ConnState::UdpUnreplied);
+
+  auto vrfs = h.ctx.vrfs;
+  vrfs[0].conntrack_zone = "default";
+  ASSERT_TRUE(stage_->replace_vrfs(vrfs));
+  ASSERT_TRUE(run(frame(kTenantHost, 4001, kServer, 53, kRed)));
+  h.run_one(frame(kServer, 53, kTenantHost, 4001, kUplink));
+  all = stage_->sessions({});
+  ASSERT_EQ(all.size(), 3u);
+  const auto shared = std::ranges::find_if(
+      all, [](const ConnSnapshot& s) { return s.key.src_port == rte_cpu_to_be_16(4001); });
+  ASSERT_NE(shared, all.end());
+  EXPECT_EQ(shared->key.zone, kDefaultVrfId);
+  EXPECT_EQ(shared->state, ConnState::UdpAssured);
+  EXPECT_EQ(shared->packets[1], 1u);
+}
+
 // A mapping carries its endpoint's zone: the same endpoint in two zones is two mappings, and a
 // mapping serves at most 255 sessions at once before its endpoint is given another.
 TEST(NatMapTest, AMappingIsOneZonesAndHoldsAtMost255Sessions) {

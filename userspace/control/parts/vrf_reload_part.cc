@@ -33,9 +33,19 @@ std::vector<std::string> vrf_changes(const config::ApplianceConfig& from,
     const config::VrfConfig* was = find(from, v.name);
     if (was == nullptr) {
       out.push_back(fmt::format("vrf {}: added, ports [{}]", v.name, fmt::join(v.ports, ", ")));
-    } else if (was->ports != v.ports || was->table != v.table) {
-      out.push_back(fmt::format("vrf {}: ports [{}] -> [{}]", v.name, fmt::join(was->ports, ", "),
-                                fmt::join(v.ports, ", ")));
+    } else if (*was != v) {
+      std::vector<std::string> parts;
+      if (was->ports != v.ports)
+        parts.push_back(fmt::format("ports [{}] -> [{}]", fmt::join(was->ports, ", "),
+                                    fmt::join(v.ports, ", ")));
+      if (was->table != v.table)
+        parts.push_back(fmt::format("table {} -> {}", was->table, v.table));
+      const auto zone = [](const config::VrfConfig& c) {
+        return c.conntrack_zone.empty() ? c.name : c.conntrack_zone;
+      };
+      if (zone(*was) != zone(v))
+        parts.push_back(fmt::format("conntrack zone {} -> {}", zone(*was), zone(v)));
+      if (!parts.empty()) out.push_back(fmt::format("vrf {}: {}", v.name, fmt::join(parts, ", ")));
     }
   }
   for (const auto& v : from.vrfs) {

@@ -152,7 +152,7 @@ void ConntrackStage::set_port_addresses(std::vector<PortAddresses> addresses) {
 }
 
 Result<void> ConntrackStage::replace_vrfs(const std::vector<config::VrfConfig>& vrfs) {
-  auto zones = port_vrfs(vrfs, ports_);
+  auto zones = port_zones(vrfs, ports_);
   if (!zones) return std::unexpected(zones.error());
   std::lock_guard lock(nat_mutex_);
   bool zoned = false;
