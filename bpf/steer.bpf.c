@@ -166,6 +166,7 @@ __attribute__((noinline)) int vf_classify(const struct vf_parsed* p, __u32 set_i
   base.src_port = sc ? *sc : 0;
   base.dst_port = dc ? *dc : 0;
   base.vlan = (p->flags & VF_PARSED_VLAN) ? (p->vlan_tci & 0x0fff) : VF_VLAN_NONE;
+  base.inner_vlan = p->vlan_count == 2 ? (p->vlan_tci_inner & 0x0fff) : VF_VLAN_NONE;
   base.l3 = p->key.ip_version == 4         ? VF_L3_IPV4
             : p->key.ip_version == 6       ? VF_L3_IPV6
             : p->eth_proto == VF_ETH_P_ARP ? VF_L3_ARP
@@ -192,7 +193,8 @@ __attribute__((noinline)) int vf_classify(const struct vf_parsed* p, __u32 set_i
     k.l3 = base.l3 & t->l3_mask;
     k.proto = base.proto & t->proto_mask;
     k.l4 = base.l4 & t->l4_mask;
-    k.pad[0] = k.pad[1] = k.pad[2] = 0;
+    k.pad = 0;
+    k.inner_vlan = base.inner_vlan & t->inner_vlan_mask;
     const struct vf_rule_value* v = bpf_map_lookup_elem(&vf_rules, &k);
     if (v && v->rank > best_rank) {
       *best = *v;

@@ -36,6 +36,8 @@ bool prefix_matches(const IpPrefix& pfx, const ParsedFrame& p, const uint32_t wo
 bool matches(const config::SteerMatch& m, std::string_view port, const ParsedFrame& p) {
   if (m.port && *m.port != port) return false;
   if (m.vlan && (!(p.flags & VF_PARSED_VLAN) || (p.vlan_tci & 0x0fff) != *m.vlan)) return false;
+  if (m.inner_vlan && (p.vlan_count < 2 || (p.vlan_tci_inner & 0x0fff) != *m.inner_vlan))
+    return false;
   if (m.l3) {
     bool ok = *m.l3 == config::L3Proto::Arp    ? p.eth_proto == 0x0806
               : *m.l3 == config::L3Proto::Ipv4 ? p.key.ip_version == 4
@@ -144,6 +146,7 @@ class Gen {
         if (*m.l3 == config::L3Proto::Ipv4 && !m.src && !m.dst) version = 4;
       }
       if (chance(0.1)) m.vlan = pick(std::vector<uint16_t>{10, 20});
+      if (chance(0.1)) m.inner_vlan = pick(std::vector<uint16_t>{7, 8});
       if (chance(0.1)) m.port = pick(std::vector<std::string>{"wan", "lan"});
       r.action = {pick(std::vector<config::SteerActionKind>{
                       config::SteerActionKind::Pass, config::SteerActionKind::Drop,
@@ -156,7 +159,9 @@ class Gen {
 
   Bytes frame() {
     FrameBuilder f;
-    if (chance(0.2)) f.vlan(pick(std::vector<uint16_t>{10, 20, 30}));
+    if (chance(0.2)) f.vlan(pick(std::vector<uint16_t>{10, 20, 30}), chance(0.5) ? 0x88a8 : 0x8100);
+    // QinQ: a second tag inside the first.
+    if (chance(0.2)) f.vlan(pick(std::vector<uint16_t>{7, 8, 9}));
     int kind = int(below(20));
     if (kind == 0) return f.arp().build();
     if (kind == 1) return f.ethertype(0x88cc).payload(20).build();

@@ -145,6 +145,7 @@ Reference reference(std::span<const uint8_t> f) {
       return r;
     }
     if (p.vlan_count == 0) p.vlan_tci = be16(f, off);
+    if (p.vlan_count == 1) p.vlan_tci_inner = be16(f, off);
     type = be16(f, off + 2);
     off += 4;
     ++p.vlan_count;
@@ -225,7 +226,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(!(p.flags & VF_PARSED_LATER_FRAG) || p.l4_len == 0);
   if (p.key.ip_version == 0) FUZZ_CHECK(p.l3_len == 0 && p.l4_len == 0);
   FUZZ_CHECK(p.l2_len == ref.p.l2_len && p.l3_len == ref.p.l3_len && p.l4_len == ref.p.l4_len);
-  FUZZ_CHECK(p.vlan_count == ref.p.vlan_count && p.vlan_tci == ref.p.vlan_tci);
+  FUZZ_CHECK(p.vlan_count == ref.p.vlan_count && p.vlan_tci == ref.p.vlan_tci &&
+             p.vlan_tci_inner == ref.p.vlan_tci_inner);
   FUZZ_CHECK(p.eth_proto == ref.p.eth_proto && p.flags == ref.p.flags);
   FUZZ_CHECK(std::memcmp(&p.key, &ref.p.key, sizeof(p.key)) == 0);
 

@@ -218,8 +218,10 @@ def mirror_pcap(src, dst):
     Path(dst).write_bytes(out)
 
 
-def tag_pcap(src, dst, vlan):
-    """Writes to dst every frame of the pcap src with an 802.1Q tag of `vlan` after its MACs."""
+def tag_pcap(src, dst, tags):
+    """Writes to dst every frame of the pcap src with `tags` after its MACs: (TPID, VLAN id)
+    pairs, outer first."""
+    tag = b"".join(struct.pack(">HH", tpid, vlan) for tpid, vlan in tags)
     data = Path(src).read_bytes()
     endian = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
     out = bytearray(data[:24])
@@ -227,8 +229,8 @@ def tag_pcap(src, dst, vlan):
     while off + 16 <= len(data):
         ts, incl, orig = data[off:off + 8], *struct.unpack_from(endian + "II", data, off + 8)
         f = data[off + 16:off + 16 + incl]
-        out += ts + struct.pack(endian + "II", incl + 4, orig + 4)
-        out += f[:12] + struct.pack(">HH", 0x8100, vlan) + f[12:]
+        out += ts + struct.pack(endian + "II", incl + len(tag), orig + len(tag))
+        out += f[:12] + tag + f[12:]
         off += 16 + incl
     Path(dst).write_bytes(out)
 
@@ -1620,6 +1622,18 @@ class Suite:
     # without the scheduler, so the event_dsw rows ask for the scheduled path: they measure
     # the backend. Ratios are to testpmd io of the same flow count in this run. l3fwd-graph and l3fwd eventdev are vecflowd's own design class (a
     # graph of nodes passing vectors; an event scheduler between rx, worker and tx).
+    # The rows between VLAN ports of p0: the tags of the frames in, the ports (the file's
+    # `vlans` field) and the port the route leaves by.
+    ENGINE_VLANS = {
+        "rn-vlan": ([(0x8100, 100)],
+                    "\n  - {name: v100, type: vlan, parent: p0, vlan: 100}"
+                    "\n  - {name: v200, type: vlan, parent: p0, vlan: 200}", "v200"),
+        "rn-qinq": ([(0x88a8, 300), (0x8100, 10)],
+                    "\n  - {name: s300, type: vlan, parent: p0, vlan: 300, proto: 802.1ad}"
+                    "\n  - {name: c10, type: vlan, parent: s300, vlan: 10}"
+                    "\n  - {name: c11, type: vlan, parent: s300, vlan: 11}", "c11"),
+    }
+
     ENGINE_ROWS = [
         ("io", "testpmd io", "testpmd", "io"),
         ("macswap", "testpmd macswap", "testpmd", "macswap"),
@@ -1635,6 +1649,11 @@ class Suite:
         # is what a tagged frame costs.
         ("rn-vlan", "vecflowd route+neighbour, VLAN 100 to VLAN 200, builtin", "vecflowd",
          ("rn-vlan", "builtin")),
+        # The same between two QinQ customer VLANs of one service VLAN: frames tagged 802.1ad
+        # 300 and 802.1Q 10 in, 300 and 11 out (both tags removed in the rx burst, both put back
+        # by the neighbour stage): rn-qinq / rn-vlan is what the second tag costs.
+        ("rn-qinq", "vecflowd route+neighbour, QinQ 300/10 to 300/11, builtin", "vecflowd",
+         ("rn-qinq", "builtin")),
         # The same with the port in a VRF of its own and the route in that VRF's table: each
         # packet's VRF is read from its port and the lookup is in that VRF's FIB. rn-vrf /
         # rn-builtin is what a VRF costs.
@@ -2157,9 +2176,9 @@ class Suite:
         """The pipeline section's stages of vecflowd-engine.yaml for `pipeline`."""
         if pipeline == "floor":
             return self.ENGINE_FLOOR
-        if pipeline == "rn-vlan":
+        if pipeline in self.ENGINE_VLANS:
             return (string.Template(self.ENGINE_ROUTE).substitute(route_sched="sched: atomic")
-                    .replace("port: p0", "port: v200"))
+                    .replace("port: p0", f"port: {self.ENGINE_VLANS[pipeline][2]}"))
         if pipeline == "rn-vrf":
             return (string.Template(self.ENGINE_ROUTE).substitute(route_sched="sched: atomic")
                     .replace("{prefix: 198.51.100.0/24,", "{prefix: 198.51.100.0/24, vrf: tenant,"))
@@ -2191,9 +2210,7 @@ class Suite:
             # auto is the default: left out, so a --baseline-build from before the key runs.
             + ("" if path == "auto" else f"\n  path: {path}"),
             stages=self.engine_stages(pipeline),
-            vlans=("\n  - {name: v100, type: vlan, parent: p0, vlan: 100}"
-                   "\n  - {name: v200, type: vlan, parent: p0, vlan: 200}"
-                   if pipeline == "rn-vlan" else ""),
+            vlans=self.ENGINE_VLANS[pipeline][1] if pipeline in self.ENGINE_VLANS else "",
             vrfs="vrfs: [{name: tenant, ports: [p0]}]" if pipeline == "rn-vrf" else ""))
         logp = self.raw / f"engine-vecflowd-{name}-{flows}.log"
         with self.bench_lock(f"engine: vecflowd {pipeline} {backend}, {flows} flows") as why:
@@ -2342,9 +2359,10 @@ class Suite:
                         reasons[(key, flows)] = f"not measured: trafgen pcap: {r.stderr.strip()}"
                     continue
                 pcaps[flows] = pcap
-                if any(key == "rn-vlan" for key, *_ in rows):
-                    tagged[flows] = self.out / f"engine-{flows}-vlan100.pcap"
-                    tag_pcap(pcap, tagged[flows], 100)
+                for key, *_ in rows:
+                    if key in self.ENGINE_VLANS:
+                        tagged[(key, flows)] = self.out / f"engine-{flows}-{key}.pcap"
+                        tag_pcap(pcap, tagged[(key, flows)], self.ENGINE_VLANS[key][0])
             n = 0
             for rnd in range(self.a.rounds):
                 for flows, pcap in pcaps.items():
@@ -2378,8 +2396,8 @@ class Suite:
                             d, why = self.engine_vecflowd(pipeline, backend,
                                                           path[0] if path else "auto",
                                                           flows,
-                                                          tagged[flows] if pipeline == "rn-vlan"
-                                                          else pcap, prefix, warm,
+                                                          tagged.get((pipeline, flows), pcap),
+                                                          prefix, warm,
                                                           seconds, build)
                         if why:
                             reasons[(key, flows)] = why

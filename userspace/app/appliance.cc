@@ -264,7 +264,8 @@ Result<void> Appliance::start_control() {
   std::map<std::string, std::vector<std::string>> vlans;
   for (const auto& p : cfg_.ports) {
     port_names.push_back(p.name);
-    if (const auto* v = std::get_if<config::VlanPort>(&p.kind)) vlans[v->parent].push_back(p.name);
+    // A link's VLAN ports, QinQ ports too: their frames are lifted on the link.
+    if (p.is_vlan()) vlans[cfg_.link_of(p)->name].push_back(p.name);
   }
   control::register_accounting(registry_, *outcomes_, std::move(port_names), std::move(vlans));
   control::register_errors(registry_);

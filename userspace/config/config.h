@@ -163,13 +163,21 @@ struct DpdkPort {
   std::string interface;  // the kernel interface named by `iface=` in the devargs, if any
 };
 
+// The tag a VLAN port's frames carry: 802.1Q (TPID 0x8100), or 802.1ad (0x88a8, a provider's
+// service tag, the outer tag of QinQ).
+enum class VlanProto : uint8_t { Dot1q, Dot1ad };
+
 // An 802.1Q VLAN of another port as an L3 interface of its own (router on a stick): frames
 // tagged `vlan` on the parent's link are this port's, and what leaves through it is tagged.
-// Its kernel side is the Linux VLAN device `interface` on the parent's interface, which
-// vecflowd creates when it is missing (and removes at stop) or follows when it exists.
+// QinQ is a VLAN port of a VLAN port (as Linux stacks VLAN devices): the parent carries the
+// outer tag (usually 802.1ad), this port the 802.1Q tag inside it. Its kernel side is the Linux
+// VLAN device `interface` on the parent's interface, which vecflowd creates when it is missing
+// (and removes at stop) or follows when it exists.
 struct VlanPort {
-  std::string parent;     // the port whose link carries the tags: an afxdp port
-  uint16_t vlan = 0;      // VID, 1..4094
+  std::string parent;  // the port whose frames carry the tag: an afxdp or dpdk port, or a
+                       // VLAN port of one (QinQ: two tags at most)
+  uint16_t vlan = 0;   // VID, 1..4094
+  VlanProto proto = VlanProto::Dot1q;
   std::string interface;  // default: "<parent interface>.<vlan>"
 };
 
@@ -205,8 +213,9 @@ struct PortRange {
 enum class L3Proto { Ipv4, Ipv6, Arp };
 
 struct SteerMatch {
-  std::optional<std::string> port;  // ingress port name
-  std::optional<uint16_t> vlan;
+  std::optional<std::string> port;     // ingress port name
+  std::optional<uint16_t> vlan;        // the outer tag's VLAN id
+  std::optional<uint16_t> inner_vlan;  // the second tag's (QinQ)
   std::optional<L3Proto> l3;
   std::optional<IpPrefix> src;
   std::optional<IpPrefix> dst;
@@ -422,6 +431,8 @@ struct ApplianceConfig {
   std::vector<VrfConfig> vrfs;
 
   const PortConfig* find_port(std::string_view name) const;
+  // The port whose link carries `port`'s frames: itself, or a VLAN port's parent's link.
+  const PortConfig* link_of(const PortConfig& port) const;
   std::optional<uint16_t> port_index(std::string_view name) const;
 };
 

@@ -130,6 +130,18 @@ const PortConfig* ApplianceConfig::find_port(std::string_view name) const {
   return nullptr;
 }
 
+const PortConfig* ApplianceConfig::link_of(const PortConfig& port) const {
+  const PortConfig* p = &port;
+  // Bounded: the validation allows two VLAN levels; a file that loops stops here too.
+  for (size_t depth = 0; depth <= ports.size(); ++depth) {
+    const auto* v = std::get_if<VlanPort>(&p->kind);
+    if (v == nullptr) return p;
+    p = find_port(v->parent);
+    if (p == nullptr) return nullptr;
+  }
+  return nullptr;
+}
+
 std::optional<uint16_t> ApplianceConfig::port_index(std::string_view name) const {
   for (size_t i = 0; i < ports.size(); ++i) {
     if (ports[i].name == name) return static_cast<uint16_t>(i);
@@ -291,12 +303,14 @@ void read_steering(Ctx& ctx, const YAML::Node& n, SteeringSection& out) {
         r.get("name", rule.name);
         r.get("priority", rule.priority, 0, 65535);
         if (r.has("match")) {
-          MapReader mm(ctx, r.child("match"), r.key_path("match"),
-                       {"port", "vlan", "l3", "src", "dst", "proto", "src_port", "dst_port"});
+          MapReader mm(
+              ctx, r.child("match"), r.key_path("match"),
+              {"port", "vlan", "inner_vlan", "l3", "src", "dst", "proto", "src_port", "dst_port"});
           std::string port;
           if (mm.get("port", port)) rule.match.port = port;
           uint16_t vlan = 0;
           if (mm.get("vlan", vlan, 0, 4095)) rule.match.vlan = vlan;
+          if (mm.get("inner_vlan", vlan, 0, 4095)) rule.match.inner_vlan = vlan;
           L3Proto l3{};
           if (mm.get_enum<L3Proto>(
                   "l3", l3,

@@ -122,6 +122,7 @@ constexpr TypedKey kTypedKeys[] = {
     {"tx_descriptors", kDpdk},
     {"parent", kVlan},
     {"vlan", kVlan},
+    {"proto", kVlan},
 };
 
 // "afxdp", "afxdp and vlan": the port types of a mask.
@@ -259,6 +260,9 @@ void read_vlan_port(Ctx& ctx, MapReader& m, PortConfig& p) {
   VlanPort v;
   if (m.require("parent")) m.get("parent", v.parent);
   if (m.require("vlan")) m.get("vlan", v.vlan, 1, 4094);  // 0 and 4095 are reserved (802.1Q)
+  if (m.has("proto"))
+    m.get_enum<VlanProto>("proto", v.proto,
+                          {{"802.1q", VlanProto::Dot1q}, {"802.1ad", VlanProto::Dot1ad}});
   read_interface(ctx, m, v.interface);
   p.kind = std::move(v);
 }
@@ -313,24 +317,34 @@ void read_port(Ctx& ctx, const YAML::Node& n, const std::string& path,
 }
 
 void name_vlan_devices(Ctx& ctx, std::vector<PortConfig>& ports) {
-  for (size_t i = 0; i < ports.size(); ++i) {
-    auto* v = std::get_if<VlanPort>(&ports[i].kind);
-    if (!v || !v->interface.empty()) continue;
-    const PortConfig* parent = nullptr;
-    for (const auto& p : ports) {
-      if (p.name == v->parent) parent = &p;
+  // The ports on a link first, then the QinQ ports: a QinQ port's default name is its parent
+  // VLAN port's interface, named in the first round.
+  for (const bool qinq : {false, true}) {
+    for (size_t i = 0; i < ports.size(); ++i) {
+      auto* v = std::get_if<VlanPort>(&ports[i].kind);
+      if (!v || !v->interface.empty()) continue;
+      const PortConfig* parent = nullptr;
+      for (const auto& p : ports) {
+        if (p.name == v->parent) parent = &p;
+      }
+      if ((parent != nullptr && parent->is_vlan()) != qinq) continue;
+      // A DPDK port's link has no kernel device to hang VLAN devices on.
+      const std::string* link = nullptr;
+      if (const auto* a = parent ? std::get_if<AfXdpPort>(&parent->kind) : nullptr)
+        link = &a->interface;
+      if (const auto* pv = parent ? std::get_if<VlanPort>(&parent->kind) : nullptr)
+        link = pv->interface.empty() ? nullptr : &pv->interface;
+      if (!link) continue;
+      std::string name = fmt::format("{}.{}", *link, v->vlan);
+      if (name.size() > kMaxInterfaceName) {
+        ctx.error(ports[i].where, fmt::format("ports[{}]", i),
+                  fmt::format("the VLAN device's default name '{}' is longer than an interface "
+                              "name may be ({} characters): name it with `interface:`",
+                              name, kMaxInterfaceName));
+        continue;
+      }
+      v->interface = std::move(name);
     }
-    const auto* link = parent ? std::get_if<AfXdpPort>(&parent->kind) : nullptr;
-    if (!link) continue;
-    std::string name = fmt::format("{}.{}", link->interface, v->vlan);
-    if (name.size() > kMaxInterfaceName) {
-      ctx.error(ports[i].where, fmt::format("ports[{}]", i),
-                fmt::format("the VLAN device's default name '{}' is longer than an interface "
-                            "name may be ({} characters): name it with `interface:`",
-                            name, kMaxInterfaceName));
-      continue;
-    }
-    v->interface = std::move(name);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <variant>
 
@@ -49,7 +50,7 @@ bool eventdev_device(const SchedulerSection& sc, std::string_view prefix) {
 bool same_vlan(const PortConfig& a, const PortConfig& b) {
   const auto* va = std::get_if<VlanPort>(&a.kind);
   const auto* vb = std::get_if<VlanPort>(&b.kind);
-  return va && vb && va->parent == vb->parent && va->vlan == vb->vlan;
+  return va && vb && va->parent == vb->parent && va->vlan == vb->vlan && va->proto == vb->proto;
 }
 
 // ---- ports: names, interfaces, devices, queues, lcores ----
@@ -110,10 +111,10 @@ void check_ports(const Checker& c) {
   }
 }
 
-// ---- vlan ports: a parent that carries tags, one port per VLAN of a link ----
+// ---- vlan ports: a parent that carries tags, one port per VLAN of a link, two tags at most ----
 void check_vlan_ports(const Checker& c) {
   const ApplianceConfig& cfg = c.cfg;
-  std::map<std::pair<std::string, uint16_t>, size_t> vlans;
+  std::map<std::tuple<std::string, VlanProto, uint16_t>, size_t> vlans;
   for (size_t pi = 0; pi < cfg.ports.size(); ++pi) {
     const auto& p = cfg.ports[pi];
     const auto* v = std::get_if<VlanPort>(&p.kind);
@@ -122,27 +123,37 @@ void check_vlan_ports(const Checker& c) {
     const YAML::Node at = locate(c.root, {k("ports"), i(pi), k("parent")});
     if (!c.port_exists(v->parent, at, path + ".parent")) continue;
     const PortConfig& parent = *cfg.find_port(v->parent);
-    if (parent.is_vlan()) {
+    const auto* outer = std::get_if<VlanPort>(&parent.kind);
+    const PortConfig* link = cfg.link_of(p);
+    if (outer && cfg.find_port(outer->parent) && cfg.find_port(outer->parent)->is_vlan()) {
       c.err(at, path + ".parent",
-            fmt::format("port '{}' is a vlan port, and a vlan port cannot be a parent (one "
-                        "802.1Q tag; QinQ, 802.1ad, is not supported yet)",
+            fmt::format("port '{}' is itself a QinQ port: a frame carries two VLAN tags at most",
                         v->parent));
-    } else if (!parent.is_afxdp() && !v->interface.empty()) {
+      continue;
+    }
+    if (outer && v->proto != VlanProto::Dot1q) {
+      // What the parser, the steering program and Linux's QinQ devices agree on.
+      c.err(locate(c.root, {k("ports"), i(pi), k("proto")}), path + ".proto",
+            fmt::format("the tag inside VLAN port '{}' (QinQ) is an 802.1Q tag: leave out "
+                        "'proto' or give 802.1q",
+                        v->parent));
+    } else if (link && !link->is_afxdp() && !v->interface.empty()) {
       // vecflowd does not make VLAN devices on a DPDK port's interface: the PMD owns that
       // link, and the kernel would see the VLAN from the wrong side (net_tap) or not at all.
       c.err(locate(c.root, {k("ports"), i(pi), k("interface")}), path + ".interface",
             fmt::format("port '{}' is a dpdk port: its VLANs have no kernel device (their "
                         "kernel side is their exception path); leave out 'interface'",
-                        v->parent));
+                        link->name));
     } else if (p.mtu && parent.mtu && *p.mtu > *parent.mtu) {
       c.err(locate(c.root, {k("ports"), i(pi), k("mtu")}), path + ".mtu",
             fmt::format("mtu {} is above the mtu {} of parent '{}': a VLAN device's MTU is at "
                         "most its link's",
                         *p.mtu, *parent.mtu, v->parent));
     }
-    if (auto [it, fresh] = vlans.emplace(std::pair{v->parent, v->vlan}, pi); !fresh) {
+    if (auto [it, fresh] = vlans.emplace(std::tuple{v->parent, v->proto, v->vlan}, pi); !fresh) {
       c.err(locate(c.root, {k("ports"), i(pi), k("vlan")}), path + ".vlan",
-            fmt::format("VLAN {} of port '{}' is already port '{}'", v->vlan, v->parent,
+            fmt::format("{} VLAN {} of port '{}' is already port '{}'",
+                        v->proto == VlanProto::Dot1ad ? "802.1ad" : "802.1Q", v->vlan, v->parent,
                         cfg.ports[it->second].name));
     }
   }
@@ -244,10 +255,15 @@ void check_steering_rule(const Checker& c, size_t ri, std::map<std::string, size
   if (m.port && c.port_exists(*m.port, at({"match", "port"}), path + ".match.port")) {
     const PortConfig& port = *c.cfg.find_port(*m.port);
     if (const auto* v = std::get_if<VlanPort>(&port.kind)) {
+      const PortConfig& parent = *c.cfg.find_port(v->parent);
+      const auto* outer = std::get_if<VlanPort>(&parent.kind);
       c.err(at({"match", "port"}), path + ".match.port",
-            fmt::format("port '{}' is a vlan port; steering sees its frames on the parent's link: "
-                        "match `port: {}` and `vlan: {}`",
-                        *m.port, v->parent, v->vlan));
+            outer ? fmt::format("port '{}' is a QinQ port; steering sees its frames on the link: "
+                                "match `port: {}`, `vlan: {}` and `inner_vlan: {}`",
+                                *m.port, outer->parent, outer->vlan, v->vlan)
+                  : fmt::format("port '{}' is a vlan port; steering sees its frames on the "
+                                "parent's link: match `port: {}` and `vlan: {}`",
+                                *m.port, v->parent, v->vlan));
     } else if (!port.is_afxdp()) {
       c.err(at({"match", "port"}), path + ".match.port",
             fmt::format("port '{}' is not an afxdp port; steering runs on afxdp ports only",

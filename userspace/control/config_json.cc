@@ -99,6 +99,7 @@ Json port_json(const PortConfig& p) {
     j["type"] = "vlan";
     j["parent"] = v->parent;
     j["vlan"] = v->vlan;
+    j["proto"] = v->proto == VlanProto::Dot1ad ? "802.1ad" : "802.1q";
     j["interface"] = v->interface;  // the default filled in: what vecflowd creates or follows
   } else {
     const auto& d = std::get<DpdkPort>(p.kind);
@@ -115,6 +116,7 @@ Json rule_json(const SteerRule& r) {
   const SteerMatch& m = r.match;
   Json match = {{"port", opt(m.port)},
                 {"vlan", opt(m.vlan)},
+                {"inner_vlan", opt(m.inner_vlan)},
                 {"l3", m.l3 ? Json(l3_name(*m.l3)) : Json(nullptr)},
                 {"src", prefix_json(m.src)},
                 {"dst", prefix_json(m.dst)},

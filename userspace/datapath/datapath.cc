@@ -47,6 +47,11 @@ uint32_t spare_mbufs(const config::ApplianceConfig& cfg) {
   return cfg.dpdk.mbufs > posted ? static_cast<uint32_t>(cfg.dpdk.mbufs - posted) : 0;
 }
 
+// 0 for a port on a link, 1 for a VLAN port, 2 for a QinQ port (the validation allows no more).
+size_t vlan_depth(const config::ApplianceConfig& cfg, const config::PortConfig& port) {
+  return vlan_tags(cfg, port).count();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<DataPath>> DataPath::create(const config::ApplianceConfig& cfg,
@@ -81,28 +86,34 @@ Result<void> DataPath::create_ports(const config::ApplianceConfig& cfg,
   PortEnvironment env = port_environment(cfg);
   env.pool = pool_.get();
   env.steering_object = steer::XdpSteering::bpf_object_path();
-  // VLAN sub-interfaces after the ports they are VLANs of (a port's id is its index in the
-  // file, wherever it is declared).
+  // VLAN sub-interfaces after the ports they are VLANs of, QinQ ports after their service
+  // VLANs' (a port's id is its index in the file, wherever it is declared).
   ports_.resize(cfg.ports.size());
-  for (bool vlans : {false, true}) {
+  for (size_t depth : {0, 1, 2}) {
     for (size_t i = 0; i < cfg.ports.size(); ++i) {
+      if (vlan_depth(cfg, cfg.ports[i]) != depth) continue;
       const auto* v = std::get_if<config::VlanPort>(&cfg.ports[i].kind);
-      if ((v != nullptr) != vlans) continue;
       const auto parent = v ? cfg.port_index(v->parent) : std::nullopt;
       auto port = create_port(cfg.ports[i], PortId{static_cast<uint16_t>(i)}, env,
                               parent ? ports_[*parent].get() : nullptr,
                               parent ? &cfg.ports[*parent] : nullptr);
       if (!port) return fail("port '{}': {}", cfg.ports[i].name, port.error().message);
       ports_[i] = std::move(*port);
+      start_order_.push_back(ports_[i].get());
     }
   }
+  // One demultiplexer per link, for its VLANs and their QinQ customer VLANs.
   for (size_t i = 0; i < cfg.ports.size(); ++i) {
     const auto* v = std::get_if<config::VlanPort>(&cfg.ports[i].kind);
     if (v == nullptr) continue;
-    const uint16_t parent = *cfg.port_index(v->parent);
-    auto& demux = vlan_demux_[parent];
+    auto& demux = vlan_demux_[*cfg.port_index(cfg.link_of(cfg.ports[i])->name)];
     if (!demux) demux = std::make_unique<VlanDemux>();
-    demux->port[v->vlan] = static_cast<uint16_t>(i);
+    const auto& parent = *cfg.find_port(v->parent);
+    const auto port = static_cast<uint16_t>(i);
+    if (const auto* service = std::get_if<config::VlanPort>(&parent.kind))
+      demux->claim_inner(vlan_tpid(*service), service->vlan, v->vlan, port);
+    else
+      demux->claim(vlan_tpid(*v), v->vlan, port);
   }
   for (const auto& [parent, demux] : vlan_demux_)
     ports_[parent]->set_vlans(demux.get());
@@ -133,7 +144,8 @@ Result<void> DataPath::create_ports(const config::ApplianceConfig& cfg,
     if (auto r = port->enable_kernel_path(); !r)
       return fail("port '{}': exception path: {}", port->name(), r.error().message);
   }
-  for (auto& port : ports_) {
+  // Parents first: a VLAN device is made on its parent's.
+  for (Port* port : start_order_) {
     if (auto r = port->start(); !r) return fail("port '{}': {}", port->name(), r.error().message);
   }
   ports_started_ = true;
@@ -148,9 +160,8 @@ Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtim
     std::string itf;
     if (auto* a = std::get_if<config::AfXdpPort>(&p.kind)) itf = a->interface;
     if (auto* d = std::get_if<config::DpdkPort>(&p.kind)) itf = d->interface;
-    const auto* v = std::get_if<config::VlanPort>(&p.kind);
-    if (v != nullptr) itf = v->interface;
-    ctx.ports.push_back(PortInfo{p.name, ports_[i]->mac(), itf, v ? v->vlan : uint16_t{0}});
+    if (auto* v = std::get_if<config::VlanPort>(&p.kind)) itf = v->interface;
+    ctx.ports.push_back(PortInfo{p.name, ports_[i]->mac(), itf, vlan_tags(cfg, p)});
   }
   ctx.mtus = mtus_.get();
   ctx.lcore_slots = static_cast<unsigned>(runtime.slots());
@@ -368,8 +379,8 @@ DataPath::~DataPath() {
       runtime_->control().remove_service(s.get());
   }
   if (ports_started_) {
-    for (auto& port : ports_)
-      port->stop();
+    for (auto it = start_order_.rbegin(); it != start_order_.rend(); ++it)
+      (*it)->stop();
   }
 }
 

@@ -120,6 +120,7 @@ class DataPath {
   // and EAL after the DataPath (Appliance). A test tears down a device holding events.
   std::unique_ptr<PacketPool> pool_;
   std::vector<std::unique_ptr<Port>> ports_;
+  std::vector<Port*> start_order_;  // ports_, parents before their VLAN ports
   // Per port with VLAN sub-interfaces, their VLANs (io/vlan/vlan_demux.h): read by its rx bursts.
   std::map<uint16_t, std::unique_ptr<VlanDemux>> vlan_demux_;
   std::unique_ptr<HookTable> hooks_;

@@ -73,6 +73,19 @@ Result<void> apply_port_mtus(const config::ApplianceConfig& cfg) {
   return {};
 }
 
+uint16_t vlan_tpid(const config::VlanPort& v) {
+  return v.proto == config::VlanProto::Dot1ad ? RTE_ETHER_TYPE_QINQ : RTE_ETHER_TYPE_VLAN;
+}
+
+VlanTags vlan_tags(const config::ApplianceConfig& cfg, const config::PortConfig& port) {
+  const auto* v = std::get_if<config::VlanPort>(&port.kind);
+  if (v == nullptr) return {};
+  const config::PortConfig* parent = cfg.find_port(v->parent);
+  const auto* service = parent ? std::get_if<config::VlanPort>(&parent->kind) : nullptr;
+  if (service == nullptr) return VlanTags{vlan_tpid(*v), v->vlan, 0, 0};
+  return VlanTags{vlan_tpid(*service), service->vlan, vlan_tpid(*v), v->vlan};
+}
+
 Result<std::unique_ptr<Port>> create_port(const config::PortConfig& p, PortId id,
                                           const PortEnvironment& env, Port* parent,
                                           const config::PortConfig* parent_config) {
@@ -81,6 +94,7 @@ Result<std::unique_ptr<Port>> create_port(const config::PortConfig& p, PortId id
       return fail("VLAN port: its parent '{}' was not made first", v->parent);
     VlanOptions o;
     o.vlan = v->vlan;
+    o.tpid = vlan_tpid(*v);
     o.interface = v->interface;  // empty on a DPDK parent: no kernel device
     if (const std::string* itf = parent_config->kernel_interface()) o.parent_interface = *itf;
     o.mtu = p.mtu;

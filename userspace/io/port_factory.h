@@ -4,7 +4,8 @@
 // Start-up order (io/afxdp/afxdp_port.h says why):
 //   pool = PacketPool::create(pool_options(cfg))
 //   for each port: create_port(...)           DPDK-owned AF_XDP queues are set up here
-//   for each VLAN port: create_port(..., parent), then the parents' Port::set_vlans()
+//   for each VLAN port, parents first: create_port(..., parent), then the links'
+//   Port::set_vlans()
 //   steering attaches to the afxdp ports' interfaces
 //   AfXdpPort::set_xsks_map(steering's xsks_map fd of that interface)
 //   Port::start() for every port; then the rx/tx adapters start polling
@@ -18,6 +19,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "core/ids.h"
+#include "core/vlan.h"
 #include "io/packet_pool.h"
 #include "io/port.h"
 #include "io/rx_classify.h"
@@ -51,5 +53,12 @@ Result<void> apply_port_mtus(const config::ApplianceConfig& cfg);
 Result<std::unique_ptr<Port>> create_port(const config::PortConfig& p, PortId id,
                                           const PortEnvironment& env, Port* parent = nullptr,
                                           const config::PortConfig* parent_config = nullptr);
+
+// The TPID of a VLAN port's tag.
+uint16_t vlan_tpid(const config::VlanPort& v);
+
+// The tags `port`'s frames carry on its link, outermost first: none for a port that is not a
+// VLAN port, two for a QinQ port (its parent's, then its own).
+VlanTags vlan_tags(const config::ApplianceConfig& cfg, const config::PortConfig& port);
 
 }  // namespace vecflow

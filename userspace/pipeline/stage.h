@@ -35,6 +35,7 @@
 #include "core/error.h"
 #include "core/net.h"
 #include "core/packet.h"
+#include "core/vlan.h"
 #include "runtime/service.h"
 
 namespace vecflow {
@@ -54,7 +55,7 @@ struct PortInfo {
   std::string name;
   MacAddress mac;         // the port's own address: the source MAC of frames it sends
   std::string interface;  // kernel interface behind the port, "" if none (pure DPDK port)
-  uint16_t vlan = 0;      // a VLAN port's (io/vlan/vlan_port.h) 802.1Q id, 0 for other ports
+  VlanTags vlan{};        // a VLAN port's (io/vlan/vlan_port.h) tags on its link; none for others
 };
 
 // The addresses of a port's kernel interface (the source of the ICMP errors it sends, the

@@ -175,6 +175,10 @@ Result<CompiledRules> compile_rules(const config::SteeringSection& steering,
       t.vlan_mask = 0xffff;
       k.vlan = *m.vlan;
     }
+    if (m.inner_vlan) {
+      t.inner_vlan_mask = 0xffff;
+      k.inner_vlan = *m.inner_vlan;
+    }
     // The classes a range covers; a field the rule leaves open is one wildcard "class".
     auto class_run = [](const PortClasses& pc, const std::optional<config::PortRange>& r) {
       if (!r) return std::pair<uint32_t, uint32_t>{0, 0};

@@ -86,6 +86,7 @@ struct vf_parsed {
   struct vf_flow_key key; /* addresses, ports (0 when none), protocol, IP version */
   __u16 eth_proto;        /* ethertype after the VLAN tags, host order */
   __u16 vlan_tci;         /* outer tag's TCI, host order (VF_PARSED_VLAN) */
+  __u16 vlan_tci_inner;   /* the second tag's TCI, host order (vlan_count == 2: QinQ) */
   __u16 l2_len;           /* Ethernet header plus VLAN tags */
   __u16 l3_len;           /* IP header incl. IPv4 options / IPv6 extension headers; 0 if not IP */
   __u16 l4_len;           /* TCP header incl. options, UDP/SCTP/ICMP header; 0 if none read */
@@ -261,6 +262,7 @@ VF_INLINE int vf_parse_frame(const __u8* data, const __u8* end, const __u8* fram
     if (proto != VF_ETH_P_8021Q && proto != VF_ETH_P_8021AD) break;
     if (p + VF_VLAN_HLEN > end) return VF_DROP_VLAN_TRUNCATED;
     if (i == 0) out->vlan_tci = vf_be16(p);
+    if (i == 1) out->vlan_tci_inner = vf_be16(p);
     proto = vf_be16(p + 2);
     p += VF_VLAN_HLEN;
     out->vlan_count++;

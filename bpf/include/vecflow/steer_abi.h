@@ -93,7 +93,8 @@ struct vf_rule_key {
   __u8 l3;        /* VF_L3_* */
   __u8 proto;     /* L4 protocol, 0 when not IP */
   __u8 l4;        /* 1 when the frame carries ports (TCP/UDP/SCTP, not a later fragment) */
-  __u8 pad[3];
+  __u8 pad;
+  __u16 inner_vlan; /* the second tag's VLAN id (QinQ), VF_VLAN_NONE without one */
 };
 
 /* What a rule (or the default) decides. */
@@ -115,7 +116,8 @@ struct vf_tuple {
   __u8 l3_mask;
   __u8 proto_mask;
   __u8 l4_mask;
-  __u8 pad[3];
+  __u8 pad;
+  __u16 inner_vlan_mask;
   __u32 max_rank;
 };
 

@@ -59,8 +59,9 @@ inline Bytes udp_frame(const std::array<uint8_t, 6>& to, std::array<uint8_t, 4> 
 }
 
 struct Received {
-  Bytes frame;                   // without its tag
+  Bytes frame;                   // without its (outer) tag
   std::optional<uint16_t> vlan;  // the tag's VLAN id, if it had one
+  uint16_t vlan_tpid = 0;        // and its TPID (0x8100, or 0x88a8 for 802.1ad)
 };
 
 // A packet socket on an interface of the calling thread's namespace that reports each
@@ -113,6 +114,7 @@ class TaggedSocket {
         tpacket_auxdata aux;
         std::memcpy(&aux, CMSG_DATA(c), sizeof(aux));
         if (aux.tp_status & TP_STATUS_VLAN_VALID) r.vlan = aux.tp_vlan_tci & 0x0fff;
+        if (aux.tp_status & TP_STATUS_VLAN_TPID_VALID) r.vlan_tpid = aux.tp_vlan_tpid;
       }
       out.push_back(std::move(r));
     }

@@ -9,6 +9,8 @@
 #include <map>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "forwarding_fixture.h"
 #include "tagged_frames.h"
 
@@ -195,6 +197,140 @@ TEST_F(Vlan, EachVlanHasItsKernelDeviceWhileVecflowdRunsOrSaysWhyNot) {
     EXPECT_EQ(kernel_device, "none (no 802.1Q in the kernel)") << lab.dump();
     EXPECT_FALSE(exists);
     EXPECT_NE(log().find("this kernel has no VLAN devices"), std::string::npos) << log();
+  }
+}
+
+constexpr const char* kCustomer10 = "02:00:00:00:0a:02";  // 10.10.0.2, QinQ 300/10
+constexpr const char* kCustomer11 = "02:00:00:00:0b:02";  // 10.11.0.2, QinQ 300/11
+
+// QinQ on the same trunk: a provider's service VLAN (802.1ad 300) with two customer VLANs
+// inside it (802.1Q 10 and 11), each an L3 interface, beside an 802.1Q VLAN 100 and the
+// trunk's own untagged network. A steering rule drops one customer's UDP to port 7 in XDP by
+// both tags.
+class Qinq : public Forwarding {
+ protected:
+  std::string edit_config(std::string) override {
+    return R"(appliance: {name: qinq-test}
+cpu: {control: 0, workers: [1]}
+dpdk: {memory_mb: 256, hugepages: auto, file_prefix: )" +
+           name_ + R"(, mbufs: 8192}
+ports:
+  - {name: wan, type: afxdp, interface: wan0, queues: 1, mode: auto}
+  - {name: c10, type: vlan, parent: svc, vlan: 10}
+  - {name: svc, type: vlan, parent: wan, vlan: 300, proto: 802.1ad}
+  - {name: c11, type: vlan, parent: svc, vlan: 11}
+  - {name: office, type: vlan, parent: wan, vlan: 100}
+steering:
+  default: userspace
+  rules:
+    - {name: arp, match: {l3: arp}, action: pass}
+    - {name: c11-echo, match: {port: wan, vlan: 300, inner_vlan: 11, proto: udp, dst_port: 7},
+       action: drop}
+pipeline:
+  - stage: route
+    routes:
+      - {prefix: 10.1.0.0/24, port: office}
+      - {prefix: 10.10.0.0/24, port: c10}
+      - {prefix: 10.11.0.0/24, port: c11}
+  - stage: neighbour
+    fuse: true
+    static:
+      - {ip: 10.1.0.2, mac: ")" +
+           kOfficeHost + R"(", port: office}
+      - {ip: 10.10.0.2, mac: ")" +
+           kCustomer10 + R"(", port: c10}
+      - {ip: 10.11.0.2, mac: ")" +
+           kCustomer11 + R"(", port: c11}
+control:
+  socket: )" +
+           socket_ + "\n";
+  }
+  bool resolve_first() const override { return false; }
+
+  std::array<uint8_t, 6> wan_mac() const {
+    return mac_bytes(lab_->exec_output('a', "cat /sys/class/net/wan0/address"));
+  }
+};
+
+// Customer 10 -> customer 11, customer 11 -> VLAN 100, VLAN 100 -> customer 10: each frame
+// leaves with its egress interface's tags (both for a customer, the service tag outside),
+// routed; frames of a customer VLAN no one claims, or the same ids under an 802.1Q outer tag,
+// are vlan_unknown drops on the trunk; the dropped echo never reaches user space. Every
+// port's accounting is exact.
+TEST_F(Qinq, RoutesBetweenCustomerVlansAndAVlanWithTheRightTagsAndExactAccounting) {
+  NetnsScope in_client(lab_->ns('c'));
+  ASSERT_TRUE(in_client.ok());
+  TaggedSocket trunk("eth0");
+  ASSERT_TRUE(trunk.ok());
+  const auto wan = wan_mac();
+  const std::vector<std::pair<uint16_t, uint16_t>> c10 = {{0x88a8, 300}, {0x8100, 10}};
+  const std::vector<std::pair<uint16_t, uint16_t>> c11 = {{0x88a8, 300}, {0x8100, 11}};
+  constexpr uint16_t kEach = 30;
+  for (uint16_t i = 0; i < kEach; ++i) {
+    ASSERT_TRUE(trunk.send(udp_frame(wan, ip4(10, 10, 0, 2), ip4(10, 11, 0, 2), 1000 + i, c10)));
+    ASSERT_TRUE(trunk.send(udp_frame(wan, ip4(10, 11, 0, 2), ip4(10, 1, 0, 2), 2000 + i, c11)));
+    ASSERT_TRUE(
+        trunk.send(udp_frame(wan, ip4(10, 1, 0, 2), ip4(10, 10, 0, 2), 3000 + i, {{0x8100, 100}})));
+  }
+  for (uint16_t i = 0; i < 5; ++i) {
+    ASSERT_TRUE(trunk.send(udp_frame(wan, ip4(10, 10, 0, 2), ip4(10, 11, 0, 2), 4000 + i,
+                                     {{0x88a8, 300}, {0x8100, 12}})));  // nobody's customer
+    ASSERT_TRUE(trunk.send(udp_frame(wan, ip4(10, 10, 0, 2), ip4(10, 11, 0, 2), 4100 + i,
+                                     {{0x8100, 300}, {0x8100, 10}})));  // 802.1Q outside
+    ASSERT_TRUE(trunk.send(udp_frame(wan, ip4(10, 11, 0, 2), ip4(10, 10, 0, 2), 4200 + i, c11,
+                                     7)));  // dropped in XDP by its two tags
+  }
+  // (from, to) -> frames, with the tags each left with.
+  std::map<std::pair<int, std::string>, unsigned> seen;
+  for (const Received& r : trunk.drain(1500)) {
+    // The kernel took the outer tag off (r.vlan); an inner one stays in the frame.
+    Bytes f = r.frame;
+    std::string tags;
+    if (r.vlan) tags = fmt::format("{:04x}/{}", r.vlan_tpid, *r.vlan);
+    if (f.size() > 18 && f[12] == 0x81 && f[13] == 0x00) {
+      tags += fmt::format(" 8100/{}", (f[14] << 8 | f[15]) & 0x0fff);
+      f.erase(f.begin() + 12, f.begin() + 16);
+    }
+    if (f.size() < 42 || f[12] != 0x08 || f[13] != 0x00 || f[14 + 9] != 17) continue;
+    const uint16_t sport = uint16_t(f[34] << 8 | f[35]);
+    if (sport < 1000 || sport >= 5000) continue;  // not the test's
+    EXPECT_LT(sport, 4000) << "forwarded a frame of no sub-interface, or the dropped echo";
+    EXPECT_TRUE(std::equal(wan.begin(), wan.end(), f.begin() + 6));
+    EXPECT_EQ(f[14 + 8], 63);
+    EXPECT_TRUE(ipv4_checksum_ok(f));
+    EXPECT_TRUE(l4_checksum_ok(f));
+    const char* to = sport < 2000 ? kCustomer11 : sport < 3000 ? kOfficeHost : kCustomer10;
+    const auto mac = mac_bytes(to);
+    EXPECT_TRUE(std::equal(mac.begin(), mac.end(), f.begin())) << "sport " << sport;
+    ++seen[{sport / 1000, tags}];
+  }
+  EXPECT_EQ((seen[{1, "88a8/300 8100/11"}]), kEach);
+  EXPECT_EQ((seen[{2, "8100/100"}]), kEach);
+  EXPECT_EQ((seen[{3, "88a8/300 8100/10"}]), kEach);
+  EXPECT_EQ(seen.size(), 3u);
+
+  const Counters c = quiet_counters();
+  for (const char* name : {"c10", "c11", "office"}) {
+    const Json p = port(c.accounting, name);
+    EXPECT_EQ(p["rx_packets"].get<uint64_t>(), kEach) << p.dump();
+    EXPECT_EQ(p["tx_packets"].get<uint64_t>(), kEach) << p.dump();
+  }
+  EXPECT_EQ(port(c.accounting, "svc")["rx_packets"].get<uint64_t>(), 0u);
+  for (const auto& p : c.accounting) {
+    EXPECT_EQ(p["rx_packets"].get<uint64_t>(), p["tx_packets"].get<uint64_t>() +
+                                                   p["kernel_packets"].get<uint64_t>() +
+                                                   p["dropped"].get<uint64_t>())
+        << p.dump();
+  }
+  const Json w = port(c.accounting, "wan");
+  EXPECT_EQ(w["port_dropped"].get<uint64_t>(), 10u) << w.dump();
+  EXPECT_EQ(w["xdp"]["dropped"].get<uint64_t>(), 5u) << w.dump();
+  EXPECT_EQ(w["in_rings"].get<int64_t>(), 0) << c.accounting.dump();
+  const Json ports = json("ports");
+  for (const auto& p : ports["ports"]) {
+    if (p["port"] != "c10") continue;
+    EXPECT_EQ(p["device_info"]["vlan.parent"], "svc") << p.dump();
+    EXPECT_EQ(p["device_info"]["vlan.proto"], "802.1q") << p.dump();
   }
 }
 

@@ -203,8 +203,8 @@ TEST(DpdkPort, VlansOfADpdkPortInAndOutThroughPcaps) {
     VlanPort office("office", PortId{6}, **port, VlanOptions{100, "", "", {}});
     VlanPort lab("lab", PortId{7}, **port, VlanOptions{200, "", "", {}});
     VlanDemux demux;
-    demux.port[100] = 6;
-    demux.port[200] = 7;
+    demux.claim(RTE_ETHER_TYPE_VLAN, 100, 6);
+    demux.claim(RTE_ETHER_TYPE_VLAN, 200, 7);
     (*port)->set_vlans(&demux);
     ASSERT_TRUE((*port)->start());
     ASSERT_TRUE(office.start()) << "no kernel device to make for a DPDK port's VLAN";

@@ -333,6 +333,33 @@ TEST(ConfigVlan, DefaultDeviceNameMayBeFifteenCharacters) {
   EXPECT_EQ(std::get<VlanPort>(cfg->ports[1].kind).interface, "enp129s0f0.4094");
 }
 
+// QinQ: a service VLAN (802.1ad) of the trunk and customer VLANs inside it, each a port; their
+// devices are named as Linux stacks them (trunk0.300, trunk0.300.10). Steering matches both tags.
+TEST(ConfigVlan, QinqPortsAreVlanPortsOfAServiceVlan) {
+  auto cfg = load_config_text(
+      "ports:\n"
+      "  - {name: cust, type: vlan, parent: svc, vlan: 10}\n"
+      "  - {name: trunk, type: afxdp, interface: trunk0}\n"
+      "  - {name: svc, type: vlan, parent: trunk, vlan: 300, proto: 802.1ad}\n"
+      "  - {name: office, type: vlan, parent: trunk, vlan: 300, interface: office0}\n"
+      "steering:\n"
+      "  rules: [{match: {port: trunk, vlan: 300, inner_vlan: 10}, action: userspace}]\n",
+      "t.yaml");
+  ASSERT_TRUE(cfg) << errors_text(cfg.error());
+  const auto& cust = std::get<VlanPort>(cfg->ports[0].kind);
+  EXPECT_EQ(cust.parent, "svc");
+  EXPECT_EQ(cust.proto, VlanProto::Dot1q);
+  EXPECT_EQ(cust.interface, "trunk0.300.10");
+  const auto& svc = std::get<VlanPort>(cfg->ports[2].kind);
+  EXPECT_EQ(svc.proto, VlanProto::Dot1ad);
+  EXPECT_EQ(svc.interface, "trunk0.300");
+  EXPECT_EQ(std::get<VlanPort>(cfg->ports[3].kind).proto, VlanProto::Dot1q)
+      << "802.1Q 300 and 802.1ad 300 are two VLANs";
+  EXPECT_EQ(cfg->link_of(cfg->ports[0])->name, "trunk");
+  EXPECT_EQ(cfg->link_of(cfg->ports[1])->name, "trunk");
+  EXPECT_EQ(cfg->steering.rules[0].match.inner_vlan, 10);
+}
+
 // VRFs: each with its ports and the kernel table it follows; routes name their VRF, and a
 // route into another VRF is `to_vrf` (a next hop with neither port nor gateway).
 TEST(ConfigVrf, VrfsAndTheirRoutesLoad) {

@@ -357,8 +357,8 @@ TEST(RxClassify, TaggedFramesBecomeTheirSubInterfacesUntagged) {
       udp(FrameBuilder().vlan(100).vlan(100)),  // two tags
   };
   VlanDemux demux;
-  demux.port[100] = 5;
-  demux.port[200] = 6;
+  demux.claim(RTE_ETHER_TYPE_VLAN, 100, 5);
+  demux.claim(RTE_ETHER_TYPE_VLAN, 200, 6);
   RxClassify c;
   c.port = PortId{4};
   c.vlans = &demux;
@@ -395,6 +395,71 @@ TEST(RxClassify, TaggedFramesBecomeTheirSubInterfacesUntagged) {
     EXPECT_EQ(bool(m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED), i != 1);
   }
   EXPECT_EQ(burst[0]->vlan_tci, 0x2000 | 100) << "the tag's TCI, priority included";
+  EXPECT_EQ(bytes, 3u * alone->pkt_len);
+  for (uint16_t i = 0; i < kept; ++i)
+    rte_pktmbuf_free(burst[i]);
+  rte_pktmbuf_free(alone);
+}
+
+// QinQ: a service VLAN (802.1ad 300, port 7) with two customer VLANs inside (802.1Q 10 and
+// 11, ports 8 and 9). A customer's frame leaves the burst as its port's with both tags gone and
+// both TCIs kept; the service tag alone is the service VLAN's; a customer VLAN no one claims, the
+// same ids under an 802.1Q outer tag, an 802.1ad tag inside, and three tags are vlan_unknown.
+TEST(RxClassify, QinqFramesBecomeTheirCustomerVlansUntagged) {
+  PacketPool& p = pool();
+  const auto udp = [](FrameBuilder b) {
+    return b.ipv4(ip4(10, 1, 0, 2), ip4(10, 2, 0, 2), 17).udp(7, 9).payload(20).build();
+  };
+  const Bytes plain = udp(FrameBuilder());
+  const std::vector<Bytes> frames = {
+      udp(FrameBuilder().vlan(300, 0x88a8).vlan(0x4000 | 10)),  // customer 10: port 8
+      udp(FrameBuilder().vlan(300, 0x88a8).vlan(11)),           // customer 11: port 9
+      udp(FrameBuilder().vlan(300, 0x88a8)),                    // the service VLAN: port 7
+      udp(FrameBuilder().vlan(300, 0x88a8).vlan(12)),           // nobody's customer
+      udp(FrameBuilder().vlan(300).vlan(10)),                   // 802.1Q outside
+      udp(FrameBuilder().vlan(300, 0x88a8).vlan(10, 0x88a8)),   // 802.1ad inside
+      udp(FrameBuilder().vlan(300, 0x88a8).vlan(10).vlan(5)),   // three tags
+  };
+  VlanDemux demux;
+  demux.claim(RTE_ETHER_TYPE_QINQ, 300, 7);
+  demux.claim_inner(RTE_ETHER_TYPE_QINQ, 300, 10, 8);
+  demux.claim_inner(RTE_ETHER_TYPE_QINQ, 300, 11, 9);
+  RxClassify c;
+  c.port = PortId{4};
+  c.vlans = &demux;
+  std::vector<rte_mbuf*> burst;
+  for (const Bytes& f : frames) {
+    rte_mbuf* m = rte_pktmbuf_alloc(p.mempool());
+    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+    burst.push_back(m);
+  }
+  rte_mbuf* alone = rte_pktmbuf_alloc(p.mempool());
+  std::memcpy(rte_pktmbuf_append(alone, static_cast<uint16_t>(plain.size())), plain.data(),
+              plain.size());
+  ASSERT_FALSE(classify_rx(alone, RxClassify{}, false));
+  DropCounters drops;
+  uint64_t bytes = 0;
+  const uint16_t kept =
+      classify_burst(burst.data(), static_cast<uint16_t>(burst.size()), c, false, drops, bytes);
+  ASSERT_EQ(kept, 3u);
+  EXPECT_EQ(drops.load(DropReason::VLAN_UNKNOWN), 4u);
+  EXPECT_EQ(drops.total(), 4u);
+  const uint16_t want_port[] = {8, 9, 7};
+  for (uint16_t i = 0; i < kept; ++i) {
+    SCOPED_TRACE(i);
+    const rte_mbuf* m = burst[i];
+    EXPECT_EQ(m->port, want_port[i]);
+    ASSERT_EQ(m->pkt_len, alone->pkt_len);
+    EXPECT_EQ(0, std::memcmp(rte_pktmbuf_mtod(m, const void*), rte_pktmbuf_mtod(alone, const void*),
+                             alone->data_len));
+    EXPECT_EQ(m->l2_len, alone->l2_len);
+    EXPECT_EQ(m->packet_type, alone->packet_type);
+    EXPECT_EQ(m->hash.rss, alone->hash.rss);
+    EXPECT_EQ(bool(m->ol_flags & RTE_MBUF_F_RX_QINQ_STRIPPED), i != 2);
+  }
+  EXPECT_EQ(burst[0]->vlan_tci, 0x4000 | 10) << "the customer tag's TCI, priority included";
+  EXPECT_EQ(burst[0]->vlan_tci_outer, 300);
+  EXPECT_EQ(burst[2]->vlan_tci, 300);
   EXPECT_EQ(bytes, 3u * alone->pkt_len);
   for (uint16_t i = 0; i < kept; ++i)
     rte_pktmbuf_free(burst[i]);
@@ -506,6 +571,47 @@ TEST(VlanPortTx, APacketTaggedAlreadyLeavesWithItsOneTag) {
   }
   rte_pktmbuf_free(trunk.sent[0].second);
   rte_pktmbuf_free(pkts[1]);
+}
+
+// A QinQ port: a VLAN port of a service VLAN port (802.1ad). What it sends leaves the link
+// with the service tag outside and the customer tag inside, tagged by the two ports or all at
+// once by the neighbour stage; what the link refuses comes back as the caller gave it.
+TEST(VlanPortTx, AQinqPortsPacketsLeaveWithBothTags) {
+  PacketPool& p = pool();
+  TakingPort trunk;
+  VlanPort service("svc", PortId{1}, trunk, VlanOptions{300, "", "", {}, RTE_ETHER_TYPE_QINQ});
+  VlanPort customer("cust", PortId{2}, service, VlanOptions{10, "", "", {}});
+  const Bytes f = FrameBuilder().ipv4(ip4(10, 1, 0, 2), ip4(10, 2, 0, 2), 17).udp(7, 9).build();
+  rte_mbuf* pkts[3];
+  for (rte_mbuf*& m : pkts) {
+    m = rte_pktmbuf_alloc(p.mempool());
+    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+    m->l2_len = 14;
+    reset_meta(m);
+  }
+  // The neighbour stage's way: both tags at once.
+  ASSERT_TRUE(vlan_push(pkts[1], VlanTags{RTE_ETHER_TYPE_QINQ, 300, RTE_ETHER_TYPE_VLAN, 10}));
+  meta(pkts[1]).flags |= kMetaFlagTagged;
+  trunk.room = 2;
+  EXPECT_EQ(customer.tx_burst(0, pkts, 3), 2);
+  Bytes want(f.begin(), f.begin() + 12);  // the addresses, the two tags, the rest
+  for (uint8_t byte : {0x88, 0xa8, 0x01, 0x2c, 0x81, 0x00, 0x00, 0x0a})
+    want.push_back(byte);
+  want.insert(want.end(), f.begin() + 12, f.end());
+  ASSERT_EQ(trunk.sent.size(), 2u);
+  for (const auto& [q, m] : trunk.sent) {
+    EXPECT_EQ(Bytes(rte_pktmbuf_mtod(m, const uint8_t*),
+                    rte_pktmbuf_mtod(m, const uint8_t*) + m->data_len),
+              want);
+    EXPECT_EQ(m->l2_len, 22);
+  }
+  EXPECT_EQ(pkts[2]->pkt_len, f.size()) << "refused: back untagged";
+  EXPECT_EQ(0, std::memcmp(rte_pktmbuf_mtod(pkts[2], const void*), f.data(), f.size()));
+  EXPECT_EQ(pkts[2]->l2_len, 14);
+  EXPECT_EQ(customer.status().queues[0].tx_packets, 2u);
+  for (const auto& [q, m] : trunk.sent)
+    rte_pktmbuf_free(m);
+  rte_pktmbuf_free(pkts[2]);
 }
 
 TEST(PortBase, StatusCountsQueuesAndNamesModes) {

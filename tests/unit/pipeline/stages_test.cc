@@ -80,6 +80,40 @@ TEST_F(Stages, NeighbourResolvesGatewaysFromStaticEntries) {
   EXPECT_TRUE(has_mac(m, gw, kWanMac));
 }
 
+// To a VLAN port the neighbour stage writes the port's tags with the MACs (and says so), one
+// 802.1Q tag or a QinQ port's two; to a port on the link, none.
+TEST_F(Stages, NeighbourWritesAVlanPortsTagsWithTheAddresses) {
+  for (const VlanTags tags : {VlanTags{RTE_ETHER_TYPE_VLAN, 100, 0, 0},
+                              VlanTags{RTE_ETHER_TYPE_QINQ, 300, RTE_ETHER_TYPE_VLAN, 10}}) {
+    SCOPED_TRACE(tags.count());
+    Harness h(1, {PortInfo{"wan", kWanMac, "", tags}, PortInfo{"lan", kLanMac, ""}});
+    const MacAddress gw = mac("02:00:00:00:00:fe");
+    ASSERT_TRUE(h.build(
+        {stage("route", lab_routes()),
+         stage("neighbour", neighbours(Unresolved::Drop, {{address("192.0.2.254"), gw, "wan"}}),
+               true)}));
+    rte_mbuf* in = make_frame(to("203.0.113.5"));
+    const uint32_t len = in->pkt_len;
+    rte_mbuf* m = h.run_one(in);
+    ASSERT_NE(m, nullptr);
+    EXPECT_TRUE(has_mac(m, gw, kWanMac));
+    EXPECT_TRUE(meta(m).flags & kMetaFlagTagged);
+    const uint8_t* b = rte_pktmbuf_mtod(m, const uint8_t*);
+    EXPECT_EQ(b[12] << 8 | b[13], tags.outer_tpid);
+    EXPECT_EQ(b[14] << 8 | b[15], tags.outer_tci);
+    size_t at = 16;
+    if (tags.count() == 2) {
+      EXPECT_EQ(b[16] << 8 | b[17], tags.inner_tpid);
+      EXPECT_EQ(b[18] << 8 | b[19], tags.inner_tci);
+      at = 20;
+    }
+    EXPECT_EQ(b[at] << 8 | b[at + 1], RTE_ETHER_TYPE_IPV4);
+    EXPECT_EQ(m->pkt_len, len + 4 * tags.count());
+    EXPECT_EQ(m->l2_len, 14 + 4 * tags.count());
+    EXPECT_EQ(pkt::ipv4(m)->version_ihl, RTE_IPV4_VHL_DEF) << "headers where l2_len says";
+  }
+}
+
 TEST_F(Stages, UnresolvedNextHopsGoToTheKernelOrAreDropped) {
   for (auto policy : {Unresolved::Kernel, Unresolved::Drop}) {
     Harness h;

@@ -1,5 +1,6 @@
 #include "io/vlan/vlan_port.h"
 
+#include <arpa/inet.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -48,7 +49,7 @@ Result<void> rtnl_request(nlmsghdr* nlh, const char* what, int* err = nullptr) {
   return fail("{}: {}", what, std::strerror(e));
 }
 
-// `ip link add link PARENT name NAME [mtu MTU] up type vlan id VLAN`.
+// `ip link add link PARENT name NAME [mtu MTU] up type vlan [proto 802.1ad] id VLAN`.
 Result<void> create_vlan_device(const VlanOptions& o, int& err) {
   const unsigned parent = if_nametoindex(o.parent_interface.c_str());
   if (parent == 0) return fail("interface {} does not exist", o.parent_interface);
@@ -68,6 +69,7 @@ Result<void> create_vlan_device(const VlanOptions& o, int& err) {
   mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "vlan");
   nlattr* data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
   mnl_attr_put_u16(nlh, IFLA_VLAN_ID, o.vlan);
+  mnl_attr_put_u16(nlh, IFLA_VLAN_PROTOCOL, htons(o.tpid));
   mnl_attr_nest_end(nlh, data);
   mnl_attr_nest_end(nlh, info);
   return rtnl_request(nlh, "creating the VLAN device", &err);
@@ -104,18 +106,20 @@ VlanPort::~VlanPort() {
 
 uint16_t VlanPort::tx_burst(uint16_t q, rte_mbuf** pkts, uint16_t n) noexcept {
   TxQueueCounters& c = tx_counter(q);
-  const uint16_t tci = opt_.vlan;  // read once: the mbuf stores below may alias it
+  // Read once: the mbuf stores below may alias them.
+  const uint16_t tci = opt_.vlan;
+  const uint16_t tpid = opt_.tpid;
   uint16_t ready = 0;
   for (; ready < n; ++ready) {
     rte_mbuf* m = pkts[ready];
     // The neighbour stage tagged most of them (kMetaFlagTagged); the rest (ICMP errors, packets
     // a next hop held, copies) are tagged here.
-    if ((meta(m).flags & kMetaFlagTagged) || vlan_push(m, tci)) [[likely]]
+    if ((meta(m).flags & kMetaFlagTagged) || vlan_push(m, tci, tpid)) [[likely]]
       continue;
     // A clone (a mirror's copy shares its bytes with the original) or a buffer without
     // headroom: the tag goes on a copy. Without a buffer for one, the rest wait.
     rte_mbuf* copy = rte_pktmbuf_copy(m, m->pool, 0, UINT32_MAX);
-    if (copy == nullptr || !vlan_push(copy, tci)) {
+    if (copy == nullptr || !vlan_push(copy, tci, tpid)) {
       rte_pktmbuf_free(copy);
       break;
     }
@@ -154,6 +158,13 @@ Result<void> VlanPort::start() {
   if (opt_.interface.empty()) {
     log::get("io")->info("port {}: VLAN {} of port {}, without a kernel device", name(), opt_.vlan,
                          parent_.name());
+    return {};
+  }
+  if (const auto* service = dynamic_cast<const VlanPort*>(&parent_);
+      service != nullptr && !service->has_device_) {
+    // A QinQ port's device sits on its service VLAN's, which this kernel could not make.
+    log::get("io")->warn("port {}: VLAN {} of port {}, which has no kernel device: runs without {}",
+                         name(), opt_.vlan, parent_.name(), opt_.interface);
     return {};
   }
   if (if_nametoindex(opt_.interface.c_str()) != 0) {
@@ -214,6 +225,7 @@ PortStatus VlanPort::status() const {
   }
   s.device_info.emplace_back("vlan.parent", parent_.name());
   s.device_info.emplace_back("vlan.id", std::to_string(opt_.vlan));
+  s.device_info.emplace_back("vlan.proto", opt_.tpid == RTE_ETHER_TYPE_QINQ ? "802.1ad" : "802.1q");
   s.device_info.emplace_back("vlan.kernel_device", has_device_ ? (created_ ? "created" : "followed")
                                                    : opt_.interface.empty()
                                                        ? "none (a DPDK port's VLAN)"

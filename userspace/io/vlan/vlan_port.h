@@ -1,13 +1,15 @@
 // A VLAN sub-interface: an 802.1Q VLAN of another port's link as a port of its own, with its
 // own id, MTU, counters, exception path and kernel device (router on a stick, as VPP's
-// sub-interfaces and Linux's VLAN devices).
+// sub-interfaces and Linux's VLAN devices). QinQ stacks two: a port with an 802.1ad service
+// tag, and VLAN ports of it for the customers' 802.1Q tags inside.
 //
 // Receive: it has no queues. Its parent's rx burst hands each frame tagged with the VLAN to
-// it: the tag is removed and the frame's port becomes the sub-interface's (VlanDemux,
+// it: the tags are removed and the frame's port becomes the sub-interface's (VlanDemux,
 // io/vlan/vlan_demux.h), so every stage sees an untagged frame from an L3 interface, as Linux's
 // VLAN device does. Transmit: the neighbour stage wrote the tag of most packets with their MACs
-// (kMetaFlagTagged); the port tags the others and sends them on the parent's tx queue of the
-// same index (each worker's own, the same lcore rule). The kernel side is the Linux VLAN
+// (kMetaFlagTagged: all of its tags); the port tags the others and sends them on the parent's
+// tx queue of the same index (each worker's own, the same lcore rule); a QinQ port's parent is
+// the service VLAN's port, which adds the outer tag. The kernel side is the Linux VLAN
 // device on the parent's interface: vecflowd creates it when it is missing (and removes it
 // at stop) or follows the one there, so that ARP/ND (the steering program passes them to the
 // kernel), addresses, neighbours and routes work per VLAN through KernelSync.
@@ -23,10 +25,11 @@
 namespace vecflow {
 
 struct VlanOptions {
-  uint16_t vlan = 0;             // 1..4094
-  std::string interface;         // the Linux VLAN device; empty: none (a DPDK parent's VLAN)
-  std::string parent_interface;  // the parent's kernel interface, which the device sits on
-  std::optional<uint32_t> mtu;   // set on the device when given
+  uint16_t vlan = 0;                    // 1..4094
+  std::string interface;                // the Linux VLAN device; empty: none (a DPDK parent's VLAN)
+  std::string parent_interface;         // the parent's kernel interface, which the device sits on
+  std::optional<uint32_t> mtu;          // set on the device when given
+  uint16_t tpid = RTE_ETHER_TYPE_VLAN;  // or RTE_ETHER_TYPE_QINQ (802.1ad)
 };
 
 class VlanPort final : public Port {
@@ -56,6 +59,7 @@ class VlanPort final : public Port {
   PortStatus status() const override;
 
   uint16_t vlan() const noexcept { return opt_.vlan; }
+  uint16_t tpid() const noexcept { return opt_.tpid; }
   const Port& parent() const noexcept { return parent_; }
   const std::string& interface() const noexcept { return opt_.interface; }
 

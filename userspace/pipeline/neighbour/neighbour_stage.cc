@@ -241,7 +241,7 @@ bool destination_key(rte_mbuf* m, uint16_t port, KeyWords& k) noexcept {
 // the next hop or the port changes. Most packets of a vector go where the packet before them
 // went. Inlined into NeighbourStage::process, whose loop it is part of.
 struct MacWriter {
-  MacWriter(const uint64_t* port_macs, const uint16_t* port_vlans) noexcept
+  MacWriter(const uint64_t* port_macs, const VlanTags* port_vlans) noexcept
       : port_mac(port_macs), port_vlan(port_vlans) {}
   // A new next hop (its NeighbourEntry word), leaving through `port`.
   [[gnu::always_inline]] void next_hop(uint64_t word, uint16_t port) noexcept {
@@ -254,7 +254,7 @@ struct MacWriter {
     // To a VLAN port: its tag goes in here, where the header is in cache, rather than when the
     // port sends the packet (which then touched every frame's line again: ~9 % of an engine
     // core with every packet tagged). Without room for it (a clone) the port tags a copy.
-    if (vlan != 0 && vlan_push(m, vlan)) [[unlikely]]
+    if (vlan.outer_tpid != 0 && vlan_push(m, vlan)) [[unlikely]]
       meta(m).flags |= kMetaFlagTagged;
     auto* eth = rte_pktmbuf_mtod(m, uint8_t*);
     if (src_word != 0) [[likely]] {
@@ -274,8 +274,8 @@ struct MacWriter {
   }
 
   const uint64_t* port_mac;   // by port, NeighbourEntry word form, 0: keep the source
-  const uint16_t* port_vlan;  // by port: the tag of a VLAN port, 0: none
-  uint16_t vlan = 0;          // last_port's
+  const VlanTags* port_vlan;  // by port: the tags of a VLAN port, none for the others
+  VlanTags vlan;              // last_port's
   uint64_t dst_word = 0;      // MAC of the last resolved next hop
   uint16_t last_port = kNoPort;
   uint64_t src_word = 0;  // MAC of last_port

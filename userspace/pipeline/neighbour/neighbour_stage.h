@@ -156,7 +156,7 @@ class NeighbourStage final : public Stage {
   bool resolve_;                     // a KernelSync drains resolution requests
   uint64_t retry_tsc_;               // KernelSync::kResolveRetry in TSC cycles
   std::vector<uint64_t> port_mac_;   // source MAC of each port (NeighbourEntry word form), 0: keep
-  std::vector<uint16_t> port_vlan_;  // a VLAN port's tag, written with the MACs; 0: none
+  std::vector<VlanTags> port_vlan_;  // a VLAN port's tags, written with the MACs
   std::unique_ptr<LcoreState[]> lcores_;
   unsigned slots_;
   uint16_t hold_packets_;
