@@ -1199,7 +1199,7 @@ class NatVrf : public ::testing::Test {
     h.ctx.vrfs = {red, blue};
     ConntrackConfig ct;
     if (snat) {
-      for (const char* lan : {"red", "blue"}) {
+      for (const char* lan : snat_lans) {
         SnatRuleConfig r;
         r.in_port = lan;
         r.src = prefix("10.0.0.0/24");
@@ -1268,6 +1268,7 @@ class NatVrf : public ::testing::Test {
 
   Harness h{1, ports()};
   ConntrackStage* stage_ = nullptr;
+  std::vector<const char*> snat_lans = {"red", "blue"};  // the LANs build(true) translates
 };
 
 // The case: both tenants' 10.0.0.5:4000 talk to one server through the shared uplink.
@@ -1320,6 +1321,35 @@ TEST_F(NatVrf, TenantsWithTheSameAddressesShareAnUplinkThroughSourceNat) {
 
 // A reload that removes red keeps blue's id: blue's session, keyed by that id, still takes its
 // replies home, and red's place is retired (its session's replies route nowhere).
+// Fragments without reassembly remember a first fragment's outcome by its datagram, and the
+// datagram's identity includes its zone: red (translated) and blue (not) send the same
+// datagram, addresses and IP id alike, at the same moment; each tenant's later fragments leave
+// as its own first fragment did, red's never with blue's internal source.
+TEST_F(NatVrf, TwoTenantsFragmentsOfTheSameDatagramLeaveAsTheirOwnFirstFragment) {
+  snat_lans = {"red"};
+  build(true);
+  auto red = fragmented(*stage_, kTenantHost, 4000, kServer, 53, kRed, 77);
+  auto blue = fragmented(*stage_, kTenantHost, 4000, kServer, 53, kBlue, 77);
+  h.sinks.free_all();
+  h.run({red[0], blue[0]});
+  h.run({red[1], red[2], blue[1], blue[2]});
+  ASSERT_EQ(h.sinks.tx.size(), 6u);
+  std::vector<rte_mbuf*> red_out, blue_out;
+  for (rte_mbuf* m : h.sinks.tx)
+    (seen(m).src == kPool ? red_out : blue_out).push_back(m);
+  ASSERT_EQ(red_out.size(), 3u) << "red's three fragments, all translated";
+  ASSERT_EQ(blue_out.size(), 3u);
+  const Reassembled r = reassemble(red_out);
+  EXPECT_TRUE(r.same_addresses);
+  EXPECT_TRUE(r.ip_sums_ok);
+  EXPECT_TRUE(r.udp_sum_ok);
+  for (rte_mbuf* m : blue_out)
+    EXPECT_EQ(seen(m).src, kTenantHost);
+  EXPECT_EQ(stage_->counters().fragments_known, 4u);
+  EXPECT_EQ(stage_->counters().fragments_unknown, 0u);
+  EXPECT_EQ(h.accounting().unaccounted(), 0) << h.accounting().to_string();
+}
+
 TEST_F(NatVrf, AReloadRemovingAVrfKeepsTheOthersSessionsGoing) {
   build(true);
   const auto red = run(frame(kTenantHost, 4000, kServer, 53, kRed));

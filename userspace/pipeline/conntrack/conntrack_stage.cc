@@ -689,7 +689,8 @@ ConntrackStage::Tracked ConntrackStage::track(rte_mbuf* m, uint64_t tsc, uint32_
     // fragment became, its mark and (IPv4) its addresses. A later fragment of a datagram not known
     // goes on tracked by its addresses alone; with NAT, one whose source would be rewritten is
     // dropped and counted rather than sent with an internal address.
-    const FragmentOf f = fragment_of(m);
+    FragmentOf f = fragment_of(m);
+    f.datagram.zone = own;
     if (!f.later) {
       fragment = false;
     } else if (const FragmentTable::Outcome* o = fragments_->find(m->hash.rss, f.datagram, now)) {
@@ -828,6 +829,7 @@ void ConntrackStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept 
     bool first_fragment = false;
     if (is_fragment(m)) [[unlikely]] {
       fragment = fragment_of(m);
+      fragment.datagram.zone = zone_of(m->port);
       first_fragment = !fragment.later;
     }
     // The next packet carries this one's flow hash: it may be of the same flow.

@@ -11,6 +11,10 @@
 // RSS hashes fragments on addresses), direct mapped: a datagram whose slot another took before
 // its later fragments came keeps them on their own hash, and the conntrack stage treats them
 // as fragments of an unknown datagram.
+//
+// The conntrack zone is not known here (Datagram::zone 0): two tenants' datagrams of the same
+// identity share a slot, and as their first fragments hash alike, both tenants' later
+// fragments still reach the one bucket, where the fragment table tells them apart by zone.
 #pragma once
 
 #include <rte_mbuf.h>

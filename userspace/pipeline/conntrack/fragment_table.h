@@ -4,8 +4,9 @@
 // Only a first fragment carries the ports a connection is looked up by; the later ones carry
 // the IP header alone. vecflow does not reassemble: as VPP's virtual reassembly, it remembers
 // each first fragment's outcome (its conntrack mark, the addresses NAT gave it) by the
-// datagram's identity (source, destination, protocol, and the identification of the IPv4
-// header or the IPv6 fragment header) and gives the later fragments the same. For that they
+// datagram's identity (source, destination, protocol, the identification of the IPv4 header
+// or the IPv6 fragment header, and the conntrack zone: two tenants' VRFs may use the same
+// addresses) and gives the later fragments the same. For that they
 // must reach the owner of the first fragment's flow bucket: the receive-side hash
 // (pipeline/conntrack/fragment_hash.h) gives a later fragment its first fragment's flow hash, and
 // this table is laid out by flow hash class like the connection table
@@ -40,6 +41,7 @@ class FragmentTable {
     uint32_t id;    // IPv4: the header's 16 bits; IPv6: the fragment header's 32
     uint8_t proto;  // the upper-layer protocol
     uint8_t version;
+    uint8_t zone;  // the conntrack zone it arrived in (its VRF's); fragment_of() gives 0
     bool operator==(const Datagram&) const = default;
   };
   // What its first fragment became: its mark, and for IPv4 the addresses it left with (NAT
