@@ -6,6 +6,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/log.h"
 #include "core/packet.h"
@@ -117,6 +118,7 @@ Result<void> DataPath::create_ports(const config::ApplianceConfig& cfg,
   }
   for (const auto& [parent, demux] : vlan_demux_)
     ports_[parent]->set_vlans(demux.get());
+  keep_vlan_tags(cfg);
 
   const auto setup = steer::steer_setup(cfg);
   for (const auto& sp : setup.ports) {
@@ -151,6 +153,36 @@ Result<void> DataPath::create_ports(const config::ApplianceConfig& cfg,
   ports_started_ = true;
   refresh_mtus();
   return {};
+}
+
+// A NIC that strips VLAN tags on receive (rx-vlan-offload) hides them from XDP: the steering
+// program and the demultiplexer would see a tagged frame untagged, the trunk's own. On the
+// links that carry VLAN ports, or whose steering rules match tags, the offloads are off while
+// vecflowd runs. (The other way, reading the tag from the driver's rx metadata with
+// bpf_xdp_metadata_rx_vlan_tag, needs a device-bound program, which libxdp's dispatcher is not.)
+void DataPath::keep_vlan_tags(const config::ApplianceConfig& cfg) {
+  bool steer_by_tag = false;
+  for (const auto& r : cfg.steering.rules)
+    steer_by_tag |= r.match.vlan.has_value() || r.match.inner_vlan.has_value();
+  for (size_t i = 0; i < cfg.ports.size(); ++i) {
+    const auto* a = std::get_if<config::AfXdpPort>(&cfg.ports[i].kind);
+    if (a == nullptr || (!vlan_demux_.contains(static_cast<uint16_t>(i)) && !steer_by_tag))
+      continue;
+    auto off =
+        InterfaceFeaturesOff::apply(a->interface, {"rx-vlan-hw-parse", "rx-vlan-stag-hw-parse"});
+    if (!off) {
+      log::get("io")->warn(
+          "port {}: {}: VLAN tags its NIC strips are lost to its VLAN ports and "
+          "steering",
+          cfg.ports[i].name, off.error().message);
+      continue;
+    }
+    if (!off->changed().empty()) {
+      log::get("io")->info("port {}: {} off on {} while vecflowd runs (XDP must see the tags)",
+                           cfg.ports[i].name, fmt::join(off->changed(), ", "), a->interface);
+      vlan_offloads_off_.push_back(std::move(*off));
+    }
+  }
 }
 
 Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtime& runtime) {

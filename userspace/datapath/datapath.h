@@ -41,6 +41,7 @@
 #include "datapath/direct_path.h"
 #include "datapath/pipeline_handler.h"
 #include "hooks/hook_table.h"
+#include "io/hardware.h"
 #include "io/packet_pool.h"
 #include "io/port.h"
 #include "io/vlan/vlan_demux.h"
@@ -97,6 +98,7 @@ class DataPath {
  private:
   DataPath() = default;
   Result<void> create_ports(const config::ApplianceConfig& cfg, steer::XdpSteering& steering);
+  void keep_vlan_tags(const config::ApplianceConfig& cfg);
   Result<void> build_pipeline(const config::ApplianceConfig& cfg, Runtime& runtime);
   Result<void> build_scheduler(const config::ApplianceConfig& cfg, Runtime& runtime,
                                OutcomeTable& outcomes);
@@ -123,6 +125,8 @@ class DataPath {
   std::vector<Port*> start_order_;  // ports_, parents before their VLAN ports
   // Per port with VLAN sub-interfaces, their VLANs (io/vlan/vlan_demux.h): read by its rx bursts.
   std::map<uint16_t, std::unique_ptr<VlanDemux>> vlan_demux_;
+  // The links' receive VLAN offloads turned off (keep_vlan_tags), back on as they go.
+  std::vector<InterfaceFeaturesOff> vlan_offloads_off_;
   std::unique_ptr<HookTable> hooks_;
   std::unique_ptr<OffloadFeed> offload_;
   std::unique_ptr<Pipeline> pipeline_;

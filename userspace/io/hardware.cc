@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <bit>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -187,6 +188,109 @@ Result<void> set_interface_mtu(const std::string& ifname, uint32_t mtu) {
                 mtu, std::strerror(err), ifname);
   }
   return {};
+}
+
+namespace {
+
+// The kernel's feature names of an interface (ETH_SS_FEATURES), by bit.
+std::vector<std::string> feature_names(int fd, const std::string& ifname) {
+  // The header and the one count it asks for (ethtool_sset_info ends in a flexible array).
+  alignas(ethtool_sset_info) uint8_t info_buf[sizeof(ethtool_sset_info) + sizeof(uint32_t)] = {};
+  auto* info = reinterpret_cast<ethtool_sset_info*>(info_buf);
+  info->cmd = ETHTOOL_GSSET_INFO;
+  info->sset_mask = uint64_t{1} << ETH_SS_FEATURES;
+  if (!ethtool(fd, ifname, info) || !(info->sset_mask & (uint64_t{1} << ETH_SS_FEATURES)))
+    return {};
+  const uint32_t count = info->data[0];
+  std::vector<uint8_t> buf(sizeof(ethtool_gstrings) + size_t{count} * ETH_GSTRING_LEN);
+  auto* strings = reinterpret_cast<ethtool_gstrings*>(buf.data());
+  strings->cmd = ETHTOOL_GSTRINGS;
+  strings->string_set = ETH_SS_FEATURES;
+  strings->len = count;
+  if (!ethtool(fd, ifname, strings)) return {};
+  std::vector<std::string> out;
+  for (uint32_t i = 0; i < strings->len; ++i) {
+    const char* name = reinterpret_cast<const char*>(strings->data) + size_t{i} * ETH_GSTRING_LEN;
+    out.emplace_back(name, strnlen(name, ETH_GSTRING_LEN));
+  }
+  return out;
+}
+
+// Turns the features at `bits` of `ifname` on or off; the bits whose active state then is as
+// asked.
+Result<std::vector<size_t>> set_features(int fd, const std::string& ifname, size_t count,
+                                         const std::vector<size_t>& bits, bool on) {
+  const size_t n = (count + 31) / 32;  // 32 features a block
+  std::vector<uint8_t> gbuf(sizeof(ethtool_gfeatures) + n * sizeof(ethtool_get_features_block));
+  auto* g = reinterpret_cast<ethtool_gfeatures*>(gbuf.data());
+  g->cmd = ETHTOOL_GFEATURES;
+  g->size = static_cast<uint32_t>(n);
+  if (!ethtool(fd, ifname, g))
+    return fail("{}: cannot read its features: {}", ifname, std::strerror(errno));
+  std::vector<uint8_t> sbuf(sizeof(ethtool_sfeatures) + n * sizeof(ethtool_set_features_block));
+  auto* sf = reinterpret_cast<ethtool_sfeatures*>(sbuf.data());
+  sf->cmd = ETHTOOL_SFEATURES;
+  sf->size = static_cast<uint32_t>(n);
+  std::vector<size_t> asked;
+  for (size_t bit : bits) {
+    const uint32_t mask = 1u << (bit % 32);
+    const ethtool_get_features_block& b = g->features[bit / 32];
+    const bool active = b.active & mask;
+    if (!(b.available & mask) || (b.never_changed & mask) || active == on) continue;
+    sf->features[bit / 32].valid |= mask;
+    if (on) sf->features[bit / 32].requested |= mask;
+    asked.push_back(bit);
+  }
+  if (asked.empty()) return asked;
+  // A positive return says some asked change did not happen; the read below tells which.
+  if (!ethtool(fd, ifname, sf))
+    return fail("{}: cannot set its features: {}", ifname, std::strerror(errno));
+  if (!ethtool(fd, ifname, g))
+    return fail("{}: cannot read its features: {}", ifname, std::strerror(errno));
+  std::vector<size_t> done;
+  for (size_t bit : asked) {
+    if (bool(g->features[bit / 32].active & (1u << (bit % 32))) == on) done.push_back(bit);
+  }
+  return done;
+}
+
+// Sets the named features of `ifname` on or off; the names it changed.
+Result<std::vector<std::string>> set_named_features(const std::string& ifname,
+                                                    const std::vector<std::string>& wanted,
+                                                    bool on) {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail("{}: no socket for ethtool: {}", ifname, std::strerror(errno));
+  const std::vector<std::string> names = feature_names(fd, ifname);
+  std::vector<size_t> bits;
+  for (const auto& w : wanted) {
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == w) bits.push_back(i);
+  }
+  auto done = set_features(fd, ifname, names.size(), bits, on);
+  close(fd);
+  if (!done) return std::unexpected(done.error());
+  std::vector<std::string> out;
+  for (size_t bit : *done)
+    out.push_back(names[bit]);
+  return out;
+}
+
+}  // namespace
+
+Result<InterfaceFeaturesOff> InterfaceFeaturesOff::apply(const std::string& ifname,
+                                                         const std::vector<std::string>& names) {
+  auto changed = set_named_features(ifname, names, false);
+  if (!changed) return std::unexpected(changed.error());
+  InterfaceFeaturesOff out;
+  out.ifname_ = ifname;
+  out.changed_ = std::move(*changed);
+  return out;
+}
+
+InterfaceFeaturesOff::~InterfaceFeaturesOff() {
+  if (changed_.empty()) return;
+  // Best effort at stop: the interface may be gone (a deleted veth).
+  (void)set_named_features(ifname_, changed_, true);
 }
 
 }  // namespace vecflow

@@ -39,4 +39,29 @@ uint32_t ethdev_mtu(uint16_t port_id);
 // Sets a kernel interface's MTU (SIOCSIFMTU), as `ip link set IF mtu N` does.
 Result<void> set_interface_mtu(const std::string& ifname, uint32_t mtu);
 
+// Offload features of a kernel interface turned off while vecflowd runs, as `ethtool -K IF
+// NAME off` does, and put back on when this object goes (control thread, start and stop).
+class InterfaceFeaturesOff {
+ public:
+  // `names` as the kernel names them (`ethtool -k` lists some under other words: its
+  // rx-vlan-offload is rx-vlan-hw-parse). A feature the device lacks, cannot change or has off
+  // already is left alone; changed() lists the others.
+  static Result<InterfaceFeaturesOff> apply(const std::string& ifname,
+                                            const std::vector<std::string>& names);
+  InterfaceFeaturesOff(InterfaceFeaturesOff&& o) noexcept
+      : ifname_(std::move(o.ifname_)), changed_(std::move(o.changed_)) {
+    o.changed_.clear();
+  }
+  InterfaceFeaturesOff& operator=(InterfaceFeaturesOff&&) = delete;
+  ~InterfaceFeaturesOff();
+
+  const std::string& interface() const { return ifname_; }
+  const std::vector<std::string>& changed() const { return changed_; }
+
+ private:
+  InterfaceFeaturesOff() = default;
+  std::string ifname_;
+  std::vector<std::string> changed_;
+};
+
 }  // namespace vecflow

@@ -171,6 +171,25 @@ TEST_F(Vlan, FramesOfAVlanNoSubInterfaceClaimsAreCountedNotForwarded) {
   EXPECT_EQ(port(c.accounting, "wan")["in_rings"].get<int64_t>(), 0) << c.accounting.dump();
 }
 
+// A NIC that strips tags on receive would hide them from XDP: while vecflowd runs, the
+// trunk's receive VLAN offloads (on by default on a veth) are off; at stop they are back.
+TEST_F(Vlan, TheTrunksReceiveVlanOffloadsAreOffWhileVecflowdRuns) {
+  // "on" or "off", as `ethtool -k` shows the feature (its line: "NAME: on [fixed]").
+  const auto feature = [&](const std::string& name) {
+    const std::string all = lab_->exec_output('a', "ethtool -k wan0");
+    const size_t at = all.find("\n" + name + ": ");
+    if (at == std::string::npos) return std::string("missing");
+    const size_t from = at + name.size() + 3;
+    return all.substr(from, all.find_first_of(" \n", from) - from);
+  };
+  EXPECT_EQ(feature("rx-vlan-offload"), "off");
+  EXPECT_EQ(feature("rx-vlan-stag-hw-parse"), "off");
+  EXPECT_EQ(daemon_->stop(), 0) << log();
+  daemon_.reset();
+  EXPECT_EQ(feature("rx-vlan-offload"), "on") << "put back at stop";
+  EXPECT_EQ(feature("rx-vlan-stag-hw-parse"), "on");
+}
+
 // The kernel side: with 802.1Q in the kernel vecflowd creates a VLAN's device when there is
 // none and removes it at stop. Without it the VLAN runs without one, and `ports` says so.
 TEST_F(Vlan, EachVlanHasItsKernelDeviceWhileVecflowdRunsOrSaysWhyNot) {
