@@ -5,7 +5,6 @@
 
 #include <array>
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include <rte_ether.h>
@@ -49,17 +48,16 @@ class VlanDemux {
   }
   std::array<Entry, 4096> dot1q_{};
   std::array<Entry, 4096> dot1ad_{};
-  std::vector<std::unique_ptr<Ports>> inner_;
+  std::vector<Ports> inner_;  // grows while ports are claimed, before the first frame
 };
 
 inline void VlanDemux::claim_inner(uint16_t tpid, uint16_t vid, uint16_t inner_vid, uint16_t port) {
   Entry& e = table(tpid)[vid];
   if (e.inner == kNoInner) {
     e.inner = static_cast<uint16_t>(inner_.size());
-    inner_.push_back(std::make_unique<Ports>());
-    inner_.back()->fill(kNoPort);
+    inner_.emplace_back().fill(kNoPort);
   }
-  (*inner_[e.inner])[inner_vid] = port;
+  inner_[e.inner][inner_vid] = port;
 }
 
 // A frame received on a port with sub-interfaces, before its parse or after its metadata was
@@ -94,7 +92,7 @@ inline bool vlan_demux(rte_mbuf* m, const VlanDemux& d) noexcept {
     if (m->data_len < kTagged + sizeof(rte_vlan_hdr)) return true;  // the parser judges it
     const uint16_t inner_tci = rte_be_to_cpu_16(tag[1].vlan_tci);
     if (tag[1].eth_proto == kDot1q || tag[1].eth_proto == kDot1ad) return false;  // three
-    port = (*d.inner_[e.inner])[inner_tci & kVlanIdMask];
+    port = d.inner_[e.inner][inner_tci & kVlanIdMask];
     if (port == kNoPort) return false;
     vlan_strip(m, 2);
     m->vlan_tci = inner_tci;
