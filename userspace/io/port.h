@@ -36,7 +36,7 @@ namespace vecflow {
 
 class KernelPath;
 class FlowHashRewrite;
-struct VlanDemux;
+class VlanDemux;
 
 enum class LinkState : uint8_t { Unknown, Down, Up };
 
