@@ -255,8 +255,8 @@ void check_steering_rule(const Checker& c, size_t ri, std::map<std::string, size
   if (m.port && c.port_exists(*m.port, at({"match", "port"}), path + ".match.port")) {
     const PortConfig& port = *c.cfg.find_port(*m.port);
     if (const auto* v = std::get_if<VlanPort>(&port.kind)) {
-      const PortConfig& parent = *c.cfg.find_port(v->parent);
-      const auto* outer = std::get_if<VlanPort>(&parent.kind);
+      const PortConfig* parent = c.cfg.find_port(v->parent);  // none: check_vlan_ports says so
+      const auto* outer = parent ? std::get_if<VlanPort>(&parent->kind) : nullptr;
       c.err(at({"match", "port"}), path + ".match.port",
             outer ? fmt::format("port '{}' is a QinQ port; steering sees its frames on the link: "
                                 "match `port: {}`, `vlan: {}` and `inner_vlan: {}`",
