@@ -329,6 +329,7 @@ Result<void> Appliance::start_control() {
     control::register_pipeline(registry_, datapath_->pipeline(), std::move(lcore_of_slot));
     control::register_pipeline_reload(*reloader_, datapath_->pipeline(), cfg_);
     control::register_vrf_reload(*reloader_, datapath_->pipeline());
+    control::register_vrf_metrics(registry_, cfg_);
     tap_ = std::make_unique<HookTap>(datapath_->hooks(),
                                      static_cast<uint16_t>(datapath_->ports().size()));
     std::vector<std::string> names;

@@ -226,7 +226,7 @@ constexpr const char* kCustomer11 = "02:00:00:00:0b:02";  // 10.11.0.2, QinQ 300
 // inside it (802.1Q 10 and 11), each an L3 interface, beside an 802.1Q VLAN 100 and the
 // trunk's own untagged network. A steering rule drops one customer's UDP to port 7 in XDP by
 // both tags.
-class Qinq : public Forwarding {
+class Qinq : public Vlan {
  protected:
   std::string edit_config(std::string) override {
     return R"(appliance: {name: qinq-test}
@@ -263,11 +263,6 @@ pipeline:
 control:
   socket: )" +
            socket_ + "\n";
-  }
-  bool resolve_first() const override { return false; }
-
-  std::array<uint8_t, 6> wan_mac() const {
-    return mac_bytes(lab_->exec_output('a', "cat /sys/class/net/wan0/address"));
   }
 };
 

@@ -22,6 +22,7 @@
 #include "control/parts/pipeline_reload_part.h"
 #include "control/parts/ports_part.h"
 #include "control/parts/sched_part.h"
+#include "control/parts/vrf_reload_part.h"
 #include "core/packet.h"
 #include "io/packet_pool.h"
 #include "io/port_factory.h"
@@ -281,6 +282,34 @@ class Transmit final : public sched::EventHandler {
     }
   }
 };
+
+// Each port's VRF is an info series of /metrics, following the running file as a reload
+// changes it.
+TEST(VrfPart, EachPortsVrfIsAnInfoSeries) {
+  config::ApplianceConfig running;
+  for (const char* name : {"red0", "blue0", "uplink"}) {
+    config::PortConfig p;
+    p.name = name;
+    running.ports.push_back(p);
+  }
+  config::VrfConfig red;
+  red.name = "red";
+  red.ports = {"red0"};
+  running.vrfs = {red};
+  Registry registry;
+  register_vrf_metrics(registry, running);
+  const auto has = [&](const std::string& series) {
+    return render_prometheus(registry.collect()).find(series + " 1\n") != std::string::npos;
+  };
+  EXPECT_TRUE(has(R"(vecflow_port_vrf_info{port="red0",vrf="red"})"));
+  EXPECT_TRUE(has(R"(vecflow_port_vrf_info{port="blue0",vrf="default"})"));
+  EXPECT_TRUE(has(R"(vecflow_port_vrf_info{port="uplink",vrf="default"})"));
+  running.vrfs.push_back(config::VrfConfig{});
+  running.vrfs.back().name = "blue";
+  running.vrfs.back().ports = {"blue0"};
+  EXPECT_TRUE(has(R"(vecflow_port_vrf_info{port="blue0",vrf="blue"})"));
+  EXPECT_FALSE(has(R"(vecflow_port_vrf_info{port="blue0",vrf="default"})"));
+}
 
 TEST(SchedPart, VectorsEventsAndBusyShareOfAWorker) {
   VECFLOW_REQUIRE_EAL();

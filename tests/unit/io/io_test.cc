@@ -339,66 +339,82 @@ class FakePort final : public Port {
   void stop() noexcept override {}
 };
 
+// A burst of UDP frames (`tags` each: (TPID, TCI) pairs, outer first) classified on port 4
+// with `demux`, beside the same frame received untagged: what the burst kept, what it dropped.
+struct DemuxRun {
+  DemuxRun(const std::vector<std::vector<std::pair<uint16_t, uint16_t>>>& tags,
+           const VlanDemux& demux) {
+    const auto udp = [](const std::vector<std::pair<uint16_t, uint16_t>>& t) {
+      FrameBuilder b;
+      for (const auto& [tpid, tci] : t)
+        b.vlan(tci, tpid);
+      return b.ipv4(ip4(10, 1, 0, 2), ip4(10, 2, 0, 2), 17).udp(7, 9).payload(20).build();
+    };
+    const auto mbuf = [](const Bytes& f) {
+      rte_mbuf* m = rte_pktmbuf_alloc(pool().mempool());
+      std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
+      return m;
+    };
+    for (const auto& t : tags)
+      kept.push_back(mbuf(udp(t)));
+    untagged = mbuf(udp({}));
+    EXPECT_FALSE(classify_rx(untagged, RxClassify{}, false));
+    RxClassify c;
+    c.port = PortId{4};
+    c.vlans = &demux;
+    kept.resize(
+        classify_burst(kept.data(), static_cast<uint16_t>(kept.size()), c, false, drops, bytes));
+  }
+  ~DemuxRun() {
+    for (rte_mbuf* m : kept)
+      rte_pktmbuf_free(m);
+    rte_pktmbuf_free(untagged);
+  }
+  // Each kept frame is the untagged one, on its port of `ports`.
+  void expect_untagged_on(const std::vector<uint16_t>& ports) const {
+    ASSERT_EQ(kept.size(), ports.size());
+    for (size_t i = 0; i < kept.size(); ++i) {
+      SCOPED_TRACE(i);
+      const rte_mbuf* m = kept[i];
+      EXPECT_EQ(m->port, ports[i]);
+      ASSERT_EQ(m->pkt_len, untagged->pkt_len);
+      EXPECT_EQ(0, std::memcmp(rte_pktmbuf_mtod(m, const void*),
+                               rte_pktmbuf_mtod(untagged, const void*), untagged->data_len));
+      EXPECT_EQ(m->l2_len, untagged->l2_len);
+      EXPECT_EQ(m->l3_len, untagged->l3_len);
+      EXPECT_EQ(m->packet_type, untagged->packet_type);
+      EXPECT_EQ(m->hash.rss, untagged->hash.rss) << "a flow's hash does not depend on its VLAN";
+    }
+    EXPECT_EQ(bytes, kept.size() * untagged->pkt_len);
+  }
+
+  std::vector<rte_mbuf*> kept;
+  rte_mbuf* untagged = nullptr;
+  DropCounters drops;
+  uint64_t bytes = 0;
+};
+
 // A parent with VLAN sub-interfaces: a frame tagged with a claimed VLAN leaves the burst as the
 // sub-interface's, untagged, with the fields of the same frame sent untagged; an untagged one
-// stays the parent's; a VLAN no one claims, an 802.1ad tag and two tags are vlan_unknown drops.
+// stays the parent's; a VLAN no one claims, an 802.1ad tag of a claimed 802.1Q id and two tags
+// are vlan_unknown drops.
 TEST(RxClassify, TaggedFramesBecomeTheirSubInterfacesUntagged) {
-  PacketPool& p = pool();
-  const auto udp = [](FrameBuilder b) {
-    return b.ipv4(ip4(10, 1, 0, 2), ip4(10, 2, 0, 2), 17).udp(7, 9).payload(20).build();
-  };
-  const Bytes plain = udp(FrameBuilder());
-  const std::vector<Bytes> frames = {
-      udp(FrameBuilder().vlan(0x2000 | 100)),   // priority 1, VLAN 100: port 5
-      plain,                                    // untagged: the parent, port 4
-      udp(FrameBuilder().vlan(200)),            // VLAN 200: port 6
-      udp(FrameBuilder().vlan(300)),            // nobody's
-      udp(FrameBuilder().vlan(100, 0x88a8)),    // 802.1ad
-      udp(FrameBuilder().vlan(100).vlan(100)),  // two tags
-  };
   VlanDemux demux;
   demux.claim(RTE_ETHER_TYPE_VLAN, 100, 5);
   demux.claim(RTE_ETHER_TYPE_VLAN, 200, 6);
-  RxClassify c;
-  c.port = PortId{4};
-  c.vlans = &demux;
-  std::vector<rte_mbuf*> burst;
-  for (const Bytes& f : frames) {
-    rte_mbuf* m = rte_pktmbuf_alloc(p.mempool());
-    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
-    burst.push_back(m);
-  }
-  rte_mbuf* alone = rte_pktmbuf_alloc(p.mempool());
-  std::memcpy(rte_pktmbuf_append(alone, static_cast<uint16_t>(plain.size())), plain.data(),
-              plain.size());
-  RxClassify untagged;
-  ASSERT_FALSE(classify_rx(alone, untagged, false));
-  DropCounters drops;
-  uint64_t bytes = 0;
-  const uint16_t kept =
-      classify_burst(burst.data(), static_cast<uint16_t>(burst.size()), c, false, drops, bytes);
-  ASSERT_EQ(kept, 3u);
-  EXPECT_EQ(drops.load(DropReason::VLAN_UNKNOWN), 3u);
-  EXPECT_EQ(drops.total(), 3u);
-  const uint16_t want_port[] = {5, 4, 6};
-  for (uint16_t i = 0; i < kept; ++i) {
-    SCOPED_TRACE(i);
-    const rte_mbuf* m = burst[i];
-    EXPECT_EQ(m->port, want_port[i]);
-    ASSERT_EQ(m->pkt_len, alone->pkt_len);
-    EXPECT_EQ(0, std::memcmp(rte_pktmbuf_mtod(m, const void*), rte_pktmbuf_mtod(alone, const void*),
-                             alone->data_len));
-    EXPECT_EQ(m->l2_len, alone->l2_len);
-    EXPECT_EQ(m->l3_len, alone->l3_len);
-    EXPECT_EQ(m->packet_type, alone->packet_type);
-    EXPECT_EQ(m->hash.rss, alone->hash.rss) << "a flow's hash does not depend on its VLAN";
-    EXPECT_EQ(bool(m->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED), i != 1);
-  }
-  EXPECT_EQ(burst[0]->vlan_tci, 0x2000 | 100) << "the tag's TCI, priority included";
-  EXPECT_EQ(bytes, 3u * alone->pkt_len);
-  for (uint16_t i = 0; i < kept; ++i)
-    rte_pktmbuf_free(burst[i]);
-  rte_pktmbuf_free(alone);
+  const DemuxRun r({{{0x8100, 0x2000 | 100}},         // priority 1, VLAN 100: port 5
+                    {},                               // untagged: the parent, port 4
+                    {{0x8100, 200}},                  // VLAN 200: port 6
+                    {{0x8100, 300}},                  // nobody's
+                    {{0x88a8, 100}},                  // 802.1ad
+                    {{0x8100, 100}, {0x8100, 100}}},  // two tags
+                   demux);
+  r.expect_untagged_on({5, 4, 6});
+  EXPECT_EQ(r.drops.load(DropReason::VLAN_UNKNOWN), 3u);
+  EXPECT_EQ(r.drops.total(), 3u);
+  for (size_t i = 0; i < r.kept.size(); ++i)
+    EXPECT_EQ(bool(r.kept[i]->ol_flags & RTE_MBUF_F_RX_VLAN_STRIPPED), i != 1);
+  EXPECT_EQ(r.kept[0]->vlan_tci, 0x2000 | 100) << "the tag's TCI, priority included";
 }
 
 // QinQ: a service VLAN (802.1ad 300, port 7) with two customer VLANs inside (802.1Q 10 and
@@ -406,64 +422,26 @@ TEST(RxClassify, TaggedFramesBecomeTheirSubInterfacesUntagged) {
 // both TCIs kept; the service tag alone is the service VLAN's; a customer VLAN no one claims, the
 // same ids under an 802.1Q outer tag, an 802.1ad tag inside, and three tags are vlan_unknown.
 TEST(RxClassify, QinqFramesBecomeTheirCustomerVlansUntagged) {
-  PacketPool& p = pool();
-  const auto udp = [](FrameBuilder b) {
-    return b.ipv4(ip4(10, 1, 0, 2), ip4(10, 2, 0, 2), 17).udp(7, 9).payload(20).build();
-  };
-  const Bytes plain = udp(FrameBuilder());
-  const std::vector<Bytes> frames = {
-      udp(FrameBuilder().vlan(300, 0x88a8).vlan(0x4000 | 10)),  // customer 10: port 8
-      udp(FrameBuilder().vlan(300, 0x88a8).vlan(11)),           // customer 11: port 9
-      udp(FrameBuilder().vlan(300, 0x88a8)),                    // the service VLAN: port 7
-      udp(FrameBuilder().vlan(300, 0x88a8).vlan(12)),           // nobody's customer
-      udp(FrameBuilder().vlan(300).vlan(10)),                   // 802.1Q outside
-      udp(FrameBuilder().vlan(300, 0x88a8).vlan(10, 0x88a8)),   // 802.1ad inside
-      udp(FrameBuilder().vlan(300, 0x88a8).vlan(10).vlan(5)),   // three tags
-  };
   VlanDemux demux;
   demux.claim(RTE_ETHER_TYPE_QINQ, 300, 7);
   demux.claim_inner(RTE_ETHER_TYPE_QINQ, 300, 10, 8);
   demux.claim_inner(RTE_ETHER_TYPE_QINQ, 300, 11, 9);
-  RxClassify c;
-  c.port = PortId{4};
-  c.vlans = &demux;
-  std::vector<rte_mbuf*> burst;
-  for (const Bytes& f : frames) {
-    rte_mbuf* m = rte_pktmbuf_alloc(p.mempool());
-    std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(f.size())), f.data(), f.size());
-    burst.push_back(m);
-  }
-  rte_mbuf* alone = rte_pktmbuf_alloc(p.mempool());
-  std::memcpy(rte_pktmbuf_append(alone, static_cast<uint16_t>(plain.size())), plain.data(),
-              plain.size());
-  ASSERT_FALSE(classify_rx(alone, RxClassify{}, false));
-  DropCounters drops;
-  uint64_t bytes = 0;
-  const uint16_t kept =
-      classify_burst(burst.data(), static_cast<uint16_t>(burst.size()), c, false, drops, bytes);
-  ASSERT_EQ(kept, 3u);
-  EXPECT_EQ(drops.load(DropReason::VLAN_UNKNOWN), 4u);
-  EXPECT_EQ(drops.total(), 4u);
-  const uint16_t want_port[] = {8, 9, 7};
-  for (uint16_t i = 0; i < kept; ++i) {
-    SCOPED_TRACE(i);
-    const rte_mbuf* m = burst[i];
-    EXPECT_EQ(m->port, want_port[i]);
-    ASSERT_EQ(m->pkt_len, alone->pkt_len);
-    EXPECT_EQ(0, std::memcmp(rte_pktmbuf_mtod(m, const void*), rte_pktmbuf_mtod(alone, const void*),
-                             alone->data_len));
-    EXPECT_EQ(m->l2_len, alone->l2_len);
-    EXPECT_EQ(m->packet_type, alone->packet_type);
-    EXPECT_EQ(m->hash.rss, alone->hash.rss);
-    EXPECT_EQ(bool(m->ol_flags & RTE_MBUF_F_RX_QINQ_STRIPPED), i != 2);
-  }
-  EXPECT_EQ(burst[0]->vlan_tci, 0x4000 | 10) << "the customer tag's TCI, priority included";
-  EXPECT_EQ(burst[0]->vlan_tci_outer, 300);
-  EXPECT_EQ(burst[2]->vlan_tci, 300);
-  EXPECT_EQ(bytes, 3u * alone->pkt_len);
-  for (uint16_t i = 0; i < kept; ++i)
-    rte_pktmbuf_free(burst[i]);
-  rte_pktmbuf_free(alone);
+  const DemuxRun r({{{0x88a8, 300}, {0x8100, 0x4000 | 10}},       // customer 10: port 8
+                    {{0x88a8, 300}, {0x8100, 11}},                // customer 11: port 9
+                    {{0x88a8, 300}},                              // the service VLAN: port 7
+                    {{0x88a8, 300}, {0x8100, 12}},                // nobody's customer
+                    {{0x8100, 300}, {0x8100, 10}},                // 802.1Q outside
+                    {{0x88a8, 300}, {0x88a8, 10}},                // 802.1ad inside
+                    {{0x88a8, 300}, {0x8100, 10}, {0x8100, 5}}},  // three tags
+                   demux);
+  r.expect_untagged_on({8, 9, 7});
+  EXPECT_EQ(r.drops.load(DropReason::VLAN_UNKNOWN), 4u);
+  EXPECT_EQ(r.drops.total(), 4u);
+  for (size_t i = 0; i < r.kept.size(); ++i)
+    EXPECT_EQ(bool(r.kept[i]->ol_flags & RTE_MBUF_F_RX_QINQ_STRIPPED), i != 2);
+  EXPECT_EQ(r.kept[0]->vlan_tci, 0x4000 | 10) << "the customer tag's TCI, priority included";
+  EXPECT_EQ(r.kept[0]->vlan_tci_outer, 300);
+  EXPECT_EQ(r.kept[2]->vlan_tci, 300);
 }
 
 // A parent that takes up to `room` packets a call and keeps what it took.

@@ -1,5 +1,7 @@
 #include "control/parts/vrf_reload_part.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -9,6 +11,12 @@
 
 namespace vecflow::control {
 namespace {
+
+inline const MetricFamily kPortVrf{"vecflow_port_vrf_info",
+                                   "The VRF a port routes in (value is 1; `default` for the "
+                                   "ports no VRF names)",
+                                   MetricType::Gauge,
+                                   {"port", "vrf"}};
 
 // The routes `next` gives route stage `name`; none when the stage is gone from it (the
 // pipeline section then needs a restart, and the stage keeps its routes).
@@ -102,6 +110,18 @@ void register_vrf_reload(Reloader& reloader, Pipeline& pipeline) {
          return {};
        }},
       vrf_changes);
+}
+
+void register_vrf_metrics(Registry& registry, const config::ApplianceConfig& running) {
+  registry.add_collector("vrfs", [&running](Snapshot& s) {
+    for (const auto& port : running.ports) {
+      std::string vrf(config::kDefaultVrf);
+      for (const auto& v : running.vrfs) {
+        if (std::ranges::find(v.ports, port.name) != v.ports.end()) vrf = v.name;
+      }
+      s.set(kPortVrf, {port.name, vrf}, 1);
+    }
+  });
 }
 
 }  // namespace vecflow::control

@@ -4,9 +4,13 @@
 // packet is routed by the old VRFs and routes or by the new ones, never a mix, and a VRF or a
 // port the reload does not touch keeps forwarding.
 //
-// Threading: control thread (the Reloader's).
+// In /metrics each port's VRF is an info series, vecflow_port_vrf_info{port, vrf} 1, as the
+// last applied file has it: a dashboard joins any port's series with it to group by VRF.
+//
+// Threading: control thread (the Reloader's; collectors run there too).
 #pragma once
 
+#include "api/registry.h"
 #include "config/config.h"
 #include "control/reload.h"
 #include "pipeline/pipeline.h"
@@ -14,5 +18,8 @@
 namespace vecflow::control {
 
 void register_vrf_reload(Reloader& reloader, Pipeline& pipeline);
+
+// `running` is the appliance's running configuration; it outlives the registry's use of it.
+void register_vrf_metrics(Registry& registry, const config::ApplianceConfig& running);
 
 }  // namespace vecflow::control
