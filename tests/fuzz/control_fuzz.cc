@@ -63,7 +63,7 @@ struct Server {
     running = std::move(*cfg);
     register_introspection(registry);
     register_status(registry, StatusSource{"fuzz", monotonic_ns(), 0, &running, false});
-    register_accounting(registry, outcomes, {"wan", "lan"});
+    register_accounting(registry, outcomes, [] { return std::vector<std::string>{"wan", "lan"}; });
     register_errors(registry);
     // The argument check and every ArgReader accessor on arguments the fuzzer chooses.
     FUZZ_CHECK(registry

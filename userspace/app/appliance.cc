@@ -15,6 +15,7 @@
 #include "control/parts/pipeline_part.h"
 #include "control/parts/pipeline_reload_part.h"
 #include "control/parts/ports_part.h"
+#include "control/parts/ports_reload_part.h"
 #include "control/parts/sched_part.h"
 #include "control/parts/steering_part.h"
 #include "control/parts/vrf_reload_part.h"
@@ -101,7 +102,8 @@ Result<std::unique_ptr<Appliance>> Appliance::create(config::ApplianceConfig cfg
   auto steering = steer::XdpSteering::start(steer::steer_setup(app->cfg_));
   if (!steering) return fail("steering: {}", steering.error().message);
   app->steering_ = std::move(*steering);
-  app->outcomes_ = std::make_unique<OutcomeTable>(app->runtime_->slots(), app->cfg_.ports.size());
+  // Every id a reload may give a port has its row from the start (DataPath::add_vlan_port).
+  app->outcomes_ = std::make_unique<OutcomeTable>(app->runtime_->slots(), kMaxPorts);
   auto dp = DataPath::create(app->cfg_, *app->runtime_, *app->steering_, *app->outcomes_);
   if (!dp) return std::unexpected(dp.error());
   app->datapath_ = std::move(*dp);
@@ -161,7 +163,8 @@ Result<void> Appliance::resolve_rx_queues() {
     if (!n) return fail("port {}: {}", name, n.error().message);
     if (auto e = config::resolve_rx_queues(cfg_, i, *n)) return fail("{}", e->to_string());
     RxQueueWatch w;
-    w.port = i;
+    w.port = name;
+    w.config = *a;
     w.read = read_mask(*a);
     w.at_start = w.now = *n;
     const uint64_t unread = ~w.read & queue_mask(*n);
@@ -180,8 +183,8 @@ Result<void> Appliance::resolve_rx_queues() {
 
 void Appliance::watch_rx_queues() {
   for (auto& w : rx_queues_) {
-    const auto& a = std::get<config::AfXdpPort>(cfg_.ports[w.port].kind);
-    const std::string& name = cfg_.ports[w.port].name;
+    const auto& a = w.config;
+    const std::string& name = w.port;
     auto n = interface_rx_queues(a.interface);
     if (!n) {
       // The interface went away or cannot be asked: the link watch reports the former.
@@ -219,8 +222,8 @@ void Appliance::register_rx_queues_status() {
   registry_.add_status("rx_queues", [this](const control::CommandContext&) {
     control::Json rows = control::Json::array();
     for (const auto& w : rx_queues_) {
-      const auto& a = std::get<config::AfXdpPort>(cfg_.ports[w.port].kind);
-      const std::string& name = cfg_.ports[w.port].name;
+      const auto& a = w.config;
+      const std::string& name = w.port;
       const uint64_t unread = ~w.read & queue_mask(w.now);
       auto counters = steering_->counters(name);
       rows.push_back(
@@ -248,6 +251,93 @@ void Appliance::register_rx_queues_status() {
   });
 }
 
+std::vector<std::string> Appliance::running_port_names() const {
+  std::vector<std::string> out;
+  for (const auto& p : datapath_->ports())
+    out.push_back(p ? p->name() : std::string());
+  return out;
+}
+
+// What the control plane shows and reloads of the data path (the file declares ports).
+void Appliance::register_datapath_parts() {
+  control::register_ports(
+      registry_,
+      [this] {
+        std::vector<Port*> ports;
+        for (const auto& p : datapath_->ports()) {
+          if (p) ports.push_back(p.get());  // null: removed by a reload
+        }
+        return ports;
+      },
+      &datapath_->mtus());
+  std::vector<const sched::RxAdapter*> rx;
+  for (const auto& a : datapath_->rx_adapters())
+    rx.push_back(a.get());
+  std::vector<const sched::Worker*> workers;
+  for (const auto& w : datapath_->workers())
+    workers.push_back(w.get());
+  std::vector<const sched::TxAdapter*> tx;
+  for (const auto& t : datapath_->tx_adapters())
+    tx.push_back(t.get());
+  std::vector<control::DirectPathView> direct;
+  if (const DirectPath* d = datapath_->direct()) {
+    direct.push_back({d->name(), &d->path_stats().packets, &d->path_stats().runs,
+                      &datapath_->tx_adapters().front()->stats()});
+  }
+  control::register_sched(registry_, datapath_->scheduler(), std::move(rx), std::move(workers),
+                          std::move(tx), std::move(direct));
+  std::vector<unsigned> lcore_of_slot;
+  for (const auto& l : runtime_->lcores())
+    lcore_of_slot.push_back(l->id());
+  control::register_pipeline(registry_, datapath_->pipeline(), std::move(lcore_of_slot));
+  control::register_pipeline_reload(*reloader_, datapath_->pipeline(), cfg_);
+  control::register_vrf_reload(*reloader_, datapath_->pipeline());
+  DataPath& dp = *datapath_;
+  control::register_ports_reload(
+      *reloader_,
+      control::PortEditor{
+          [&dp](const config::ApplianceConfig& next, const config::PortConfig& port) {
+            auto id = dp.add_vlan_port(next, port);
+            return id ? Result<void>{} : std::unexpected(id.error());
+          },
+          [&dp](std::string_view name) { dp.publish_vlan_port(name); },
+          [&dp](std::string_view name) { dp.detach_vlan_port(name); },
+          [&dp](std::string_view name) { dp.reattach_vlan_port(name); },
+          [&dp](std::string_view name) { dp.retire_vlan_port(name); }},
+      cfg_);
+  control::register_vrf_metrics(registry_, cfg_);
+  // Every id a reload may give: a trace follows packets out of ports added after it began.
+  tap_ = std::make_unique<HookTap>(datapath_->hooks(), kMaxPorts);
+  control::TraceNames trace_names;
+  trace_names.ports = running_port_names();
+  captures_ = std::make_unique<control::CaptureManager>(*server_, *tap_, cfg_.control.capture_dir,
+                                                        running_port_names());
+  captures_->register_commands(registry_);
+  reloader_->on_applied([this] {
+    captures_->set_port_names(running_port_names());
+    traces_->set_port_names(running_port_names());
+  });
+  // A scheduler queue is named after the stages it serves, as `vecflowctl pipeline` does.
+  const Pipeline& pipeline = datapath_->pipeline();
+  const auto queues = sched::stage_queues(cfg_.pipeline);
+  for (size_t i = 0; i < pipeline.size(); ++i) {
+    trace_names.stages.push_back(pipeline.stage(i).name());
+    const uint8_t q = queues.stage_queue.at(i);
+    if (trace_names.queues.size() <= q) trace_names.queues.resize(q + 1u);
+    std::string& qn = trace_names.queues[q];
+    qn += (qn.empty() ? "" : "+") + pipeline.stage(i).name();
+  }
+  trace_names.nexthop = [&pipeline](uint32_t id) -> std::string {
+    for (const NeighbourInfo& n : pipeline.neighbours().entries()) {
+      if (n.id == id) return n.ip.to_string();
+    }
+    return "";
+  };
+  traces_ = std::make_unique<control::TraceManager>(*server_, *tap_, std::move(trace_names));
+  traces_->register_commands(registry_);
+  start_offload();
+}
+
 // The control plane and what it shows of the parts that exist in this build.
 Result<void> Appliance::start_control() {
   auto server = control::ControlServer::create(control::server_options(cfg_.control), registry_);
@@ -260,14 +350,10 @@ Result<void> Appliance::start_control() {
                                        runtime_->eal().hugepages()});
   control::register_runtime(registry_, *runtime_);
   control::register_faults(registry_, *runtime_, cfg_);
-  std::vector<std::string> port_names;
-  std::map<std::string, std::vector<std::string>> vlans;
-  for (const auto& p : cfg_.ports) {
-    port_names.push_back(p.name);
-    // A link's VLAN ports, QinQ ports too: their frames are lifted on the link.
-    if (p.is_vlan()) vlans[cfg_.link_of(p)->name].push_back(p.name);
-  }
-  control::register_accounting(registry_, *outcomes_, std::move(port_names), std::move(vlans));
+  // By PortId, also of the ports reloads add and remove (DataPath::add_vlan_port).
+  control::register_accounting(
+      registry_, *outcomes_, [this] { return datapath_->port_names(); },
+      [this] { return datapath_->vlans_by_link(); });
   control::register_errors(registry_);
   control::register_logging(registry_);
   control::register_resources(registry_);
@@ -302,64 +388,7 @@ Result<void> Appliance::start_control() {
 
   // The data-path parts, one line each (userspace/control/parts/).
   control::register_steering(registry_, *reloader_, *steering_, cfg_);
-  if (datapath_->has_ports()) {
-    std::vector<Port*> ports;
-    for (const auto& p : datapath_->ports())
-      ports.push_back(p.get());
-    control::register_ports(registry_, std::move(ports), &datapath_->mtus());
-    std::vector<const sched::RxAdapter*> rx;
-    for (const auto& a : datapath_->rx_adapters())
-      rx.push_back(a.get());
-    std::vector<const sched::Worker*> workers;
-    for (const auto& w : datapath_->workers())
-      workers.push_back(w.get());
-    std::vector<const sched::TxAdapter*> tx;
-    for (const auto& t : datapath_->tx_adapters())
-      tx.push_back(t.get());
-    std::vector<control::DirectPathView> direct;
-    if (const DirectPath* d = datapath_->direct()) {
-      direct.push_back({d->name(), &d->path_stats().packets, &d->path_stats().runs,
-                        &datapath_->tx_adapters().front()->stats()});
-    }
-    control::register_sched(registry_, datapath_->scheduler(), std::move(rx), std::move(workers),
-                            std::move(tx), std::move(direct));
-    std::vector<unsigned> lcore_of_slot;
-    for (const auto& l : runtime_->lcores())
-      lcore_of_slot.push_back(l->id());
-    control::register_pipeline(registry_, datapath_->pipeline(), std::move(lcore_of_slot));
-    control::register_pipeline_reload(*reloader_, datapath_->pipeline(), cfg_);
-    control::register_vrf_reload(*reloader_, datapath_->pipeline());
-    control::register_vrf_metrics(registry_, cfg_);
-    tap_ = std::make_unique<HookTap>(datapath_->hooks(),
-                                     static_cast<uint16_t>(datapath_->ports().size()));
-    std::vector<std::string> names;
-    for (const auto& p : cfg_.ports)
-      names.push_back(p.name);
-    control::TraceNames trace_names;
-    trace_names.ports = names;
-    captures_ = std::make_unique<control::CaptureManager>(*server_, *tap_, cfg_.control.capture_dir,
-                                                          std::move(names));
-    captures_->register_commands(registry_);
-    // A scheduler queue is named after the stages it serves, as `vecflowctl pipeline` does.
-    const Pipeline& pipeline = datapath_->pipeline();
-    const auto queues = sched::stage_queues(cfg_.pipeline);
-    for (size_t i = 0; i < pipeline.size(); ++i) {
-      trace_names.stages.push_back(pipeline.stage(i).name());
-      const uint8_t q = queues.stage_queue.at(i);
-      if (trace_names.queues.size() <= q) trace_names.queues.resize(q + 1u);
-      std::string& qn = trace_names.queues[q];
-      qn += (qn.empty() ? "" : "+") + pipeline.stage(i).name();
-    }
-    trace_names.nexthop = [&pipeline](uint32_t id) -> std::string {
-      for (const NeighbourInfo& n : pipeline.neighbours().entries()) {
-        if (n.id == id) return n.ip.to_string();
-      }
-      return "";
-    };
-    traces_ = std::make_unique<control::TraceManager>(*server_, *tap_, std::move(trace_names));
-    traces_->register_commands(registry_);
-    start_offload();
-  }
+  if (datapath_->has_ports()) register_datapath_parts();
 
   drop_log_ = std::make_unique<control::DropLogger>();
   server_->add_sample_listener(
@@ -424,6 +453,7 @@ void Appliance::refresh_links() {
   if (!datapath_->has_ports()) return;
   datapath_->refresh_mtus();
   for (const auto& p : datapath_->ports()) {
+    if (!p) continue;  // removed by a reload
     if (auto now = p->refresh_link()) {
       // A flow offloaded towards a link that went down (or came back) is decided again.
       if (offloader_) offloader_->flush(fmt::format("port {}: link changed", p->name()));
@@ -508,10 +538,12 @@ Result<void> Appliance::run() {
   const uint64_t left = datapath_->drain();
   if (left > 0) log->warn("{} event(s) still in flight after the drain timeout", left);
   // The counters a stopped appliance leaves, per port: where every packet it received went.
+  // Ports a reload removed too: what they received went somewhere.
   int64_t unaccounted = 0;
-  for (size_t i = 0; i < cfg_.ports.size(); ++i) {
+  const auto names = datapath_->port_names();
+  for (size_t i = 0; i < names.size(); ++i) {
     AccountingSnapshot a = outcomes_->port_snapshot(PortId{static_cast<uint16_t>(i)});
-    log->info("final accounting: port {}: {} unaccounted={}", cfg_.ports[i].name, a.to_string(),
+    log->info("final accounting: port {}: {} unaccounted={}", names[i], a.to_string(),
               a.unaccounted());
     unaccounted += a.unaccounted();
   }

@@ -72,6 +72,9 @@ class Appliance {
   Result<void> resolve_rx_queues();
   // The `rx_queues` section of `status`: per afxdp port, the queues read and the interface's.
   void register_rx_queues_status();
+  void register_datapath_parts();
+  // By PortId, the ports that run now ("" for an id whose port a reload removed).
+  std::vector<std::string> running_port_names() const;
   // Reads every port's link state into its cache (Port::refresh_link), logging changes. Also
   // run on each rtnetlink link event, so the tx path sees a link go down within
   // microseconds, before a down port's tx ring fills.
@@ -107,12 +110,13 @@ class Appliance {
   std::vector<StallWatch> stall_watch_;
   // Per afxdp port: the rx queues it reads and the count its interface had at start and now.
   struct RxQueueWatch {
-    size_t port = 0;        // index in cfg_.ports
-    uint64_t read = 0;      // bit q: queue q is read (vecflow's sockets or DPDK's)
-    unsigned at_start = 0;  // the interface's rx queues when the ports were created
-    unsigned now = 0;       // at the last watch
-    uint64_t changes = 0;   // times watch_rx_queues() saw the count change
-    std::string error;      // why the last count could not be read, if it could not
+    std::string port;          // its name (a reload may move it in cfg_.ports)
+    config::AfXdpPort config;  // as it was at start (an afxdp port is not changed live)
+    uint64_t read = 0;         // bit q: queue q is read (vecflow's sockets or DPDK's)
+    unsigned at_start = 0;     // the interface's rx queues when the ports were created
+    unsigned now = 0;          // at the last watch
+    uint64_t changes = 0;      // times watch_rx_queues() saw the count change
+    std::string error;         // why the last count could not be read, if it could not
   };
   std::vector<RxQueueWatch> rx_queues_;
   // Set by watch() when steering.on_detach says the appliance must stop; run() returns it.

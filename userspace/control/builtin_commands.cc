@@ -367,12 +367,13 @@ void register_runtime(Registry& registry, std::vector<const Lcore*> lcores) {
                    {"SLEEPS", "sleeps", Unit::Count}})}}});
 }
 
-void register_accounting(Registry& registry, const OutcomeTable& table_ref,
-                         std::vector<std::string> ports,
-                         std::map<std::string, std::vector<std::string>> vlans) {
+void register_accounting(Registry& registry, const OutcomeTable& table_ref, PortNames ports,
+                         VlansByLink vlans_of) {
   registry.add_collector("accounting", [&table_ref, ports](Snapshot& s) {
-    for (size_t p = 0; p < ports.size() && p < table_ref.ports(); ++p) {
-      const std::string& name = ports[p];
+    const auto names = ports();
+    for (size_t p = 0; p < names.size() && p < table_ref.ports(); ++p) {
+      const std::string& name = names[p];
+      if (name.empty()) continue;
       uint64_t rx = 0, rx_bytes = 0, tx = 0, tx_bytes = 0, kernel = 0, held = 0;
       std::array<uint64_t, kDropReasonCount> drops{};
       for (size_t l = 0; l < table_ref.lcore_slots(); ++l) {
@@ -404,10 +405,13 @@ void register_accounting(Registry& registry, const OutcomeTable& table_ref,
 
   (void)registry.add_command(Command{
       &kAccountingSpec,
-      [ports, vlans = std::move(vlans)](const CommandContext& ctx) -> CommandResult {
+      [ports, vlans_of = std::move(vlans_of)](const CommandContext& ctx) -> CommandResult {
         const Snapshot& s = ctx.snapshot;
         Json rows = Json::array();
-        for (const auto& name : ports) {
+        const auto vlans =
+            vlans_of ? vlans_of() : std::map<std::string, std::vector<std::string>>{};
+        for (const auto& name : ports()) {
+          if (name.empty()) continue;
           uint64_t rx = s.count(kAccountRxPackets, {name});
           uint64_t tx = s.count(kAccountTxPackets, {name});
           uint64_t kernel = s.count(kAccountKernelPackets, {name});

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -45,11 +46,13 @@ void register_runtime(Registry& registry, std::vector<const Lcore*> lcores);
 std::vector<CounterTableInfo> runtime_counter_tables();
 
 // `accounting` and the vecflow_accounting_* families plus vecflow_drops_total{layer=
-// "userspace"}: the OutcomeTable summed per ingress port. `ports` names the table's columns;
-// `vlans`, by port, the VLAN sub-interfaces whose frames it lifts (their rx is its lifted).
-void register_accounting(Registry& registry, const OutcomeTable& table,
-                         std::vector<std::string> ports,
-                         std::map<std::string, std::vector<std::string>> vlans = {});
+// "userspace"}: the OutcomeTable summed per ingress port. `ports` names the table's columns
+// ("" for a column no port has); `vlans`, by port, the VLAN sub-interfaces whose frames it
+// lifts (their rx is its lifted). Both are asked at every read: a reload adds ports.
+using PortNames = std::function<std::vector<std::string>()>;
+using VlansByLink = std::function<std::map<std::string, std::vector<std::string>>()>;
+void register_accounting(Registry& registry, const OutcomeTable& table, PortNames ports,
+                         VlansByLink vlans = nullptr);
 
 // `errors`: every drop reason with its count across the box (the vecflow_drops_total family,
 // whichever part added to it), with rates and the ports that dropped.

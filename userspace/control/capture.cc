@@ -6,6 +6,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <iterator>
 
 #include <fmt/chrono.h>
 #include <pcap/pcap.h>
@@ -99,9 +100,12 @@ CaptureManager::~CaptureManager() {
 }
 
 Result<Json> CaptureManager::start(const CaptureRequest& req) {
-  auto port = std::find(ports_.begin(), ports_.end(), req.port);
+  auto port = req.port.empty() ? ports_.end() : std::find(ports_.begin(), ports_.end(), req.port);
   if (port == ports_.end()) {
-    return fail("no port '{}' (ports: {})", req.port, fmt::join(ports_, ", "));
+    std::vector<std::string> names;
+    std::copy_if(ports_.begin(), ports_.end(), std::back_inserter(names),
+                 [](const std::string& n) { return !n.empty(); });
+    return fail("no port '{}' (ports: {})", req.port, fmt::join(names, ", "));
   }
   size_t running =
       std::count_if(captures_.begin(), captures_.end(), [](const auto& c) { return c->running; });

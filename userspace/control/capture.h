@@ -73,6 +73,8 @@ class CaptureManager {
 
   // `capture` (start/stop/list) and the capture families.
   void register_commands(Registry& registry);
+  // The ports after a reload added or removed some (names by PortId, "" for none).
+  void set_port_names(std::vector<std::string> ports) { ports_ = std::move(ports); }
 
  private:
   struct Capture;

@@ -228,6 +228,7 @@ void TraceManager::clear() noexcept {
 Result<Json> TraceManager::add(uint32_t count, const std::string& port, const std::string& filter) {
   std::vector<PortId> ports;
   for (size_t i = 0; i < names_.ports.size(); ++i) {
+    if (names_.ports[i].empty()) continue;  // an id whose port a reload removed
     if (port.empty() || names_.ports[i] == port) ports.push_back(PortId{static_cast<uint16_t>(i)});
   }
   if (ports.empty()) return fail("no port named '{}'", port);

@@ -70,6 +70,8 @@ class TraceManager {
   TraceManager& operator=(const TraceManager&) = delete;
 
   void register_commands(Registry& registry);
+  // The ports after a reload added or removed some (names by PortId, "" for none).
+  void set_port_names(std::vector<std::string> ports) { names_.ports = std::move(ports); }
 
   Result<Json> add(uint32_t count, const std::string& port, const std::string& filter);
   Json show() const;

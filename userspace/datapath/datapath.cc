@@ -79,14 +79,16 @@ Result<std::unique_ptr<DataPath>> DataPath::create(const config::ApplianceConfig
 // XSKMAP, then start them.
 Result<void> DataPath::create_ports(const config::ApplianceConfig& cfg,
                                     steer::XdpSteering& steering) {
-  mtus_ = std::make_unique<PortMtuTable>(cfg.ports.size());
+  mtus_ = std::make_unique<PortMtuTable>(kMaxPorts);
   auto pool = PacketPool::create(pool_options(cfg));
   if (!pool) return fail("packet pool: {}", pool.error().message);
   pool_ = std::move(*pool);
 
-  PortEnvironment env = port_environment(cfg);
-  env.pool = pool_.get();
-  env.steering_object = steer::XdpSteering::bpf_object_path();
+  env_ = port_environment(cfg);
+  env_.pool = pool_.get();
+  env_.steering_object = steer::XdpSteering::bpf_object_path();
+  for (size_t i = 0; i < cfg.ports.size(); ++i)
+    ids_[cfg.ports[i].name] = static_cast<uint16_t>(i);
   // VLAN sub-interfaces after the ports they are VLANs of, QinQ ports after their service
   // VLANs' (a port's id is its index in the file, wherever it is declared).
   ports_.resize(cfg.ports.size());
@@ -95,7 +97,7 @@ Result<void> DataPath::create_ports(const config::ApplianceConfig& cfg,
       if (vlan_depth(cfg, cfg.ports[i]) != depth) continue;
       const auto* v = std::get_if<config::VlanPort>(&cfg.ports[i].kind);
       const auto parent = v ? cfg.port_index(v->parent) : std::nullopt;
-      auto port = create_port(cfg.ports[i], PortId{static_cast<uint16_t>(i)}, env,
+      auto port = create_port(cfg.ports[i], PortId{static_cast<uint16_t>(i)}, env_,
                               parent ? ports_[*parent].get() : nullptr,
                               parent ? &cfg.ports[*parent] : nullptr);
       if (!port) return fail("port '{}': {}", cfg.ports[i].name, port.error().message);
@@ -105,19 +107,11 @@ Result<void> DataPath::create_ports(const config::ApplianceConfig& cfg,
   }
   // One demultiplexer per link, for its VLANs and their QinQ customer VLANs.
   for (size_t i = 0; i < cfg.ports.size(); ++i) {
-    const auto* v = std::get_if<config::VlanPort>(&cfg.ports[i].kind);
-    if (v == nullptr) continue;
-    auto& demux = vlan_demux_[*cfg.port_index(cfg.link_of(cfg.ports[i])->name)];
-    if (!demux) demux = std::make_unique<VlanDemux>();
-    const auto& parent = *cfg.find_port(v->parent);
-    const auto port = static_cast<uint16_t>(i);
-    if (const auto* service = std::get_if<config::VlanPort>(&parent.kind))
-      demux->claim_inner(vlan_tpid(*service), service->vlan, v->vlan, port);
-    else
-      demux->claim(vlan_tpid(*v), v->vlan, port);
+    if (!cfg.ports[i].is_vlan()) continue;
+    claims_[static_cast<uint16_t>(i)] = vlan_claim(cfg, cfg.ports[i]);
+    vlan_links_[static_cast<uint16_t>(i)] = claims_[static_cast<uint16_t>(i)].link;
+    claim(PortId{static_cast<uint16_t>(i)}, true);
   }
-  for (const auto& [parent, demux] : vlan_demux_)
-    ports_[parent]->set_vlans(demux.get());
   keep_vlan_tags(cfg);
 
   const auto setup = steer::steer_setup(cfg);
@@ -165,24 +159,58 @@ void DataPath::keep_vlan_tags(const config::ApplianceConfig& cfg) {
   for (const auto& r : cfg.steering.rules)
     steer_by_tag |= r.match.vlan.has_value() || r.match.inner_vlan.has_value();
   for (size_t i = 0; i < cfg.ports.size(); ++i) {
-    const auto* a = std::get_if<config::AfXdpPort>(&cfg.ports[i].kind);
-    if (a == nullptr || (!vlan_demux_.contains(static_cast<uint16_t>(i)) && !steer_by_tag))
-      continue;
-    auto off =
-        InterfaceFeaturesOff::apply(a->interface, {"rx-vlan-hw-parse", "rx-vlan-stag-hw-parse"});
-    if (!off) {
-      log::get("io")->warn(
-          "port {}: {}: VLAN tags its NIC strips are lost to its VLAN ports and "
-          "steering",
-          cfg.ports[i].name, off.error().message);
-      continue;
-    }
-    if (!off->changed().empty()) {
-      log::get("io")->info("port {}: {} off on {} while vecflowd runs (XDP must see the tags)",
-                           cfg.ports[i].name, fmt::join(off->changed(), ", "), a->interface);
-      vlan_offloads_off_.push_back(std::move(*off));
-    }
+    if (steer_by_tag || vlan_demux_.contains(static_cast<uint16_t>(i)))
+      keep_vlan_tags(cfg.ports[i]);
   }
+}
+
+void DataPath::keep_vlan_tags(const config::PortConfig& link) {
+  const auto* a = std::get_if<config::AfXdpPort>(&link.kind);
+  if (a == nullptr) return;
+  auto off =
+      InterfaceFeaturesOff::apply(a->interface, {"rx-vlan-hw-parse", "rx-vlan-stag-hw-parse"});
+  if (!off) {
+    log::get("io")->warn(
+        "port {}: {}: VLAN tags its NIC strips are lost to its VLAN ports and "
+        "steering",
+        link.name, off.error().message);
+    return;
+  }
+  if (!off->changed().empty()) {
+    log::get("io")->info("port {}: {} off on {} while vecflowd runs (XDP must see the tags)",
+                         link.name, fmt::join(off->changed(), ", "), a->interface);
+    vlan_offloads_off_.push_back(std::move(*off));
+  }
+}
+
+DataPath::VlanClaim DataPath::vlan_claim(const config::ApplianceConfig& cfg,
+                                         const config::PortConfig& port) const {
+  const auto& v = std::get<config::VlanPort>(port.kind);
+  const auto& parent = *cfg.find_port(v.parent);
+  VlanClaim c;
+  c.link = ids_.at(cfg.link_of(port)->name);
+  if (const auto* service = std::get_if<config::VlanPort>(&parent.kind)) {
+    c.tpid = vlan_tpid(*service);
+    c.vid = service->vlan;
+    c.inner = v.vlan;
+  } else {
+    c.tpid = vlan_tpid(v);
+    c.vid = v.vlan;
+  }
+  return c;
+}
+
+void DataPath::claim(PortId id, bool on) {
+  const VlanClaim& c = claims_.at(to_index(id));
+  auto& demux = vlan_demux_[c.link];
+  const bool made = demux == nullptr;
+  if (made) demux = std::make_unique<VlanDemux>();
+  if (c.inner && on) demux->claim_inner(c.tpid, c.vid, *c.inner, to_index(id));
+  if (c.inner && !on) demux->release_inner(c.tpid, c.vid, *c.inner);
+  if (!c.inner && on) demux->claim(c.tpid, c.vid, to_index(id));
+  if (!c.inner && !on) demux->release(c.tpid, c.vid);
+  // The link's bursts see the demultiplexer once it holds the claim.
+  if (made) ports_[c.link]->set_vlans(demux.get());
 }
 
 Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtime& runtime) {
@@ -195,6 +223,7 @@ Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtim
     if (auto* v = std::get_if<config::VlanPort>(&p.kind)) itf = v->interface;
     ctx.ports.push_back(PortInfo{p.name, ports_[i]->mac(), itf, vlan_tags(cfg, p)});
   }
+  ctx.ports.resize(kMaxPorts);  // the ids a reload may give (add_vlan_port)
   ctx.mtus = mtus_.get();
   ctx.lcore_slots = static_cast<unsigned>(runtime.slots());
   ctx.qsbr = &runtime.qsbr();
@@ -203,7 +232,7 @@ Result<void> DataPath::build_pipeline(const config::ApplianceConfig& cfg, Runtim
   ctx.steer_rules = static_cast<uint32_t>(cfg.steering.rules.size());
   ctx.vrfs = cfg.vrfs;
   // Made whether or not offload is on, so that a reload can turn it on.
-  auto feed = OffloadFeed::create(ctx.lcore_slots, cfg.ports.size());
+  auto feed = OffloadFeed::create(ctx.lcore_slots, kMaxPorts);
   if (!feed) return std::unexpected(feed.error());
   offload_ = std::move(*feed);
   ctx.offload = offload_.get();
@@ -245,8 +274,7 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
   uint16_t max_queues = 1;
   for (const auto& port : ports_)
     max_queues = std::max({max_queues, port->rx_queue_count(), port->tx_queue_count()});
-  hooks_ =
-      std::make_unique<HookTable>(runtime.qsbr(), static_cast<uint16_t>(ports_.size()), max_queues);
+  hooks_ = std::make_unique<HookTable>(runtime.qsbr(), kMaxPorts, max_queues);
 
   // One worker that polls every rx queue: nothing to schedule. Then the flow hash is computed
   // only where a stage reads it; the scheduler's flow ids always do.
@@ -339,6 +367,7 @@ Result<void> DataPath::build_scheduler(const config::ApplianceConfig& cfg, Runti
 
 void DataPath::refresh_mtus() {
   for (const auto& p : ports_) {
+    if (!p) continue;
     const uint32_t mtu = p->device_mtu();
     if (mtus_->set(to_index(p->id()), mtu))
       log::get("app")->info("port {}: MTU {}", p->name(), mtu ? std::to_string(mtu) : "unknown");
@@ -352,6 +381,7 @@ void DataPath::add_tx_adapter(uint16_t queue, unsigned slot, OutcomeTable& outco
     tx_targets.push_back(t);
     kernel_targets.push_back(port->kernel_path() ? t : sched::TxTarget{});
   }
+  tx_queues_.push_back(queue);
   tx_.push_back(std::make_unique<sched::TxAdapter>(std::move(tx_targets), std::move(kernel_targets),
                                                    outcomes.row(slot), hooks_.get(), mtus_.get(),
                                                    offload_.get()));
@@ -376,6 +406,96 @@ Result<void> DataPath::build_direct(unsigned lcore,
       "puts it back)",
       ports_.size(), lcore);
   return {};
+}
+
+std::optional<PortId> DataPath::port_id(std::string_view name) const {
+  const auto it = ids_.find(name);
+  if (it == ids_.end()) return std::nullopt;
+  return PortId{it->second};
+}
+
+std::vector<std::string> DataPath::port_names() const {
+  std::vector<std::string> out(ids_.size());
+  for (const auto& [name, id] : ids_)
+    out[id] = name;
+  return out;
+}
+
+std::map<std::string, std::vector<std::string>> DataPath::vlans_by_link() const {
+  const auto names = port_names();
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& [port, link] : vlan_links_)
+    out[names[link]].push_back(names[port]);
+  return out;
+}
+
+Result<PortId> DataPath::add_vlan_port(const config::ApplianceConfig& next,
+                                       const config::PortConfig& pc) {
+  const auto& v = std::get<config::VlanPort>(pc.kind);
+  const auto parent = port_id(v.parent);
+  if (!parent || to_index(*parent) >= ports_.size() || !ports_[to_index(*parent)])
+    return fail("its parent '{}' does not run", v.parent);
+  auto known = port_id(pc.name);
+  if (known && to_index(*known) < ports_.size() && ports_[to_index(*known)])
+    return fail("a port '{}' runs already", pc.name);
+  if (!known && ids_.size() >= kMaxPorts)
+    return fail(
+        "{} ports have had an id since vecflowd started, the most it gives; restart "
+        "vecflowd to give ids again",
+        kMaxPorts);
+  const PortId id = known ? *known : PortId{static_cast<uint16_t>(ids_.size())};
+  Port& parent_port = *ports_[to_index(*parent)];
+  auto port = create_port(pc, id, env_, &parent_port, next.find_port(v.parent));
+  if (!port) return std::unexpected(port.error());
+  if (auto r = (*port)->enable_kernel_path(); !r)
+    return fail("exception path: {}", r.error().message);
+  if (auto r = (*port)->start(); !r) return std::unexpected(r.error());
+  const uint16_t i = to_index(id);
+  ids_[pc.name] = i;
+  if (ports_.size() <= i) ports_.resize(i + 1u);
+  ports_[i] = std::move(*port);
+  Port* added = ports_[i].get();
+  start_order_.push_back(added);
+  claims_[i] = vlan_claim(next, pc);
+  vlan_links_[i] = claims_[i].link;
+  if (!vlan_demux_.contains(claims_[i].link)) keep_vlan_tags(*next.link_of(pc));
+  refresh_mtus();
+  for (size_t t = 0; t < tx_.size(); ++t) {
+    const sched::TxTarget target{added, tx_queues_[t]};
+    tx_[t]->attach(id, target, added->kernel_path() ? target : sched::TxTarget{});
+  }
+  pipeline_->set_port(id, PortInfo{pc.name, added->mac(), v.interface, vlan_tags(next, pc)});
+  log::get("app")->info("port {}: added (id {}), VLAN {} of {}", pc.name, i, v.vlan, v.parent);
+  return id;
+}
+
+void DataPath::publish_vlan_port(std::string_view name) {
+  if (const auto id = port_id(name)) claim(*id, true);
+}
+
+void DataPath::detach_vlan_port(std::string_view name) {
+  if (const auto id = port_id(name)) claim(*id, false);
+}
+
+void DataPath::reattach_vlan_port(std::string_view name) {
+  publish_vlan_port(name);
+}
+
+void DataPath::retire_vlan_port(std::string_view name) {
+  const auto id = port_id(name);
+  if (!id || to_index(*id) >= ports_.size() || !ports_[to_index(*id)]) return;
+  const uint16_t i = to_index(*id);
+  for (auto& tx : tx_)
+    tx->detach(*id);
+  // No worker is still in a round that saw the port before it goes.
+  runtime_->qsbr().synchronize();
+  pipeline_->set_port(*id, PortInfo{});
+  Port* port = ports_[i].get();
+  port->stop();
+  std::erase(start_order_, port);
+  claims_.erase(i);
+  ports_[i].reset();
+  log::get("app")->info("port {}: removed (id {} is kept for it)", name, i);
 }
 
 uint64_t DataPath::drain(unsigned timeout_ms) noexcept {

@@ -30,6 +30,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,7 @@
 #include "io/hardware.h"
 #include "io/packet_pool.h"
 #include "io/port.h"
+#include "io/port_factory.h"
 #include "io/vlan/vlan_demux.h"
 #include "pipeline/pipeline.h"
 #include "runtime/runtime.h"
@@ -95,10 +97,53 @@ class DataPath {
   unsigned rx_lcore(size_t i) const noexcept { return rx_lcores_[i]; }
   unsigned worker_lcore(size_t i) const noexcept { return worker_lcores_[i]; }
 
+  // ---- VLAN ports added and removed by a reload (control thread, while traffic runs) ----
+  // Port ids: the file's order at start; then a port keeps its id for as long as vecflowd
+  // runs, a port removed and declared again gets its old one back (its counters go on), and
+  // a new port the lowest id never given. Everything the lcores read by port id (the
+  // OutcomeTable, the MTUs, the tx adapters, hooks, offload feed, the stages' per-port
+  // tables) is kMaxPorts long from the start, so an added port moves nothing they read.
+  // ports() has a null entry for an id whose port was removed.
+  //
+  // Adding is in two steps. add_vlan_port() makes the port of `next` (its parent runs) and
+  // starts it (kernel device, exception path), gives every tx adapter its targets and the
+  // pipeline its PortInfo; no frame reaches it yet. publish_vlan_port() then claims its tags
+  // in its link's demultiplexer: after the rest of the reload (its VRF, its routes), so that
+  // its first frame is handled as the new file says.
+  Result<PortId> add_vlan_port(const config::ApplianceConfig& next, const config::PortConfig& port);
+  void publish_vlan_port(std::string_view name);
+  // Removing too. detach_vlan_port() releases its tags: from then on its frames are
+  // vlan_unknown on the link (reattach_vlan_port() claims them again: a reload that failed
+  // later). retire_vlan_port(), once the pipeline no longer routes to it, takes it off the tx
+  // adapters (packets still on their way to it are link_down), waits a grace period, stops it
+  // and tells the pipeline.
+  void detach_vlan_port(std::string_view name);
+  void reattach_vlan_port(std::string_view name);
+  void retire_vlan_port(std::string_view name);
+  // The id `name` has or had, if any.
+  std::optional<PortId> port_id(std::string_view name) const;
+  // Every port given an id, by PortId, removed ones too (their counters stay in the
+  // OutcomeTable, and go on if they come back); ports() says which run.
+  std::vector<std::string> port_names() const;
+  // By link, the VLAN ports on it (QinQ ones too), removed ones too: their frames were
+  // lifted on the link.
+  std::map<std::string, std::vector<std::string>> vlans_by_link() const;
+
  private:
   DataPath() = default;
   Result<void> create_ports(const config::ApplianceConfig& cfg, steer::XdpSteering& steering);
+  // Where VLAN port `id`'s frames are told apart: its link's demultiplexer (made when the
+  // link has none yet, handed to the link last) and its tags there.
+  struct VlanClaim {
+    uint16_t link = kNoPort;
+    uint16_t tpid = 0;
+    uint16_t vid = 0;
+    std::optional<uint16_t> inner;  // a QinQ customer's 802.1Q VLAN
+  };
+  VlanClaim vlan_claim(const config::ApplianceConfig& cfg, const config::PortConfig& port) const;
+  void claim(PortId id, bool on);
   void keep_vlan_tags(const config::ApplianceConfig& cfg);
+  void keep_vlan_tags(const config::PortConfig& link);
   Result<void> build_pipeline(const config::ApplianceConfig& cfg, Runtime& runtime);
   Result<void> build_scheduler(const config::ApplianceConfig& cfg, Runtime& runtime,
                                OutcomeTable& outcomes);
@@ -121,8 +166,12 @@ class DataPath {
   //   the packet pool                               (after every mbuf is back)
   // and EAL after the DataPath (Appliance). A test tears down a device holding events.
   std::unique_ptr<PacketPool> pool_;
-  std::vector<std::unique_ptr<Port>> ports_;
-  std::vector<Port*> start_order_;  // ports_, parents before their VLAN ports
+  std::vector<std::unique_ptr<Port>> ports_;          // by PortId; null: removed by a reload
+  std::vector<Port*> start_order_;                    // ports_, parents before their VLAN ports
+  std::map<std::string, uint16_t, std::less<>> ids_;  // every name given an id, and the id
+  std::map<uint16_t, VlanClaim> claims_;              // by PortId: the VLAN ports'
+  std::map<uint16_t, uint16_t> vlan_links_;  // by PortId, every VLAN port's link, removed too
+  PortEnvironment env_;  // what create_port() was given at start, for the ports added later
   // Per port with VLAN sub-interfaces, their VLANs (io/vlan/vlan_demux.h): read by its rx bursts.
   std::map<uint16_t, std::unique_ptr<VlanDemux>> vlan_demux_;
   // The links' receive VLAN offloads turned off (keep_vlan_tags), back on as they go.
@@ -140,6 +189,7 @@ class DataPath {
   std::vector<std::shared_ptr<sched::RxAdapter>> rx_;
   std::vector<unsigned> rx_lcores_;
   std::vector<std::unique_ptr<sched::TxAdapter>> tx_;
+  std::vector<uint16_t> tx_queues_;  // the tx queue of every port tx_[i] sends on
   std::vector<std::unique_ptr<PipelineHandler>> handlers_;
   std::vector<std::shared_ptr<sched::Worker>> workers_;
   std::vector<unsigned> worker_lcores_;

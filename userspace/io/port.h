@@ -197,10 +197,14 @@ class Port {
 
   // The port's VLAN sub-interfaces (io/vlan/vlan_port.h): its rx bursts hand each frame
   // tagged with one of their VLANs to it, untagged and with its port id, and drop a tagged
-  // frame none of them claims (vlan_unknown). Control thread, before any lcore polls the port;
-  // `demux` outlives the polling. Both real ports take it; a port's own is in vlans().
-  virtual void set_vlans(const VlanDemux* demux) noexcept { vlans_ = demux; }
-  const VlanDemux* vlans() const noexcept { return vlans_; }
+  // frame none of them claims (vlan_unknown). Control thread, also while lcores poll the port
+  // (a reload adds its first VLAN): vlans() is published before the bursts' own copy, so that
+  // a burst whose frames were handed out is also charged frame by frame. `demux` outlives
+  // the polling. Both real ports take it; a port's own is in vlans().
+  virtual void set_vlans(const VlanDemux* demux) noexcept {
+    __atomic_store_n(&vlans_, demux, __ATOMIC_RELEASE);
+  }
+  const VlanDemux* vlans() const noexcept { return __atomic_load_n(&vlans_, __ATOMIC_ACQUIRE); }
 
   // Queues 0 .. counted_rx_queues() - 1 (tx: counted_tx_queues()) have counters.
   const RxQueueCounters& rx_counters(uint16_t q) const noexcept { return rx_counters_[q]; }

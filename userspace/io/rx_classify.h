@@ -155,7 +155,7 @@ inline uint16_t classify_burst(rte_mbuf** pkts, uint16_t n, const RxClassify& c,
   uint16_t kept = 0;
   uint64_t sum = 0;
   // Read once: the mbuf stores below may alias `c`, which would be read again per frame.
-  const VlanDemux* const vlans = c.vlans;
+  const VlanDemux* const vlans = __atomic_load_n(&c.vlans, __ATOMIC_ACQUIRE);
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     if (i + kPrefetchAhead < n) prefetch_rx(pkts[i + kPrefetchAhead]);

@@ -37,6 +37,10 @@ Result<std::unique_ptr<IcmpResponder>> IcmpResponder::create(StageContext& ctx) 
   return r;
 }
 
+void IcmpResponder::set_port(PortId id, const PortInfo& info) {
+  if (to_index(id) < ports_.size()) ports_[to_index(id)] = info;
+}
+
 void IcmpResponder::set_port_addresses(std::vector<PortAddresses> addresses) {
   std::lock_guard lock(mutex_);
   auto set = std::make_unique<AddressSet>();

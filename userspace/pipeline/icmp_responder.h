@@ -60,6 +60,8 @@ class IcmpResponder final : public PortAddressFollower {
               Build6 build6) noexcept;
 
   void set_port_addresses(std::vector<PortAddresses> addresses) override;
+  // Stage::set_port: the MAC errors leave a new port with.
+  void set_port(PortId id, const PortInfo& info);
 
   uint64_t sent() const noexcept;
   uint64_t limited() const noexcept;

@@ -59,6 +59,14 @@ Result<std::shared_ptr<KernelSync>> KernelSync::create(const std::vector<PortInf
   return k;
 }
 
+void KernelSync::set_port(PortId id, const PortInfo& info) {
+  std::lock_guard lock(mutex_);
+  if (to_index(id) >= ports_.size()) return;
+  ports_[to_index(id)] = info;
+  // A failed dump leaves the old map; the next link event or watch reads it again.
+  if (auto r = sync_links(); !r) links_dirty_ = true;
+}
+
 int KernelSync::port_of(int ifindex) const noexcept {
   if (ifindex <= 0) return -1;
   for (size_t i = 0; i < ifindex_.size(); ++i) {

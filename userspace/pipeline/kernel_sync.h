@@ -75,6 +75,9 @@ class KernelSync final : public Service {
   Result<void> follow_routes(RouteStage* stage);
   // Hand the ports' interface addresses to `follower` from now on.
   Result<void> follow_addresses(PortAddressFollower* follower);
+  // Port `id` is now `info` (Pipeline::set_port): its interface is looked up at once, and
+  // routes, addresses and neighbours through it follow.
+  void set_port(PortId id, const PortInfo& info);
   // `stage` is going away.
   void forget(RouteStage* stage) noexcept;
   void forget(PortAddressFollower* follower) noexcept;

@@ -30,6 +30,13 @@ L2Stage::L2Stage(const config::StageConfig& cfg, StageContext& ctx)
   }
 }
 
+void L2Stage::set_port(PortId id, const PortInfo& info) {
+  if (to_index(id) >= rewrite_.size()) return;
+  Rewrite& w = rewrite_[to_index(id)];
+  w = Rewrite{};
+  if (info.mac != MacAddress{}) w.src = info.mac;
+}
+
 Result<std::unique_ptr<L2Stage>> L2Stage::create(const config::StageConfig& cfg,
                                                  StageContext& ctx) {
   return std::unique_ptr<L2Stage>(new L2Stage(cfg, ctx));

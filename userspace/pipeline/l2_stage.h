@@ -35,6 +35,8 @@ class L2Stage final : public PerPacketStage<L2Stage> {
   struct VectorState {};
   VectorState begin(StageEnv&) noexcept { return {}; }
   void process_packet(rte_mbuf* m, VectorState& vs, StageEnv& env) noexcept;
+  // A new port's frames get its MAC as the source (the file's rewrites are read at start).
+  void set_port(PortId id, const PortInfo& info) override;
 
  private:
   struct Rewrite {

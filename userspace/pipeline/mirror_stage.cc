@@ -39,8 +39,10 @@ Result<std::unique_ptr<MirrorStage>> MirrorStage::create(const config::StageConf
     if (ec) return fail("cannot create {}: {}", path.parent_path().string(), ec.message());
     CaptureOptions o;
     o.path = path.string();
-    for (size_t i = 0; i < ctx.ports.size(); ++i)
-      o.interfaces.emplace_back(static_cast<PortId>(i), ctx.ports[i].name);
+    for (size_t i = 0; i < ctx.ports.size(); ++i) {
+      if (!ctx.ports[i].name.empty())
+        o.interfaces.emplace_back(static_cast<PortId>(i), ctx.ports[i].name);
+    }
     o.snaplen = p.snaplen;
     o.ring_name = dpdk_name("capring");
     o.pool_name = dpdk_name("cappool");

@@ -90,6 +90,15 @@ bool Pipeline::decrements_ttl() const noexcept {
                      [](const auto& s) { return s->decrements_ttl(); });
 }
 
+void Pipeline::set_port(PortId id, const PortInfo& info) {
+  const uint16_t i = to_index(id);
+  if (i >= ctx_.ports.size()) return;
+  ctx_.ports[i] = info;
+  for (auto& s : stages_)
+    s->set_port(id, info);
+  if (kernel_) kernel_->set_port(id, info);
+}
+
 std::vector<std::shared_ptr<Service>> Pipeline::control_services() const {
   std::vector<std::shared_ptr<Service>> out;
   if (kernel_) out.push_back(kernel_);

@@ -88,8 +88,12 @@ class Pipeline {
 
   NeighbourTable& neighbours() noexcept { return *neighbours_; }
   const NeighbourTable& neighbours() const noexcept { return *neighbours_; }
-  // The ports the stages know, indexed by PortId (names for tables that hold PortIds).
+  // The ports the stages know, indexed by PortId (names for tables that hold PortIds); an
+  // entry with no name is an id no port has now.
   const std::vector<PortInfo>& ports() const noexcept { return ctx_.ports; }
+  // A port added or removed by a reload (Stage::set_port): the stages, the kernel
+  // synchroniser and ports() learn it. Control thread.
+  void set_port(PortId id, const PortInfo& info);
   KernelSync* kernel() noexcept { return kernel_.get(); }
   // What the stages were built with, and the types they were built from.
   const StageContext& context() const noexcept { return ctx_; }

@@ -249,6 +249,11 @@ class Stage {
   // path then does the same.
   virtual bool decrements_ttl() const noexcept { return false; }
   virtual bool tick(StageEnv& /*env*/, bool /*stop*/) noexcept { return false; }
+  // Port `id` is now `info` (a port a reload added), or no port (info.name empty: removed),
+  // for a stage that keeps something per port (Pipeline::set_port; control thread). No packet
+  // of an added port has come yet and none for a removed one comes any more: the entry may be
+  // written in place. Per-port tables are StageContext::ports long (kMaxPorts) from the start.
+  virtual void set_port(PortId /*id*/, const PortInfo& /*info*/) {}
   // Whether it holds packets on the worker lcore of `slot` now (that lcore only): a worker
   // that sleeps then wakes in time for tick() to give them back.
   virtual bool holding(unsigned /*slot*/) const noexcept { return false; }

@@ -21,13 +21,39 @@ TxAdapter::TxAdapter(std::vector<TxTarget> ports, std::vector<TxTarget> kernel,
       hooks_(hooks),
       mtus_(mtus),
       offload_(offload) {
-  ports_.resize(std::min<size_t>(ports_.size(), kMaxPorts));
-  kernel_.resize(std::min<size_t>(kernel_.size(), kMaxPorts));
-  tx_.resize(ports_.size());
-  to_kernel_.resize(kernel_.size());
-  for (size_t i = 0; i < ports_.size(); ++i) {
-    if (ports_[i].port) tx_ports_ |= uint64_t{1} << i;
+  // Every id a reload may give a port has its targets and buffers now: attach() allocates
+  // nothing and moves nothing the worker reads.
+  ports_.resize(kMaxPorts);
+  kernel_.resize(kMaxPorts);
+  tx_.resize(kMaxPorts);
+  to_kernel_.resize(kMaxPorts);
+  uint64_t tx_bits = 0, kernel_bits = 0;
+  for (size_t i = 0; i < kMaxPorts; ++i) {
+    if (ports_[i].port) tx_bits |= uint64_t{1} << i;
+    if (kernel_[i].port) kernel_bits |= uint64_t{1} << i;
   }
+  tx_ports_.store(tx_bits, std::memory_order_relaxed);
+  kernel_ports_.store(kernel_bits, std::memory_order_relaxed);
+}
+
+void TxAdapter::attach(PortId id, TxTarget port, TxTarget kernel) noexcept {
+  const uint16_t i = to_index(id);
+  if (i >= kMaxPorts) return;
+  ports_[i] = port;
+  kernel_[i] = kernel;
+  const uint64_t bit = uint64_t{1} << i;
+  if (port.port) tx_ports_.fetch_or(bit, std::memory_order_release);
+  if (kernel.port) kernel_ports_.fetch_or(bit, std::memory_order_release);
+  removed_ports_.fetch_and(~bit, std::memory_order_relaxed);
+}
+
+void TxAdapter::detach(PortId id) noexcept {
+  const uint16_t i = to_index(id);
+  if (i >= kMaxPorts) return;
+  const uint64_t bit = uint64_t{1} << i;
+  removed_ports_.fetch_or(bit, std::memory_order_relaxed);
+  tx_ports_.fetch_and(~bit, std::memory_order_release);
+  kernel_ports_.fetch_and(~bit, std::memory_order_release);
 }
 
 void TxAdapter::finish(std::span<rte_event> events) noexcept {
@@ -60,6 +86,7 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
   // least a burst of them do, in a row, with nothing waiting for that port before them.
   if (pkts.size() >= kTxBurst) pkts = pkts.subspan(send_run(pkts));
   Buffer* const tx = tx_.data();
+  const uint64_t live = tx_ports_.load(std::memory_order_acquire);
   // The fill of the buffer being filled is kept in a register and written back when another
   // buffer is taken: through memory (b.n loaded and stored per packet, its stores possibly
   // aliasing the uint16_t ingress ports) each packet waited for the last one's store.
@@ -84,7 +111,7 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
     // 64 always holds for a port: kMaxPorts.)
     const uint16_t out = pm.out_port;
     if (pm.verdict == Verdict::Transmit && !(pm.flags & kMetaFlagCopy) && out < kMaxPorts &&
-        (tx_ports_ >> out & 1)) [[likely]] {
+        (live >> out & 1)) [[likely]] {
       if (out != to) {
         if (b != nullptr) put_back();
         b = &tx[out];
@@ -146,7 +173,8 @@ void TxAdapter::packet(rte_mbuf* m) noexcept {
   const PacketMeta& pm = meta(m);
   switch (pm.verdict) {
     case Verdict::Transmit:
-      if (pm.out_port < ports_.size() && ports_[pm.out_port].port) {
+      if (pm.out_port < kMaxPorts &&
+          (tx_ports_.load(std::memory_order_acquire) >> pm.out_port & 1)) {
         if (const uint32_t limit = mtu(pm.out_port); m->pkt_len - m->l2_len > limit) {
           oversize(m, pm.out_port, limit);
         } else {
@@ -154,9 +182,15 @@ void TxAdapter::packet(rte_mbuf* m) noexcept {
         }
         return;
       }
+      // A port a reload removed while packets for it were on their way: its link is gone.
+      if (pm.out_port < kMaxPorts &&
+          (removed_ports_.load(std::memory_order_relaxed) >> pm.out_port & 1)) {
+        drop_packet(m, DropReason::LINK_DOWN);
+        return;
+      }
       break;
     case Verdict::Kernel:
-      if (m->port < kernel_.size() && kernel_[m->port].port) {
+      if (m->port < kMaxPorts && (kernel_ports_.load(std::memory_order_acquire) >> m->port & 1)) {
         buffer(m->port, true, m, pm.flags);
       } else {
         drop_packet(m, DropReason::NO_KERNEL_PATH);
@@ -273,8 +307,8 @@ void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
 size_t TxAdapter::send_run(std::span<rte_mbuf*> pkts) noexcept {
   const PacketMeta& first = meta(pkts[0]);
   const uint16_t out = first.out_port;
-  if (first.verdict != Verdict::Transmit || out >= kMaxPorts || !(tx_ports_ >> out & 1) ||
-      tx_[out].n != 0)
+  if (first.verdict != Verdict::Transmit || out >= kMaxPorts ||
+      !(tx_ports_.load(std::memory_order_acquire) >> out & 1) || tx_[out].n != 0)
     return 0;
   // The run: packets as take()'s common case wants them, all from one ingress port, none to
   // be settled with the offload feed, none over the MTU.

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -101,6 +102,16 @@ class TxAdapter final : public EgressSink {
   void drop(std::span<rte_event> events, DropReason reason) noexcept override;
   void flush() noexcept override;
 
+  // A port added or removed by a live reload (control thread, while the worker runs). Every
+  // PortId below kMaxPorts has its place from the start; a port's bit lets packets reach it.
+  // attach(): Transmit to `id` goes to `port` and Kernel verdicts of packets from `id` to
+  // `kernel` (empty: none), the targets written before the bits. detach(): from now on those
+  // are link_down and no_kernel_path drops; the caller waits a grace period (runtime/qsbr.h)
+  // before the port goes, since a worker in its round may still send through it (its buffers
+  // are flushed within that round).
+  void attach(PortId id, TxTarget port, TxTarget kernel) noexcept;
+  void detach(PortId id) noexcept;
+
   const TxStats& stats() const noexcept { return stats_; }
 
  private:
@@ -159,7 +170,11 @@ class TxAdapter final : public EgressSink {
   OffloadFeed* offload_;
   std::vector<Buffer> tx_;         // by out_port
   std::vector<Buffer> to_kernel_;  // by ingress port
-  uint64_t tx_ports_ = 0;          // bit i: ports_[i] has a port
+  // Bit i: ports_[i] / kernel_[i] has a port. Written by attach()/detach() on the control
+  // thread, loaded once per take() and per packet on the slow paths.
+  std::atomic<uint64_t> tx_ports_ = 0;
+  std::atomic<uint64_t> kernel_ports_ = 0;
+  std::atomic<uint64_t> removed_ports_ = 0;  // detached: their packets are link_down drops
   uint64_t tx_dirty_ = 0;
   uint64_t kernel_dirty_ = 0;
   uint16_t ndropped_ = 0;

@@ -6,8 +6,12 @@
 // hosts' neighbours are static in the pipeline for the same reason.
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <map>
 #include <optional>
+#include <regex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -346,6 +350,176 @@ TEST_F(Qinq, RoutesBetweenCustomerVlansAndAVlanWithTheRightTagsAndExactAccountin
     EXPECT_EQ(p["device_info"]["vlan.parent"], "svc") << p.dump();
     EXPECT_EQ(p["device_info"]["vlan.proto"], "802.1q") << p.dump();
   }
+}
+
+constexpr const char* kDevHost = "02:00:00:00:03:02";    // 10.3.0.2, VLAN 300 (added live)
+constexpr const char* kSpareHost = "02:00:00:00:04:02";  // 10.4.0.2, VLAN 400 (removed live)
+
+// VLAN ports added and removed by a reload while traffic runs on the others.
+class VlanReload : public Vlan {
+ protected:
+  // The trunk with office (100) and lab (200), and `dev` (300) and `spare` (400) as asked,
+  // each with its route and its host.
+  std::string config_with(bool dev, bool spare) const {
+    std::string ports, routes, hosts;
+    const auto vlan = [&](const char* name, int id, const char* host) {
+      ports += fmt::format("  - {{name: {}, type: vlan, parent: wan, vlan: {}}}\n", name, id);
+      routes += fmt::format("      - {{prefix: 10.{}.0.0/24, port: {}}}\n", id / 100, name);
+      hosts +=
+          fmt::format("      - {{ip: 10.{}.0.2, mac: \"{}\", port: {}}}\n", id / 100, host, name);
+    };
+    vlan("office", 100, kOfficeHost);
+    vlan("lab", 200, kLabHost);
+    if (dev) vlan("dev", 300, kDevHost);
+    if (spare) vlan("spare", 400, kSpareHost);
+    return fmt::format(R"(appliance: {{name: vlan-reload-test}}
+cpu: {{control: 0, workers: [1]}}
+dpdk: {{memory_mb: 256, hugepages: auto, file_prefix: {}, mbufs: 8192}}
+ports:
+  - {{name: wan, type: afxdp, interface: wan0, queues: 1, mode: auto}}
+{}steering:
+  default: userspace
+  rules:
+    - {{name: arp, match: {{l3: arp}}, action: pass}}
+pipeline:
+  - stage: route
+    routes:
+{}  - stage: neighbour
+    fuse: true
+    static:
+{}control:
+  socket: {}
+)",
+                       name_, ports, routes, hosts, socket_);
+  }
+  std::string edit_config(std::string) override { return config_with(false, true); }
+
+  // Reloads the file with `dev` and `spare` as asked; returns the reply.
+  Json reload_with(bool dev, bool spare) {
+    const std::string path = dir_ + "/next.yaml";
+    std::ofstream(path) << config_with(dev, spare);
+    return json("reload " + path);
+  }
+
+  std::vector<std::string> running_ports() {
+    std::vector<std::string> out;
+    const Json ports = json("ports");
+    for (const auto& p : ports["ports"])
+      out.push_back(p["port"].get<std::string>());
+    EXPECT_FALSE(out.empty()) << ports.dump();
+    return out;
+  }
+};
+
+// Office -> lab runs all along, a frame every half millisecond, while one reload adds VLAN
+// 300 and removes VLAN 400 and another puts them back as they were. The office's frames all
+// arrive (none lost to either reload), VLAN 300 forwards only while it is declared, VLAN
+// 400's frames are vlan_unknown while it is not, and every port's accounting is exact, the
+// removed ones' too (a port declared again keeps its id and its counters).
+TEST_F(VlanReload, AddsAndRemovesVlansWithoutLossOnTheOthersAndExactAccounting) {
+  NetnsScope in_client(lab_->ns('c'));
+  ASSERT_TRUE(in_client.ok());
+  TaggedSocket trunk("eth0");
+  ASSERT_TRUE(trunk.ok());
+  const auto wan = wan_mac();
+  const auto burst = [&](int from_vlan, uint16_t first, uint16_t count) {
+    const uint8_t net = static_cast<uint8_t>(from_vlan / 100);
+    for (uint16_t i = 0; i < count; ++i)
+      ASSERT_TRUE(trunk.send(udp_frame(wan, ip4(10, net, 0, 2), ip4(10, 1, 0, 2), first + i,
+                                       {{0x8100, static_cast<uint16_t>(from_vlan)}})));
+  };
+  std::atomic<bool> streaming{true};
+  std::atomic<unsigned> streamed{0};
+  std::thread stream([&] {
+    // Office -> lab, source ports from 10000 up.
+    while (streaming.load() && streamed.load() < 50000) {
+      const auto i = static_cast<uint16_t>(10000 + streamed.load());
+      if (trunk.send(udp_frame(wan, ip4(10, 1, 0, 2), ip4(10, 2, 0, 2), i, {{0x8100, 100}})))
+        streamed.fetch_add(1);
+      std::this_thread::sleep_for(500us);
+    }
+  });
+  // Joined on every way out, a failed assertion's too.
+  struct Join {
+    std::atomic<bool>& flag;
+    std::thread& t;
+    ~Join() {
+      flag = false;
+      if (t.joinable()) t.join();
+    }
+  } join{streaming, stream};
+  std::this_thread::sleep_for(300ms);
+  burst(400, 1000, 10);  // spare, declared: forwarded
+  std::this_thread::sleep_for(200ms);
+
+  const Json added = reload_with(true, false);
+  EXPECT_EQ(added["restart_required"], Json::array()) << added.dump();
+  EXPECT_NE(std::ranges::find(added["applied"], "ports"), added["applied"].end()) << added.dump();
+  EXPECT_EQ(running_ports(), (std::vector<std::string>{"wan", "office", "lab", "dev"}));
+  std::this_thread::sleep_for(200ms);
+  burst(300, 2000, 10);  // dev, added: forwarded
+  burst(400, 3000, 10);  // spare, removed: vlan_unknown
+  std::this_thread::sleep_for(200ms);
+
+  const Json back = reload_with(false, true);
+  EXPECT_EQ(back["restart_required"], Json::array()) << back.dump();
+  EXPECT_EQ(running_ports(), (std::vector<std::string>{"wan", "office", "lab", "spare"}));
+  std::this_thread::sleep_for(200ms);
+  burst(400, 4000, 10);  // spare, declared again: forwarded
+  burst(300, 5000, 10);  // dev, removed: vlan_unknown
+  std::this_thread::sleep_for(300ms);
+  streaming = false;
+  stream.join();
+
+  unsigned office = 0;
+  std::map<int, unsigned> to_office;  // by the burst (sport / 1000)
+  for (const Received& r : trunk.drain(1500)) {
+    const Bytes& f = r.frame;
+    if (f.size() < 42 || f[12] != 0x08 || f[13] != 0x00 || f[14 + 9] != 17) continue;
+    const uint16_t sport = uint16_t(f[34] << 8 | f[35]);
+    if (sport >= 10000) {
+      EXPECT_EQ(r.vlan, std::optional<uint16_t>(200));
+      ++office;
+    } else if (sport >= 1000 && sport < 6000) {
+      EXPECT_EQ(r.vlan, std::optional<uint16_t>(100));
+      ++to_office[sport / 1000];
+    }
+  }
+  EXPECT_GT(streamed.load(), 1000u);
+  EXPECT_EQ(office, streamed.load()) << "the untouched VLANs lost frames to the reloads";
+  EXPECT_EQ(to_office, (std::map<int, unsigned>{{1, 10}, {2, 10}, {4, 10}}));
+
+  const Counters c = quiet_counters();
+  EXPECT_EQ(port(c.accounting, "office")["rx_packets"].get<uint64_t>(), streamed.load());
+  EXPECT_EQ(port(c.accounting, "spare")["rx_packets"].get<uint64_t>(), 20u) << c.accounting.dump();
+  EXPECT_EQ(port(c.accounting, "dev")["rx_packets"].get<uint64_t>(), 10u) << c.accounting.dump();
+  for (const auto& p : c.accounting) {
+    EXPECT_EQ(p["rx_packets"].get<uint64_t>(), p["tx_packets"].get<uint64_t>() +
+                                                   p["kernel_packets"].get<uint64_t>() +
+                                                   p["dropped"].get<uint64_t>())
+        << p.dump();
+  }
+  const Json w = port(c.accounting, "wan");
+  EXPECT_EQ(w["port_dropped"].get<uint64_t>(), 20u) << w.dump();
+  EXPECT_EQ(w["in_rings"].get<int64_t>(), 0) << c.accounting.dump();
+}
+
+// What a running vecflowd cannot change is refused as "restart required" and runs as before.
+TEST_F(VlanReload, ChangingARunningVlanPortOrALinkNeedsARestart) {
+  std::string text = config_with(false, true);
+  text = std::regex_replace(text, std::regex("vlan: 400"), "vlan: 401");
+  text = std::regex_replace(text, std::regex("(  - \\{name: wan, [^\n]*\n)"),
+                            "$1  - {name: extra, type: afxdp, interface: lo, queues: 1}\n");
+  std::ofstream(dir_ + "/next.yaml") << text;
+  const Exec reply = ctl("--json reload " + dir_ + "/next.yaml");
+  ASSERT_EQ(reply.rc, 0) << reply.out << reply.err;
+  const Json r = Json::parse(reply.out);
+  ASSERT_EQ(r["restart_required"].size(), 1u) << r.dump();
+  EXPECT_EQ(r["restart_required"][0]["section"], "ports");
+  const std::string why = r["restart_required"][0]["reasons"].dump();
+  EXPECT_NE(why.find("port spare: vlan, interface changed"), std::string::npos) << why;
+  EXPECT_NE(why.find("port extra (afxdp) added"), std::string::npos) << why;
+  EXPECT_EQ(running_ports(), (std::vector<std::string>{"wan", "office", "lab", "spare"}));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "control/parts/pipeline_reload_part.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -10,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "control/config_json.h"
+#include "control/parts/ports_reload_part.h"
 #include "core/log.h"
 #include "pipeline/stage_registry.h"
 
@@ -274,8 +276,10 @@ void register_pipeline_reload(Reloader& reloader, Pipeline& pipeline,
   reloader.add_section(
       "pipeline",
       {[tables](const config::ApplianceConfig& from, const config::ApplianceConfig& to) {
-         return pipeline_restart_reasons(from.pipeline, to.pipeline, tables->port_names(),
-                                         tables->registry());
+         // The ports the same reload adds (the ports section applies first) are known too.
+         auto ports = tables->port_names();
+         std::ranges::copy(ports_after_reload(from, to), std::back_inserter(ports));
+         return pipeline_restart_reasons(from.pipeline, to.pipeline, ports, tables->registry());
        },
        [tables](const config::ApplianceConfig& to) { return tables->apply(to.pipeline); }},
       [tables](const config::ApplianceConfig& from, const config::ApplianceConfig& to) {

@@ -328,14 +328,14 @@ View ports_view() {
 }
 
 // `ports`: per port and queue, the counters of the last snapshot and their rates.
-void register_ports_command(Registry& registry, const std::vector<Port*>& ports) {
+void register_ports_command(Registry& registry, const PortList& ports) {
   (void)registry.add_command(Command{
       &kPortsSpec,
       [ports](const CommandContext& ctx) -> CommandResult {
         ArgReader a(ctx);
         auto only = a.string("port");
         std::string names;
-        for (const Port* port : ports)
+        for (const Port* port : ports())
           names += fmt::format("{}{}", names.empty() ? "" : ", ", port->name());
         const Snapshot& s = ctx.snapshot;
         const RateWindow& rates = ctx.rates;
@@ -344,7 +344,7 @@ void register_ports_command(Registry& registry, const std::vector<Port*>& ports)
         Json drops = Json::array();
         Json stats = Json::array();
         bool found = false;
-        for (const Port* port : ports) {
+        for (const Port* port : ports()) {
           if (only && port->name() != *only) continue;
           found = true;
           PortStatus st = port->status();
@@ -397,7 +397,7 @@ Json hardware_row(const Port& port) {
 }
 
 // `hardware`: what each port's device is, read from the device when asked.
-void register_hardware_command(Registry& registry, const std::vector<Port*>& ports) {
+void register_hardware_command(Registry& registry, const PortList& ports) {
   (void)registry.add_command(Command{
       &kHardwareSpec,
       [ports](const CommandContext& ctx) -> CommandResult {
@@ -405,7 +405,7 @@ void register_hardware_command(Registry& registry, const std::vector<Port*>& por
         const auto only = a.string("port");
         Json rows = Json::array();
         std::string names;
-        for (const Port* port : ports) {
+        for (const Port* port : ports()) {
           names += (names.empty() ? "" : ", ") + port->name();
           if (only && *only != port->name()) continue;
           rows.push_back(hardware_row(*port));
@@ -433,15 +433,15 @@ std::vector<CounterTableInfo> ports_counter_tables() {
   return {describe("RxQueueCounts", kRxQueueCounters), describe("TxQueueCounts", kTxQueueCounters)};
 }
 
-void register_ports(Registry& registry, std::vector<Port*> ports, const PortMtuTable* mtus) {
+void register_ports(Registry& registry, PortList ports, const PortMtuTable* mtus) {
   registry.add_collector("ports", [ports, mtus](Snapshot& s) {
-    for (const Port* port : ports)
+    for (const Port* port : ports())
       collect_port(s, *port, mtus);
   });
 
   registry.add_status("ports", [ports](const CommandContext&) {
     Json rows = Json::array();
-    for (const Port* port : ports) {
+    for (const Port* port : ports()) {
       PortStatus st = port->status();
       rows.push_back({{"name", st.name},
                       {"type", st.kind},

@@ -4,6 +4,7 @@
 // counters in /metrics, their drops in `errors`, and their link state in `status`.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "api/counter_table.h"
@@ -16,8 +17,15 @@ namespace vecflow::control {
 // `ports` are owned by the app and outlive the registry's use of them (the control server is
 // stopped before ports are destroyed). Port::status() is read on the control thread only.
 // `mtus`: the MTUs the data path uses (core/port_mtu.h), as long-lived; nullptr: not shown.
-void register_ports(Registry& registry, std::vector<Port*> ports,
-                    const PortMtuTable* mtus = nullptr);
+// `ports` is asked at every read: a reload adds and removes VLAN ports.
+using PortList = std::function<std::vector<Port*>()>;
+void register_ports(Registry& registry, PortList ports, const PortMtuTable* mtus = nullptr);
+// A fixed set of ports.
+inline void register_ports(Registry& registry, std::vector<Port*> ports,
+                           const PortMtuTable* mtus = nullptr) {
+  register_ports(
+      registry, [ports] { return ports; }, mtus);
+}
 
 // The part's counter tables (api/counter_table.h), for the test that checks every table.
 std::vector<CounterTableInfo> ports_counter_tables();

@@ -727,7 +727,7 @@ void AfXdpPort::set_flow_hash(bool needed, const FlowHashRewrite* rewrite) noexc
 
 void AfXdpPort::set_vlans(const VlanDemux* demux) noexcept {
   Port::set_vlans(demux);
-  impl_->opt.classify.vlans = demux;
+  __atomic_store_n(&impl_->opt.classify.vlans, demux, __ATOMIC_RELEASE);
 }
 
 PortHardware AfXdpPort::hardware() const {

@@ -234,7 +234,7 @@ void DpdkPort::set_flow_hash(bool needed, const FlowHashRewrite* rewrite) noexce
 
 void DpdkPort::set_vlans(const VlanDemux* demux) noexcept {
   Port::set_vlans(demux);
-  classify_.vlans = demux;
+  __atomic_store_n(&classify_.vlans, demux, __ATOMIC_RELEASE);
 }
 
 PortHardware DpdkPort::hardware() const {

@@ -10,6 +10,7 @@
 #include <rte_ether.h>
 #include <rte_mbuf.h>
 
+#include "core/ids.h"
 #include "core/packet.h"
 #include "core/vlan.h"
 
@@ -30,13 +31,20 @@ class VlanDemux {
     uint16_t inner = kNoInner;  // its customer VLANs' table (inner_), if it has one
   };
 
-  VlanDemux() = default;
+  // Room for a customer table per port (kMaxPorts): a claim while frames arrive never moves
+  // the tables a burst reads (the memory is only touched as tables are made).
+  VlanDemux() { inner_.reserve(kMaxPorts); }
 
   // Frames whose first tag is `tpid` (RTE_ETHER_TYPE_VLAN or _QINQ) with VLAN `vid` are
-  // port `port`'s.
-  void claim(uint16_t tpid, uint16_t vid, uint16_t port) { table(tpid)[vid].port = port; }
+  // port `port`'s. Also while the link receives (a reload): the claim is one 16-bit store,
+  // after everything the caller made the port ready with (release order).
+  void claim(uint16_t tpid, uint16_t vid, uint16_t port) { publish(table(tpid)[vid].port, port); }
   // Frames tagged `tpid` `vid` and then 802.1Q `inner_vid` are port `port`'s (QinQ).
   void claim_inner(uint16_t tpid, uint16_t vid, uint16_t inner_vid, uint16_t port);
+  // The claims undone: those frames are vlan_unknown from now on (a service VLAN's customers
+  // keep theirs).
+  void release(uint16_t tpid, uint16_t vid) { publish(table(tpid)[vid].port, kNoPort); }
+  void release_inner(uint16_t tpid, uint16_t vid, uint16_t inner_vid);
 
   // The frame's sub-interface, its tags removed (see vlan_demux below).
   friend bool vlan_demux(rte_mbuf* m, const VlanDemux& d) noexcept;
@@ -46,6 +54,9 @@ class VlanDemux {
   std::array<Entry, 4096>& table(uint16_t tpid) {
     return tpid == RTE_ETHER_TYPE_QINQ ? dot1ad_ : dot1q_;
   }
+  static void publish(uint16_t& field, uint16_t value) {
+    __atomic_store_n(&field, value, __ATOMIC_RELEASE);
+  }
   std::array<Entry, 4096> dot1q_{};
   std::array<Entry, 4096> dot1ad_{};
   std::vector<Ports> inner_;  // grows while ports are claimed, before the first frame
@@ -54,10 +65,15 @@ class VlanDemux {
 inline void VlanDemux::claim_inner(uint16_t tpid, uint16_t vid, uint16_t inner_vid, uint16_t port) {
   Entry& e = table(tpid)[vid];
   if (e.inner == kNoInner) {
-    e.inner = static_cast<uint16_t>(inner_.size());
     inner_.emplace_back().fill(kNoPort);
+    publish(e.inner, static_cast<uint16_t>(inner_.size() - 1));
   }
-  inner_[e.inner][inner_vid] = port;
+  publish(inner_[e.inner][inner_vid], port);
+}
+
+inline void VlanDemux::release_inner(uint16_t tpid, uint16_t vid, uint16_t inner_vid) {
+  const Entry& e = table(tpid)[vid];
+  if (e.inner != kNoInner) publish(inner_[e.inner][inner_vid], kNoPort);
 }
 
 // A frame received on a port with sub-interfaces, before its parse or after its metadata was

@@ -124,6 +124,11 @@ size_t AclStage::describe(rte_mbuf* m, std::span<char> out) const noexcept {
   return std::min(out.size(), r.size);
 }
 
+void AclStage::set_port(PortId id, const PortInfo& info) {
+  if (to_index(id) < ports_.size()) ports_[to_index(id)] = info.name;
+  if (icmp_responder_) icmp_responder_->set_port(id, info);
+}
+
 void AclStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   AclTable* t = table_.load_mutable();
   const unsigned slot = env.slot();

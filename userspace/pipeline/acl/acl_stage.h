@@ -42,6 +42,8 @@ class AclStage final : public Stage {
                                                   StageContext& ctx);
 
   void process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept override;
+  // The port's name for in_port in the next rule set built, and its MAC for rejects.
+  void set_port(PortId id, const PortInfo& info) override;
   // The rule that decided the packet ("deny block-ssh", "permit default").
   size_t describe(rte_mbuf* m, std::span<char> out) const noexcept override;
 

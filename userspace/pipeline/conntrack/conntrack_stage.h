@@ -182,6 +182,8 @@ class ConntrackStage final : public Stage, public PortAddressFollower, public Of
   Result<void> replace_nat(const ConntrackConfig& next, const StageContext& ctx);
   // Masquerade rules take their ports' new IPv4 addresses (KernelSync, control thread).
   void set_port_addresses(std::vector<PortAddresses> addresses) override;
+  // The port's name for the next rules and zones built (a reload's NAT and VRF sections).
+  void set_port(PortId id, const PortInfo& info) override;
   // A reload of `vrfs` (VRF ids kept, pipeline/vrf.h): the ports' zones from now on. Sessions
   // keep theirs. Control thread.
   Result<void> replace_vrfs(const std::vector<config::VrfConfig>& vrfs);

@@ -45,7 +45,7 @@ Result<std::vector<ConntrackStage::SnatRule>> ConntrackStage::snat_rules(
     SnatRule b{};
     b.in_port = kNoPort;
     for (size_t i = 0; i < ports_.size(); ++i)
-      if (ports_[i].name == r.in_port) b.in_port = static_cast<uint16_t>(i);
+      if (!r.in_port.empty() && ports_[i].name == r.in_port) b.in_port = static_cast<uint16_t>(i);
     if (r.src) {
       std::memcpy(&b.src, r.src->addr.bytes.data(), 4);
       b.mask = r.src->length == 0 ? 0 : rte_cpu_to_be_32(~uint32_t{0} << (32 - r.src->length));
@@ -99,7 +99,7 @@ std::vector<DnatRule> ConntrackStage::dnat_rules(const std::vector<DnatRuleConfi
   for (const DnatRuleConfig& r : rules) {
     DnatRule d;
     for (size_t i = 0; i < ports_.size(); ++i)
-      if (ports_[i].name == r.in_port) d.in = static_cast<uint16_t>(i);
+      if (!r.in_port.empty() && ports_[i].name == r.in_port) d.in = static_cast<uint16_t>(i);
     d.proto = *nat_proto(r.proto);
     std::memcpy(&d.pub.addr, r.dst.bytes.data(), 4);
     d.pub.port = rte_cpu_to_be_16(r.dst_port);
@@ -131,6 +131,10 @@ Result<void> ConntrackStage::masquerade_ports(const ConntrackConfig& cfg) {
   if (auto r = kernel_->follow_addresses(this); !r) return r;
   follows_addresses_ = true;
   return {};
+}
+
+void ConntrackStage::set_port(PortId id, const PortInfo& info) {
+  if (to_index(id) < ports_.size()) ports_[to_index(id)] = info;
 }
 
 void ConntrackStage::set_port_addresses(std::vector<PortAddresses> addresses) {

@@ -48,6 +48,13 @@ NeighbourStage::NeighbourStage(const config::StageConfig& cfg, StageContext& ctx
   }
 }
 
+void NeighbourStage::set_port(PortId id, const PortInfo& info) {
+  const uint16_t i = to_index(id);
+  if (i >= port_mac_.size()) return;
+  port_mac_[i] = info.mac != MacAddress{} ? neighbour_word(info.mac) : 0;
+  port_vlan_[i] = info.vlan;
+}
+
 NeighbourStage::~NeighbourStage() {
   // Packets still held when no worker stopped (PipelineWorker::stop gives them all back).
   if (!holds_) return;

@@ -113,6 +113,7 @@ class NeighbourStage final : public Stage {
   size_t describe(rte_mbuf* m, std::span<char> out) const noexcept override;
   bool holds_packets() const noexcept override { return policy_ == Unresolved::Hold; }
   bool tick(StageEnv& env, bool stop) noexcept override;
+  void set_port(PortId id, const PortInfo& info) override;
   bool holding(unsigned slot) const noexcept override { return holds_ && holds_[slot].held > 0; }
 
   Unresolved unresolved_policy() const noexcept { return policy_; }

@@ -415,6 +415,11 @@ void RouteStage::too_big(rte_mbuf* m, bool v6, uint32_t mtu, LcoreState& st,
   if (!answered) set_drop(m, DropReason::PACKET_TOO_BIG);
 }
 
+void RouteStage::set_port(PortId id, const PortInfo& info) {
+  if (to_index(id) < ports_.size()) ports_[to_index(id)] = info;
+  if (icmp_responder_) icmp_responder_->set_port(id, info);
+}
+
 void RouteStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   // The checks in force are chosen once per vector: each combination is a loop of its own, so
   // the packets of a vector are not asked again and again what never changes.

@@ -109,6 +109,9 @@ class RouteStage final : public Stage {
   ~RouteStage() override;
 
   void process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept override;
+  // The port's name for the next table built (its routes come with a reload), and its MAC
+  // for the ICMP errors sent from it.
+  void set_port(PortId id, const PortInfo& info) override;
 
   // ---- control plane (any thread; serialised internally) ----
   // Replaces the routes of the appliance file (reload, `vecflowctl`); kernel routes stay.
