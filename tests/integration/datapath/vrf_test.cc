@@ -33,7 +33,9 @@ constexpr const char* kSpareHost = "02:00:00:00:f5:02";   // 100.64.0.2, VLAN 50
 // Tenant blue, tenant red, and the spare VLAN: the ports, VRFs and routes (`vrfs` given apart,
 // so that a reload can change them).
 std::string tenants_config(const std::string& name, const std::string& socket,
-                           const std::string& vrfs, const std::string& more_routes = "") {
+                           const std::string& vrfs, const std::string& more_routes = "",
+                           const std::string& more_ports = "",
+                           const std::string& more_static = "") {
   return R"(appliance: {name: vrf-test}
 cpu: {control: 0, workers: [1]}
 dpdk: {memory_mb: 256, hugepages: auto, file_prefix: )" +
@@ -50,7 +52,8 @@ ports:
          std::to_string(getpid() % 10000) + R"(}
   - {name: spare, type: vlan, parent: wan, vlan: 500, interface: vs)" +
          std::to_string(getpid() % 10000) + R"(}
-steering:
+)" + more_ports +
+         R"(steering:
   default: userspace
   rules:
     - {name: arp, match: {l3: arp}, action: pass}
@@ -84,7 +87,8 @@ pipeline:
          kRedServer + R"(", port: red-servers}
       - {ip: 100.64.0.2, mac: ")" +
          kSpareHost + R"(", port: spare}
-control:
+)" + more_static +
+         R"(control:
   socket: )" +
          socket + "\n";
 }
@@ -267,6 +271,71 @@ TEST_F(Vrf, AReloadAddsAVrfWithoutDisturbingTheOthers) {
   const Json routes = json("routes --vrf green");
   EXPECT_EQ(routes["routes"].size(), 1u) << routes.dump();
   expect_exact_accounting();
+}
+
+constexpr const char* kGreenClient = "02:00:00:00:c1:02";  // 10.0.0.2, VLAN 700 (added live)
+
+// A third tenant arrives by reload: its VLAN and its VRF in one file (the same 10.0.0.0/24 as
+// the others, a leak to red's servers), and leaves by the next. Its first frames route in its
+// own VRF (the VLAN receives only once the VRF and routes are in place), blue's flow loses
+// nothing across either reload, and the VLAN's frames are vlan_unknown once it is gone.
+TEST_F(Vrf, AReloadAddsAndRemovesATenantsVlanWithItsVrf) {
+  const std::string with_green = dir_ + "/green.yaml";
+  std::ofstream(with_green) << tenants_config(
+      name_, socket_, kTwoTenants + "  - {name: green, ports: [green-clients]}\n",
+      "      - {prefix: 10.0.0.0/24, vrf: green, port: green-clients}\n"
+      "      - {prefix: 192.168.1.0/24, vrf: green, to_vrf: red}\n",
+      "  - {name: green-clients, type: vlan, parent: wan, vlan: 700, interface: vg" +
+          std::to_string(getpid() % 10000) + "}\n",
+      fmt::format("      - {{ip: 10.0.0.2, mac: \"{}\", port: green-clients}}\n", kGreenClient));
+  const std::string without = dir_ + "/without.yaml";
+  std::ofstream(without) << tenants_config(name_, socket_, kTwoTenants);
+  NetnsScope in_client(lab_->ns('c'));
+  ASSERT_TRUE(in_client.ok());
+  TaggedSocket trunk("eth0");
+  ASSERT_TRUE(trunk.ok());
+  const auto wan = wan_mac();
+  constexpr uint16_t kFlow = 4000;
+  std::atomic<bool> sent_all{false};
+  std::thread flow([&] {
+    NetnsScope in(lab_->ns('c'));
+    TaggedSocket sender("eth0");
+    for (uint16_t i = 0; i < kFlow && in.ok() && sender.ok(); ++i) {
+      (void)sender.send(
+          tagged(wan, ip4(10, 0, 0, 2), ip4(192, 168, 1, 2), uint16_t(1000 + i % 1000), 100));
+      if (i % 20 == 0) std::this_thread::sleep_for(10ms);
+    }
+    sent_all = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  const Json added = json("reload " + with_green);
+  for (uint16_t i = 0; i < 20; ++i)
+    ASSERT_TRUE(trunk.send(tagged(wan, ip4(10, 0, 0, 2), ip4(192, 168, 1, 2), 6000 + i, 700)));
+  std::this_thread::sleep_for(300ms);
+  const Json removed = json("reload " + without);
+  for (uint16_t i = 0; i < 10; ++i)
+    ASSERT_TRUE(trunk.send(tagged(wan, ip4(10, 0, 0, 2), ip4(192, 168, 1, 2), 7000 + i, 700)));
+  flow.join();
+  ASSERT_TRUE(sent_all);
+  EXPECT_EQ(added["applied"], (Json{"ports", "vrfs", "pipeline"})) << added.dump();
+  EXPECT_TRUE(added["restart_required"].empty()) << added.dump();
+  EXPECT_EQ(removed["applied"], (Json{"ports", "vrfs", "pipeline"})) << removed.dump();
+  const Arrivals seen = arrivals(trunk);
+  unsigned blue = 0;
+  for (const auto& [key, n] : seen)
+    if (std::get<0>(key) == 1 && std::get<1>(key) == kBlueServer && std::get<2>(key) == 200)
+      blue += n;
+  EXPECT_EQ(blue, kFlow) << "blue lost datagrams across the reloads";
+  EXPECT_EQ((seen.at({6, kRedServer, 400})), 20u) << "green's frames, leaked to red's servers";
+  EXPECT_FALSE(seen.contains({7, kRedServer, 400})) << "forwarded after its VLAN was removed";
+  const Exec green = ctl("routes --vrf green");
+  EXPECT_NE(green.rc, 0) << "VRF green outlived the reload that removed it: " << green.out;
+  expect_exact_accounting();
+  // The frames of the removed VLAN: vlan_unknown drops on the trunk (its only port drops).
+  const Counters c = quiet_counters();
+  EXPECT_EQ(port(c.accounting, "wan")["port_dropped"].get<uint64_t>(), 10u)
+      << c.accounting.dump() << c.errors.dump();
+  EXPECT_EQ(port(c.accounting, "green-clients")["rx_packets"].get<uint64_t>(), 20u);
 }
 
 // ---- NAT from two VRFs to a shared uplink ----

@@ -444,6 +444,40 @@ TEST(RxClassify, QinqFramesBecomeTheirCustomerVlansUntagged) {
   EXPECT_EQ(r.kept[2]->vlan_tci, 300);
 }
 
+// A reload's claims and releases (DataPath::add_vlan_port, retire_vlan_port): a released
+// VLAN's frames are vlan_unknown, a customer released leaves its service VLAN and the other
+// customers as they were, and a VLAN claimed again is its port's again.
+TEST(RxClassify, ReleasedVlansAreUnknownAndClaimedAgainAreTheirPortsAgain) {
+  VlanDemux demux;
+  demux.claim(RTE_ETHER_TYPE_VLAN, 100, 5);
+  demux.claim(RTE_ETHER_TYPE_QINQ, 300, 7);
+  demux.claim_inner(RTE_ETHER_TYPE_QINQ, 300, 10, 8);
+  demux.claim_inner(RTE_ETHER_TYPE_QINQ, 300, 11, 9);
+  const std::vector<std::vector<std::pair<uint16_t, uint16_t>>> frames = {
+      {{0x8100, 100}},
+      {{0x88a8, 300}},
+      {{0x88a8, 300}, {0x8100, 10}},
+      {{0x88a8, 300}, {0x8100, 11}}};
+  demux.release(RTE_ETHER_TYPE_VLAN, 100);
+  demux.release_inner(RTE_ETHER_TYPE_QINQ, 300, 10);
+  {
+    const DemuxRun r(frames, demux);
+    r.expect_untagged_on({7, 9});
+    EXPECT_EQ(r.drops.load(DropReason::VLAN_UNKNOWN), 2u);
+  }
+  demux.release(RTE_ETHER_TYPE_QINQ, 300);
+  {
+    const DemuxRun r(frames, demux);
+    r.expect_untagged_on({9});
+  }
+  demux.claim(RTE_ETHER_TYPE_VLAN, 100, 5);
+  demux.claim(RTE_ETHER_TYPE_QINQ, 300, 7);
+  demux.claim_inner(RTE_ETHER_TYPE_QINQ, 300, 10, 8);
+  const DemuxRun r(frames, demux);
+  r.expect_untagged_on({5, 7, 8, 9});
+  EXPECT_EQ(r.drops.total(), 0u);
+}
+
 // A parent that takes up to `room` packets a call and keeps what it took.
 class TakingPort final : public Port {
  public:

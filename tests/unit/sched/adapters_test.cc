@@ -648,6 +648,39 @@ TEST_F(TxAdapterTest, ActsOnEveryVerdictAndCountsItAgainstTheIngressPort) {
   EXPECT_EQ(s.tx + s.to_kernel + s.dropped(), 6u);
 }
 
+// A port a reload adds (attach) takes its packets from then on; one it removes (detach) is
+// gone: what is still on its way to it is a link_down drop, charged to the ingress port.
+TEST_F(TxAdapterTest, APortAttachedLaterSendsAndADetachedOneIsLinkDown) {
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1));
+  const auto send = [&](uint32_t first) {
+    std::vector<rte_mbuf*> pkts;
+    for (uint32_t i = 0; i < 3; ++i) {
+      pkts.push_back(make_packet(kIn, 1, first + i));
+      set_transmit(pkts.back(), kKernel);
+    }
+    meta(pkts[2]).verdict = Verdict::Kernel;  // came in on kIn, which has no kernel path
+    rte_event e = vector_of(pkts);
+    tx.finish({&e, 1});
+    tx.flush();
+  };
+  send(0);  // no port 2 yet
+  tx.attach(kKernel, {kernel_.get(), 0}, {});
+  send(10);
+  rte_mbuf* got[8];
+  ASSERT_EQ(kernel_->collect(0, got, 8), 2u);
+  EXPECT_EQ(packet_words(got[0])[1], 10u);
+  rte_pktmbuf_free_bulk(got, 2);
+  tx.detach(kKernel);
+  send(20);
+  EXPECT_EQ(kernel_->collect(0, got, 8), 0u);
+  const AccountingSnapshot s = outcomes.port_snapshot(kIn);
+  EXPECT_EQ(s.drops[static_cast<size_t>(DropReason::BAD_VERDICT)], 2u) << "before the attach";
+  EXPECT_EQ(s.tx, 2u);
+  EXPECT_EQ(s.drops[static_cast<size_t>(DropReason::LINK_DOWN)], 2u) << "after the detach";
+  EXPECT_EQ(s.drops[static_cast<size_t>(DropReason::NO_KERNEL_PATH)], 3u);
+  EXPECT_EQ(s.tx + s.to_kernel + s.dropped(), 9u);
+}
+
 TEST_F(TxAdapterTest, KernelVerdictWithoutAPathIsANamedDrop) {
   sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1));
   rte_mbuf* m = make_packet(kIn, 1, 0);
