@@ -485,6 +485,8 @@ TEST_F(VlanReload, AddsAndRemovesVlansWithoutLossOnTheOthersAndExactAccounting) 
       ++to_office[sport / 1000];
     }
   }
+  RecordProperty("streamed", static_cast<int>(streamed.load()));
+  RecordProperty("received", static_cast<int>(office));
   EXPECT_GT(streamed.load(), 1000u);
   EXPECT_EQ(office, streamed.load()) << "the untouched VLANs lost frames to the reloads";
   EXPECT_EQ(to_office, (std::map<int, unsigned>{{1, 10}, {2, 10}, {4, 10}}));
