@@ -74,6 +74,16 @@ control:
     return mac_bytes(lab_->exec_output('a', "cat /sys/class/net/wan0/address"));
   }
 
+  // rx = tx + kernel + dropped on every port of `rows` (settled accounting).
+  static void expect_every_port_exact(const Json& rows) {
+    for (const auto& p : rows) {
+      EXPECT_EQ(p["rx_packets"].get<uint64_t>(), p["tx_packets"].get<uint64_t>() +
+                                                     p["kernel_packets"].get<uint64_t>() +
+                                                     p["dropped"].get<uint64_t>())
+          << p.dump();
+    }
+  }
+
   uint64_t dropped_for(const std::string& reason) {
     const Json errors = json("errors");
     for (const auto& r : errors["reasons"])
@@ -133,12 +143,7 @@ TEST_F(Vlan, RoutesBetweenTheVlansOfOneTrunkWithTheRightTagsAndExactAccounting) 
   // rx = tx + kernel + dropped on every port; what XDP lifted on the trunk is what the trunk
   // and its VLANs received.
   ASSERT_EQ(c.accounting.size(), 3u);
-  for (const auto& p : c.accounting) {
-    EXPECT_EQ(p["rx_packets"].get<uint64_t>(), p["tx_packets"].get<uint64_t>() +
-                                                   p["kernel_packets"].get<uint64_t>() +
-                                                   p["dropped"].get<uint64_t>())
-        << p.dump();
-  }
+  expect_every_port_exact(c.accounting);
   EXPECT_EQ(port(c.accounting, "wan")["in_rings"].get<int64_t>(), 0) << c.accounting.dump();
   EXPECT_GE(port(c.accounting, "wan")["tx_packets"].get<uint64_t>(), kEach);
 }
@@ -334,12 +339,7 @@ TEST_F(Qinq, RoutesBetweenCustomerVlansAndAVlanWithTheRightTagsAndExactAccountin
     EXPECT_EQ(p["tx_packets"].get<uint64_t>(), kEach) << p.dump();
   }
   EXPECT_EQ(port(c.accounting, "svc")["rx_packets"].get<uint64_t>(), 0u);
-  for (const auto& p : c.accounting) {
-    EXPECT_EQ(p["rx_packets"].get<uint64_t>(), p["tx_packets"].get<uint64_t>() +
-                                                   p["kernel_packets"].get<uint64_t>() +
-                                                   p["dropped"].get<uint64_t>())
-        << p.dump();
-  }
+  expect_every_port_exact(c.accounting);
   const Json w = port(c.accounting, "wan");
   EXPECT_EQ(w["port_dropped"].get<uint64_t>(), 10u) << w.dump();
   EXPECT_EQ(w["xdp"]["dropped"].get<uint64_t>(), 5u) << w.dump();
@@ -495,12 +495,7 @@ TEST_F(VlanReload, AddsAndRemovesVlansWithoutLossOnTheOthersAndExactAccounting) 
   EXPECT_EQ(port(c.accounting, "office")["rx_packets"].get<uint64_t>(), streamed.load());
   EXPECT_EQ(port(c.accounting, "spare")["rx_packets"].get<uint64_t>(), 20u) << c.accounting.dump();
   EXPECT_EQ(port(c.accounting, "dev")["rx_packets"].get<uint64_t>(), 10u) << c.accounting.dump();
-  for (const auto& p : c.accounting) {
-    EXPECT_EQ(p["rx_packets"].get<uint64_t>(), p["tx_packets"].get<uint64_t>() +
-                                                   p["kernel_packets"].get<uint64_t>() +
-                                                   p["dropped"].get<uint64_t>())
-        << p.dump();
-  }
+  expect_every_port_exact(c.accounting);
   const Json w = port(c.accounting, "wan");
   EXPECT_EQ(w["port_dropped"].get<uint64_t>(), 20u) << w.dump();
   EXPECT_EQ(w["in_rings"].get<int64_t>(), 0) << c.accounting.dump();

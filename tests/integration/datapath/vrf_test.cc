@@ -98,6 +98,11 @@ const std::string kTwoTenants = R"(vrfs:
   - {name: red, ports: [red-clients, red-servers]}
 )";
 
+Bytes tagged(const std::array<uint8_t, 6>& to, std::array<uint8_t, 4> src,
+             std::array<uint8_t, 4> dst, uint16_t sport, uint16_t vlan) {
+  return udp_frame(to, src, dst, sport, {{0x8100, vlan}});
+}
+
 class Vrf : public Forwarding {
  protected:
   std::string edit_config(std::string) override {
@@ -130,6 +135,29 @@ class Vrf : public Forwarding {
     return seen;
   }
 
+  // Blue's clients send `count` datagrams to blue's server, 20 every 10 ms, from a thread
+  // of their own (source ports 1000..1999); `sent_all` once they went.
+  std::thread blue_flow(const std::array<uint8_t, 6>& wan, uint16_t count,
+                        std::atomic<bool>& sent_all) {
+    return std::thread([this, wan, count, &sent_all] {
+      NetnsScope in(lab_->ns('c'));
+      TaggedSocket sender("eth0");
+      for (uint16_t i = 0; i < count && in.ok() && sender.ok(); ++i) {
+        (void)sender.send(
+            tagged(wan, ip4(10, 0, 0, 2), ip4(192, 168, 1, 2), uint16_t(1000 + i % 1000), 100));
+        if (i % 20 == 0) std::this_thread::sleep_for(10ms);
+      }
+      sent_all = true;
+    });
+  }
+  // What of blue_flow() reached blue's server on its VLAN.
+  static unsigned blue_arrived(const Arrivals& seen) {
+    unsigned n = 0;
+    for (const auto& [key, frames] : seen)
+      if (std::get<0>(key) == 1 && std::get<1>(key) == kBlueServer && std::get<2>(key) == 200)
+        n += frames;
+    return n;
+  }
   uint64_t route_counter(const std::string& what) {
     return json("routes")["stages"][0][what].get<uint64_t>();
   }
@@ -146,11 +174,6 @@ class Vrf : public Forwarding {
     EXPECT_EQ(port(c.accounting, "wan")["in_rings"].get<int64_t>(), 0) << c.accounting.dump();
   }
 };
-
-Bytes tagged(const std::array<uint8_t, 6>& to, std::array<uint8_t, 4> src,
-             std::array<uint8_t, 4> dst, uint16_t sport, uint16_t vlan) {
-  return udp_frame(to, src, dst, sport, {{0x8100, vlan}});
-}
 
 TEST_F(Vrf, TwoTenantsWithTheSameAddressesEachReachOnlyTheirOwn) {
   NetnsScope in_client(lab_->ns('c'));
@@ -239,16 +262,7 @@ TEST_F(Vrf, AReloadAddsAVrfWithoutDisturbingTheOthers) {
   // Blue's clients send 3000 datagrams over ~1.5 s while the reload is applied.
   constexpr uint16_t kFlow = 3000;
   std::atomic<bool> sent_all{false};
-  std::thread flow([&] {
-    NetnsScope in(lab_->ns('c'));
-    TaggedSocket sender("eth0");
-    for (uint16_t i = 0; i < kFlow && in.ok() && sender.ok(); ++i) {
-      (void)sender.send(
-          tagged(wan, ip4(10, 0, 0, 2), ip4(192, 168, 1, 2), uint16_t(1000 + i % 1000), 100));
-      if (i % 20 == 0) std::this_thread::sleep_for(10ms);
-    }
-    sent_all = true;
-  });
+  std::thread flow = blue_flow(wan, kFlow, sent_all);
   std::this_thread::sleep_for(400ms);
   const Json reply = json("reload " + next);
   flow.join();
@@ -262,10 +276,7 @@ TEST_F(Vrf, AReloadAddsAVrfWithoutDisturbingTheOthers) {
   for (uint16_t i = 0; i < 20; ++i)
     ASSERT_TRUE(trunk.send(tagged(wan, ip4(100, 64, 0, 2), ip4(192, 168, 1, 2), 5000 + i, 500)));
   const Arrivals seen = arrivals(trunk);
-  unsigned blue = 0;
-  for (const auto& [key, n] : seen)
-    if (std::get<0>(key) == 1 && std::get<1>(key) == kBlueServer && std::get<2>(key) == 200)
-      blue += n;
+  const unsigned blue = blue_arrived(seen);
   EXPECT_EQ(blue, kFlow) << "blue lost datagrams across the reload";
   EXPECT_EQ((seen.at({5, kRedServer, 400})), 20u);
   const Json routes = json("routes --vrf green");
@@ -297,16 +308,7 @@ TEST_F(Vrf, AReloadAddsAndRemovesATenantsVlanWithItsVrf) {
   const auto wan = wan_mac();
   constexpr uint16_t kFlow = 4000;
   std::atomic<bool> sent_all{false};
-  std::thread flow([&] {
-    NetnsScope in(lab_->ns('c'));
-    TaggedSocket sender("eth0");
-    for (uint16_t i = 0; i < kFlow && in.ok() && sender.ok(); ++i) {
-      (void)sender.send(
-          tagged(wan, ip4(10, 0, 0, 2), ip4(192, 168, 1, 2), uint16_t(1000 + i % 1000), 100));
-      if (i % 20 == 0) std::this_thread::sleep_for(10ms);
-    }
-    sent_all = true;
-  });
+  std::thread flow = blue_flow(wan, kFlow, sent_all);
   std::this_thread::sleep_for(300ms);
   const Json added = json("reload " + with_green);
   for (uint16_t i = 0; i < 20; ++i)
@@ -321,10 +323,7 @@ TEST_F(Vrf, AReloadAddsAndRemovesATenantsVlanWithItsVrf) {
   EXPECT_TRUE(added["restart_required"].empty()) << added.dump();
   EXPECT_EQ(removed["applied"], (Json{"ports", "vrfs", "pipeline"})) << removed.dump();
   const Arrivals seen = arrivals(trunk);
-  unsigned blue = 0;
-  for (const auto& [key, n] : seen)
-    if (std::get<0>(key) == 1 && std::get<1>(key) == kBlueServer && std::get<2>(key) == 200)
-      blue += n;
+  const unsigned blue = blue_arrived(seen);
   EXPECT_EQ(blue, kFlow) << "blue lost datagrams across the reloads";
   EXPECT_EQ((seen.at({6, kRedServer, 400})), 20u) << "green's frames, leaked to red's servers";
   EXPECT_FALSE(seen.contains({7, kRedServer, 400})) << "forwarded after its VLAN was removed";
