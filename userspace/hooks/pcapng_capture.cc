@@ -58,6 +58,18 @@ std::string block(uint32_t type, const std::string& body) {
   return b;
 }
 
+// The block that describes one interface: Ethernet, `snaplen`, its name, nanosecond stamps.
+std::string interface_block(const std::string& name, uint32_t snaplen) {
+  std::string body;
+  put(body, kLinkTypeEthernet);
+  put(body, uint16_t{0});
+  put(body, snaplen);
+  option(body, kOptIfName, name);
+  option(body, kOptIfTsResol, std::string_view(&kTsResolNanoseconds, 1));
+  option(body, kOptEnd, "");
+  return block(kInterfaceBlock, body);
+}
+
 std::string file_header(const CaptureOptions& o) {
   std::string body;
   put(body, kByteOrderMagic);
@@ -67,16 +79,8 @@ std::string file_header(const CaptureOptions& o) {
   option(body, kOptShbUserAppl, "vecflowd");
   option(body, kOptEnd, "");
   std::string out = block(kSectionHeaderBlock, body);
-  for (const auto& [port, name] : o.interfaces) {
-    body.clear();
-    put(body, kLinkTypeEthernet);
-    put(body, uint16_t{0});
-    put(body, o.snaplen);
-    option(body, kOptIfName, name);
-    option(body, kOptIfTsResol, std::string_view(&kTsResolNanoseconds, 1));
-    option(body, kOptEnd, "");
-    out += block(kInterfaceBlock, body);
-  }
+  for (const auto& iface : o.interfaces)
+    out += interface_block(iface.second, o.snaplen);
   return out;
 }
 
@@ -119,10 +123,11 @@ PcapngCapture::PcapngCapture(CaptureOptions options)
 Result<std::shared_ptr<PcapngCapture>> PcapngCapture::open(CaptureOptions options) {
   std::shared_ptr<PcapngCapture> c(new PcapngCapture(std::move(options)));
   const CaptureOptions& o = c->options_;
-  for (size_t i = 0; i < o.interfaces.size(); ++i) {
-    if (to_index(o.interfaces[i].first) >= kMaxPorts)
-      return fail("capture {}: no port {}", o.path, to_index(o.interfaces[i].first));
-    c->interface_of_[to_index(o.interfaces[i].first)] = static_cast<uint32_t>(i);
+  std::fill(std::begin(c->interface_of_), std::end(c->interface_of_), kNoInterface);
+  for (const auto& iface : o.interfaces) {
+    if (to_index(iface.first) >= kMaxPorts)
+      return fail("capture {}: no port {}", o.path, to_index(iface.first));
+    c->interface_of_[to_index(iface.first)] = c->interfaces_++;
   }
   int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (o.exclusive ? O_EXCL | O_NOFOLLOW : O_TRUNC);
   c->fd_ = ::open(o.path.c_str(), flags, 0640);
@@ -207,11 +212,36 @@ uint64_t PcapngCapture::to_ns(uint64_t tsc) const noexcept {
   return start_ns_ + dt / tsc_hz_ * 1'000'000'000u + dt % tsc_hz_ * 1'000'000'000u / tsc_hz_;
 }
 
+void PcapngCapture::add_interface(PortId port, const std::string& name) {
+  if (to_index(port) >= kMaxPorts) return;
+  std::lock_guard lock(new_mutex_);
+  new_blocks_.emplace_back(port, interface_block(name, options_.snaplen));
+  new_interfaces_.store(true, std::memory_order_release);
+}
+
+void PcapngCapture::write_new_interfaces() noexcept {
+  std::lock_guard lock(new_mutex_);
+  for (const auto& [port, bytes] : new_blocks_) {
+    if (interface_of_[to_index(port)] != kNoInterface) continue;
+    if (::write(fd_, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
+      last_error_.store(errno, std::memory_order_relaxed);
+      write_errors_.add();
+      continue;  // its copies stay filed under the first interface
+    }
+    interface_of_[to_index(port)] = interfaces_++;
+  }
+  new_blocks_.clear();
+  new_interfaces_.store(false, std::memory_order_relaxed);
+}
+
 unsigned PcapngCapture::write_some(unsigned max) noexcept {
   rte_mbuf* m[kWriteBurst];
   unsigned n = rte_ring_sc_dequeue_burst(ring_, reinterpret_cast<void**>(m),
                                          std::min(max, kWriteBurst), nullptr);
   if (n == 0) return 0;
+  // After the dequeue: a copy of a port added later was made after its add_interface.
+  if (new_interfaces_.load(std::memory_order_acquire)) [[unlikely]]
+    write_new_interfaces();
   // Copies past the limit are dropped, not written.
   unsigned keep = n;
   if (options_.limit != 0) {
@@ -238,7 +268,8 @@ unsigned PcapngCapture::write_some(unsigned max) noexcept {
     EpbHeader& h = headers[i];
     h = EpbHeader{};
     trailers[i] = epb_trailer(caplen, rec->direction, &h.total_length);
-    h.interface = rec->port < kMaxPorts ? interface_of_[rec->port] : 0;
+    const uint32_t iface = rec->port < kMaxPorts ? interface_of_[rec->port] : kNoInterface;
+    h.interface = iface != kNoInterface ? iface : 0;
     h.ts_high = static_cast<uint32_t>(ns >> 32);
     h.ts_low = static_cast<uint32_t>(ns);
     h.captured_length = caplen;

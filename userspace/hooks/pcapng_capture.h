@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -108,6 +109,11 @@ class PcapngCapture final : public Service {
   size_t capture(std::span<rte_mbuf* const> pkts, CaptureDirection dir,
                  std::optional<PortId> port = std::nullopt) noexcept;
 
+  // A port the file does not describe yet (a reload added it): its interface block goes in
+  // before the first of its copies (the writer writes it; control thread). A port described
+  // already keeps its interface.
+  void add_interface(PortId port, const std::string& name);
+
   // ---- writer, one thread ----
   // Writes what the ring holds (up to kWriteBurst copies).
   bool poll() noexcept override;
@@ -122,14 +128,22 @@ class PcapngCapture final : public Service {
  private:
   explicit PcapngCapture(CaptureOptions options);
   unsigned write_some(unsigned max) noexcept;
+  void write_new_interfaces() noexcept;
   uint64_t to_ns(uint64_t tsc) const noexcept;
 
   CaptureOptions options_;
   int fd_ = -1;
   rte_ring* ring_ = nullptr;
   rte_mempool* pool_ = nullptr;
-  uint32_t interface_of_[kMaxPorts] = {};  // PortId -> interface index in the file
-  uint64_t start_tsc_ = 0;                 // the clock the timestamps count from
+  static constexpr uint32_t kNoInterface = UINT32_MAX;
+  uint32_t interface_of_[kMaxPorts];  // PortId -> interface index in the file (the writer's)
+  uint32_t interfaces_ = 0;           // blocks in the file
+  // Interface blocks add_interface made, for the writer to write: taken under the mutex, which
+  // the writer locks only when `new_interfaces_` says there are some.
+  std::mutex new_mutex_;
+  std::vector<std::pair<PortId, std::string>> new_blocks_;
+  std::atomic<bool> new_interfaces_{false};
+  uint64_t start_tsc_ = 0;  // the clock the timestamps count from
   uint64_t start_ns_ = 0;
   uint64_t tsc_hz_ = 0;
   // Several lcores may capture at once: atomic adds, paid only by captured traffic.

@@ -100,6 +100,10 @@ void MirrorStage::process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept {
   st.matched.add(matched);
 }
 
+void MirrorStage::set_port(PortId id, const PortInfo& info) {
+  if (capture_ && !info.name.empty()) capture_->add_interface(id, info.name);
+}
+
 MirrorCounters MirrorStage::counters() const noexcept {
   MirrorCounters c;
   for (unsigned i = 0; i < slots_; ++i) {

@@ -50,6 +50,8 @@ class MirrorStage final : public Stage {
 
   void process(std::span<rte_mbuf*> pkts, StageEnv& env) noexcept override;
   std::shared_ptr<Service> control_service() const override { return capture_; }
+  // A port a reload added gets its interface in the file, so its copies are filed under it.
+  void set_port(PortId id, const PortInfo& info) override;
 
   // The capture file (pcapng mode), else empty.
   std::string file() const { return capture_ ? capture_->path() : std::string(); }

@@ -3,6 +3,7 @@
 // (the sanitizer build turns a violation into a use-after-free report).
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -256,6 +257,46 @@ TEST_F(Hooks, CaptureHookAddedAndRemovedAThousandTimesUnderTraffic) {
     EXPECT_LE(pkt.ts_ns, ns(after) + 1'000'000'000u);
   }
   EXPECT_TRUE(rx && tx);
+  std::filesystem::remove(file);
+}
+
+// A reload adds a port while a mirror's file is open: the port's copies are filed under an
+// interface of its own, described before the first of them (libpcap reads blocks in order), not
+// under whichever interface the file began with.
+TEST_F(Hooks, ACaptureDescribesAPortAddedWhileItIsOpen) {
+  const std::string file = ::testing::TempDir() + "vpi-hooks-added.pcapng";
+  CaptureOptions o;
+  o.path = file;
+  o.interfaces = {{PortId{0}, "trunk"}};
+  o.snaplen = 128;
+  o.ring_name = "vpi_add_capring";
+  o.pool_name = "vpi_add_cappool";
+  auto capture = PcapngCapture::open(std::move(o));
+  ASSERT_TRUE(capture) << capture.error().message;
+  auto offer = [&](uint16_t port, int fill) {
+    rte_mbuf* m = rte_pktmbuf_alloc(pool());
+    ASSERT_NE(m, nullptr);
+    std::memset(rte_pktmbuf_append(m, 60), fill, 60);
+    m->port = port;
+    EXPECT_EQ((*capture)->capture({&m, 1}, kCaptureRx), 1u);
+    rte_pktmbuf_free(m);
+  };
+  offer(0, 1);
+  (*capture)->poll();
+  (*capture)->add_interface(PortId{5}, "v300");
+  (*capture)->add_interface(PortId{0}, "renamed");  // described already: stays "trunk"
+  offer(5, 2);
+  offer(0, 3);
+  (*capture)->flush();
+
+  auto f = test::read_capture(file);
+  ASSERT_EQ(f.error, "");
+  EXPECT_EQ(f.interfaces, (std::vector<std::string>{"trunk", "v300"}));
+  ASSERT_EQ(f.packets.size(), 3u);
+  EXPECT_EQ(f.packets[0].interface, 0u);
+  EXPECT_EQ(f.packets[1].interface, 1u);
+  EXPECT_EQ(f.packets[1].data.at(0), 2);
+  EXPECT_EQ(f.packets[2].interface, 0u);
   std::filesystem::remove(file);
 }
 
