@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,15 +55,19 @@ TEST(PortsReload, VlanPortsAddedOrRemovedApplyLiveAnythingElseNeedsARestart) {
   EXPECT_EQ(ports_after_reload(running, next),
             (std::vector<std::string>{"wan", "office", "c10", "svc"}));
 
+  // A VLAN port moved to another VLAN id is replaced live; a link added is not.
+  const auto moved = load(appliance("  - {name: spare, type: vlan, parent: wan, vlan: 401}\n"));
+  EXPECT_EQ(ports_restart_reasons(running, moved), std::vector<std::string>{});
+  EXPECT_EQ(
+      ports_changes(running, moved),
+      std::vector<std::string>{"port spare: replaced, VLAN 401 of wan (was VLAN 400 of wan)"});
   const auto changed =
       load(appliance("  - {name: spare, type: vlan, parent: wan, vlan: 401}\n"
                      "  - {name: lan, type: afxdp, interface: lan0}\n"));
   ASSERT_EQ(changed.ports.size(), 4u);
   const auto why = ports_restart_reasons(running, changed);
-  ASSERT_EQ(why.size(), 2u) << fmt::format("{}", fmt::join(why, "\n"));
+  ASSERT_EQ(why.size(), 1u) << fmt::format("{}", fmt::join(why, "\n"));
   EXPECT_TRUE(why[0].starts_with("port lan (afxdp) added: links are opened at start")) << why[0];
-  // (Its default device name, wan0.400, changes with it.)
-  EXPECT_TRUE(why[1].starts_with("port spare: vlan, interface changed")) << why[1];
   // The other sections' checks see the ports that run now.
   EXPECT_EQ(ports_after_reload(running, changed),
             (std::vector<std::string>{"wan", "office", "spare"}));
@@ -71,16 +76,32 @@ TEST(PortsReload, VlanPortsAddedOrRemovedApplyLiveAnythingElseNeedsARestart) {
       "pipeline:\n  - stage: route\n");
   EXPECT_EQ(ports_restart_reasons(running, without_link).size(), 2u)
       << "wan removed and office2 added (its VLAN ports could go live, but not without it)";
+  // A service VLAN with a customer in it: its customers would lose their parent.
+  const auto qinq =
+      load(appliance("  - {name: svc, type: vlan, parent: wan, vlan: 300, proto: 802.1ad}\n"
+                     "  - {name: c10, type: vlan, parent: svc, vlan: 10}\n"));
+  const auto qinq_moved =
+      load(appliance("  - {name: svc, type: vlan, parent: wan, vlan: 301, proto: 802.1ad}\n"
+                     "  - {name: c10, type: vlan, parent: svc, vlan: 11}\n"));
+  const auto moved_why = ports_restart_reasons(qinq, qinq_moved);
+  ASSERT_EQ(moved_why.size(), 1u) << fmt::format("{}", fmt::join(moved_why, "\n"));
+  EXPECT_TRUE(moved_why[0].starts_with("port svc: vlan, interface changed: VLAN ports sit on it"))
+      << moved_why[0];
 }
 
 // What the data path is asked to do, in order.
 struct Calls {
   std::vector<std::string> log;
   bool fail_add = false;
+  std::optional<uint16_t> refused_vlan;  // an add of a VLAN port with this id fails
+  std::vector<uint16_t> added_vlans;     // the VLAN ids of the VLAN ports added, in order
   PortEditor editor() {
     return {[this](const config::ApplianceConfig&, const config::PortConfig& p) -> Result<void> {
               if (fail_add && p.name == "c10") return fail("no room");
+              const auto* v = std::get_if<config::VlanPort>(&p.kind);
+              if (v != nullptr && refused_vlan == v->vlan) return fail("no room");
               log.push_back("add " + p.name);
+              if (v != nullptr) added_vlans.push_back(v->vlan);
               return {};
             },
             [this](std::string_view n) { log.push_back("publish " + std::string(n)); },
@@ -152,6 +173,50 @@ TEST_F(PortsReloadOrder, AFailedReloadPutsThePortsBackAsTheyWere) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("port 'c10': no room"), std::string::npos) << r.error().message;
   EXPECT_EQ(calls.log, (std::vector<std::string>{"add svc", "retire svc"}));
+}
+
+// A VLAN port moved to another VLAN id is replaced under its name: released and retired at
+// once, made again as declared, its new tags claimed after the other sections. If a later
+// section fails, or the data path refuses the new one, it is made again as it ran.
+TEST_F(PortsReloadOrder, AChangedVlanPortIsReplacedAndPutBackIfTheReloadFails) {
+  auto running = load(appliance("  - {name: spare, type: vlan, parent: wan, vlan: 400}\n"));
+  Calls calls;
+  Reloader reloader(running, *server_);
+  register_ports_reload(reloader, calls.editor(), running);
+  bool pipeline_fails = true;
+  reloader.add_section("pipeline", {nullptr, [&](const config::ApplianceConfig&) {
+                                      calls.log.push_back("pipeline");
+                                      return pipeline_fails ? Result<void>(fail("refused"))
+                                                            : Result<void>{};
+                                    }});
+  const std::string moved =
+      write_file("moved.yaml",
+                 appliance("  - {name: spare, type: vlan, parent: wan, vlan: 401}\n", {"spare"}));
+  EXPECT_FALSE(reloader.reload(moved, 0));
+  EXPECT_EQ(calls.log,
+            (std::vector<std::string>{"detach spare", "retire spare", "add spare", "pipeline",
+                                      "retire spare", "add spare", "publish spare"}));
+  EXPECT_EQ(calls.added_vlans, (std::vector<uint16_t>{401, 400}));
+  EXPECT_EQ(std::get<config::VlanPort>(running.find_port("spare")->kind).vlan, 400);
+
+  // The data path refuses the new one: the old one comes back, and the reload says why.
+  calls = Calls{};
+  calls.refused_vlan = 401;
+  pipeline_fails = false;
+  auto refused = reloader.reload(moved, 0);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("port 'spare': no room"), std::string::npos)
+      << refused.error().message;
+  EXPECT_EQ(calls.log, (std::vector<std::string>{"detach spare", "retire spare", "retire spare",
+                                                 "add spare", "publish spare"}));
+  EXPECT_EQ(calls.added_vlans, (std::vector<uint16_t>{400}));
+
+  calls = Calls{};
+  auto r = reloader.reload(moved, 0);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(calls.log, (std::vector<std::string>{"detach spare", "retire spare", "add spare",
+                                                 "pipeline", "publish spare"}));
+  EXPECT_EQ(std::get<config::VlanPort>(running.find_port("spare")->kind).vlan, 401);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "control/config_json.h"
+#include "core/log.h"
 #include "io/port_factory.h"
 
 namespace vecflow::control {
@@ -30,6 +31,30 @@ std::string kind_of(const Json& port) {
   return port.value("type", std::string("afxdp"));
 }
 
+// Whether a VLAN port of `c` sits on `name` (a QinQ service VLAN's customers).
+bool has_vlan_ports(const config::ApplianceConfig& c, const std::string& name) {
+  return std::ranges::any_of(c.ports, [&](const config::PortConfig& p) {
+    const auto* v = std::get_if<config::VlanPort>(&p.kind);
+    return v != nullptr && v->parent == name;
+  });
+}
+
+// The VLAN ports of both configurations that `next` declares otherwise, in next's order:
+// a reload replaces them.
+std::vector<std::string> changed_vlan_ports(const config::ApplianceConfig& running,
+                                            const config::ApplianceConfig& next) {
+  const auto a = ports_by_name(running);
+  const auto b = ports_by_name(next);
+  std::vector<std::string> out;
+  for (const auto& p : next.ports) {
+    const auto was = a.find(p.name);
+    if (was != a.end() && was->second != b.at(p.name) && kind_of(was->second) == "vlan" &&
+        kind_of(b.at(p.name)) == "vlan")
+      out.push_back(p.name);
+  }
+  return out;
+}
+
 // 0 for a link, 1 for a VLAN port, 2 for a QinQ customer: parents before their VLAN ports.
 size_t depth(const config::ApplianceConfig& c, const std::string& name) {
   const config::PortConfig* p = c.find_port(name);
@@ -39,7 +64,8 @@ size_t depth(const config::ApplianceConfig& c, const std::string& name) {
 // The state a reload leaves between its sections' apply and its end (Reloader::on_applied).
 class PortsReload {
  public:
-  PortsReload(PortEditor editor, const config::ApplianceConfig& running) : ed_(std::move(editor)) {
+  PortsReload(PortEditor editor, const config::ApplianceConfig& running)
+      : ed_(std::move(editor)), running_(running) {
     for (const auto& p : running.ports)
       applied_.push_back(p.name);
   }
@@ -48,6 +74,9 @@ class PortsReload {
     const auto in = [](const std::vector<std::string>& v, const std::string& n) {
       return std::ranges::find(v, n) != v.end();
     };
+    // A reload undone (`next` is the running configuration): the replaced ports as they ran.
+    while (!replaced_.empty())
+      restore_replaced();
     std::vector<std::string> next_names;
     for (const auto& p : next.ports)
       next_names.push_back(p.name);
@@ -71,14 +100,32 @@ class PortsReload {
     }
     std::ranges::stable_sort(added, {}, [&](const std::string& n) { return depth(next, n); });
     std::vector<std::string> done;
+    const auto undo_adds = [&] {
+      for (auto it = done.rbegin(); it != done.rend(); ++it)
+        ed_.retire(*it);
+      std::erase_if(unpublished_, [&](const std::string& u) { return in(done, u); });
+    };
     for (const auto& n : added) {
       if (auto r = ed_.add(next, *next.find_port(n)); !r) {
-        for (auto it = done.rbegin(); it != done.rend(); ++it)
-          ed_.retire(*it);
-        std::erase_if(unpublished_, [&](const std::string& u) { return in(done, u); });
+        undo_adds();
         return fail("port '{}': {}", n, r.error().message);
       }
       done.push_back(n);
+      unpublished_.push_back(n);
+    }
+    // A changed VLAN port goes and comes back as declared now, under its id (its counters go
+    // on); its tags are claimed again with the added ports'. No VLAN port sits on it (else the
+    // change needs a restart), so nothing else refers to the port object it replaces.
+    for (const auto& n : changed_vlan_ports(running_, next)) {
+      ed_.detach(n);
+      ed_.retire(n);
+      replaced_.push_back(n);
+      if (auto r = ed_.add(next, *next.find_port(n)); !r) {
+        while (!replaced_.empty())
+          restore_replaced();
+        undo_adds();
+        return fail("port '{}': {}", n, r.error().message);
+      }
       unpublished_.push_back(n);
     }
     for (const auto& n : applied_) {
@@ -97,6 +144,7 @@ class PortsReload {
     for (const auto& n : unpublished_)
       ed_.publish(n);
     unpublished_.clear();
+    replaced_.clear();
     std::ranges::stable_sort(detached_, std::greater<>{},
                              [&](const std::string& n) { return removed_from_[n]; });
     for (const auto& n : detached_)
@@ -113,10 +161,28 @@ class PortsReload {
   }
 
  private:
+  // The last replaced port as it ran before this reload, its tags claimed again.
+  void restore_replaced() {
+    const std::string n = replaced_.back();
+    replaced_.pop_back();
+    ed_.retire(n);
+    std::erase(unpublished_, n);
+    const config::PortConfig* p = running_.find_port(n);
+    if (p == nullptr) return;
+    if (auto r = ed_.add(running_, *p); !r) {
+      log::get("control")->error("reload: port '{}' could not be put back: {}", n,
+                                 r.error().message);
+      return;
+    }
+    ed_.publish(n);
+  }
+
   PortEditor ed_;
-  std::vector<std::string> applied_;      // the ports running, as the last apply left them
-  std::vector<std::string> unpublished_;  // added; tags claimed at finish()
-  std::vector<std::string> detached_;     // removed; retired at finish()
+  const config::ApplianceConfig& running_;  // the Reloader's: the ports as they run
+  std::vector<std::string> applied_;        // the ports running, as the last apply left them
+  std::vector<std::string> replaced_;       // changed by this reload; put back if it fails
+  std::vector<std::string> unpublished_;    // added; tags claimed at finish()
+  std::vector<std::string> detached_;       // removed; retired at finish()
   std::map<std::string, size_t> removed_from_;
   std::map<std::string, size_t> depth_now_;
 };
@@ -137,6 +203,8 @@ std::vector<std::string> ports_restart_reasons(const config::ApplianceConfig& ru
       continue;
     }
     if (was->second == port) continue;
+    const bool vlan = kind_of(was->second) == "vlan" && kind_of(port) == "vlan";
+    if (vlan && !has_vlan_ports(running, name) && !has_vlan_ports(next, name)) continue;
     std::vector<std::string> keys;
     Json all = was->second;
     all.update(port);
@@ -144,10 +212,15 @@ std::vector<std::string> ports_restart_reasons(const config::ApplianceConfig& ru
       if (was->second.value(it.key(), Json()) != port.value(it.key(), Json()))
         keys.push_back(it.key());
     }
-    why.push_back(fmt::format(
-        "port {}: {} changed: a running port keeps what it started with (a VLAN port can be "
-        "removed in one reload and declared again in the next); {}",
-        name, fmt::join(keys, ", "), kRestart));
+    if (vlan) {
+      why.push_back(fmt::format(
+          "port {}: {} changed: VLAN ports sit on it (or remove them in one reload and declare "
+          "them again with it in the next); {}",
+          name, fmt::join(keys, ", "), kRestart));
+    } else {
+      why.push_back(fmt::format("port {}: {} changed: a link keeps what it started with; {}", name,
+                                fmt::join(keys, ", "), kRestart));
+    }
   }
   for (const auto& [name, port] : a) {
     if (!b.contains(name) && kind_of(port) != "vlan")
@@ -173,6 +246,12 @@ std::vector<std::string> ports_changes(const config::ApplianceConfig& running,
     const auto* v = std::get_if<config::VlanPort>(&p.kind);
     if (v != nullptr && running.find_port(p.name) == nullptr)
       out.push_back(fmt::format("port {}: added, VLAN {} of {}", p.name, v->vlan, v->parent));
+  }
+  for (const auto& n : changed_vlan_ports(running, next)) {
+    const auto& was = std::get<config::VlanPort>(running.find_port(n)->kind);
+    const auto& now = std::get<config::VlanPort>(next.find_port(n)->kind);
+    out.push_back(fmt::format("port {}: replaced, VLAN {} of {} (was VLAN {} of {})", n, now.vlan,
+                              now.parent, was.vlan, was.parent));
   }
   for (const auto& p : running.ports) {
     if (next.find_port(p.name) == nullptr) out.push_back(fmt::format("port {}: removed", p.name));

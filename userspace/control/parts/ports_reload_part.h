@@ -1,7 +1,8 @@
-// Reloading the ports section while traffic runs: VLAN ports (QinQ ones too) added and
-// removed, as an operator adds a VLAN on a trunk without touching the others. Everything
-// else in the section (a link added, removed or changed, a VLAN port changed) needs a
-// restart, and the reload says so: links own sockets, rings and XDP programs made at start.
+// Reloading the ports section while traffic runs: VLAN ports (QinQ ones too) added, removed
+// and changed, as an operator adds a VLAN on a trunk or moves one to another VLAN id without
+// touching the others. Everything else in the section (a link added, removed or changed, a
+// change of a VLAN port that other VLAN ports sit on) needs a restart, and the reload says so:
+// links own sockets, rings and XDP programs made at start.
 //
 // The ports section applies first of the sections a reload changes and finishes last:
 //   added port:   made and started (kernel VLAN device, exception path), on the tx adapters,
@@ -11,8 +12,12 @@
 //   removed port: its tags released at once (its frames are vlan_unknown on the link from
 //                 then on); the other sections drop its VRF and routes; then, once the reload
 //                 applied, it leaves the tx adapters, a grace period passes, and it stops.
+//   changed port: replaced under its id (its counters go on): released and stopped at once,
+//                 made again as declared now, its new tags claimed with the added ports'. Its
+//                 own frames are vlan_unknown for the length of the reload (~tens of ms).
 // A reload that fails in a later section puts the ports back as they were (the added ones
-// go before any frame reached them, the removed ones claim their tags again).
+// go before any frame reached them, the removed ones claim their tags again, the changed
+// ones are made again as they ran).
 //
 // Threading: control thread (the Reloader's).
 #pragma once
@@ -38,11 +43,12 @@ struct PortEditor {
 };
 
 // What of `next`'s ports a running vecflowd cannot apply, one line each; empty when the
-// change is VLAN ports added and removed only.
+// change is VLAN ports added, removed and changed only.
 std::vector<std::string> ports_restart_reasons(const config::ApplianceConfig& running,
                                                const config::ApplianceConfig& next);
 
-// One line per port a reload adds or removes ("port vlan300: added, VLAN 300 of trunk").
+// One line per port a reload adds, replaces or removes ("port vlan300: added, VLAN 300 of
+// trunk").
 std::vector<std::string> ports_changes(const config::ApplianceConfig& running,
                                        const config::ApplianceConfig& next);
 
