@@ -49,18 +49,24 @@ inline bool can_push(const rte_mbuf* m, uint16_t bytes) noexcept {
          m->data_len >= 2 * RTE_ETHER_ADDR_LEN;
 }
 
-// Opens `bytes` in front of the frame's type (the addresses move back over them) and returns
-// where the tags go.
-inline uint8_t* open_tags(rte_mbuf* m, uint16_t bytes) noexcept {
-  auto* old = rte_pktmbuf_mtod(m, uint8_t*);
-  uint8_t* eth = old - bytes;
-  move_addresses(eth, old);
+// Makes the frame `bytes` longer at the front (can_push said there is room) and returns its
+// new start: the caller writes the addresses and the tags there, whole.
+inline uint8_t* open_header(rte_mbuf* m, uint16_t bytes) noexcept {
   m->data_off -= bytes;
   m->data_len += bytes;
   m->pkt_len += bytes;
   m->l2_len += bytes;
   m->ol_flags &= ~(RTE_MBUF_F_RX_VLAN_STRIPPED | RTE_MBUF_F_RX_QINQ_STRIPPED | RTE_MBUF_F_TX_VLAN |
                    RTE_MBUF_F_TX_QINQ);
+  return rte_pktmbuf_mtod(m, uint8_t*);
+}
+
+// Opens `bytes` in front of the frame's type (the addresses move back over them) and returns
+// where the tags go.
+inline uint8_t* open_tags(rte_mbuf* m, uint16_t bytes) noexcept {
+  const uint8_t* old = rte_pktmbuf_mtod(m, uint8_t*);
+  uint8_t* eth = open_header(m, bytes);
+  move_addresses(eth, old);
   return eth + 2 * RTE_ETHER_ADDR_LEN;
 }
 }  // namespace vlan_detail

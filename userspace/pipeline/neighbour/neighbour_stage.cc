@@ -258,11 +258,40 @@ struct MacWriter {
   [[gnu::always_inline]] void write(rte_mbuf* m, uint16_t port) noexcept {
     static_assert(std::endian::native == std::endian::little);
     if (port != last_port) prepare(port);
-    // To a VLAN port: its tag goes in here, where the header is in cache, rather than when the
+    // To a VLAN port: its tags go in here, where the header is in cache, rather than when the
     // port sends the packet (which then touched every frame's line again: ~9 % of an engine
-    // core with every packet tagged). Without room for it (a clone) the port tags a copy.
-    if (vlan.outer_tpid != 0 && vlan_push(m, vlan)) [[unlikely]]
+    // core with every packet tagged).
+    if (vlan.outer_tpid != 0) [[unlikely]] {
+      write_tagged(m);
+      return;
+    }
+    write_addresses(m);
+  }
+  // The frame gets room for the tags and its whole header in 8-byte stores (addresses and
+  // outer tag from `head` and `tagged_tail`): the addresses under the old header are never
+  // moved, since they are overwritten. Without room for the tags (a clone) or without the
+  // port's MAC, vlan_push moves them; failing that the port tags a copy.
+  [[gnu::always_inline]] void write_tagged(rte_mbuf* m) noexcept {
+    const uint16_t bytes = vlan.inner_tpid == 0 ? 4 : 8;
+    if (src_word != 0 && vlan_detail::can_push(m, bytes)) [[likely]] {
+      uint8_t* eth = vlan_detail::open_header(m, bytes);
+      std::memcpy(eth, &head, 8);
+      std::memcpy(eth + 8, &tagged_tail, 8);
+      if (bytes == 8) {
+        std::memcpy(eth + 16, &inner_tag, 4);
+        m->vlan_tci = vlan.inner_tci;
+        m->vlan_tci_outer = vlan.outer_tci;
+      } else {
+        m->vlan_tci = vlan.outer_tci;
+      }
       meta(m).flags |= kMetaFlagTagged;
+      ++written;
+      return;
+    }
+    if (vlan_push(m, vlan)) meta(m).flags |= kMetaFlagTagged;
+    write_addresses(m);
+  }
+  [[gnu::always_inline]] void write_addresses(rte_mbuf* m) noexcept {
     auto* eth = rte_pktmbuf_mtod(m, uint8_t*);
     if (src_word != 0) [[likely]] {
       std::memcpy(eth, &head, 8);
@@ -278,6 +307,10 @@ struct MacWriter {
     vlan = port_vlan[port];
     head = (dst_word & 0xffffffffffffull) | src_word << 48;
     tail = static_cast<uint32_t>(src_word >> 16);
+    tagged_tail = uint64_t{tail} | uint64_t{rte_cpu_to_be_16(vlan.outer_tpid)} << 32 |
+                  uint64_t{rte_cpu_to_be_16(vlan.outer_tci)} << 48;
+    inner_tag = uint32_t{rte_cpu_to_be_16(vlan.inner_tpid)} |
+                uint32_t{rte_cpu_to_be_16(vlan.inner_tci)} << 16;
   }
 
   const uint64_t* port_mac;   // by port, NeighbourEntry word form, 0: keep the source
@@ -288,7 +321,9 @@ struct MacWriter {
   uint64_t src_word = 0;  // MAC of last_port
   uint64_t head = 0;
   uint32_t tail = 0;
-  uint64_t written = 0;  // packets given addresses: resolved
+  uint64_t tagged_tail = 0;  // tail, then the outer tag (a VLAN port's)
+  uint32_t inner_tag = 0;    // a QinQ port's inner tag
+  uint64_t written = 0;      // packets given addresses: resolved
 };
 
 }  // namespace
