@@ -113,6 +113,15 @@ struct Calls {
 
 class PortsReloadOrder : public test::ServerFixture {
  protected:
+  // A later section that records when it applies, and fails while `fails` says so (read at
+  // each reload).
+  static void add_pipeline(Reloader& reloader, Calls& calls, const bool& fails) {
+    reloader.add_section("pipeline", {nullptr, [&calls, &fails](const config::ApplianceConfig&) {
+                                        calls.log.push_back("pipeline");
+                                        return fails ? Result<void>(fail("refused"))
+                                                     : Result<void>{};
+                                      }});
+  }
   std::string write_file(const std::string& name, const std::string& text) {
     const std::string path = dir_ + "/" + name;
     std::ofstream(path) << text;
@@ -125,11 +134,8 @@ TEST_F(PortsReloadOrder, AddsParentsFirstPublishesAndRetiresAfterTheOtherSection
   Calls calls;
   Reloader reloader(running, *server_);
   register_ports_reload(reloader, calls.editor(), running);
-  // A later section that records when it applies.
-  reloader.add_section("pipeline", {nullptr, [&calls](const config::ApplianceConfig&) {
-                                      calls.log.push_back("pipeline");
-                                      return Result<void>{};
-                                    }});
+  const bool pipeline_fails = false;
+  add_pipeline(reloader, calls, pipeline_fails);
   const std::string next = write_file(
       "next.yaml", appliance("  - {name: c10, type: vlan, parent: svc, vlan: 10}\n"
                              "  - {name: svc, type: vlan, parent: wan, vlan: 300, proto: "
@@ -149,16 +155,13 @@ TEST_F(PortsReloadOrder, AFailedReloadPutsThePortsBackAsTheyWere) {
   Reloader reloader(running, *server_);
   register_ports_reload(reloader, calls.editor(), running);
   bool pipeline_fails = true;
-  reloader.add_section("pipeline", {nullptr, [&](const config::ApplianceConfig&) {
-                                      return pipeline_fails ? Result<void>(fail("refused"))
-                                                            : Result<void>{};
-                                    }});
+  add_pipeline(reloader, calls, pipeline_fails);
   const std::string next = write_file(
       "next.yaml", appliance("  - {name: dev, type: vlan, parent: wan, vlan: 300}\n", {"dev"}));
   EXPECT_FALSE(reloader.reload(next, 0));
   // dev went before any frame could reach it; spare claims its tags again.
-  EXPECT_EQ(calls.log,
-            (std::vector<std::string>{"add dev", "detach spare", "retire dev", "reattach spare"}));
+  EXPECT_EQ(calls.log, (std::vector<std::string>{"add dev", "detach spare", "pipeline",
+                                                 "retire dev", "reattach spare"}));
   EXPECT_NE(running.find_port("spare"), nullptr);
   // An add the data path refuses: the ports added before it in the same reload go again.
   calls.log.clear();
@@ -184,11 +187,7 @@ TEST_F(PortsReloadOrder, AChangedVlanPortIsReplacedAndPutBackIfTheReloadFails) {
   Reloader reloader(running, *server_);
   register_ports_reload(reloader, calls.editor(), running);
   bool pipeline_fails = true;
-  reloader.add_section("pipeline", {nullptr, [&](const config::ApplianceConfig&) {
-                                      calls.log.push_back("pipeline");
-                                      return pipeline_fails ? Result<void>(fail("refused"))
-                                                            : Result<void>{};
-                                    }});
+  add_pipeline(reloader, calls, pipeline_fails);
   const std::string moved =
       write_file("moved.yaml",
                  appliance("  - {name: spare, type: vlan, parent: wan, vlan: 401}\n", {"spare"}));
