@@ -22,6 +22,7 @@
 #include "config/reader.h"
 #include "config/stage_type.h"
 #include "config/validate.h"
+#include "core/ids.h"
 
 namespace vecflow::config {
 
@@ -616,6 +617,11 @@ LoadResult load_config_text(std::string_view text, const std::string& source,
                   [&](const YAML::Node& item, const std::string& ip) {
                     detail::read_port(ctx, item, ip, cfg.ports);
                   });
+    if (cfg.ports.size() > kMaxPorts) {
+      ctx.error(cfg.ports[kMaxPorts].where, fmt::format("ports[{}]", kMaxPorts),
+                fmt::format("{} ports; an appliance has at most {} (VLAN ports included)",
+                            cfg.ports.size(), kMaxPorts));
+    }
     // The VLAN devices' default names need the parents' interfaces: every port read.
     if (ctx.errors().size() == errors_before) detail::name_vlan_devices(ctx, cfg.ports);
   }

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "config/config.h"
+#include "core/ids.h"
 #include "pipeline/route/route_stage.h"
 #include "pipeline/stage_registry.h"
 
@@ -331,6 +332,30 @@ TEST(ConfigVlan, DefaultDeviceNameMayBeFifteenCharacters) {
       "t.yaml");
   ASSERT_TRUE(cfg) << errors_text(cfg.error());
   EXPECT_EQ(std::get<VlanPort>(cfg->ports[1].kind).interface, "enp129s0f0.4094");
+}
+
+// A trunk may carry as many VLAN ports as an appliance has ports (kMaxPorts, 1024 with the
+// trunk); one more is refused where it stands, naming the limit, rather than run without a
+// place in the per-port tables.
+TEST(ConfigVlan, AnApplianceHasAtMostKMaxPortsVlansIncluded) {
+  using vecflow::kMaxPorts;
+  const auto trunk_with = [](unsigned vlans) {
+    std::string text = "ports:\n  - {name: trunk, type: afxdp, interface: trunk0}\n";
+    for (unsigned v = 1; v <= vlans; ++v)
+      text += fmt::format("  - {{name: v{0}, type: vlan, parent: trunk, vlan: {0}}}\n", v);
+    return text;
+  };
+  auto most = load_config_text(trunk_with(kMaxPorts - 1), "t.yaml");
+  ASSERT_TRUE(most) << errors_text(most.error());
+  EXPECT_EQ(most->ports.size(), kMaxPorts);
+  auto over = load_config_text(trunk_with(kMaxPorts), "t.yaml");
+  ASSERT_FALSE(over);
+  // ports[1024] is on line 1026: "ports:", then a port a line.
+  EXPECT_THAT(errors_text(over.error()),
+              ::testing::HasSubstr(fmt::format("t.yaml:{}:", kMaxPorts + 2)));
+  EXPECT_THAT(errors_text(over.error()), ::testing::HasSubstr(fmt::format("ports[{}]", kMaxPorts)));
+  EXPECT_THAT(errors_text(over.error()),
+              ::testing::HasSubstr(fmt::format("at most {}", kMaxPorts)));
 }
 
 // QinQ: a service VLAN (802.1ad) of the trunk and customer VLANs inside it, each a port; their
