@@ -1,7 +1,6 @@
 #include "sched/tx_adapter.h"
 
 #include <algorithm>
-#include <bit>
 
 #include "core/ipv4_fragment.h"
 #include "core/offload_feed.h"
@@ -27,13 +26,10 @@ TxAdapter::TxAdapter(std::vector<TxTarget> ports, std::vector<TxTarget> kernel,
   kernel_.resize(kMaxPorts);
   tx_.resize(kMaxPorts);
   to_kernel_.resize(kMaxPorts);
-  uint64_t tx_bits = 0, kernel_bits = 0;
-  for (size_t i = 0; i < kMaxPorts; ++i) {
-    if (ports_[i].port) tx_bits |= uint64_t{1} << i;
-    if (kernel_[i].port) kernel_bits |= uint64_t{1} << i;
+  for (uint16_t i = 0; i < kMaxPorts; ++i) {
+    if (ports_[i].port) tx_ports_.set(i);
+    if (kernel_[i].port) kernel_ports_.set(i);
   }
-  tx_ports_.store(tx_bits, std::memory_order_relaxed);
-  kernel_ports_.store(kernel_bits, std::memory_order_relaxed);
 }
 
 void TxAdapter::attach(PortId id, TxTarget port, TxTarget kernel) noexcept {
@@ -41,19 +37,17 @@ void TxAdapter::attach(PortId id, TxTarget port, TxTarget kernel) noexcept {
   if (i >= kMaxPorts) return;
   ports_[i] = port;
   kernel_[i] = kernel;
-  const uint64_t bit = uint64_t{1} << i;
-  if (port.port) tx_ports_.fetch_or(bit, std::memory_order_release);
-  if (kernel.port) kernel_ports_.fetch_or(bit, std::memory_order_release);
-  removed_ports_.fetch_and(~bit, std::memory_order_relaxed);
+  if (port.port) tx_ports_.set(i);
+  if (kernel.port) kernel_ports_.set(i);
+  removed_ports_.reset(i);
 }
 
 void TxAdapter::detach(PortId id) noexcept {
   const uint16_t i = to_index(id);
   if (i >= kMaxPorts) return;
-  const uint64_t bit = uint64_t{1} << i;
-  removed_ports_.fetch_or(bit, std::memory_order_relaxed);
-  tx_ports_.fetch_and(~bit, std::memory_order_release);
-  kernel_ports_.fetch_and(~bit, std::memory_order_release);
+  removed_ports_.set(i);
+  tx_ports_.reset(i);
+  kernel_ports_.reset(i);
 }
 
 void TxAdapter::finish(std::span<rte_event> events) noexcept {
@@ -86,12 +80,14 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
   // least a burst of them do, in a row, with nothing waiting for that port before them.
   if (pkts.size() >= kTxBurst) pkts = pkts.subspan(send_run(pkts));
   Buffer* const tx = tx_.data();
-  const uint64_t live = tx_ports_.load(std::memory_order_acquire);
   // The fill of the buffer being filled is kept in a register and written back when another
   // buffer is taken: through memory (b.n loaded and stored per packet, its stores possibly
   // aliasing the uint16_t ingress ports) each packet waited for the last one's store.
   Buffer* b = nullptr;
-  uint16_t to = kNoPort;
+  // The port of `b`; wider than a port id, so that no packet's out_port matches it while `b`
+  // is no buffer.
+  constexpr uint32_t kNoBuffer = UINT32_MAX;
+  uint32_t to = kNoBuffer;
   uint16_t n = 0;
   uint16_t gated = 0;
   uint64_t bytes = 0;
@@ -106,12 +102,12 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
   };
   for (rte_mbuf* m : pkts) {
     const PacketMeta& pm = meta(m);
-    // The common case in one test: transmitted, through a port this adapter sends on, and not
-    // a copy (the other flags, a conntrack mark or a trace, change nothing here). (out_port <
-    // 64 always holds for a port: kMaxPorts.)
+    // The common case: transmitted, not a copy (the other flags, a conntrack mark or a trace,
+    // change nothing here), through the port of the packet before, or another this adapter
+    // sends on.
     const uint16_t out = pm.out_port;
-    if (pm.verdict == Verdict::Transmit && !(pm.flags & kMetaFlagCopy) && out < kMaxPorts &&
-        (live >> out & 1)) [[likely]] {
+    if (pm.verdict == Verdict::Transmit && !(pm.flags & kMetaFlagCopy) &&
+        (out == to || (out < kMaxPorts && tx_ports_.test(out)))) [[likely]] {
       if (out != to) {
         if (b != nullptr) put_back();
         b = &tx[out];
@@ -126,12 +122,12 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
       if (m->pkt_len - m->l2_len > limit) [[unlikely]] {
         put_back();  // oversize() may fill the same buffer
         b = nullptr;
-        to = kNoPort;
+        to = kNoBuffer;
         oversize(m, out, limit);
         continue;
       }
       if (n == 0) {
-        tx_dirty_ |= uint64_t{1} << out;
+        tx_dirty_.set(out);
         first_in = m->port;
       }
       b->pkts[n] = m;
@@ -152,7 +148,7 @@ void TxAdapter::take(std::span<rte_mbuf*> pkts) noexcept {
     if (b != nullptr) {  // packet() may fill the same buffers
       put_back();
       b = nullptr;
-      to = kNoPort;
+      to = kNoBuffer;
     }
     packet(m);
   }
@@ -173,8 +169,7 @@ void TxAdapter::packet(rte_mbuf* m) noexcept {
   const PacketMeta& pm = meta(m);
   switch (pm.verdict) {
     case Verdict::Transmit:
-      if (pm.out_port < kMaxPorts &&
-          (tx_ports_.load(std::memory_order_acquire) >> pm.out_port & 1)) {
+      if (pm.out_port < kMaxPorts && tx_ports_.test(pm.out_port)) {
         if (const uint32_t limit = mtu(pm.out_port); m->pkt_len - m->l2_len > limit) {
           oversize(m, pm.out_port, limit);
         } else {
@@ -183,14 +178,13 @@ void TxAdapter::packet(rte_mbuf* m) noexcept {
         return;
       }
       // A port a reload removed while packets for it were on their way: its link is gone.
-      if (pm.out_port < kMaxPorts &&
-          (removed_ports_.load(std::memory_order_relaxed) >> pm.out_port & 1)) {
+      if (pm.out_port < kMaxPorts && removed_ports_.test(pm.out_port)) {
         drop_packet(m, DropReason::LINK_DOWN);
         return;
       }
       break;
     case Verdict::Kernel:
-      if (m->port < kMaxPorts && (kernel_ports_.load(std::memory_order_acquire) >> m->port & 1)) {
+      if (m->port < kMaxPorts && kernel_ports_.test(m->port)) {
         buffer(m->port, true, m, pm.flags);
       } else {
         drop_packet(m, DropReason::NO_KERNEL_PATH);
@@ -230,7 +224,7 @@ void TxAdapter::oversize(rte_mbuf* m, uint16_t out, uint32_t mtu) noexcept {
 
 void TxAdapter::buffer(uint16_t dest, bool kernel, rte_mbuf* m, uint8_t flags) noexcept {
   Buffer& b = kernel ? to_kernel_[dest] : tx_[dest];
-  if (b.n == 0) (kernel ? kernel_dirty_ : tx_dirty_) |= uint64_t{1} << dest;
+  if (b.n == 0) (kernel ? kernel_dirty_ : tx_dirty_).set(dest);
   const uint16_t in = (flags & kMetaFlagCopy) ? kNoCharge : m->port;
   if (b.n > 0 && in != b.ingress[0]) b.mixed = true;
   b.pkts[b.n] = m;
@@ -280,7 +274,7 @@ void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
     b.gated = 0;
     b.bytes = 0;
     b.mixed = false;
-    (kernel ? kernel_dirty_ : tx_dirty_) &= ~(uint64_t{1} << dest);
+    (kernel ? kernel_dirty_ : tx_dirty_).reset(dest);
   };
   if (!kernel && link_down(t, {b.pkts.data(), b.n})) {
     clear();
@@ -307,8 +301,8 @@ void TxAdapter::send(uint16_t dest, bool kernel) noexcept {
 size_t TxAdapter::send_run(std::span<rte_mbuf*> pkts) noexcept {
   const PacketMeta& first = meta(pkts[0]);
   const uint16_t out = first.out_port;
-  if (first.verdict != Verdict::Transmit || out >= kMaxPorts ||
-      !(tx_ports_.load(std::memory_order_acquire) >> out & 1) || tx_[out].n != 0)
+  if (first.verdict != Verdict::Transmit || out >= kMaxPorts || !tx_ports_.test(out) ||
+      tx_[out].n != 0)
     return 0;
   // The run: packets as take()'s common case wants them, all from one ingress port, none to
   // be settled with the offload feed, none over the MTU.
@@ -373,10 +367,10 @@ void TxAdapter::charge(const Buffer& b, uint16_t sent, const uint32_t* lengths,
 }
 
 void TxAdapter::flush() noexcept {
-  while (tx_dirty_)
-    send(static_cast<uint16_t>(std::countr_zero(tx_dirty_)), false);
-  while (kernel_dirty_)
-    send(static_cast<uint16_t>(std::countr_zero(kernel_dirty_)), true);
+  for (uint16_t p; (p = tx_dirty_.first()) != kNoPort;)
+    send(p, false);
+  for (uint16_t p; (p = kernel_dirty_.first()) != kNoPort;)
+    send(p, true);
 }
 
 uint16_t TxAdapter::gated(const Buffer& b, std::array<Gated, kTxBurst>& out) const noexcept {

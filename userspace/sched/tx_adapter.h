@@ -41,6 +41,7 @@
 #include "core/accounting.h"
 #include "core/ids.h"
 #include "core/packet.h"
+#include "sched/port_bits.h"
 #include "sched/worker.h"
 
 namespace vecflow {
@@ -171,12 +172,12 @@ class TxAdapter final : public EgressSink {
   std::vector<Buffer> tx_;         // by out_port
   std::vector<Buffer> to_kernel_;  // by ingress port
   // Bit i: ports_[i] / kernel_[i] has a port. Written by attach()/detach() on the control
-  // thread, loaded once per take() and per packet on the slow paths.
-  std::atomic<uint64_t> tx_ports_ = 0;
-  std::atomic<uint64_t> kernel_ports_ = 0;
-  std::atomic<uint64_t> removed_ports_ = 0;  // detached: their packets are link_down drops
-  uint64_t tx_dirty_ = 0;
-  uint64_t kernel_dirty_ = 0;
+  // thread, tested as take() meets a port and per packet on the slow paths.
+  SharedPortBits tx_ports_;
+  SharedPortBits kernel_ports_;
+  SharedPortBits removed_ports_;  // detached: their packets are link_down drops
+  PortBits tx_dirty_;
+  PortBits kernel_dirty_;
   uint16_t ndropped_ = 0;
   std::array<rte_mbuf*, kTxBurst> dropped_{};
   TxStats stats_;

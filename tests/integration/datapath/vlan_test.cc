@@ -180,6 +180,77 @@ TEST_F(Vlan, FramesOfAVlanNoSubInterfaceClaimsAreCountedNotForwarded) {
   EXPECT_EQ(port(c.accounting, "wan")["in_rings"].get<int64_t>(), 0) << c.accounting.dump();
 }
 
+// A trunk with 99 VLANs, each a port (ids 1..99: the last 35 past the 64 the per-port
+// tables once held), routing between the first and the last.
+class VlanTrunkOf99 : public Vlan {
+ protected:
+  static constexpr int kVlans = 99;
+  std::string edit_config(std::string) override {
+    std::string ports;
+    for (int i = 1; i <= kVlans; ++i)
+      ports += fmt::format("  - {{name: v{}, type: vlan, parent: wan, vlan: {}}}\n", i, 1000 + i);
+    return fmt::format(R"(appliance: {{name: vlan-trunk-test}}
+cpu: {{control: 0, workers: [1]}}
+dpdk: {{memory_mb: 256, hugepages: auto, file_prefix: {}, mbufs: 8192}}
+ports:
+  - {{name: wan, type: afxdp, interface: wan0, queues: 1, mode: auto}}
+{}steering:
+  default: userspace
+  rules:
+    - {{name: arp, match: {{l3: arp}}, action: pass}}
+pipeline:
+  - stage: route
+    routes:
+      - {{prefix: 10.1.0.0/24, port: v1}}
+      - {{prefix: 10.2.0.0/24, port: v{}}}
+  - stage: neighbour
+    fuse: true
+    static:
+      - {{ip: 10.1.0.2, mac: "{}", port: v1}}
+      - {{ip: 10.2.0.2, mac: "{}", port: v{}}}
+control:
+  socket: {}
+)",
+                       name_, ports, kVlans, kOfficeHost, kLabHost, kVlans, socket_);
+  }
+};
+
+TEST_F(VlanTrunkOf99, RoutesBetweenItsFirstAndLastVlanWithExactAccounting) {
+  NetnsScope in_client(lab_->ns('c'));
+  ASSERT_TRUE(in_client.ok());
+  TaggedSocket trunk("eth0");
+  ASSERT_TRUE(trunk.ok());
+  const auto wan = wan_mac();
+  constexpr uint16_t kEach = 30;
+  const uint16_t first = 1001, last = 1000 + kVlans;
+  for (uint16_t i = 0; i < kEach; ++i) {
+    ASSERT_TRUE(trunk.send(
+        udp_frame(wan, ip4(10, 1, 0, 2), ip4(10, 2, 0, 2), 1000 + i, {{0x8100, first}})));
+    ASSERT_TRUE(
+        trunk.send(udp_frame(wan, ip4(10, 2, 0, 2), ip4(10, 1, 0, 2), 2000 + i, {{0x8100, last}})));
+  }
+  std::map<std::optional<uint16_t>, unsigned> by_vlan;  // of the test's frames that came back
+  for (const Received& r : trunk.drain(1500)) {
+    const Bytes& f = r.frame;
+    if (f.size() < 42 || f[12] != 0x08 || f[13] != 0x00 || f[14 + 9] != 17) continue;
+    const uint16_t sport = uint16_t(f[34] << 8 | f[35]);
+    if (sport < 1000 || sport >= 3000) continue;
+    EXPECT_EQ(r.vlan, std::optional<uint16_t>(sport < 2000 ? last : first)) << "sport " << sport;
+    EXPECT_EQ(f[14 + 8], 63);
+    ++by_vlan[r.vlan];
+  }
+  EXPECT_EQ(by_vlan[last], kEach);
+  EXPECT_EQ(by_vlan[first], kEach);
+  const Counters c = quiet_counters();
+  ASSERT_EQ(c.accounting.size(), size_t{kVlans} + 1);
+  for (const std::string& name : {std::string("v1"), fmt::format("v{}", kVlans)}) {
+    const Json p = port(c.accounting, name);
+    EXPECT_EQ(p["rx_packets"].get<uint64_t>(), kEach) << p.dump();
+    EXPECT_EQ(p["tx_packets"].get<uint64_t>(), kEach) << p.dump();
+  }
+  expect_every_port_exact(c.accounting);
+}
+
 // A NIC that strips tags on receive would hide them from XDP: while vecflowd runs, the
 // trunk's receive VLAN offloads (on by default on a veth) are off; at stop they are back.
 TEST_F(Vlan, TheTrunksReceiveVlanOffloadsAreOffWhileVecflowdRuns) {

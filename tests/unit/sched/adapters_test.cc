@@ -853,6 +853,66 @@ TEST_F(TxAdapterTest, TakeKeepsEachPortsPacketsInOrderAcrossPortsVerdictsAndFull
   EXPECT_EQ(s.dropped(), 0u);
 }
 
+// Port ids past the first 64 (a trunk's VLANs) are ports like the others: attached by a
+// reload, sent to in order, given kernel verdicts, and link_down once detached.
+TEST_F(TxAdapterTest, PortsPastTheFirstSixtyFourSendAndDetachLikeTheOthers) {
+  OutcomeTable many(2, kMaxPorts);
+  const PortId ids[] = {PortId{64}, PortId{700}, PortId{kMaxPorts - 1}};
+  std::vector<std::unique_ptr<RingPort>> ports;
+  for (PortId id : ids)
+    ports.push_back(std::make_unique<RingPort>(fmt::format("p{}", to_index(id)), id));
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, many.row(1));
+  for (size_t i = 0; i < ports.size(); ++i)
+    tx.attach(ids[i], {ports[i].get(), 0}, {kernel_.get(), 0});
+  std::vector<rte_mbuf*> pkts;
+  for (uint32_t i = 0; i < 40; ++i) {
+    const PortId to = i % 4 == 3 ? kOut : ids[i % 4 % 3];
+    rte_mbuf* m = make_packet(ids[(i + 1) % 3], 1, i);
+    set_transmit(m, to);
+    if (i == 39) meta(m).verdict = Verdict::Kernel;  // to ids[1]'s exception path
+    pkts.push_back(m);
+  }
+  tx.take(pkts);
+  tx.flush();
+  std::vector<uint32_t> want[3], want_out;
+  for (uint32_t i = 0; i < 39; ++i)
+    (i % 4 == 3 ? want_out : want[i % 4 % 3]).push_back(i);
+  for (size_t i = 0; i < ports.size(); ++i)
+    EXPECT_EQ(sent(*ports[i]), want[i]) << "port " << to_index(ids[i]);
+  EXPECT_EQ(sent(*out_), want_out);
+  EXPECT_EQ(sent(*kernel_), std::vector<uint32_t>{39});
+  AccountingSnapshot total;
+  for (PortId id : ids)
+    total.add(many.port_snapshot(id));
+  EXPECT_EQ(total.tx, 39u);
+  EXPECT_EQ(total.to_kernel, 1u);
+
+  tx.detach(ids[1]);
+  rte_mbuf* late = make_packet(ids[0], 1, 50);
+  set_transmit(late, ids[1]);
+  tx.take({&late, 1});
+  tx.flush();
+  EXPECT_TRUE(sent(*ports[1]).empty());
+  EXPECT_EQ(many.port_snapshot(ids[0]).drops[static_cast<size_t>(DropReason::LINK_DOWN)], 1u);
+}
+
+// A packet a stage marked Transmit without placing it (out_port kNoPort) is a bad_verdict
+// drop wherever it lies in a call, the first packet included.
+TEST_F(TxAdapterTest, TransmitWithoutAnEgressPortIsABadVerdict) {
+  sched::TxAdapter tx({{in_.get(), 0}, {out_.get(), 0}}, {}, outcomes.row(1));
+  std::vector<rte_mbuf*> pkts;
+  for (uint32_t i = 0; i < 4; ++i) {
+    pkts.push_back(make_packet(kIn, 1, i));
+    set_transmit(pkts.back(), i % 2 == 0 ? PortId{kNoPort} : kOut);
+  }
+  tx.take(pkts);
+  tx.flush();
+  EXPECT_EQ(sent(*out_), (std::vector<uint32_t>{1, 3}));
+  const AccountingSnapshot s = outcomes.port_snapshot(kIn);
+  EXPECT_EQ(s.drops[static_cast<size_t>(DropReason::BAD_VERDICT)], 2u);
+  EXPECT_EQ(s.tx, 2u);
+}
+
 // A pipeline run's packets for one port, from one ingress, are offered in one call as they
 // lie, but never ahead of packets already waiting for that port; a run ends at the first
 // packet that needs the buffers (another port, a packet over the MTU), which go on as before.
