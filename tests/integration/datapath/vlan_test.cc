@@ -70,6 +70,31 @@ control:
   }
   bool resolve_first() const override { return false; }
 
+  // The lab's wan0 as a trunk with `ports` (the list's items after wan), `routes` (the route
+  // stage's) and `hosts` (static neighbours).
+  std::string trunk_config(const std::string& ports, const std::string& routes,
+                           const std::string& hosts) const {
+    return fmt::format(R"(appliance: {{name: vlan-test}}
+cpu: {{control: 0, workers: [1]}}
+dpdk: {{memory_mb: 256, hugepages: auto, file_prefix: {}, mbufs: 8192}}
+ports:
+  - {{name: wan, type: afxdp, interface: wan0, queues: 1, mode: auto}}
+{}steering:
+  default: userspace
+  rules:
+    - {{name: arp, match: {{l3: arp}}, action: pass}}
+pipeline:
+  - stage: route
+    routes:
+{}  - stage: neighbour
+    fuse: true
+    static:
+{}control:
+  socket: {}
+)",
+                       name_, ports, routes, hosts, socket_);
+  }
+
   std::array<uint8_t, 6> wan_mac() const {
     return mac_bytes(lab_->exec_output('a', "cat /sys/class/net/wan0/address"));
   }
@@ -189,29 +214,13 @@ class VlanTrunkOf99 : public Vlan {
     std::string ports;
     for (int i = 1; i <= kVlans; ++i)
       ports += fmt::format("  - {{name: v{}, type: vlan, parent: wan, vlan: {}}}\n", i, 1000 + i);
-    return fmt::format(R"(appliance: {{name: vlan-trunk-test}}
-cpu: {{control: 0, workers: [1]}}
-dpdk: {{memory_mb: 256, hugepages: auto, file_prefix: {}, mbufs: 8192}}
-ports:
-  - {{name: wan, type: afxdp, interface: wan0, queues: 1, mode: auto}}
-{}steering:
-  default: userspace
-  rules:
-    - {{name: arp, match: {{l3: arp}}, action: pass}}
-pipeline:
-  - stage: route
-    routes:
-      - {{prefix: 10.1.0.0/24, port: v1}}
-      - {{prefix: 10.2.0.0/24, port: v{}}}
-  - stage: neighbour
-    fuse: true
-    static:
-      - {{ip: 10.1.0.2, mac: "{}", port: v1}}
-      - {{ip: 10.2.0.2, mac: "{}", port: v{}}}
-control:
-  socket: {}
-)",
-                       name_, ports, kVlans, kOfficeHost, kLabHost, kVlans, socket_);
+    return trunk_config(ports,
+                        fmt::format("      - {{prefix: 10.1.0.0/24, port: v1}}\n"
+                                    "      - {{prefix: 10.2.0.0/24, port: v{}}}\n",
+                                    kVlans),
+                        fmt::format("      - {{ip: 10.1.0.2, mac: \"{}\", port: v1}}\n"
+                                    "      - {{ip: 10.2.0.2, mac: \"{}\", port: v{}}}\n",
+                                    kOfficeHost, kLabHost, kVlans));
   }
 };
 
@@ -443,25 +452,7 @@ class VlanReload : public Vlan {
     vlan("lab", 200, kLabHost);
     if (dev) vlan("dev", 300, kDevHost);
     if (spare) vlan("spare", 400, kSpareHost);
-    return fmt::format(R"(appliance: {{name: vlan-reload-test}}
-cpu: {{control: 0, workers: [1]}}
-dpdk: {{memory_mb: 256, hugepages: auto, file_prefix: {}, mbufs: 8192}}
-ports:
-  - {{name: wan, type: afxdp, interface: wan0, queues: 1, mode: auto}}
-{}steering:
-  default: userspace
-  rules:
-    - {{name: arp, match: {{l3: arp}}, action: pass}}
-pipeline:
-  - stage: route
-    routes:
-{}  - stage: neighbour
-    fuse: true
-    static:
-{}control:
-  socket: {}
-)",
-                       name_, ports, routes, hosts, socket_);
+    return trunk_config(ports, routes, hosts);
   }
   std::string edit_config(std::string) override { return config_with(false, true); }
 
