@@ -36,16 +36,14 @@ Result<void> HookTap::attach_trace(const std::vector<PortId>& ports) {
 }
 
 void HookTap::detach_trace_rx() noexcept {
-  // remove() returns once no lcore can be inside the hook.
-  for (auto id : trace_rx_ids_)
-    (void)hooks_.remove(id);
+  // remove() returns once no lcore can be inside the hooks.
+  (void)hooks_.remove(trace_rx_ids_);
   trace_rx_ids_.clear();
 }
 
 void HookTap::detach_trace() noexcept {
   detach_trace_rx();
-  for (auto id : trace_tx_ids_)
-    (void)hooks_.remove(id);
+  (void)hooks_.remove(trace_tx_ids_);
   trace_tx_ids_.clear();
 }
 
@@ -56,8 +54,7 @@ Result<void> HookTap::attach(PortId port, std::shared_ptr<PcapngCapture> capture
     if (!t->hook.capture().wants(flag)) continue;
     auto id = hooks_.add(dir, port, std::nullopt, t->hook);
     if (!id) {
-      for (auto installed : t->ids)
-        (void)hooks_.remove(installed);
+      (void)hooks_.remove(t->ids);
       return std::unexpected(id.error());
     }
     t->ids.push_back(*id);
@@ -71,8 +68,7 @@ void HookTap::detach(const PcapngCapture* capture) noexcept {
                          [&](const auto& t) { return &t->hook.capture() == capture; });
   if (it == tapped_.end()) return;
   // remove() returns once no lcore can be inside the hook: the capture may then go.
-  for (auto id : (*it)->ids)
-    (void)hooks_.remove(id);
+  (void)hooks_.remove((*it)->ids);
   tapped_.erase(it);
 }
 

@@ -1,6 +1,7 @@
 #include "hooks/hook_table.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace vecflow {
 
@@ -51,7 +52,24 @@ Result<HookTable::HookId> HookTable::add(HookDirection direction, PortId port,
 }
 
 Result<void> HookTable::remove(HookId id) {
+  return remove(std::span<const HookId>(&id, 1));
+}
+
+Result<void> HookTable::remove(std::span<const HookId> ids) {
+  if (ids.empty()) return {};
   std::lock_guard lock(mutex_);
+  const std::unordered_set<HookId> gone(ids.begin(), ids.end());
+  // The ids found, before anything is replaced: all or none.
+  std::unordered_set<HookId> found;
+  for (size_t s = 0; s < 2 * size_t(ports_) * queues_; ++s) {
+    const List* cur = lists_[s].load(std::memory_order_relaxed);
+    for (size_t i = 0; cur != nullptr && i < cur->count; ++i)
+      if (gone.contains(cur->ids[i])) found.insert(cur->ids[i]);
+  }
+  if (found.size() != gone.size()) {
+    for (HookId id : gone)
+      if (!found.contains(id)) return fail("no hook {}", id);
+  }
   std::vector<std::unique_ptr<List>> retired;
   for (size_t s = 0; s < 2 * size_t(ports_) * queues_; ++s) {
     const List* cur = lists_[s].load(std::memory_order_relaxed);
@@ -60,7 +78,7 @@ Result<void> HookTable::remove(HookId id) {
     auto next = std::make_unique<List>();
     next->where = cur->where;
     for (size_t i = 0; i < cur->count; ++i) {
-      if (cur->ids[i] == id) continue;
+      if (gone.contains(cur->ids[i])) continue;
       next->hooks[keep] = cur->hooks[i];
       next->ids[keep++] = cur->ids[i];
     }
@@ -69,11 +87,10 @@ Result<void> HookTable::remove(HookId id) {
     retired.emplace_back(
         lists_[s].exchange(keep ? next.release() : nullptr, std::memory_order_acq_rel));
   }
-  if (retired.empty()) return fail("no hook {}", id);
   // One grace period covers every list replaced above: after it no lcore holds any of them,
-  // and none can reach the removed hook through the new lists.
+  // and none can reach a removed hook through the new lists.
   qsbr_.synchronize();
-  --installed_;
+  installed_ -= gone.size();
   return {};
 }
 

@@ -63,6 +63,10 @@ class HookTable {
                      Hook& hook);
   // Uninstalls; when it returns no lcore is inside the hook or can enter it again.
   Result<void> remove(HookId id);
+  // Uninstalls every hook of `ids` in one pass over the table and one grace period: a trace's
+  // tx hooks sit on every port id (kMaxPorts), which one remove() each took a pass and a
+  // grace period apiece. Fails, removing nothing, when one of them is not installed.
+  Result<void> remove(std::span<const HookId> ids);
   size_t installed() const;
 
   // ---- data path (the lcore that owns the queue) ----
