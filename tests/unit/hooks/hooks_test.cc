@@ -170,6 +170,34 @@ TEST_F(Hooks, SeveralHooksOnOneQueueRunInOrderOfInstallation) {
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 1, 3}));
 }
 
+// A set of hooks goes in one call (a trace's, on every port): all of them, or, when one of
+// them is not installed, none.
+TEST_F(Hooks, ASetOfHooksIsRemovedWholeOrNotAtAll) {
+  auto qsbr = Qsbr::create(1);
+  ASSERT_TRUE(qsbr);
+  HookTable table(**qsbr, kPorts, kQueues);
+  CountingHook rx0, tx0, tx1;
+  auto a = table.add(HookDirection::Rx, PortId{0}, std::nullopt, rx0);
+  auto b = table.add(HookDirection::Tx, PortId{0}, QueueId{1}, tx0);
+  auto c = table.add(HookDirection::Tx, PortId{1}, std::nullopt, tx1);
+  ASSERT_TRUE(a && b && c);
+  const HookTable::HookId unknown = *c + 100;
+  const std::vector<HookTable::HookId> with_unknown{*a, unknown};
+  EXPECT_FALSE(table.remove(with_unknown));
+  EXPECT_EQ(table.installed(), 3u) << "nothing removed";
+  const std::vector<HookTable::HookId> two{*a, *c};
+  ASSERT_TRUE(table.remove(two));
+  EXPECT_EQ(table.installed(), 1u);
+  rte_mbuf* burst[2] = {};
+  table.run_rx(PortId{0}, QueueId{0}, burst);
+  table.run_tx(PortId{1}, QueueId{1}, burst);
+  table.run_tx(PortId{0}, QueueId{1}, burst);
+  EXPECT_EQ(rx0.seen(), 0u);
+  EXPECT_EQ(tx1.seen(), 0u);
+  EXPECT_EQ(tx0.seen(), 2u) << "the hook not in the set stays";
+  EXPECT_TRUE(table.remove(std::vector<HookTable::HookId>{}));
+}
+
 TEST_F(Hooks, CaptureHookAddedAndRemovedAThousandTimesUnderTraffic) {
   auto qsbr = Qsbr::create(2);
   ASSERT_TRUE(qsbr);
