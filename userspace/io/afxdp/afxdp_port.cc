@@ -19,6 +19,7 @@
 #include <rte_mbuf.h>
 #include <xdp/xsk.h>
 
+#include "core/error.h"
 #include "core/log.h"
 #include "io/afxdp/pmd_queue.h"
 #include "io/hardware.h"
@@ -88,11 +89,6 @@ inline uint16_t as_is_descs(const PacketPool& pool, const rte_mbuf* m,
   for (const rte_mbuf* s = m; s != nullptr; s = s->next)
     if (!lendable(pool, s)) return 0;
   return m->nb_segs;
-}
-
-// Wraps a libbpf/libxdp -errno result.
-std::string err_text(int rc) {
-  return strerror(rc < 0 ? -rc : rc);
 }
 
 }  // namespace
@@ -223,7 +219,7 @@ Result<void> AfXdpPort::set_xsks_map(int map_fd) {
   bpf_map_info info{};
   uint32_t len = sizeof(info);
   if (int rc = bpf_obj_get_info_by_fd(map_fd, &info, &len); rc != 0) {
-    return fail("port {}: fd {} is not a BPF map: {}", name(), map_fd, err_text(rc));
+    return fail("port {}: fd {} is not a BPF map: {}", name(), map_fd, errno_text(rc));
   }
   if (info.type != BPF_MAP_TYPE_XSKMAP) {
     return fail("port {}: map '{}' is not an XSKMAP", name(), info.name);
@@ -269,7 +265,7 @@ Result<void> AfXdpPort::Impl::open_sockets() {
     close_sockets();
     if (rc == -ENOMEM || t + 1 == tries.size()) {
       return fail("cannot bind an AF_XDP socket to {} queue {} ({} mode): {}", ifname, failed,
-                  tries[t] & XDP_ZEROCOPY ? "zero-copy" : "copy", err_text(rc));
+                  tries[t] & XDP_ZEROCOPY ? "zero-copy" : "copy", errno_text(rc));
     }
   }
 
@@ -458,7 +454,7 @@ Result<void> AfXdpPort::start() {
       im.started = true;
       stop();
       return fail("port {}: cannot insert the socket of queue {} into the XSKMAP: {}", name(),
-                  q.device_queue, err_text(rc));
+                  q.device_queue, errno_text(rc));
     }
     if (q.pmd.dev.valid()) {
       if (auto r = q.pmd.dev.start(); !r) {

@@ -17,17 +17,13 @@
 #include <rte_mbuf.h>
 #include <xdp/xsk.h>
 
+#include "core/error.h"
 #include "core/log.h"
 #include "io/afxdp/xsk_fds.h"
 #include "io/packet_pool.h"
 
 namespace vecflow {
 namespace {
-
-// Wraps a libbpf/libxdp -errno result.
-std::string err_text(int rc) {
-  return strerror(rc < 0 ? -rc : rc);
-}
 
 // DPDK 22.11's net_af_xdp does not free the buffers its socket holds when it closes: those in
 // its fill ring, and those the kernel delivered or completed that it has not read yet. They are
@@ -189,7 +185,7 @@ Result<void> PmdQueues::open(PmdQueue& q) {
   if (moved_aside) {
     if (int rc = detach_exactly(ifindex, kept_prog_id_); rc != 0) {
       return fail("port {}: cannot move the steering program of {} aside for queue {}: {}",
-                  port_name, ifname, q.device_queue, err_text(rc));
+                  port_name, ifname, q.device_queue, errno_text(rc));
     }
   }
   std::string dev = fmt::format("net_af_xdp_vf{}q{}", to_index(opt_.port), q.device_queue);
@@ -229,13 +225,13 @@ Result<void> PmdQueues::open(PmdQueue& q) {
       q.dev.close();
       put_back_kept();
       return fail("port {}: cannot detach the program net_af_xdp attached to {}: {}", port_name,
-                  ifname, err_text(rc));
+                  ifname, errno_text(rc));
     }
   }
   if (int rc = put_back_kept(); rc != 0) {
     q.dev.close();
     return fail("port {}: cannot put the steering program of {} back: {}", port_name, ifname,
-                err_text(rc));
+                errno_text(rc));
   }
   // The device's one socket is the AF_XDP socket that appeared while it was set up.
   std::vector<int> fresh;
