@@ -48,9 +48,8 @@ Result<Reloader::Applied> Reloader::apply(const config::ApplianceConfig& next) {
     auto it = sections_.find(section);
     std::vector<std::string> reasons;
     if (it == sections_.end()) {
-      reasons.push_back(fmt::format(
-          "no part of this vecflowd applies '{}' while running: restart vecflowd to apply it",
-          section));
+      reasons.push_back(fmt::format("no part of this vecflowd applies '{}' while running: {}",
+                                    section, kRestartToApply));
     } else if (it->second.check) {
       reasons = it->second.check(running_, next);
     }

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "api/registry.h"
@@ -29,6 +30,9 @@
 #include "control/server.h"
 
 namespace vecflow::control {
+
+// The end of every reason a change waits for a restart.
+inline constexpr std::string_view kRestartToApply = "restart vecflowd to apply it";
 
 struct SectionReloader {
   // What of `next`'s section cannot be applied while running (one line per reason); empty

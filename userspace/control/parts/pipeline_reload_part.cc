@@ -22,8 +22,6 @@ namespace {
 // thousand routes says so in one line, not a thousand.
 constexpr size_t kNamedItems = 5;
 
-constexpr std::string_view kRestart = "restart vecflowd to apply it";
-
 // The stages as `vecflowctl config` shows them: every default filled in, comparable as JSON.
 Json stages_json(const std::vector<config::StageConfig>& stages) {
   config::ApplianceConfig c;
@@ -140,17 +138,17 @@ std::vector<std::string> pipeline_restart_reasons(const std::vector<config::Stag
     if (!added.empty()) {
       why.push_back(fmt::format(
           "stage{} added ({}): stages and their scheduler queues are built at start; {}",
-          added.size() == 1 ? "" : "s", fmt::join(added, ", "), kRestart));
+          added.size() == 1 ? "" : "s", fmt::join(added, ", "), kRestartToApply));
     }
     if (!removed.empty()) {
       why.push_back(fmt::format(
           "stage{} removed ({}): stages and their scheduler queues are built at start; {}",
-          removed.size() == 1 ? "" : "s", fmt::join(removed, ", "), kRestart));
+          removed.size() == 1 ? "" : "s", fmt::join(removed, ", "), kRestartToApply));
     }
     if (added.empty() && removed.empty()) {
       why.push_back(fmt::format(
           "stages reordered ({} → {}): the order is fixed when the pipeline is built; {}",
-          fmt::join(names_a, ", "), fmt::join(names_b, ", "), kRestart));
+          fmt::join(names_a, ", "), fmt::join(names_b, ", "), kRestartToApply));
     }
     return why;
   }
@@ -161,7 +159,7 @@ std::vector<std::string> pipeline_restart_reasons(const std::vector<config::Stag
     const std::string type = x["stage"];
     if (y["stage"] != type) {
       why.push_back(fmt::format("stage '{}': type {} → {}: a stage is built for its type; {}", name,
-                                type, value_text(y["stage"]), kRestart));
+                                type, value_text(y["stage"]), kRestartToApply));
       continue;
     }
     Json keys = x;
@@ -178,7 +176,7 @@ std::vector<std::string> pipeline_restart_reasons(const std::vector<config::Stag
                       scalar ? fmt::format("{} → {}", value_text(from), value_text(to)) : "changed",
                       key == "sched" || key == "fuse" ? "the scheduler's queues are made at start"
                                                       : "the stage reads it when it is built",
-                      kRestart));
+                      kRestartToApply));
     }
   }
   auto known = [&ports](const std::string& p) {
@@ -192,7 +190,7 @@ std::vector<std::string> pipeline_restart_reasons(const std::vector<config::Stag
         why.push_back(fmt::format(
             "stage '{}': {} uses port '{}', which this vecflowd does not run (ports are opened "
             "at start); {}",
-            st.name, item, port, kRestart));
+            st.name, item, port, kRestartToApply));
       }
     }
   }

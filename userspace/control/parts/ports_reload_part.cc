@@ -14,8 +14,6 @@
 namespace vecflow::control {
 namespace {
 
-constexpr std::string_view kRestart = "restart vecflowd to apply it";
-
 // The ports as `vecflowctl config` shows them, by name: every default filled in.
 std::map<std::string, Json> ports_by_name(const config::ApplianceConfig& c) {
   config::ApplianceConfig only;
@@ -199,7 +197,7 @@ std::vector<std::string> ports_restart_reasons(const config::ApplianceConfig& ru
     if (was == a.end()) {
       if (kind_of(port) != "vlan")
         why.push_back(fmt::format("port {} ({}) added: links are opened at start; {}", name,
-                                  kind_of(port), kRestart));
+                                  kind_of(port), kRestartToApply));
       continue;
     }
     if (was->second == port) continue;
@@ -216,16 +214,16 @@ std::vector<std::string> ports_restart_reasons(const config::ApplianceConfig& ru
       why.push_back(fmt::format(
           "port {}: {} changed: VLAN ports sit on it (or remove them in one reload and declare "
           "them again with it in the next); {}",
-          name, fmt::join(keys, ", "), kRestart));
+          name, fmt::join(keys, ", "), kRestartToApply));
     } else {
       why.push_back(fmt::format("port {}: {} changed: a link keeps what it started with; {}", name,
-                                fmt::join(keys, ", "), kRestart));
+                                fmt::join(keys, ", "), kRestartToApply));
     }
   }
   for (const auto& [name, port] : a) {
     if (!b.contains(name) && kind_of(port) != "vlan")
       why.push_back(fmt::format("port {} ({}) removed: links are closed at stop; {}", name,
-                                kind_of(port), kRestart));
+                                kind_of(port), kRestartToApply));
   }
   return why;
 }
