@@ -117,10 +117,10 @@ inline const MetricFamily kPortBacklogPackets{
     MetricType::Gauge,
     {"role", "port"}};
 
-inline const MetricFamily kRxPackets{"vecflow_sched_rx_packets_total",
-                                     "Packets an rx adapter received from its port queues",
-                                     MetricType::Counter,
-                                     {"adapter"}};
+inline const MetricFamily kSchedRxPackets{"vecflow_sched_rx_packets_total",
+                                          "Packets an rx adapter received from its port queues",
+                                          MetricType::Counter,
+                                          {"adapter"}};
 inline const MetricFamily kRxEvents{"vecflow_sched_rx_events_total",
                                     "Events an rx adapter enqueued (vectors and single packets)",
                                     MetricType::Counter,
@@ -166,7 +166,7 @@ inline const MetricFamily kRxRefused{
     {"adapter"}};
 // An rx adapter's counters under {adapter}; its wait histogram goes to kRxWait (add_wait).
 constexpr auto kRxAdapterCounters = std::to_array<CounterField<sched::RxAdapterStats>>({
-    {"packets", &kRxPackets, &sched::RxAdapterStats::packets},
+    {"packets", &kSchedRxPackets, &sched::RxAdapterStats::packets},
     {"events", &kRxEvents, &sched::RxAdapterStats::events},
     {"vectors", &kRxVectors, &sched::RxAdapterStats::vectors},
     {"vector_packets", &kRxVectorPackets, &sched::RxAdapterStats::vector_packets},
@@ -438,7 +438,7 @@ Json rx_adapter_row(const Snapshot& s, const RateWindow& rates, const sched::RxA
            {"vector_timeout_us", rx.config().vector_timeout_us},
            {"flow_buckets", rx.config().flow_buckets}};
   add_counters_json(row, s, kRxAdapterCounters, {n});
-  row["pps"] = number_or_null(rates.rate(kRxPackets, {n}));
+  row["pps"] = number_or_null(rates.rate(kSchedRxPackets, {n}));
   row["mean_vector"] = vectors
                            ? Json(static_cast<double>(in_vectors) / static_cast<double>(vectors))
                            : Json(nullptr);

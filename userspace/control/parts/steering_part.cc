@@ -20,10 +20,10 @@ constexpr std::array<std::string_view, VF_VERDICT_COUNT> kVerdicts = {
 constexpr std::array<std::string_view, VF_OFFLOAD_DECLINE_COUNT> kDeclines = {
     "vlan", "ip_options", "fragment", "tcp_fin_rst", "ttl", "mtu", "no_target", "gated"};
 
-inline const MetricFamily kRxBytes{"vecflow_steer_rx_bytes_total",
-                                   "Bytes the XDP steering program saw on a port's interface",
-                                   MetricType::Counter,
-                                   {"port"}};
+inline const MetricFamily kSteerRxBytes{"vecflow_steer_rx_bytes_total",
+                                        "Bytes the XDP steering program saw on a port's interface",
+                                        MetricType::Counter,
+                                        {"port"}};
 inline const MetricFamily kActionCount{
     "vecflow_steer_actions_total",
     "Action chosen for each frame by a rule, the default or the malformed policy",
@@ -91,7 +91,7 @@ inline const MetricFamily kRuleBytes{
 // reason and per rule (arrays, and the rule list) is collected in loops in collect_steering.
 constexpr auto kSteerCounters = std::to_array<CounterField<steer::SteerCounters, uint64_t>>({
     {"rx_packets", &kSteerRxPackets, &steer::SteerCounters::rx_packets},
-    {"rx_bytes", &kRxBytes, &steer::SteerCounters::rx_bytes},
+    {"rx_bytes", &kSteerRxBytes, &steer::SteerCounters::rx_bytes},
     {"default_hits", &kDefaultHits, &steer::SteerCounters::default_hits},
     {"no_socket_fallbacks", &kNoSocket, &steer::SteerCounters::no_socket_fallback},
     {"queue_not_read", &kQueueNotRead, &steer::SteerCounters::queue_not_read},
@@ -179,7 +179,7 @@ Json interface_rows(const Snapshot& s, const RateWindow& rates,
                 {"reattaches", itf.reattaches}};
     add_counters_json(row, s, kSteerCounters, {p});
     row["rx_pps"] = rate_or_null(rates, kSteerRxPackets, {{"port", p}});
-    auto bytes_rate = rates.rate(kRxBytes, {p});
+    auto bytes_rate = rates.rate(kSteerRxBytes, {p});
     row["rx_bps"] = bytes_rate ? Json(*bytes_rate * 8) : Json(nullptr);
     for (auto v : kVerdicts)
       row[std::string(v)] = s.count(kSteerVerdicts, {p, v});

@@ -11,7 +11,7 @@ extern const CommandSpec kAclSpec{
     {{"stage", ArgType::String, "Only this acl stage"}}};
 
 namespace {
-const CommandCatalogue::Entry kEntry{kAclSpec};
+const CommandCatalogue::Entry kAclEntry{kAclSpec};
 }
 
 }  // namespace vecflow::control

@@ -41,7 +41,7 @@ extern const CommandSpec kSessionsSpec{
       {"packets", "bytes", "age"}}}};
 
 namespace {
-const CommandCatalogue::Entry kEntry{kSessionsSpec};
+const CommandCatalogue::Entry kConntrackEntry{kSessionsSpec};
 }
 
 }  // namespace vecflow::control

@@ -21,7 +21,7 @@ extern const CommandSpec kFlowsSpec{
      {"stage", ArgType::String, "Only this count stage"}}};
 
 namespace {
-const CommandCatalogue::Entry kEntry{kFlowsSpec};
+const CommandCatalogue::Entry kCountEntry{kFlowsSpec};
 }
 
 }  // namespace vecflow::control

@@ -12,7 +12,7 @@ extern const CommandSpec kNeighboursSpec{
      {"vrf", ArgType::String, "Only next hops on the ports of this VRF ('default': of none)"}}};
 
 namespace {
-const CommandCatalogue::Entry kEntry{kNeighboursSpec};
+const CommandCatalogue::Entry kNeighbourEntry{kNeighboursSpec};
 }
 
 }  // namespace vecflow::control

@@ -14,7 +14,7 @@ extern const CommandSpec kRoutesSpec{
       "Only this VRF's routes, and --lookup in it (default: all routes, lookup in 'default')"}}};
 
 namespace {
-const CommandCatalogue::Entry kEntry{kRoutesSpec};
+const CommandCatalogue::Entry kRouteEntry{kRoutesSpec};
 }
 
 }  // namespace vecflow::control
