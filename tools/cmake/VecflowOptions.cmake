@@ -34,6 +34,16 @@ if(VECFLOW_WERROR)
   add_compile_options(-Werror)
 endif()
 
+# tools/test.sh builds userspace/ and tools/ as a unity build (CMAKE_UNITY_BUILD: up to 8
+# sources of a target compiled as one), which halves the compile time of the libraries (their
+# sources include the same heavy headers: fmt, nlohmann json, DPDK); tests/ stays one object per
+# file (tests/CMakeLists.txt).
+# There gcc takes a type of one source's anonymous namespace, used by a class of that source,
+# for a header's (-Wsubobject-linkage is meant for headers): not a fault of a unity source.
+if(CMAKE_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Wno-subobject-linkage>)
+endif()
+
 if(VECFLOW_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang" OR CMAKE_CXX_COMPILER_VERSION VERSION_LESS 17)
     message(FATAL_ERROR "VECFLOW_FUZZ needs clang 17 or later with libFuzzer: "
